@@ -1,1 +1,5 @@
-pub fn x(){}
+//! An embedded Kubernetes API server, held to kube-apiserver's documented behaviour.
+
+pub mod auth;
+pub mod error;
+pub mod labels;
