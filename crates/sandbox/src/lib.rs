@@ -3,3 +3,5 @@
 pub mod auth;
 pub mod error;
 pub mod labels;
+pub mod registry;
+pub mod store;

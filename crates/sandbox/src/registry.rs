@@ -1,0 +1,449 @@
+//! The kinds this API server serves: the built-in table and, at run time, every established CRD.
+//!
+//! A [`ResourceType`] is one resource (`configmaps`, `widgets.example.org`) with the versions it is
+//! served at. Objects are stored once per resource, whatever version they were written at; a read
+//! at another version only rewrites `apiVersion` (a CRD's conversion strategy `None`, which is
+//! what kube-apiserver does for CRDs without a conversion webhook).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// `(group, resource)`: the storage identity of a resource, independent of version.
+pub type ResourceKey = (String, String);
+
+/// One additional printer column (`kubectl get` tables), as in a CRD's
+/// `additionalPrinterColumns`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    /// A simple JSONPath (`.spec.size`, `.metadata.labels.app`, `.status.conditions[?(@.type=="Ready")].status`).
+    pub json_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionInfo {
+    pub name: String,
+    /// The version's `openAPIV3Schema` (custom resources only).
+    pub schema: Option<Value>,
+    pub printer_columns: Vec<PrinterColumn>,
+    pub status_subresource: bool,
+    /// The `scale` subresource's paths, if declared.
+    pub scale_subresource: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceType {
+    pub group: String,
+    /// Served versions, the storage (preferred) version first.
+    pub versions: Vec<VersionInfo>,
+    pub kind: String,
+    pub list_kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub verbs: Vec<&'static str>,
+    /// Set for custom resources: the owning CRD's name.
+    pub crd: Option<String>,
+    /// Built-in subresources other than `status` (e.g. a namespace's `finalize`).
+    pub extra_subresources: Vec<&'static str>,
+}
+
+impl ResourceType {
+    pub fn key(&self) -> ResourceKey {
+        (self.group.clone(), self.plural.clone())
+    }
+
+    pub fn version(&self, version: &str) -> Option<&VersionInfo> {
+        self.versions.iter().find(|v| v.name == version)
+    }
+
+    pub fn storage_version(&self) -> &str {
+        self.versions.first().map_or("v1", |v| v.name.as_str())
+    }
+
+    /// `apiVersion` as written in objects: `v1` for the core group, `group/version` otherwise.
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.versions.iter().any(|v| v.status_subresource)
+    }
+
+    pub fn is_custom(&self) -> bool {
+        self.crd.is_some()
+    }
+}
+
+const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    status: bool,
+    verbs: &'static [&'static str],
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        namespaced: false,
+        short_names: &["ns"],
+        status: true,
+        verbs: &["create", "delete", "get", "list", "patch", "update", "watch"],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        namespaced: true,
+        short_names: &["cm"],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        namespaced: true,
+        short_names: &["sa"],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        namespaced: true,
+        short_names: &["svc"],
+        status: true,
+        verbs: &["create", "delete", "get", "list", "patch", "update", "watch"],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        short_names: &["ev"],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolume",
+        plural: "persistentvolumes",
+        namespaced: false,
+        short_names: &["pv"],
+        status: true,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        namespaced: true,
+        short_names: &["pvc"],
+        status: true,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        short_names: &["ev"],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "storage.k8s.io",
+        version: "v1",
+        kind: "StorageClass",
+        plural: "storageclasses",
+        namespaced: false,
+        short_names: &["sc"],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        namespaced: true,
+        short_names: &["deploy"],
+        status: true,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        namespaced: false,
+        short_names: &["crd", "crds"],
+        status: true,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingWebhookConfiguration",
+        plural: "validatingwebhookconfigurations",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SubjectAccessReview",
+        plural: "subjectaccessreviews",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        verbs: &["create"],
+    },
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        verbs: &["create"],
+    },
+];
+
+/// Every resource served, by `(group, plural)`.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    resources: BTreeMap<ResourceKey, Arc<ResourceType>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::with_builtins()
+    }
+}
+
+impl Registry {
+    pub fn with_builtins() -> Self {
+        let mut resources = BTreeMap::new();
+        for b in BUILTINS {
+            let rt = ResourceType {
+                group: b.group.to_string(),
+                versions: vec![VersionInfo {
+                    name: b.version.to_string(),
+                    schema: None,
+                    printer_columns: vec![],
+                    status_subresource: b.status,
+                    scale_subresource: None,
+                }],
+                kind: b.kind.to_string(),
+                list_kind: format!("{}List", b.kind),
+                plural: b.plural.to_string(),
+                singular: b.kind.to_lowercase(),
+                namespaced: b.namespaced,
+                short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+                categories: vec![],
+                verbs: b.verbs.to_vec(),
+                crd: None,
+                extra_subresources: if b.plural == "namespaces" {
+                    vec!["finalize"]
+                } else {
+                    vec![]
+                },
+            };
+            resources.insert(rt.key(), Arc::new(rt));
+        }
+        Registry { resources }
+    }
+
+    pub fn get(&self, group: &str, plural: &str) -> Option<&Arc<ResourceType>> {
+        self.resources.get(&(group.to_string(), plural.to_string()))
+    }
+
+    /// The resource serving `group/version` and `plural`, if that version is served.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceType>> {
+        self.get(group, plural)
+            .filter(|rt| rt.version(version).is_some())
+    }
+
+    /// The resource of a kind (`apiVersion` + `kind`, as in an owner reference).
+    pub fn by_kind(&self, group: &str, kind: &str) -> Option<&Arc<ResourceType>> {
+        self.resources
+            .values()
+            .find(|rt| rt.group == group && rt.kind == kind)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.resources.values()
+    }
+
+    pub fn insert(&mut self, rt: ResourceType) {
+        self.resources.insert(rt.key(), Arc::new(rt));
+    }
+
+    pub fn remove(&mut self, key: &ResourceKey) -> Option<Arc<ResourceType>> {
+        self.resources.remove(key)
+    }
+
+    /// Groups in discovery order (the core group is served under `/api`, not listed here),
+    /// each with its served versions, preferred first.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for rt in self.resources.values() {
+            if rt.group.is_empty() {
+                continue;
+            }
+            let versions = groups.entry(rt.group.clone()).or_default();
+            for v in &rt.versions {
+                if !versions.contains(&v.name) {
+                    versions.push(v.name.clone());
+                }
+            }
+        }
+        for versions in groups.values_mut() {
+            versions.sort_by(|a, b| compare_versions(b, a));
+        }
+        groups.into_iter().collect()
+    }
+}
+
+/// Kubernetes version priority: GA > beta > alpha, then by number (`v2 > v1 > v1beta2 > v1beta1 >
+/// v1alpha1`), and anything that is not a Kubernetes version last, alphabetically.
+pub fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
+    fn rank(v: &str) -> (u8, u64, u64, String) {
+        let Some(rest) = v.strip_prefix('v') else {
+            return (0, 0, 0, v.to_string());
+        };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(major) = digits.parse::<u64>() else {
+            return (0, 0, 0, v.to_string());
+        };
+        let tail = &rest[digits.len()..];
+        let (stability, minor_str) = if tail.is_empty() {
+            (3, "")
+        } else if let Some(m) = tail.strip_prefix("beta") {
+            (2, m)
+        } else if let Some(m) = tail.strip_prefix("alpha") {
+            (1, m)
+        } else {
+            return (0, 0, 0, v.to_string());
+        };
+        let minor = if minor_str.is_empty() {
+            0
+        } else {
+            match minor_str.parse::<u64>() {
+                Ok(m) => m,
+                Err(_) => return (0, 0, 0, v.to_string()),
+            }
+        };
+        (stability, major, minor, String::new())
+    }
+    let (ra, rb) = (rank(a), rank(b));
+    if ra.0 == 0 && rb.0 == 0 {
+        return b.cmp(a);
+    }
+    (ra.0, ra.1, ra.2).cmp(&(rb.0, rb.1, rb.2))
+}
+
+/// The `(group, version)` of an `apiVersion` string.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_priority_follows_kubernetes() {
+        let mut v = vec!["v1alpha1", "v1", "v1beta2", "v2", "v1beta1", "foo"];
+        v.sort_by(|a, b| compare_versions(b, a));
+        assert_eq!(v, ["v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]);
+    }
+
+    #[test]
+    fn builtins_are_found_by_kind_and_resource() {
+        let r = Registry::with_builtins();
+        assert!(r.lookup("", "v1", "configmaps").is_some());
+        assert!(r.lookup("", "v2", "configmaps").is_none());
+        assert_eq!(
+            r.by_kind("apps", "Deployment").map(|rt| rt.plural.as_str()),
+            Some("deployments")
+        );
+        assert!(!r.get("", "namespaces").expect("ns").namespaced);
+    }
+}

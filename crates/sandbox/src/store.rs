@@ -1,0 +1,435 @@
+//! In-memory storage with etcd's revision semantics.
+//!
+//! One global revision counter numbers every write, as etcd's does; an object's
+//! `metadata.resourceVersion` is the revision that last wrote it, and a list's is the revision it
+//! was read at. Each resource's objects live in a persistent ordered map (`imbl::OrdMap`), so a
+//! list can keep an O(1) snapshot for `limit`/`continue` paging and stay consistent across pages
+//! as an etcd read at a fixed revision does.
+//!
+//! Every write is recorded as a [`Change`] in a bounded history (the watch window: a watch that
+//! resumes from a revision older than the window gets `410 Gone`, like a compacted etcd) and sent
+//! to the live watchers and the in-process controllers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use imbl::OrdMap;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::registry::ResourceKey;
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
+pub type ObjectKey = (String, String);
+
+pub type Table = OrdMap<ObjectKey, Arc<Value>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One write, as watchers see it.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub revision: u64,
+    pub resource: ResourceKey,
+    pub event: EventType,
+    /// The object after the write (for a deletion, the last state, stamped with the deletion's
+    /// revision as kube-apiserver does).
+    pub object: Arc<Value>,
+    /// The object before the write (for label-selector watches: a change that makes an object
+    /// stop matching is sent as DELETED).
+    pub old: Option<Arc<Value>>,
+}
+
+/// A watch started from a revision: the changes after it still in the window, then the live feed.
+pub struct Subscription {
+    pub backlog: Vec<Arc<Change>>,
+    pub live: broadcast::Receiver<Arc<Change>>,
+}
+
+pub struct Store {
+    revision: u64,
+    tables: HashMap<ResourceKey, Table>,
+    uids: HashMap<String, (ResourceKey, ObjectKey)>,
+    /// owner UID → dependents (objects whose ownerReferences name that UID).
+    dependents: HashMap<String, BTreeSet<(ResourceKey, ObjectKey)>>,
+    history: VecDeque<Arc<Change>>,
+    history_limit: usize,
+    /// Snapshots kept for `continue` tokens: (revision, resource) → table as it was.
+    snapshots: VecDeque<((u64, ResourceKey), Table)>,
+    snapshot_limit: usize,
+    live: broadcast::Sender<Arc<Change>>,
+    controllers: Vec<mpsc::UnboundedSender<Arc<Change>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("revision", &self.revision)
+            .field("resources", &self.tables.len())
+            .finish()
+    }
+}
+
+/// Why a read at a revision cannot be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    pub requested: u64,
+    pub oldest: u64,
+}
+
+impl Store {
+    /// `history_limit` is the watch window in changes; `watch_buffer` how many changes a live
+    /// watcher may fall behind before it is closed (the client then re-lists).
+    pub fn new(history_limit: usize, watch_buffer: usize) -> Self {
+        let (live, _) = broadcast::channel(watch_buffer.max(16));
+        Store {
+            // etcd starts counting at 1; starting higher makes stale-version bugs visible.
+            revision: 100,
+            tables: HashMap::new(),
+            uids: HashMap::new(),
+            dependents: HashMap::new(),
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            snapshots: VecDeque::new(),
+            snapshot_limit: 64,
+            live,
+            controllers: Vec::new(),
+        }
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// In-process controllers get every change, never dropped (an unbounded channel: they must
+    /// not miss one, and they are as fast as the store).
+    pub fn register_controller(&mut self) -> mpsc::UnboundedReceiver<Arc<Change>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.controllers.push(tx);
+        rx
+    }
+
+    pub fn get(&self, resource: &ResourceKey, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.tables.get(resource)?.get(key).cloned()
+    }
+
+    pub fn by_uid(&self, uid: &str) -> Option<(ResourceKey, Arc<Value>)> {
+        let (resource, key) = self.uids.get(uid)?;
+        Some((resource.clone(), self.get(resource, key)?))
+    }
+
+    /// Objects whose ownerReferences name `uid`.
+    pub fn dependents_of(&self, uid: &str) -> Vec<(ResourceKey, Arc<Value>)> {
+        self.dependents
+            .get(uid)
+            .map(|set| {
+                set.iter()
+                    .filter_map(|(r, k)| Some((r.clone(), self.get(r, k)?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The whole table of a resource (an O(1) persistent snapshot).
+    pub fn table(&self, resource: &ResourceKey) -> Table {
+        self.tables.get(resource).cloned().unwrap_or_default()
+    }
+
+    /// Objects of a resource, in one namespace or all, in key order.
+    pub fn list(&self, resource: &ResourceKey, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let Some(table) = self.tables.get(resource) else {
+            return vec![];
+        };
+        list_table(table, namespace, None, usize::MAX).0
+    }
+
+    pub fn count(&self, resource: &ResourceKey) -> usize {
+        self.tables.get(resource).map_or(0, OrdMap::len)
+    }
+
+    /// Keeps a snapshot of a resource at the current revision for `continue` tokens.
+    pub fn keep_snapshot(&mut self, resource: &ResourceKey) {
+        let id = (self.revision, resource.clone());
+        if self.snapshots.iter().any(|(k, _)| *k == id) {
+            return;
+        }
+        let table = self.table(resource);
+        self.snapshots.push_back((id, table));
+        while self.snapshots.len() > self.snapshot_limit {
+            self.snapshots.pop_front();
+        }
+    }
+
+    pub fn snapshot(&self, revision: u64, resource: &ResourceKey) -> Option<Table> {
+        self.snapshots
+            .iter()
+            .find(|((r, res), _)| *r == revision && res == resource)
+            .map(|(_, t)| t.clone())
+    }
+
+    pub fn insert(&mut self, resource: &ResourceKey, object: Value) -> Arc<Value> {
+        self.write(resource, object, EventType::Added)
+    }
+
+    pub fn replace(&mut self, resource: &ResourceKey, object: Value) -> Arc<Value> {
+        self.write(resource, object, EventType::Modified)
+    }
+
+    fn write(&mut self, resource: &ResourceKey, mut object: Value, event: EventType) -> Arc<Value> {
+        self.revision += 1;
+        object["metadata"]["resourceVersion"] = Value::String(self.revision.to_string());
+        let key = object_key(&object);
+        let object = Arc::new(object);
+        let old = self
+            .tables
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), object.clone());
+        if let Some(old) = &old {
+            self.unindex(resource, &key, old);
+        }
+        self.index(resource, &key, &object);
+        self.record(Change {
+            revision: self.revision,
+            resource: resource.clone(),
+            event,
+            object: object.clone(),
+            old,
+        });
+        object
+    }
+
+    pub fn remove(&mut self, resource: &ResourceKey, key: &ObjectKey) -> Option<Arc<Value>> {
+        let old = self.tables.get_mut(resource)?.remove(key)?;
+        self.unindex(resource, key, &old);
+        self.revision += 1;
+        let mut last = (*old).clone();
+        last["metadata"]["resourceVersion"] = Value::String(self.revision.to_string());
+        let last = Arc::new(last);
+        self.record(Change {
+            revision: self.revision,
+            resource: resource.clone(),
+            event: EventType::Deleted,
+            object: last.clone(),
+            old: Some(old),
+        });
+        Some(last)
+    }
+
+    /// Forgets a resource whose objects are all gone (a deleted CRD).
+    pub fn drop_resource(&mut self, resource: &ResourceKey) {
+        if self.tables.get(resource).is_some_and(OrdMap::is_empty) {
+            self.tables.remove(resource);
+        }
+    }
+
+    fn index(&mut self, resource: &ResourceKey, key: &ObjectKey, object: &Value) {
+        if let Some(uid) = object["metadata"]["uid"].as_str() {
+            self.uids
+                .insert(uid.to_string(), (resource.clone(), key.clone()));
+        }
+        for owner in owner_uids(object) {
+            self.dependents
+                .entry(owner)
+                .or_default()
+                .insert((resource.clone(), key.clone()));
+        }
+    }
+
+    fn unindex(&mut self, resource: &ResourceKey, key: &ObjectKey, object: &Value) {
+        if let Some(uid) = object["metadata"]["uid"].as_str() {
+            self.uids.remove(uid);
+        }
+        for owner in owner_uids(object) {
+            if let Some(set) = self.dependents.get_mut(&owner) {
+                set.remove(&(resource.clone(), key.clone()));
+                if set.is_empty() {
+                    self.dependents.remove(&owner);
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, change: Change) {
+        let change = Arc::new(change);
+        self.history.push_back(change.clone());
+        while self.history.len() > self.history_limit {
+            self.history.pop_front();
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = self.live.send(change.clone());
+        self.controllers.retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    /// The oldest revision a watch can resume from.
+    pub fn oldest_resumable(&self) -> u64 {
+        self.history
+            .front()
+            .map_or(self.revision, |c| c.revision.saturating_sub(1))
+    }
+
+    /// Subscribes to changes after `revision`. Errors with [`Expired`] when changes after it
+    /// have left the window, as a compacted etcd does.
+    pub fn subscribe(&self, revision: u64) -> Result<Subscription, Expired> {
+        let oldest = self.oldest_resumable();
+        if revision < oldest {
+            return Err(Expired {
+                requested: revision,
+                oldest,
+            });
+        }
+        let backlog = self
+            .history
+            .iter()
+            .filter(|c| c.revision > revision)
+            .cloned()
+            .collect();
+        Ok(Subscription {
+            backlog,
+            live: self.live.subscribe(),
+        })
+    }
+
+    /// Drops the watch window (for tests of `410 Gone`: a forced compaction).
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.snapshots.clear();
+    }
+}
+
+/// Lists a table in key order from after `start` (exclusive), at most `limit` items. Returns the
+/// items and whether more remain.
+pub fn list_table(
+    table: &Table,
+    namespace: Option<&str>,
+    start: Option<&ObjectKey>,
+    limit: usize,
+) -> (Vec<Arc<Value>>, bool) {
+    let mut out = Vec::new();
+    let lower = match (start, namespace) {
+        (Some(k), _) => std::ops::Bound::Excluded(k.clone()),
+        (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
+        (None, None) => std::ops::Bound::Unbounded,
+    };
+    let mut more = false;
+    for (k, v) in table.range((lower, std::ops::Bound::Unbounded)) {
+        if let Some(ns) = namespace {
+            if k.0 != ns {
+                break;
+            }
+        }
+        if out.len() == limit {
+            more = true;
+            break;
+        }
+        out.push(v.clone());
+    }
+    (out, more)
+}
+
+pub fn object_key(object: &Value) -> ObjectKey {
+    let meta = &object["metadata"];
+    (
+        meta["namespace"].as_str().unwrap_or_default().to_string(),
+        meta["name"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+fn owner_uids(object: &Value) -> Vec<String> {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r["uid"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Counts objects per resource in a namespace (for the namespace controller's conditions).
+pub fn count_by_resource(
+    store: &Store,
+    namespace: &str,
+    resources: &[ResourceKey],
+) -> BTreeMap<ResourceKey, usize> {
+    resources
+        .iter()
+        .map(|r| (r.clone(), store.list(r, Some(namespace)).len()))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cm_key() -> ResourceKey {
+        (String::new(), "configmaps".to_string())
+    }
+
+    fn cm(ns: &str, name: &str, uid: &str) -> Value {
+        json!({"metadata": {"namespace": ns, "name": name, "uid": uid}})
+    }
+
+    #[test]
+    fn every_write_gets_a_new_revision_and_resumes_from_history() {
+        let mut s = Store::new(3, 16);
+        let r0 = s.revision();
+        let a = s.insert(&cm_key(), cm("a", "x", "u1"));
+        assert_eq!(a["metadata"]["resourceVersion"], (r0 + 1).to_string());
+        s.replace(&cm_key(), cm("a", "x", "u1"));
+        s.remove(&cm_key(), &("a".into(), "x".into()));
+        let sub = s.subscribe(r0 + 1).expect("in window");
+        let kinds: Vec<_> = sub.backlog.iter().map(|c| c.event).collect();
+        assert_eq!(kinds, [EventType::Modified, EventType::Deleted]);
+        s.insert(&cm_key(), cm("a", "y", "u2"));
+        s.insert(&cm_key(), cm("a", "z", "u3"));
+        assert!(s.subscribe(r0).is_err(), "older than the window is expired");
+    }
+
+    #[test]
+    fn namespace_listing_and_paging() {
+        let mut s = Store::new(100, 16);
+        for (ns, n) in [("a", "1"), ("a", "2"), ("b", "1"), ("c", "1")] {
+            s.insert(&cm_key(), cm(ns, n, &format!("{ns}{n}")));
+        }
+        assert_eq!(s.list(&cm_key(), Some("a")).len(), 2);
+        assert_eq!(s.list(&cm_key(), None).len(), 4);
+        let t = s.table(&cm_key());
+        let (page, more) = list_table(&t, None, None, 3);
+        assert!(more);
+        let last = object_key(&page[2]);
+        let (rest, more) = list_table(&t, None, Some(&last), 3);
+        assert!(!more);
+        assert_eq!(rest.len(), 1);
+    }
+
+    #[test]
+    fn owner_index_follows_writes() {
+        let mut s = Store::new(100, 16);
+        let mut dep = cm("a", "d", "dep");
+        dep["metadata"]["ownerReferences"] = json!([{"uid": "owner"}]);
+        s.insert(&cm_key(), dep);
+        assert_eq!(s.dependents_of("owner").len(), 1);
+        s.replace(&cm_key(), cm("a", "d", "dep"));
+        assert!(s.dependents_of("owner").is_empty());
+        assert!(s.by_uid("dep").is_some());
+    }
+}
