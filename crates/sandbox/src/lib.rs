@@ -1,7 +1,17 @@
 //! An embedded Kubernetes API server, held to kube-apiserver's documented behaviour.
+//!
+//! `apiserver` holds the semantics (verbs, write pipeline, watch), `store` the revisioned data,
+//! `controllers` the garbage collector and the namespace and CRD controllers, `admission` the
+//! validating webhook dispatcher, `http` the wire protocol kubectl and kube-rs speak, and
+//! `sandbox` puts them together behind TLS with a kubeconfig.
 
+pub mod admission;
+pub mod apiserver;
 pub mod auth;
+pub mod controllers;
 pub mod error;
 pub mod labels;
+pub mod patch;
 pub mod registry;
+pub mod schema;
 pub mod store;

@@ -1,0 +1,398 @@
+//! Object metadata rules every write obeys: names, generated names, system fields, labels,
+//! finalizers while deleting — the generic part of kube-apiserver's `rest.BeforeCreate` and
+//! `rest.BeforeUpdate`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, Cause};
+use crate::registry::ResourceType;
+
+/// The current time as kube-apiserver writes it in `creationTimestamp` (RFC 3339, seconds).
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// A random suffix for `generateName`, from the same alphabet kube-apiserver uses (no vowels,
+/// no look-alikes).
+pub fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // A UUID gives the randomness; the counter makes collisions within a run impossible to hit
+    // twice in a row.
+    let mut bits = uuid::Uuid::new_v4().as_u128() ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (0..5)
+        .map(|_| {
+            let c = ALPHABET[(bits % ALPHABET.len() as u128) as usize] as char;
+            bits /= ALPHABET.len() as u128;
+            c
+        })
+        .collect()
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// Names of namespaces and services are DNS labels; everything else a DNS subdomain.
+pub fn validate_name(rt: &ResourceType, name: &str) -> Option<Cause> {
+    let label = rt.group.is_empty() && (rt.plural == "namespaces" || rt.plural == "services");
+    if label {
+        if is_dns1123_label(name) {
+            return None;
+        }
+        return Some(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!(
+                "Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ),
+        ));
+    }
+    if is_dns1123_subdomain(name) {
+        return None;
+    }
+    Some(Cause::new(
+        "FieldValueInvalid",
+        "metadata.name",
+        format!(
+            "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ),
+    ))
+}
+
+/// Label keys and values, as `metav1validation.ValidateLabels` checks them.
+pub fn validate_labels(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(labels) = object["metadata"]["labels"].as_object() else {
+        if !object["metadata"]["labels"].is_null() {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "metadata.labels",
+                "Invalid value: must be a map of strings",
+            ));
+        }
+        return causes;
+    };
+    for (k, v) in labels {
+        let value = v.as_str();
+        let selector = match value {
+            Some(v) => format!("{k}={v}"),
+            None => k.clone(),
+        };
+        if value.is_none() || crate::labels::Selector::parse(&selector).is_err() || k.contains(',')
+        {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "metadata.labels",
+                format!("Invalid value: \"{}\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", v.as_str().unwrap_or(k)),
+            ));
+        }
+    }
+    causes
+}
+
+fn finalizer_set(object: &Value) -> Vec<String> {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn finalizers(object: &Value) -> Vec<String> {
+    finalizer_set(object)
+}
+
+pub fn has_finalizer(object: &Value, name: &str) -> bool {
+    finalizer_set(object).iter().any(|f| f == name)
+}
+
+pub fn is_deleting(object: &Value) -> bool {
+    !object["metadata"]["deletionTimestamp"].is_null()
+}
+
+/// Kinds whose strategy sets `metadata.generation` and bumps it on spec changes.
+pub fn tracks_generation(rt: &ResourceType) -> bool {
+    rt.is_custom()
+        || matches!(
+            (rt.group.as_str(), rt.plural.as_str()),
+            ("apps", "deployments")
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+                | ("admissionregistration.k8s.io", _)
+        )
+}
+
+/// Fills system metadata on create (`rest.BeforeCreate`): uid, creationTimestamp, generation,
+/// the namespace from the URL, a generated name; clears fields a client may not set.
+pub fn prepare_create(
+    rt: &ResourceType,
+    namespace: &str,
+    object: &mut Value,
+) -> Result<(), ApiError> {
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    let meta = &mut object["metadata"];
+    if rt.namespaced {
+        match meta["namespace"].as_str() {
+            Some(ns) if !ns.is_empty() && ns != namespace => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => meta["namespace"] = json!(namespace),
+        }
+    } else if let Some(m) = meta.as_object_mut() {
+        m.remove("namespace");
+    }
+    let name = meta["name"].as_str().unwrap_or_default().to_string();
+    if name.is_empty() {
+        match meta["generateName"].as_str() {
+            Some(prefix) if !prefix.is_empty() => {
+                // kube-apiserver truncates the prefix so the whole name stays valid.
+                let prefix: String = prefix.chars().take(58).collect();
+                meta["name"] = json!(format!("{prefix}{}", name_suffix()));
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    &rt.group,
+                    &rt.kind,
+                    "",
+                    vec![Cause::new(
+                        "FieldValueRequired",
+                        "metadata.name",
+                        "Required value: name or generateName is required",
+                    )],
+                ));
+            }
+        }
+    }
+    if meta["resourceVersion"]
+        .as_str()
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::internal(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let m = meta.as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    m.insert("creationTimestamp".into(), json!(now()));
+    for field in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        m.remove(field);
+    }
+    if tracks_generation(rt) {
+        m.insert("generation".into(), json!(1));
+    } else {
+        m.remove("generation");
+    }
+    let name = m["name"].as_str().unwrap_or_default().to_string();
+    let mut causes: Vec<Cause> = validate_name(rt, &name).into_iter().collect();
+    causes.extend(validate_labels(object));
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
+    }
+    Ok(())
+}
+
+/// The parts of an object that are not metadata or status: what `generation` tracks.
+fn spec_of(object: &Value) -> Map<String, Value> {
+    object
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Carries system fields over from the stored object on update (`rest.BeforeUpdate`) and
+/// enforces what an update may not do. `subresource` is `""` or `"status"`.
+pub fn prepare_update(
+    rt: &ResourceType,
+    old: &Value,
+    new: &mut Value,
+    subresource: &str,
+) -> Result<(), ApiError> {
+    let name = old["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    if !new["metadata"].is_object() {
+        new["metadata"] = json!({});
+    }
+    match new["metadata"]["name"].as_str() {
+        Some(n) if n == name => {}
+        Some(n) if !n.is_empty() => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => new["metadata"]["name"] = json!(name),
+    }
+    if rt.namespaced {
+        let ns = old["metadata"]["namespace"].clone();
+        match new["metadata"]["namespace"].as_str() {
+            Some(n) if Some(n) != ns.as_str() && !n.is_empty() => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => new["metadata"]["namespace"] = ns,
+        }
+    }
+    if subresource == "status" {
+        // A status write changes status and nothing else.
+        let status = new.get("status").cloned();
+        let rv = new["metadata"]["resourceVersion"].clone();
+        *new = old.clone();
+        match status {
+            Some(s) => new["status"] = s,
+            None => {
+                if let Some(m) = new.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        new["metadata"]["resourceVersion"] = rv;
+        return Ok(());
+    }
+    if rt.has_status() {
+        // Through the main resource, status is read-only when a status subresource exists.
+        match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(m) = new.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+    }
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match old["metadata"].get(field) {
+            Some(v) => new["metadata"][field] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(field);
+                }
+            }
+        }
+    }
+    if tracks_generation(rt) && spec_of(old) != spec_of(new) {
+        let g = old["metadata"]["generation"].as_i64().unwrap_or(0);
+        new["metadata"]["generation"] = json!(g + 1);
+    }
+    if is_deleting(old) {
+        let old_f = finalizer_set(old);
+        let added: Vec<String> = finalizer_set(new)
+            .into_iter()
+            .filter(|f| !old_f.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::invalid(
+                &rt.group,
+                &rt.kind,
+                &name,
+                vec![Cause::new(
+                    "FieldValueForbidden",
+                    "metadata.finalizers",
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                    ),
+                )],
+            ));
+        }
+    }
+    let causes = validate_labels(new);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    #[test]
+    fn generated_names_and_system_fields() {
+        let reg = Registry::with_builtins();
+        let rt = reg.get("", "configmaps").expect("cm");
+        let mut obj = json!({"metadata": {"generateName": "cfg-", "uid": "forged"}});
+        prepare_create(rt, "ns", &mut obj).expect("valid");
+        let name = obj["metadata"]["name"].as_str().expect("name");
+        assert!(name.starts_with("cfg-") && name.len() == 9, "{name}");
+        assert_ne!(obj["metadata"]["uid"], "forged");
+        assert_eq!(obj["metadata"]["namespace"], "ns");
+        assert!(obj["metadata"].get("generation").is_none());
+    }
+
+    #[test]
+    fn names_are_validated_per_kind() {
+        let reg = Registry::with_builtins();
+        let ns = reg.get("", "namespaces").expect("ns");
+        assert!(validate_name(ns, "a.b").is_some(), "namespace names are labels");
+        let cm = reg.get("", "configmaps").expect("cm");
+        assert!(validate_name(cm, "a.b").is_none());
+        assert!(validate_name(cm, "A").is_some());
+        let mut obj = json!({"metadata": {}});
+        let err = prepare_create(cm, "ns", &mut obj).expect_err("no name");
+        assert_eq!(
+            err.message,
+            "ConfigMap \"\" is invalid: metadata.name: Required value: name or generateName is required"
+        );
+    }
+
+    #[test]
+    fn no_new_finalizers_while_deleting() {
+        let reg = Registry::with_builtins();
+        let cm = reg.get("", "configmaps").expect("cm");
+        let old = json!({"metadata": {"name": "c", "namespace": "n", "deletionTimestamp": "t", "finalizers": ["a"]}});
+        let mut new = json!({"metadata": {"name": "c", "finalizers": ["a", "b"]}});
+        let err = prepare_update(cm, &old, &mut new, "").expect_err("forbidden");
+        assert!(err.message.contains("no new finalizers can be added"), "{}", err.message);
+        let mut fewer = json!({"metadata": {"name": "c", "finalizers": []}});
+        prepare_update(cm, &old, &mut fewer, "").expect("removing is fine");
+        assert_eq!(fewer["metadata"]["deletionTimestamp"], "t");
+    }
+
+    #[test]
+    fn generation_follows_spec_only() {
+        let reg = Registry::with_builtins();
+        let d = reg.get("apps", "deployments").expect("deploy");
+        let old = json!({"metadata": {"name": "d", "namespace": "n", "generation": 1}, "spec": {"replicas": 1}});
+        let mut labels_only = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
+        prepare_update(d, &old, &mut labels_only, "").expect("ok");
+        assert_eq!(labels_only["metadata"]["generation"], 1);
+        let mut spec = json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}});
+        prepare_update(d, &old, &mut spec, "").expect("ok");
+        assert_eq!(spec["metadata"]["generation"], 2);
+    }
+}

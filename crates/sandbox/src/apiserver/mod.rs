@@ -1,0 +1,215 @@
+//! The API server's semantics, independent of HTTP: every verb of every resource, and the
+//! write pipeline kube-apiserver runs for each request:
+//!
+//! decode → system metadata (`meta`) → kind defaults and validation (`kinds`) → validating
+//! admission → optimistic-concurrency commit to the [`Store`].
+//!
+//! In-process controllers (garbage collector, namespace and CRD controllers) call the same
+//! methods with their own service-account users, so they go through admission exactly as the
+//! real controllers do.
+
+pub mod kinds;
+pub mod meta;
+mod read;
+mod write;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use read::{ListOptions, WatchEvent, WatchOptions, WatchStream};
+pub use write::{DeleteOptions, DeleteOutcome, FieldValidation, Propagation, WriteOptions, Written};
+
+use crate::auth::UserInfo;
+use crate::error::ApiError;
+use crate::registry::{Registry, ResourceType};
+use crate::store::Store;
+
+/// Tunables. The defaults are kube-apiserver's and kube-controller-manager's; tests shorten the
+/// slow ones.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Changes kept for watch resumption; older resourceVersions get `410 Gone`.
+    pub watch_history: usize,
+    /// How far a live watcher may fall behind before it is closed.
+    pub watch_buffer: usize,
+    /// Garbage collector retry backoff for a refused delete: first delay…
+    pub gc_backoff_base: Duration,
+    /// …doubling up to this (kube-controller-manager: 5 ms to 1000 s).
+    pub gc_backoff_max: Duration,
+    /// How soon the namespace controller looks again at a namespace whose content remains.
+    pub namespace_requeue: Duration,
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: Duration,
+    /// Watch duration when the client sets no `timeoutSeconds`.
+    pub default_watch_timeout: Duration,
+    /// Webhook `clientConfig.service` (namespace, name) → local address.
+    pub webhook_services: HashMap<(String, String), SocketAddr>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            watch_history: 10_000,
+            watch_buffer: 10_000,
+            gc_backoff_base: Duration::from_millis(5),
+            gc_backoff_max: Duration::from_secs(1000),
+            namespace_requeue: Duration::from_secs(1),
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            webhook_services: HashMap::new(),
+        }
+    }
+}
+
+/// What a request addresses: a resource at a version, and optionally a namespace, a name and a
+/// subresource.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub resource: Arc<ResourceType>,
+    pub version: String,
+    pub namespace: String,
+    pub name: String,
+    pub subresource: String,
+}
+
+impl Target {
+    pub fn new(resource: Arc<ResourceType>, version: &str, namespace: &str, name: &str) -> Self {
+        Target {
+            resource,
+            version: version.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            subresource: String::new(),
+        }
+    }
+
+    pub fn with_subresource(mut self, subresource: &str) -> Self {
+        self.subresource = subresource.to_string();
+        self
+    }
+
+    fn object_key(&self) -> (String, String) {
+        let ns = if self.resource.namespaced {
+            self.namespace.clone()
+        } else {
+            String::new()
+        };
+        (ns, self.name.clone())
+    }
+
+    fn not_found(&self) -> ApiError {
+        ApiError::not_found(&self.resource.group, &self.resource.plural, &self.name)
+    }
+}
+
+pub struct ApiServer {
+    store: Mutex<Store>,
+    registry: RwLock<Registry>,
+    pub config: Config,
+    admission: crate::admission::Dispatcher,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").finish_non_exhaustive()
+    }
+}
+
+impl ApiServer {
+    pub fn new(config: Config) -> Arc<Self> {
+        let store = Store::new(config.watch_history, config.watch_buffer);
+        let admission = crate::admission::Dispatcher::new(crate::admission::DispatcherConfig {
+            services: config.webhook_services.clone(),
+        });
+        let server = Arc::new(ApiServer {
+            store: Mutex::new(store),
+            registry: RwLock::new(Registry::with_builtins()),
+            config,
+            admission,
+        });
+        server.bootstrap();
+        server
+    }
+
+    /// The namespaces every cluster starts with.
+    fn bootstrap(&self) {
+        let mut store = self.store();
+        let key = (String::new(), "namespaces".to_string());
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let mut ns = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name},
+            });
+            let reg = Registry::with_builtins();
+            let Some(rt) = reg.get("", "namespaces") else {
+                continue;
+            };
+            if meta::prepare_create(rt, "", &mut ns).is_ok() {
+                kinds::default_on_create(rt, &mut ns);
+                store.insert(&key, ns);
+            }
+        }
+    }
+
+    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
+        // A panic while holding the lock leaves the data consistent (every write is one insert),
+        // so a poisoned lock is still usable.
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn registry(&self) -> RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn registry_mut(&self) -> RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The resource served at `group/version` with this plural (or short name / kind for
+    /// in-process callers).
+    pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.registry().lookup(group, version, plural).cloned()
+    }
+
+    /// Subscribes an in-process controller to every change.
+    pub fn controller_feed(
+        &self,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<Arc<crate::store::Change>> {
+        self.store().register_controller()
+    }
+
+    /// Forces the watch window to be dropped, as etcd compaction does (tests of `410 Gone`).
+    pub fn compact(&self) {
+        self.store().compact();
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.store().revision()
+    }
+
+    /// Rewrites a stored object for output at the requested version.
+    pub(crate) fn output(rt: &ResourceType, version: &str, object: &Value) -> Value {
+        let mut out = object.clone();
+        out["apiVersion"] = Value::String(rt.api_version(version));
+        out["kind"] = Value::String(rt.kind.clone());
+        out
+    }
+
+    pub(crate) fn namespace_labels(&self, namespace: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        let ns = self.store().get(
+            &(String::new(), "namespaces".to_string()),
+            &(String::new(), namespace.to_string()),
+        )?;
+        Some(crate::labels::labels_of(&ns))
+    }
+}
+
+/// The user the in-process controllers and tests act as when no user is given.
+pub fn system_admin() -> UserInfo {
+    UserInfo::new("system:admin", "", &["system:masters", "system:authenticated"])
+}

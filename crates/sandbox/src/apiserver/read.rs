@@ -1,0 +1,315 @@
+//! The read verbs: get, list (with selectors and `limit`/`continue` paging over a consistent
+//! snapshot) and watch (resume from a resourceVersion, bookmarks, `410 Gone`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::{ApiServer, Target};
+use crate::error::ApiError;
+use crate::labels::{FieldSelector, Selector};
+use crate::store::{Change, EventType, ObjectKey, list_table, object_key};
+
+/// `?labelSelector=&fieldSelector=&limit=&continue=&resourceVersion=&resourceVersionMatch=`
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub label_selector: Selector,
+    pub field_selector: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<String>,
+}
+
+impl ListOptions {
+    pub fn parse(
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+    ) -> Result<Self, ApiError> {
+        let label_selector = Selector::parse(label_selector.unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(e))?;
+        let field_selector = FieldSelector::parse(field_selector.unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(e))?;
+        Ok(ListOptions {
+            label_selector,
+            field_selector,
+            ..Default::default()
+        })
+    }
+
+    fn matches(&self, object: &Value) -> bool {
+        self.label_selector.matches_object(object) && self.field_selector.matches(object)
+    }
+}
+
+/// `?watch=true` options on top of the list ones.
+#[derive(Debug, Clone, Default)]
+pub struct WatchOptions {
+    pub list: ListOptions,
+    pub allow_bookmarks: bool,
+    pub send_initial_events: bool,
+    pub timeout: Option<Duration>,
+}
+
+/// One event of a watch stream, already shaped for the wire.
+#[derive(Debug, Clone)]
+pub struct WatchEvent {
+    pub type_: &'static str,
+    pub object: Value,
+}
+
+impl WatchEvent {
+    pub fn to_json(&self) -> Value {
+        json!({"type": self.type_, "object": self.object})
+    }
+}
+
+/// A live watch: the backlog (initial state or resumed changes) then changes as they happen.
+pub struct WatchStream {
+    pub(crate) target: Target,
+    pub(crate) options: WatchOptions,
+    pub(crate) backlog: std::collections::VecDeque<WatchEvent>,
+    pub(crate) live: broadcast::Receiver<Arc<Change>>,
+    pub(crate) last_revision: u64,
+}
+
+impl std::fmt::Debug for WatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchStream").finish_non_exhaustive()
+    }
+}
+
+impl WatchStream {
+    /// The next event, a bookmark when `bookmark` fires first, or `None` when the stream ends
+    /// (the watcher fell too far behind: the client must re-list, as with kube-apiserver).
+    pub async fn next(&mut self, bookmark: &mut tokio::time::Interval) -> Option<WatchEvent> {
+        if let Some(e) = self.backlog.pop_front() {
+            return Some(e);
+        }
+        loop {
+            tokio::select! {
+                change = self.live.recv() => match change {
+                    Ok(change) => {
+                        if change.revision <= self.last_revision {
+                            continue;
+                        }
+                        self.last_revision = change.revision;
+                        if let Some(event) = self.convert(&change) {
+                            return Some(event);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = bookmark.tick(), if self.options.allow_bookmarks => {
+                    return Some(self.bookmark(false));
+                }
+            }
+        }
+    }
+
+    fn bookmark(&self, initial_end: bool) -> WatchEvent {
+        let rt = &self.target.resource;
+        let mut meta = json!({"resourceVersion": self.last_revision.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        WatchEvent {
+            type_: "BOOKMARK",
+            object: json!({"kind": rt.kind, "apiVersion": rt.api_version(&self.target.version), "metadata": meta}),
+        }
+    }
+
+    /// Filters a change for this watch, turning selector transitions into ADDED / DELETED as
+    /// kube-apiserver's watch cache does.
+    fn convert(&self, change: &Change) -> Option<WatchEvent> {
+        let t = &self.target;
+        if change.resource != t.resource.key() {
+            return None;
+        }
+        let (ns, name) = object_key(&change.object);
+        if t.resource.namespaced && !t.namespace.is_empty() && ns != t.namespace {
+            return None;
+        }
+        if !t.name.is_empty() && name != t.name {
+            return None;
+        }
+        let now = self.options.list.matches(&change.object);
+        let before = change.old.as_ref().is_some_and(|o| self.options.list.matches(o));
+        let type_ = match change.event {
+            EventType::Added if now => "ADDED",
+            EventType::Modified if now && before => "MODIFIED",
+            EventType::Modified if now => "ADDED",
+            EventType::Modified if before => "DELETED",
+            EventType::Deleted if before || now => "DELETED",
+            _ => return None,
+        };
+        Some(WatchEvent {
+            type_,
+            object: ApiServer::output(&t.resource, &t.version, &change.object),
+        })
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    #[serde(rename = "rv")]
+    revision: u64,
+    #[serde(rename = "start")]
+    after: ObjectKey,
+}
+
+fn parse_revision(s: &str) -> Result<u64, ApiError> {
+    s.parse::<u64>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "resourceVersion: Invalid value: \"{s}\": must be a valid resourceVersion"
+        ))
+    })
+}
+
+impl ApiServer {
+    pub fn get(&self, t: &Target) -> Result<Value, ApiError> {
+        let object = self.current(t)?;
+        Ok(Self::output(&t.resource, &t.version, &object))
+    }
+
+    /// Objects a collection request selects (for deletecollection).
+    pub(crate) fn select(&self, t: &Target, opts: &ListOptions) -> Result<Vec<Value>, ApiError> {
+        let ns = t.resource.namespaced.then_some(t.namespace.as_str()).filter(|n| !n.is_empty());
+        Ok(self
+            .store()
+            .list(&t.resource.key(), ns)
+            .into_iter()
+            .filter(|o| opts.matches(o))
+            .map(|o| (*o).clone())
+            .collect())
+    }
+
+    /// A list object (`ConfigMapList`) with `metadata.resourceVersion`, `continue` and
+    /// `remainingItemCount` as kube-apiserver fills them.
+    pub fn list(&self, t: &Target, opts: &ListOptions) -> Result<Value, ApiError> {
+        let rt = &t.resource;
+        let ns = rt.namespaced.then_some(t.namespace.as_str()).filter(|n| !n.is_empty());
+        opts.field_selector
+            .check_supported(&[])
+            .map_err(ApiError::bad_request)?;
+        let limit = opts.limit.filter(|l| *l > 0);
+        let (table, revision, after) = {
+            let mut store = self.store();
+            if let Some(token) = &opts.continue_token {
+                let token: ContinueToken = base64::engine::general_purpose::STANDARD
+                    .decode(token)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .ok_or_else(|| ApiError::bad_request("continue key is not valid: illegal base64 data"))?;
+                let table = store.snapshot(token.revision, &rt.key()).ok_or_else(|| {
+                    ApiError::new(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    )
+                })?;
+                (table, token.revision, Some(token.after))
+            } else {
+                if let (Some(rv), Some("Exact")) = (&opts.resource_version, opts.resource_version_match.as_deref()) {
+                    let rv = parse_revision(rv)?;
+                    if rv != store.revision() {
+                        return Err(ApiError::gone(rv, store.revision()));
+                    }
+                }
+                if limit.is_some() {
+                    store.keep_snapshot(&rt.key());
+                }
+                (store.table(&rt.key()), store.revision(), None)
+            }
+        };
+        let mut items = Vec::new();
+        let mut cursor = after;
+        let mut more;
+        // Selectors filter after paging reads, as in etcd: keep reading until the page is full.
+        loop {
+            let want = limit.map_or(usize::MAX, |l| l - items.len());
+            let (page, page_more) = list_table(&table, ns, cursor.as_ref(), want);
+            if let Some(last) = page.last() {
+                cursor = Some(object_key(last));
+            }
+            items.extend(
+                page.into_iter()
+                    .filter(|o| opts.matches(o))
+                    .map(|o| Self::output(rt, &t.version, &o)),
+            );
+            more = page_more;
+            if !page_more || limit.is_none_or(|l| items.len() >= l) {
+                break;
+            }
+        }
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if more {
+            if let Some(after) = cursor {
+                let token = serde_json::to_vec(&ContinueToken { revision, after: after.clone() }).unwrap_or_default();
+                metadata["continue"] = json!(base64::engine::general_purpose::STANDARD.encode(token));
+                let remaining = list_table(&table, ns, Some(&after), usize::MAX).0.len();
+                if opts.label_selector.is_everything() && opts.field_selector.terms.is_empty() {
+                    metadata["remainingItemCount"] = json!(remaining);
+                }
+            }
+        }
+        Ok(json!({
+            "kind": rt.list_kind,
+            "apiVersion": rt.api_version(&t.version),
+            "metadata": metadata,
+            "items": items,
+        }))
+    }
+
+    /// Starts a watch. Without a resourceVersion (or with "0", or with `sendInitialEvents`),
+    /// the current state comes first as ADDED events.
+    pub fn watch(&self, t: &Target, opts: WatchOptions) -> Result<WatchStream, ApiError> {
+        let rt = &t.resource;
+        let ns = rt.namespaced.then_some(t.namespace.as_str()).filter(|n| !n.is_empty());
+        opts.list
+            .field_selector
+            .check_supported(&[])
+            .map_err(ApiError::bad_request)?;
+        let store = self.store();
+        let requested = match opts.list.resource_version.as_deref() {
+            None | Some("") | Some("0") => None,
+            Some(rv) => Some(parse_revision(rv)?),
+        };
+        let initial = opts.send_initial_events || requested.is_none();
+        let (from, mut backlog_events) = if initial && !(opts.send_initial_events && requested.is_some()) {
+            let items: Vec<WatchEvent> = store
+                .list(&rt.key(), ns)
+                .into_iter()
+                .filter(|o| opts.list.matches(o))
+                .filter(|o| t.name.is_empty() || object_key(o).1 == t.name)
+                .map(|o| WatchEvent { type_: "ADDED", object: Self::output(rt, &t.version, &o) })
+                .collect();
+            (store.revision(), items)
+        } else {
+            (requested.unwrap_or(store.revision()), Vec::new())
+        };
+        let sub = store.subscribe(from).map_err(|e| ApiError::gone(e.requested, e.oldest))?;
+        drop(store);
+        let mut stream = WatchStream {
+            target: t.clone(),
+            options: opts,
+            backlog: Default::default(),
+            live: sub.live,
+            last_revision: from,
+        };
+        for change in &sub.backlog {
+            stream.last_revision = change.revision;
+            if let Some(e) = stream.convert(change) {
+                backlog_events.push(e);
+            }
+        }
+        if stream.options.send_initial_events && stream.options.allow_bookmarks {
+            backlog_events.push(stream.bookmark(true));
+        }
+        stream.backlog = backlog_events.into();
+        Ok(stream)
+    }
+}

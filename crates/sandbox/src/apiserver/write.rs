@@ -1,0 +1,749 @@
+//! The write verbs: create, update, patch, delete, deletecollection.
+//!
+//! Each one reads the stored object, computes the new one without holding the store lock, runs
+//! validating admission, then commits only if the object is still at the revision it read —
+//! kube-apiserver's `GuaranteedUpdate`: a write whose client gave no resourceVersion retries on a
+//! concurrent change; one that gave a resourceVersion fails with 409 Conflict.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{ApiServer, Target, kinds, meta};
+use crate::admission::{Attributes, GroupVersionKind, GroupVersionResource, Operation};
+use crate::auth::UserInfo;
+use crate::error::{ApiError, Cause};
+use crate::patch::PatchKind;
+use crate::registry::ResourceType;
+
+/// `?fieldValidation=`: what to do with fields the schema does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    Ignore,
+    #[default]
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    pub fn parse(s: &str) -> Result<Self, ApiError> {
+        match s {
+            "" | "Warn" => Ok(FieldValidation::Warn),
+            "Ignore" => Ok(FieldValidation::Ignore),
+            "Strict" => Ok(FieldValidation::Strict),
+            other => Err(ApiError::bad_request(format!(
+                "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got \"{other}\""
+            ))),
+        }
+    }
+}
+
+/// Who writes, and how.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    pub user: UserInfo,
+    pub dry_run: bool,
+    pub field_manager: String,
+    pub field_validation: FieldValidation,
+    /// Server-side apply: take ownership of conflicting fields.
+    pub force: bool,
+}
+
+impl WriteOptions {
+    pub fn as_user(user: UserInfo) -> Self {
+        WriteOptions {
+            user,
+            dry_run: false,
+            field_manager: String::new(),
+            field_validation: FieldValidation::Warn,
+            force: false,
+        }
+    }
+
+    fn manager(&self) -> String {
+        if self.field_manager.is_empty() {
+            "unknown".to_string()
+        } else {
+            self.field_manager.clone()
+        }
+    }
+
+    fn options_object(&self, kind: &str) -> Value {
+        let mut o = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
+        if self.dry_run {
+            o["dryRun"] = json!(["All"]);
+        }
+        if !self.field_manager.is_empty() {
+            o["fieldManager"] = json!(self.field_manager);
+        }
+        if kind == "PatchOptions" && self.force {
+            o["force"] = json!(true);
+        }
+        o
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    Orphan,
+    Background,
+    Foreground,
+}
+
+impl Propagation {
+    pub fn parse(s: &str) -> Result<Self, ApiError> {
+        match s {
+            "Orphan" => Ok(Propagation::Orphan),
+            "Background" => Ok(Propagation::Background),
+            "Foreground" => Ok(Propagation::Foreground),
+            other => Err(ApiError::invalid(
+                "",
+                "DeleteOptions",
+                "",
+                vec![Cause::new(
+                    "FieldValueNotSupported",
+                    "propagationPolicy",
+                    format!(
+                        "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                    ),
+                )],
+            )),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Propagation::Orphan => "Orphan",
+            Propagation::Background => "Background",
+            Propagation::Foreground => "Foreground",
+        }
+    }
+}
+
+pub const ORPHAN_FINALIZER: &str = "orphan";
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// `DeleteOptions`.
+#[derive(Debug, Clone)]
+pub struct DeleteOptions {
+    pub write: WriteOptions,
+    pub propagation: Option<Propagation>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+impl DeleteOptions {
+    pub fn new(user: UserInfo) -> Self {
+        DeleteOptions {
+            write: WriteOptions::as_user(user),
+            propagation: None,
+            precondition_uid: None,
+            precondition_resource_version: None,
+        }
+    }
+
+    /// Reads a `DeleteOptions` body (kubectl and client-go send one), with query values
+    /// (`?propagationPolicy=`) already applied taking precedence only where the body is silent.
+    pub fn merge_body(&mut self, body: &Value) -> Result<(), ApiError> {
+        if let Some(p) = body["propagationPolicy"].as_str() {
+            self.propagation = Some(Propagation::parse(p)?);
+        } else if let Some(orphan) = body["orphanDependents"].as_bool() {
+            // The deprecated field, as kube-apiserver still honours it.
+            self.propagation = Some(if orphan {
+                Propagation::Orphan
+            } else {
+                Propagation::Background
+            });
+        }
+        if let Some(uid) = body["preconditions"]["uid"].as_str() {
+            self.precondition_uid = Some(uid.to_string());
+        }
+        if let Some(rv) = body["preconditions"]["resourceVersion"].as_str() {
+            self.precondition_resource_version = Some(rv.to_string());
+        }
+        if body["dryRun"].as_array().is_some_and(|d| !d.is_empty()) {
+            self.write.dry_run = true;
+        }
+        Ok(())
+    }
+
+    fn options_object(&self) -> Value {
+        let mut o = self.write.options_object("DeleteOptions");
+        if let Some(p) = self.propagation {
+            o["propagationPolicy"] = json!(p.as_str());
+        }
+        if self.precondition_uid.is_some() || self.precondition_resource_version.is_some() {
+            o["preconditions"] = json!({
+                "uid": self.precondition_uid,
+                "resourceVersion": self.precondition_resource_version,
+            });
+        }
+        o
+    }
+}
+
+/// The result of a successful write.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub object: Value,
+    pub warnings: Vec<String>,
+    pub created: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum DeleteOutcome {
+    /// The object is gone; here is its last state.
+    Deleted(Value),
+    /// The object is being deleted and waits for finalizers; here is its current state.
+    Pending(Value),
+}
+
+/// A commit lost a race with a concurrent write.
+enum Commit<T> {
+    Done(T),
+    Raced,
+}
+
+const MAX_RETRIES: usize = 16;
+
+impl ApiServer {
+    async fn admit(
+        &self,
+        operation: Operation,
+        t: &Target,
+        object: Option<&Value>,
+        old: Option<&Value>,
+        options: Value,
+        write: &WriteOptions,
+    ) -> Result<Vec<String>, ApiError> {
+        let rt = &t.resource;
+        if crate::admission::is_exempt(&rt.group, &rt.plural) {
+            return Ok(vec![]);
+        }
+        let configurations = {
+            let store = self.store();
+            store
+                .list(
+                    &(
+                        "admissionregistration.k8s.io".to_string(),
+                        "validatingwebhookconfigurations".to_string(),
+                    ),
+                    None,
+                )
+                .iter()
+                .map(|c| (**c).clone())
+                .collect::<Vec<_>>()
+        };
+        if configurations.is_empty() {
+            return Ok(vec![]);
+        }
+        let namespace_labels = if rt.group.is_empty() && rt.plural == "namespaces" {
+            object.or(old).map(crate::labels::labels_of)
+        } else if rt.namespaced {
+            self.namespace_labels(&t.namespace)
+        } else {
+            None
+        };
+        let attrs = Attributes {
+            operation,
+            kind: GroupVersionKind {
+                group: rt.group.clone(),
+                version: t.version.clone(),
+                kind: rt.kind.clone(),
+            },
+            resource: GroupVersionResource {
+                group: rt.group.clone(),
+                version: t.version.clone(),
+                resource: rt.plural.clone(),
+            },
+            sub_resource: t.subresource.clone(),
+            name: t.name.clone(),
+            namespace: if rt.namespaced { t.namespace.clone() } else { String::new() },
+            object: object.map(|o| Self::output(rt, &t.version, o)),
+            old_object: old.map(|o| Self::output(rt, &t.version, o)),
+            dry_run: write.dry_run,
+            options,
+            user: write.user.clone(),
+            namespace_labels,
+        };
+        self.admission.validate(&configurations, &attrs).await
+    }
+
+    /// Checks the namespace a namespaced object is created in: it must exist and not be
+    /// terminating.
+    fn check_namespace_open(&self, rt: &ResourceType, namespace: &str) -> Result<(), ApiError> {
+        if !rt.namespaced {
+            return Ok(());
+        }
+        let ns = self.store().get(
+            &(String::new(), "namespaces".to_string()),
+            &(String::new(), namespace.to_string()),
+        );
+        match ns {
+            None => Err(ApiError::not_found("", "namespaces", namespace)),
+            Some(ns) if meta::is_deleting(&ns) => Err(ApiError::forbidden(
+                &rt.group,
+                &rt.plural,
+                "",
+                &format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+            )
+            .with_details(json!({
+                "group": rt.group, "kind": rt.plural,
+                "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]
+            }))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Checks `apiVersion` and `kind` of a request body against the URL.
+    fn check_type(t: &Target, body: &Value) -> Result<(), ApiError> {
+        let rt = &t.resource;
+        let expected = rt.api_version(&t.version);
+        match body["apiVersion"].as_str() {
+            Some(v) if v != expected => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({expected})"
+                )));
+            }
+            _ => {}
+        }
+        match body["kind"].as_str() {
+            Some(k) if k != rt.kind => Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Prunes and defaults a custom object against its schema; unknown fields become warnings
+    /// or, under `fieldValidation=Strict`, an error.
+    fn prune(t: &Target, object: &mut Value, write: &WriteOptions) -> Result<Vec<String>, ApiError> {
+        let Some(schema) = t.resource.version(&t.version).and_then(|v| v.schema.as_ref()) else {
+            return Ok(vec![]);
+        };
+        let unknown = crate::schema::prune_and_default(schema, object);
+        if unknown.is_empty() || write.field_validation == FieldValidation::Ignore {
+            return Ok(vec![]);
+        }
+        let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.'))).collect();
+        if write.field_validation == FieldValidation::Strict {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            return Err(ApiError::bad_request(format!(
+                "{} in {} {}",
+                format_strict(&messages),
+                t.resource.api_version(&t.version),
+                if name.is_empty() { t.resource.kind.clone() } else { format!("{}/{}", t.resource.kind, name) }
+            ))
+            .with_details(json!({"causes": messages.iter().map(|m| json!({"reason": "FieldValueInvalid", "message": m})).collect::<Vec<_>>()})));
+        }
+        Ok(messages)
+    }
+
+    pub async fn create(&self, t: &Target, body: Value, write: &WriteOptions) -> Result<Written, ApiError> {
+        self.create_object(t, body, write, true).await
+    }
+
+    /// `record_manager` is false when server-side apply already recorded the applier's fields.
+    async fn create_object(&self, t: &Target, mut body: Value, write: &WriteOptions, record_manager: bool) -> Result<Written, ApiError> {
+        let rt = t.resource.clone();
+        if !rt.verbs.contains(&"create") {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource"
+            )));
+        }
+        if !body.is_object() {
+            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        }
+        Self::check_type(t, &body)?;
+        if rt.group == "authorization.k8s.io" {
+            let mut review = kinds::review_access(body);
+            review["apiVersion"] = json!(rt.api_version(&t.version));
+            review["kind"] = json!(rt.kind);
+            return Ok(Written { object: review, warnings: vec![], created: true });
+        }
+        self.check_namespace_open(&rt, &t.namespace)?;
+        meta::prepare_create(&rt, &t.namespace, &mut body)?;
+        kinds::default_on_create(&rt, &mut body);
+        let mut warnings = Self::prune(t, &mut body, write)?;
+        body["apiVersion"] = json!(rt.api_version(rt.storage_version()));
+        body["kind"] = json!(rt.kind);
+        if record_manager {
+            crate::patch::record_update(None, &mut body, &write.manager(), &rt.api_version(&t.version), "", &meta::now());
+        }
+        kinds::validate(&rt, &t.version, &body, None)?;
+        let mut addressed = t.clone();
+        addressed.name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        warnings.extend(
+            self.admit(Operation::Create, &addressed, Some(&body), None, write.options_object("CreateOptions"), write)
+                .await?,
+        );
+        let key = addressed.object_key();
+        let stored = {
+            let mut store = self.store();
+            if store.get(&rt.key(), &key).is_some() {
+                return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.1));
+            }
+            if write.dry_run {
+                body
+            } else {
+                (*store.insert(&rt.key(), body)).clone()
+            }
+        };
+        if !write.dry_run {
+            self.after_write(&rt, &stored);
+        }
+        Ok(Written { object: Self::output(&rt, &t.version, &stored), warnings, created: true })
+    }
+
+    /// PUT: replace the object (or its status) with `body`.
+    pub async fn update(&self, t: &Target, body: Value, write: &WriteOptions) -> Result<Written, ApiError> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        }
+        Self::check_type(t, &body)?;
+        let client_rv = body["metadata"]["resourceVersion"].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        if client_rv.is_none() && t.resource.is_custom() {
+            // Custom resources do not allow unconditional updates.
+            return Err(ApiError::invalid(
+                &t.resource.group,
+                &t.resource.kind,
+                &t.name,
+                vec![Cause::new(
+                    "FieldValueInvalid",
+                    "metadata.resourceVersion",
+                    "Invalid value: 0x0: must be specified for an update",
+                )],
+            ));
+        }
+        for _ in 0..MAX_RETRIES {
+            let current = self.current(t)?;
+            if let Some(rv) = &client_rv {
+                if current["metadata"]["resourceVersion"].as_str() != Some(rv.as_str()) {
+                    return Err(ApiError::conflict_modified(&t.resource.group, &t.resource.plural, &t.name));
+                }
+            }
+            match self.commit_update(t, &current, body.clone(), write, client_rv.is_some(), "UpdateOptions").await? {
+                Commit::Done(w) => return Ok(w),
+                Commit::Raced => continue,
+            }
+        }
+        Err(ApiError::conflict_modified(&t.resource.group, &t.resource.plural, &t.name))
+    }
+
+    /// PATCH in any of the four patch formats.
+    pub async fn patch(&self, t: &Target, kind: PatchKind, body: &[u8], write: &WriteOptions) -> Result<Written, ApiError> {
+        let rt = t.resource.clone();
+        if kind == PatchKind::StrategicMerge && rt.is_custom() {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json",
+                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"],
+            ));
+        }
+        if kind == PatchKind::Apply && write.field_manager.is_empty() {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+        for _ in 0..MAX_RETRIES {
+            let current = match self.current(t) {
+                Ok(c) => c,
+                Err(e) if e.code == 404 && kind == PatchKind::Apply && t.subresource.is_empty() => {
+                    // Apply creates what does not exist.
+                    let applied = crate::patch::parse_apply_body(body)?;
+                    Self::check_type(t, &applied)?;
+                    let mut object = crate::patch::server_side_apply(
+                        None, &applied, &write.field_manager, write.force, &rt.group, &rt.kind, &meta::now(),
+                    )?;
+                    object["metadata"]["name"] = json!(t.name);
+                    return self.create_object(t, object, write, false).await;
+                }
+                Err(e) => return Err(e),
+            };
+            let patched = match kind {
+                PatchKind::Json => crate::patch::json_patch(&current, body)?,
+                PatchKind::Merge => crate::patch::merge_patch(&current, body)?,
+                PatchKind::StrategicMerge => crate::patch::strategic_merge_patch(&current, body, &rt.group, &rt.kind)?,
+                PatchKind::Apply => {
+                    let applied = crate::patch::parse_apply_body(body)?;
+                    Self::check_type(t, &applied)?;
+                    crate::patch::server_side_apply(
+                        Some(&current), &applied, &write.field_manager, write.force, &rt.group, &rt.kind, &meta::now(),
+                    )?
+                }
+            };
+            let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let patched_rv = patched["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let precondition = !patched_rv.is_empty() && patched_rv != current_rv;
+            if precondition {
+                return Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name));
+            }
+            let explicit_rv = !patched_rv.is_empty() && kind != PatchKind::Apply && body_sets_resource_version(body);
+            match self.commit_update(t, &current, patched, write, explicit_rv, "PatchOptions").await? {
+                Commit::Done(w) => return Ok(w),
+                Commit::Raced if explicit_rv => {
+                    return Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name));
+                }
+                Commit::Raced => continue,
+            }
+        }
+        Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
+    }
+
+    /// The stored object a request addresses, or 404.
+    pub(crate) fn current(&self, t: &Target) -> Result<Arc<Value>, ApiError> {
+        self.store()
+            .get(&t.resource.key(), &t.object_key())
+            .ok_or_else(|| t.not_found())
+    }
+
+    async fn commit_update(
+        &self,
+        t: &Target,
+        current: &Arc<Value>,
+        mut new: Value,
+        write: &WriteOptions,
+        explicit_rv: bool,
+        options_kind: &str,
+    ) -> Result<Commit<Written>, ApiError> {
+        let rt = t.resource.clone();
+        let sub = t.subresource.as_str();
+        if sub == "status" && !rt.has_status() {
+            return Err(ApiError::path_not_found());
+        }
+        meta::prepare_update(&rt, current, &mut new, if sub == "finalize" { "" } else { sub })?;
+        if sub == "finalize" {
+            // A namespace's finalize subresource changes spec.finalizers and nothing else.
+            let finalizers = new["spec"]["finalizers"].clone();
+            new = (**current).clone();
+            new["spec"]["finalizers"] = finalizers;
+        }
+        let mut warnings = Self::prune(t, &mut new, write)?;
+        new["apiVersion"] = json!(rt.api_version(rt.storage_version()));
+        new["kind"] = json!(rt.kind);
+        crate::patch::record_update(Some(current), &mut new, &write.manager(), &rt.api_version(&t.version), sub, &meta::now());
+        kinds::validate(&rt, &t.version, &new, Some(current))?;
+        warnings.extend(
+            self.admit(Operation::Update, t, Some(&new), Some(current), write.options_object(options_kind), write)
+                .await?,
+        );
+        let unchanged = without_rv(&new) == without_rv(current);
+        let finished = meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !namespace_pending(&rt, &new);
+        if write.dry_run {
+            return Ok(Commit::Done(Written { object: Self::output(&rt, &t.version, &new), warnings, created: false }));
+        }
+        let stored = {
+            let mut store = self.store();
+            let now = store.get(&rt.key(), &t.object_key());
+            let same = now.as_ref().is_some_and(|n| n["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]);
+            if !same {
+                if now.is_none() {
+                    return Err(t.not_found());
+                }
+                let _ = explicit_rv;
+                return Ok(Commit::Raced);
+            }
+            if unchanged {
+                (**current).clone()
+            } else if finished {
+                // Removing the last finalizer of an object being deleted deletes it.
+                store.remove(&rt.key(), &t.object_key()).map(|o| (*o).clone()).unwrap_or(new)
+            } else {
+                (*store.replace(&rt.key(), new)).clone()
+            }
+        };
+        if !unchanged {
+            self.after_write(&rt, &stored);
+        }
+        Ok(Commit::Done(Written { object: Self::output(&rt, &t.version, &stored), warnings, created: false }))
+    }
+
+    /// DELETE one object.
+    pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> Result<DeleteOutcome, ApiError> {
+        self.delete_object(t, opts, true).await
+    }
+
+    /// A delete straight at storage, without admission: what kube-apiserver's own CRD cleanup
+    /// does.
+    pub(crate) async fn delete_unadmitted(&self, t: &Target, opts: &DeleteOptions) -> Result<DeleteOutcome, ApiError> {
+        self.delete_object(t, opts, false).await
+    }
+
+    async fn delete_object(&self, t: &Target, opts: &DeleteOptions, admit: bool) -> Result<DeleteOutcome, ApiError> {
+        let rt = t.resource.clone();
+        if !rt.verbs.contains(&"delete") {
+            return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+        }
+        for _ in 0..MAX_RETRIES {
+            let current = self.current(t)?;
+            let meta_ = &current["metadata"];
+            if let Some(uid) = &opts.precondition_uid {
+                let actual = meta_["uid"].as_str().unwrap_or_default();
+                if uid != actual {
+                    return Err(ApiError::conflict(
+                        &rt.group,
+                        &rt.plural,
+                        &t.name,
+                        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                    ));
+                }
+            }
+            if let Some(rv) = &opts.precondition_resource_version {
+                let actual = meta_["resourceVersion"].as_str().unwrap_or_default();
+                if rv != actual {
+                    return Err(ApiError::conflict(
+                        &rt.group,
+                        &rt.plural,
+                        &t.name,
+                        &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                    ));
+                }
+            }
+            if admit {
+                self.admit(Operation::Delete, t, None, Some(&current), opts.options_object(), &opts.write).await?;
+            }
+            let planned = plan_deletion(&rt, &current, opts.propagation);
+            if opts.write.dry_run {
+                return Ok(match planned {
+                    Some(obj) => DeleteOutcome::Pending(Self::output(&rt, &t.version, &obj)),
+                    None => DeleteOutcome::Deleted(Self::output(&rt, &t.version, &current)),
+                });
+            }
+            let outcome = {
+                let mut store = self.store();
+                let now = store.get(&rt.key(), &t.object_key());
+                match now {
+                    None => return Err(t.not_found()),
+                    Some(n) if n["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] => continue,
+                    Some(_) => {}
+                }
+                match planned {
+                    Some(obj) if without_rv(&obj) == without_rv(&current) => DeleteOutcome::Pending((*current).clone()),
+                    Some(obj) => DeleteOutcome::Pending((*store.replace(&rt.key(), obj)).clone()),
+                    None => match store.remove(&rt.key(), &t.object_key()) {
+                        Some(last) => DeleteOutcome::Deleted((*last).clone()),
+                        None => return Err(t.not_found()),
+                    },
+                }
+            };
+            let (DeleteOutcome::Pending(obj) | DeleteOutcome::Deleted(obj)) = &outcome;
+            self.after_write(&rt, obj);
+            return Ok(match outcome {
+                DeleteOutcome::Pending(o) => DeleteOutcome::Pending(Self::output(&rt, &t.version, &o)),
+                DeleteOutcome::Deleted(o) => DeleteOutcome::Deleted(Self::output(&rt, &t.version, &o)),
+            });
+        }
+        Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
+    }
+
+    /// DELETE on a collection: every matching object, each through admission.
+    pub async fn delete_collection(
+        &self,
+        t: &Target,
+        list: &super::ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<Vec<Value>, ApiError> {
+        if !t.resource.verbs.contains(&"deletecollection") {
+            return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+        }
+        let items = self.select(t, list)?;
+        let mut deleted = Vec::new();
+        for item in items {
+            let mut one = t.clone();
+            one.name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            one.namespace = item["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+            match self.delete(&one, opts).await {
+                Ok(DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o)) => deleted.push(o),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Hooks that follow a committed write: CRDs change what is served.
+    fn after_write(&self, rt: &ResourceType, object: &Value) {
+        if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
+            crate::controllers::crds::on_crd_written(self, object);
+        }
+    }
+}
+
+/// What a DELETE turns the object into: `None` to remove it now, or the object marked for
+/// deletion and waiting for finalizers.
+fn plan_deletion(rt: &ResourceType, current: &Value, propagation: Option<Propagation>) -> Option<Value> {
+    let mut obj = current.clone();
+    let mut finalizers = meta::finalizers(current);
+    let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+    match propagation {
+        Some(Propagation::Orphan) => {
+            finalizers.retain(|f| f != FOREGROUND_FINALIZER);
+            if !finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
+                finalizers.push(ORPHAN_FINALIZER.to_string());
+            }
+        }
+        Some(Propagation::Foreground) => {
+            finalizers.retain(|f| f != ORPHAN_FINALIZER);
+            if !finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
+                finalizers.push(FOREGROUND_FINALIZER.to_string());
+            }
+        }
+        Some(Propagation::Background) => {
+            if meta::is_deleting(current) {
+                finalizers.retain(|f| f != ORPHAN_FINALIZER && f != FOREGROUND_FINALIZER);
+            }
+        }
+        None => {}
+    }
+    let pending_namespace = is_namespace && namespace_pending(rt, current);
+    if finalizers.is_empty() && !pending_namespace {
+        return None;
+    }
+    if finalizers.is_empty() {
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("finalizers");
+        }
+    } else {
+        obj["metadata"]["finalizers"] = json!(finalizers);
+    }
+    if !meta::is_deleting(current) {
+        obj["metadata"]["deletionTimestamp"] = json!(meta::now());
+        obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    }
+    if is_namespace {
+        obj["status"]["phase"] = json!("Terminating");
+    }
+    Some(obj)
+}
+
+/// A namespace still waits for its `spec.finalizers` (the namespace controller's `kubernetes`).
+fn namespace_pending(rt: &ResourceType, object: &Value) -> bool {
+    rt.group.is_empty()
+        && rt.plural == "namespaces"
+        && object["spec"]["finalizers"].as_array().is_some_and(|f| !f.is_empty())
+}
+
+fn without_rv(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    v
+}
+
+/// Whether a patch body names a resourceVersion (a JSON/merge patch can carry one as a
+/// precondition).
+fn body_sets_resource_version(body: &[u8]) -> bool {
+    std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
+}
+
+fn format_strict(messages: &[String]) -> String {
+    if messages.len() == 1 {
+        format!("strict decoding error: {}", messages[0])
+    } else {
+        format!("strict decoding error: {}", messages.join(", "))
+    }
+}
