@@ -1,1 +1,7 @@
-fn main(){}
+//! `lien`: makes deletion safe in Kubernetes. See `lien --help`.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

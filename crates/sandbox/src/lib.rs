@@ -10,8 +10,13 @@ pub mod apiserver;
 pub mod auth;
 pub mod controllers;
 pub mod error;
+pub mod http;
 pub mod labels;
 pub mod patch;
 pub mod registry;
+pub mod sandbox;
 pub mod schema;
 pub mod store;
+pub mod tls;
+
+pub use sandbox::{Sandbox, SandboxConfig, SandboxError};

@@ -1,0 +1,138 @@
+//! Discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/G`, `/apis/G/V` in the legacy
+//! (unaggregated) format. A client asking for aggregated discovery (`as=APIGroupDiscoveryList`)
+//! gets `application/json` and falls back, as it does against servers without it.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{HttpState, json_response};
+use crate::apiserver::ApiServer;
+use crate::error::ApiError;
+
+pub async fn version() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "major": "1",
+            "minor": "32",
+            "gitVersion": "v1.32.0-lien-sandbox",
+            "gitCommit": env!("CARGO_PKG_VERSION"),
+            "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "n/a (Rust)",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        }),
+    )
+}
+
+pub async fn api_versions() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+        }),
+    )
+}
+
+fn group_json(name: &str, versions: &[String]) -> Value {
+    let gvs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": name,
+        "versions": gvs,
+        "preferredVersion": gvs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+pub async fn api_groups(State(state): State<HttpState>) -> Response {
+    let groups: Vec<Value> = state
+        .server
+        .registry()
+        .groups()
+        .iter()
+        .map(|(g, vs)| group_json(g, vs))
+        .collect();
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+    )
+}
+
+/// `/apis/G` (an `APIGroup`; `version` empty) or `/api/v1`, `/apis/G/V` (an `APIResourceList`).
+pub fn group_or_resources(server: &ApiServer, group: &str, version: &str) -> Result<Value, ApiError> {
+    let registry = server.registry();
+    let resources: Vec<_> = registry
+        .all()
+        .filter(|rt| rt.group == group && rt.version(version).is_some())
+        .cloned()
+        .collect();
+    if resources.is_empty() {
+        return Err(ApiError::path_not_found());
+    }
+    let mut list = Vec::new();
+    for rt in resources {
+        let mut entry = json!({
+            "name": rt.plural,
+            "singularName": rt.singular,
+            "namespaced": rt.namespaced,
+            "kind": rt.kind,
+            "verbs": rt.verbs,
+        });
+        if !rt.short_names.is_empty() {
+            entry["shortNames"] = json!(rt.short_names);
+        }
+        if !rt.categories.is_empty() {
+            entry["categories"] = json!(rt.categories);
+        }
+        list.push(entry);
+        if rt.version(version).is_some_and(|v| v.status_subresource) {
+            list.push(json!({
+                "name": format!("{}/status", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        for sub in &rt.extra_subresources {
+            list.push(json!({
+                "name": format!("{}/{sub}", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["update"],
+            }));
+        }
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Ok(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": list,
+    }))
+}
+
+/// `/apis/G`.
+pub fn group(server: &ApiServer, group: &str) -> Result<Value, ApiError> {
+    let groups = server.registry().groups();
+    let (name, versions) = groups
+        .iter()
+        .find(|(g, _)| g == group)
+        .ok_or_else(ApiError::path_not_found)?;
+    let mut g = group_json(name, versions);
+    g["kind"] = json!("APIGroup");
+    g["apiVersion"] = json!("v1");
+    Ok(g)
+}

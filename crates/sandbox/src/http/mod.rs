@@ -1,0 +1,540 @@
+//! The wire protocol: kube-apiserver's REST paths, query parameters, content negotiation (JSON,
+//! `as=Table`), watch streams and `Status` errors, over axum.
+
+mod discovery;
+mod openapi;
+mod table;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Router, middleware};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::apiserver::{
+    ApiServer, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, Propagation, Target, WatchOptions,
+    WriteOptions,
+};
+use crate::auth::{Authenticator, UserInfo};
+use crate::error::ApiError;
+use crate::patch::PatchKind;
+
+/// kube-apiserver's limit on a request body.
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct HttpState {
+    pub server: Arc<ApiServer>,
+    pub auth: Arc<Authenticator>,
+}
+
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/healthz", get(ok_text))
+        .route("/livez", get(ok_text))
+        .route("/readyz", get(ok_text))
+        .route("/version", get(discovery::version))
+        .route("/api", get(discovery::api_versions))
+        .route("/apis", get(discovery::api_groups))
+        .route("/openapi/v2", get(not_served))
+        .route("/openapi/v3", get(openapi::index))
+        .route("/openapi/v3/{*path}", get(openapi::group_version))
+        .fallback(dispatch)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+async fn ok_text() -> &'static str {
+    "ok"
+}
+
+async fn not_served() -> Response {
+    error_response(&ApiError::path_not_found())
+}
+
+/// Requests need a known bearer token, except the health and version endpoints that
+/// kube-apiserver serves to everyone.
+async fn authenticate(State(state): State<HttpState>, mut req: Request, next: middleware::Next) -> Response {
+    let path = req.uri().path();
+    let public = matches!(path, "/healthz" | "/livez" | "/readyz" | "/version");
+    let user = state
+        .auth
+        .authenticate(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()))
+        .cloned();
+    match user {
+        Some(user) => {
+            req.extensions_mut().insert(user);
+            next.run(req).await
+        }
+        None if public => next.run(req).await,
+        None => error_response(&ApiError::unauthorized()),
+    }
+}
+
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+pub(crate) fn error_response(err: &ApiError) -> Response {
+    let status = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(status, &err.to_status())
+}
+
+fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace('"', "'"));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+/// A parsed resource path.
+#[derive(Debug)]
+struct PathInfo {
+    group: String,
+    version: String,
+    /// Empty for a discovery request.
+    resource: String,
+    namespace: String,
+    name: String,
+    subresource: String,
+}
+
+fn parse_path(path: &str) -> Option<PathInfo> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
+        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
+        _ => return None,
+    };
+    let mut info = PathInfo {
+        group,
+        version,
+        resource: String::new(),
+        namespace: String::new(),
+        name: String::new(),
+        subresource: String::new(),
+    };
+    match rest {
+        [] => {}
+        ["namespaces", ns, sub @ ("status" | "finalize")] if info.group.is_empty() => {
+            info.resource = "namespaces".into();
+            info.name = ns.to_string();
+            info.subresource = sub.to_string();
+        }
+        ["namespaces", ns, res, tail @ ..] => {
+            info.namespace = ns.to_string();
+            info.resource = res.to_string();
+            match tail {
+                [] => {}
+                [name] => info.name = name.to_string(),
+                [name, sub] => {
+                    info.name = name.to_string();
+                    info.subresource = sub.to_string();
+                }
+                _ => return None,
+            }
+        }
+        [res] => info.resource = res.to_string(),
+        [res, name] => {
+            info.resource = res.to_string();
+            info.name = name.to_string();
+        }
+        [res, name, sub] => {
+            info.resource = res.to_string();
+            info.name = name.to_string();
+            info.subresource = sub.to_string();
+        }
+        _ => return None,
+    }
+    Some(info)
+}
+
+fn query_map(req: &Request) -> std::collections::HashMap<String, String> {
+    req.uri()
+        .query()
+        .map(|q| {
+            url_pairs(q)
+                .into_iter()
+                .collect::<std::collections::HashMap<String, String>>()
+        })
+        .unwrap_or_default()
+}
+
+fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.split(',').next().is_some_and(|first| first.contains("as=Table")))
+}
+
+async fn dispatch(State(state): State<HttpState>, req: Request) -> Response {
+    match handle(state, req).await {
+        Ok(resp) => resp,
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
+    let path = req.uri().path().to_string();
+    if let ["apis", group] = path.trim_matches('/').split('/').collect::<Vec<_>>().as_slice() {
+        return discovery::group(&state.server, group).map(|g| json_response(StatusCode::OK, &g));
+    }
+    let info = parse_path(&path).ok_or_else(ApiError::path_not_found)?;
+    let server = state.server.clone();
+    if info.resource.is_empty() {
+        return discovery::group_or_resources(&server, &info.group, &info.version)
+            .map(|body| json_response(StatusCode::OK, &body));
+    }
+    let rt = server
+        .resolve(&info.group, &info.version, &info.resource)
+        .ok_or_else(ApiError::path_not_found)?;
+    let sub_ok = info.subresource.is_empty()
+        || (info.subresource == "status" && rt.version(&info.version).is_some_and(|v| v.status_subresource))
+        || rt.extra_subresources.contains(&info.subresource.as_str());
+    if !sub_ok || (!rt.namespaced && !info.namespace.is_empty()) {
+        return Err(ApiError::path_not_found());
+    }
+    let target = Target::new(rt.clone(), &info.version, &info.namespace, &info.name).with_subresource(&info.subresource);
+    let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_else(crate::apiserver::system_admin);
+    let query = query_map(&req);
+    let table = wants_table(req.headers());
+    let method = req.method().clone();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|_| ApiError::too_large("the request body is too large"))?;
+    let write = write_options(&query, user.clone(), &user_agent)?;
+    if matches!(method, Method::POST | Method::PUT) && content_type.contains("protobuf") {
+        // Protobuf is out of scope: refuse it as kube-apiserver refuses a format it lacks.
+        return Err(ApiError::unsupported_media_type(
+            &content_type,
+            &["application/json", "application/yaml"],
+        ));
+    }
+    let q = |k: &str| query.get(k).map(String::as_str);
+
+    match (method, info.name.is_empty()) {
+        (Method::GET, true) if q("watch").is_some_and(|w| w == "true" || w == "1") => {
+            let opts = watch_options(&query)?;
+            let timeout = opts.timeout.unwrap_or(server.config.default_watch_timeout);
+            let stream = server.watch(&target, opts)?;
+            Ok(watch_response(server.clone(), stream, timeout, table))
+        }
+        (Method::GET, true) => {
+            let opts = list_options(&query)?;
+            let list = server.list(&target, &opts)?;
+            let body = if table { table::list_to_table(&rt, &info.version, &list, q("includeObject")) } else { list };
+            Ok(json_response(StatusCode::OK, &body))
+        }
+        (Method::GET, false) => {
+            let object = server.get(&target)?;
+            let body = if table {
+                table::objects_to_table(&rt, &info.version, std::slice::from_ref(&object), object["metadata"]["resourceVersion"].as_str().unwrap_or_default(), q("includeObject"))
+            } else {
+                object
+            };
+            Ok(json_response(StatusCode::OK, &body))
+        }
+        (Method::POST, true) => {
+            let object = parse_json(&body)?;
+            let w = server.create(&target, object, &write).await?;
+            Ok(with_warnings(json_response(StatusCode::CREATED, &w.object), &w.warnings))
+        }
+        (Method::PUT, false) => {
+            let object = parse_json(&body)?;
+            let w = server.update(&target, object, &write).await?;
+            Ok(with_warnings(json_response(StatusCode::OK, &w.object), &w.warnings))
+        }
+        (Method::PATCH, false) => {
+            let kind = PatchKind::from_content_type(&content_type).ok_or_else(|| {
+                ApiError::unsupported_media_type(
+                    &content_type,
+                    &[
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/apply-patch+yaml",
+                        "application/strategic-merge-patch+json",
+                    ],
+                )
+            })?;
+            let mut write = write;
+            write.force = q("force").is_some_and(|f| f == "true");
+            let w = server.patch(&target, kind, &body, &write).await?;
+            let code = if w.created { StatusCode::CREATED } else { StatusCode::OK };
+            Ok(with_warnings(json_response(code, &w.object), &w.warnings))
+        }
+        (Method::DELETE, false) => {
+            let opts = delete_options(&query, &body, write)?;
+            match server.delete(&target, &opts).await? {
+                DeleteOutcome::Pending(o) => Ok(json_response(StatusCode::OK, &o)),
+                DeleteOutcome::Deleted(o) => {
+                    if rt.is_custom() {
+                        Ok(json_response(StatusCode::OK, &o))
+                    } else {
+                        Ok(json_response(StatusCode::OK, &success_status(&rt.group, &rt.plural, &o)))
+                    }
+                }
+            }
+        }
+        (Method::DELETE, true) => {
+            let list_opts = list_options(&query)?;
+            let opts = delete_options(&query, &body, write)?;
+            let deleted = server.delete_collection(&target, &list_opts, &opts).await?;
+            let list = json!({
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version(&info.version),
+                "metadata": {"resourceVersion": server.revision().to_string()},
+                "items": deleted,
+            });
+            Ok(json_response(StatusCode::OK, &list))
+        }
+        _ => Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource")),
+    }
+}
+
+fn success_status(group: &str, plural: &str, object: &Value) -> Value {
+    let mut details = json!({
+        "name": object["metadata"]["name"],
+        "kind": plural,
+        "uid": object["metadata"]["uid"],
+    });
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    // YAML is a superset of JSON; kubectl sends JSON, but `curl --data-binary @x.yaml` works on
+    // kube-apiserver too.
+    serde_json::from_slice(body).or_else(|json_err| {
+        serde_yaml_ng::from_slice::<Value>(body).map_err(|_| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized: {json_err}"
+            ))
+        })
+    })
+}
+
+/// The default field manager kube-apiserver derives from the user agent (`kubectl/v1.32.0 …`
+/// → `kubectl`).
+fn default_manager(user_agent: &str) -> String {
+    user_agent
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(128)
+        .collect()
+}
+
+fn write_options(
+    query: &std::collections::HashMap<String, String>,
+    user: UserInfo,
+    user_agent: &str,
+) -> Result<WriteOptions, ApiError> {
+    let dry_run = match query.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Invalid dryRun value: {other}: supported values: \"All\""
+            )));
+        }
+    };
+    let manager = query.get("fieldManager").cloned().unwrap_or_else(|| default_manager(user_agent));
+    Ok(WriteOptions {
+        user,
+        dry_run,
+        field_manager: manager,
+        field_validation: FieldValidation::parse(query.get("fieldValidation").map_or("", String::as_str))?,
+        force: false,
+    })
+}
+
+fn list_options(query: &std::collections::HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    let mut opts = ListOptions::parse(
+        query.get("labelSelector").map(String::as_str),
+        query.get("fieldSelector").map(String::as_str),
+    )?;
+    opts.limit = match query.get("limit") {
+        Some(l) if !l.is_empty() => Some(l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?),
+        _ => None,
+    };
+    opts.continue_token = query.get("continue").filter(|c| !c.is_empty()).cloned();
+    opts.resource_version = query.get("resourceVersion").filter(|c| !c.is_empty()).cloned();
+    opts.resource_version_match = query.get("resourceVersionMatch").filter(|c| !c.is_empty()).cloned();
+    Ok(opts)
+}
+
+fn watch_options(query: &std::collections::HashMap<String, String>) -> Result<WatchOptions, ApiError> {
+    let list = list_options(query)?;
+    let timeout = match query.get("timeoutSeconds") {
+        Some(t) if !t.is_empty() => Some(Duration::from_secs(
+            t.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
+        )),
+        _ => None,
+    };
+    Ok(WatchOptions {
+        list,
+        allow_bookmarks: query.get("allowWatchBookmarks").is_some_and(|v| v == "true"),
+        send_initial_events: query.get("sendInitialEvents").is_some_and(|v| v == "true"),
+        timeout,
+    })
+}
+
+fn delete_options(
+    query: &std::collections::HashMap<String, String>,
+    body: &Bytes,
+    write: WriteOptions,
+) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions::new(write.user.clone());
+    opts.write = write;
+    if let Some(p) = query.get("propagationPolicy").filter(|p| !p.is_empty()) {
+        opts.propagation = Some(Propagation::parse(p)?);
+    }
+    if let Some(o) = query.get("orphanDependents") {
+        if opts.propagation.is_none() {
+            opts.propagation = Some(if o == "true" { Propagation::Orphan } else { Propagation::Background });
+        }
+    }
+    if !body.is_empty() {
+        let parsed = parse_json(body)?;
+        opts.merge_body(&parsed)?;
+    }
+    Ok(opts)
+}
+
+fn watch_response(
+    server: Arc<ApiServer>,
+    mut stream: crate::apiserver::WatchStream,
+    timeout: Duration,
+    table: bool,
+) -> Response {
+    let rt = stream.target.resource.clone();
+    let version = stream.target.version.clone();
+    let bookmark_every = server.config.bookmark_interval;
+    let events = async_stream_lines(move |tx| async move {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut bookmark = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                event = stream.next(&mut bookmark) => {
+                    let Some(mut event) = event else { return };
+                    if table && event.type_ != "BOOKMARK" {
+                        let rv = event.object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+                        event.object = table::objects_to_table(&rt, &version, std::slice::from_ref(&event.object), &rv, None);
+                    }
+                    let mut line = serde_json::to_vec(&event.to_json()).unwrap_or_default();
+                    line.push(b'\n');
+                    if tx.send(Bytes::from(line)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let _ = server;
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::TRANSFER_ENCODING, "chunked")
+        .body(Body::from_stream(events.map(Ok::<Bytes, std::io::Error>)))
+        .unwrap_or_else(|_| error_response(&ApiError::internal("watch response")))
+}
+
+/// Runs a producer task that sends lines into a bounded channel and exposes it as a stream.
+fn async_stream_lines<F, Fut>(producer: F) -> impl futures::Stream<Item = Bytes>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Bytes>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(producer(tx));
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse_like_kube_apiserver_routes() {
+        let p = parse_path("/api/v1/namespaces/a/configmaps/b").expect("ok");
+        assert_eq!((p.namespace.as_str(), p.resource.as_str(), p.name.as_str()), ("a", "configmaps", "b"));
+        let p = parse_path("/api/v1/namespaces/a/finalize").expect("ok");
+        assert_eq!((p.resource.as_str(), p.name.as_str(), p.subresource.as_str()), ("namespaces", "a", "finalize"));
+        let p = parse_path("/api/v1/namespaces/a").expect("ok");
+        assert_eq!((p.resource.as_str(), p.name.as_str()), ("namespaces", "a"));
+        let p = parse_path("/apis/example.org/v1/widgets").expect("ok");
+        assert_eq!((p.group.as_str(), p.resource.as_str()), ("example.org", "widgets"));
+        let p = parse_path("/apis/example.org/v1/namespaces/n/widgets/w/status").expect("ok");
+        assert_eq!(p.subresource, "status");
+        assert!(parse_path("/foo").is_none());
+    }
+
+    #[test]
+    fn query_values_are_percent_decoded() {
+        let pairs = url_pairs("labelSelector=app%20in%20(a%2Cb)&x=1+2");
+        assert_eq!(pairs[0].1, "app in (a,b)");
+        assert_eq!(pairs[1].1, "1 2");
+    }
+}

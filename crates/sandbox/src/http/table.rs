@@ -1,0 +1,242 @@
+//! `kubectl get` tables (`meta.k8s.io/v1` `Table`): a CRD's `additionalPrinterColumns`, or a
+//! built-in kind's usual columns, with ages rendered as kube-apiserver renders them.
+
+use serde_json::{Value, json};
+
+use crate::registry::{PrinterColumn, ResourceType};
+
+fn column(name: &str, type_: &str, format: &str, description: &str) -> PrinterColumn {
+    PrinterColumn {
+        name: name.into(),
+        type_: type_.into(),
+        format: format.into(),
+        description: description.into(),
+        priority: 0,
+        json_path: String::new(),
+    }
+}
+
+/// Columns between Name and Age (or all columns for CRDs, which list their own).
+fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
+    if rt.is_custom() {
+        let mut cols = vec![column("Name", "string", "name", "Name must be unique within a namespace.")];
+        let declared = rt.version(version).map(|v| v.printer_columns.clone()).unwrap_or_default();
+        if declared.is_empty() {
+            let mut age = column("Age", "date", "", "CreationTimestamp is a timestamp representing the server time when this object was created.");
+            age.json_path = ".metadata.creationTimestamp".into();
+            cols.push(age);
+        } else {
+            cols.extend(declared);
+        }
+        return cols;
+    }
+    let mut cols = vec![column("Name", "string", "name", "Name must be unique within a namespace.")];
+    let path = |name: &str, type_: &str, p: &str| {
+        let mut c = column(name, type_, "", "");
+        c.json_path = p.into();
+        c
+    };
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "namespaces") => cols.push(path("Status", "string", ".status.phase")),
+        ("", "configmaps") => cols.push(path("Data", "integer", "#count:.data,.binaryData")),
+        ("", "secrets") => {
+            cols.push(path("Type", "string", ".type"));
+            cols.push(path("Data", "integer", "#count:.data"));
+        }
+        ("", "persistentvolumeclaims") | ("", "persistentvolumes") => cols.push(path("Status", "string", ".status.phase")),
+        ("", "services") => {
+            cols.push(path("Type", "string", ".spec.type"));
+            cols.push(path("Cluster-IP", "string", ".spec.clusterIP"));
+        }
+        ("apps", "deployments") => {
+            cols.push(path("Ready", "string", "#ready"));
+            cols.push(path("Up-to-date", "integer", ".status.updatedReplicas"));
+            cols.push(path("Available", "integer", ".status.availableReplicas"));
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            cols.push(path("Created At", "date", "#created"));
+            return cols;
+        }
+        ("storage.k8s.io", "storageclasses") => cols.push(path("Provisioner", "string", ".provisioner")),
+        ("coordination.k8s.io", "leases") => cols.push(path("Holder", "string", ".spec.holderIdentity")),
+        ("admissionregistration.k8s.io", _) => cols.push(path("Webhooks", "integer", "#count:.webhooks")),
+        _ => {}
+    }
+    let mut age = column("Age", "string", "", "CreationTimestamp is a timestamp representing the server time when this object was created.");
+    age.json_path = "#age".into();
+    cols.push(age);
+    cols
+}
+
+/// Evaluates the simple JSONPath subset printer columns use: `.a.b`, `.a[0]`, `.a[*].b`,
+/// `.conditions[?(@.type=="Ready")].status`.
+pub fn json_path(object: &Value, path: &str) -> Vec<Value> {
+    let mut current = vec![object.clone()];
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let key = &r[..end];
+            current = current.iter().filter_map(|v| v.get(key).cloned()).collect();
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = r.find(']') else { break };
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            current = if inner == "*" {
+                current.iter().flat_map(|v| v.as_array().cloned().unwrap_or_default()).collect()
+            } else if let Ok(i) = inner.parse::<usize>() {
+                current.iter().filter_map(|v| v.get(i).cloned()).collect()
+            } else if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                let Some((field, want)) = filter.split_once("==") else { break };
+                let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
+                current
+                    .iter()
+                    .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+                    .filter(|item| json_path(item, &format!(".{}", field.trim())).first().is_some_and(|v| v.as_str() == Some(want) || v.to_string() == want))
+                    .collect()
+            } else {
+                vec![]
+            };
+        } else {
+            break;
+        }
+    }
+    current
+}
+
+/// kube-apiserver's `duration.HumanDuration`.
+pub fn human_duration(secs: i64) -> String {
+    if secs < 0 {
+        return "<invalid>".into();
+    }
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    if secs < 120 {
+        format!("{secs}s")
+    } else if m < 10 {
+        if secs % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", secs % 60) }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 24 * 8 {
+        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+    } else if h < 24 * 365 * 2 {
+        format!("{d}d")
+    } else if h < 24 * 365 * 8 {
+        let y = d / 365;
+        if d % 365 == 0 { format!("{y}y") } else { format!("{y}y{}d", d % 365) }
+    } else {
+        format!("{}y", d / 365)
+    }
+}
+
+fn age_of(ts: &str) -> String {
+    match ts.parse::<jiff::Timestamp>() {
+        Ok(t) => human_duration(jiff::Timestamp::now().as_second() - t.as_second()),
+        Err(_) => "<unknown>".into(),
+    }
+}
+
+fn cell(object: &Value, col: &PrinterColumn) -> Value {
+    let p = col.json_path.as_str();
+    if col.format == "name" {
+        return object["metadata"]["name"].clone();
+    }
+    if p == "#age" {
+        return json!(age_of(object["metadata"]["creationTimestamp"].as_str().unwrap_or_default()));
+    }
+    if p == "#created" {
+        return object["metadata"]["creationTimestamp"].clone();
+    }
+    if p == "#ready" {
+        let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
+        let want = object["spec"]["replicas"].as_i64().unwrap_or(0);
+        return json!(format!("{ready}/{want}"));
+    }
+    if let Some(paths) = p.strip_prefix("#count:") {
+        let n: usize = paths
+            .split(',')
+            .map(|p| json_path(object, p).first().and_then(|v| v.as_object().map(|m| m.len()).or(v.as_array().map(Vec::len))).unwrap_or(0))
+            .sum();
+        return json!(n);
+    }
+    let values = json_path(object, p);
+    let Some(first) = values.first() else {
+        return Value::Null;
+    };
+    match col.type_.as_str() {
+        "date" => first.as_str().map_or(Value::Null, |s| json!(age_of(s))),
+        "integer" => first.as_i64().map_or(first.clone(), |i| json!(i)),
+        "number" => first.as_f64().map_or(first.clone(), |f| json!(f)),
+        "boolean" => first.as_bool().map_or(first.clone(), |b| json!(b)),
+        _ => match first {
+            Value::String(s) => json!(s),
+            _ if values.len() > 1 => json!(values.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect::<Vec<_>>().join(",")),
+            other => json!(other.to_string()),
+        },
+    }
+}
+
+pub fn objects_to_table(rt: &ResourceType, version: &str, objects: &[Value], resource_version: &str, include: Option<&str>) -> Value {
+    let cols = columns(rt, version);
+    let defs: Vec<Value> = cols
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}))
+        .collect();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let cells: Vec<Value> = cols.iter().map(|c| cell(o, c)).collect();
+            let object = match include.unwrap_or("Metadata") {
+                "None" => Value::Null,
+                "Object" => o.clone(),
+                _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}),
+            };
+            json!({"cells": cells, "object": object})
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": defs,
+        "rows": rows,
+    })
+}
+
+pub fn list_to_table(rt: &ResourceType, version: &str, list: &Value, include: Option<&str>) -> Value {
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let mut table = objects_to_table(rt, version, &items, list["metadata"]["resourceVersion"].as_str().unwrap_or_default(), include);
+    if let Some(c) = list["metadata"].get("continue") {
+        table["metadata"]["continue"] = c.clone();
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_paths_of_printer_columns() {
+        let o = json!({"spec": {"size": 3, "items": [{"n": "a"}, {"n": "b"}]}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(json_path(&o, ".spec.size"), [json!(3)]);
+        assert_eq!(json_path(&o, ".spec.items[1].n"), [json!("b")]);
+        assert_eq!(json_path(&o, ".spec.items[*].n"), [json!("a"), json!("b")]);
+        assert_eq!(json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"), [json!("True")]);
+        assert!(json_path(&o, ".spec.missing").is_empty());
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(150), "2m30s");
+        assert_eq!(human_duration(3600), "60m");
+        assert_eq!(human_duration(4 * 3600 + 60), "4h1m");
+        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
+    }
+}
