@@ -87,10 +87,10 @@ fn env() -> Arc<Env> {
 pub fn compile(source: &str) -> Result<Arc<Program>, String> {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<Program>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Ok(guard) = cache.lock() {
-        if let Some(p) = guard.get(source) {
-            return Ok(p.clone());
-        }
+    if let Ok(guard) = cache.lock()
+        && let Some(p) = guard.get(source)
+    {
+        return Ok(p.clone());
     }
     let program = Arc::new(env().compile(source).map_err(|e| e.to_string())?);
     if let Ok(mut guard) = cache.lock() {
@@ -126,7 +126,10 @@ pub fn to_cel(node: Node<'_>, value: &Value, root: bool) -> CelValue {
             let mut out: HashMap<Key, CelValue> = HashMap::new();
             if let Some(additional) = node.additional_properties_schema() {
                 for (k, v) in map {
-                    out.insert(Key::String(Arc::new(k.clone())), to_cel(additional, v, false));
+                    out.insert(
+                        Key::String(Arc::new(k.clone())),
+                        to_cel(additional, v, false),
+                    );
                 }
             } else if node.properties_map().is_some() || root || node.embedded_resource() {
                 for (k, v) in map {
@@ -152,7 +155,10 @@ pub fn to_cel(node: Node<'_>, value: &Value, root: bool) -> CelValue {
             } else {
                 // Schemaless (preserve-unknown-fields) objects are dynamic maps.
                 for (k, v) in map {
-                    out.insert(Key::String(Arc::new(k.clone())), to_cel(Node::EMPTY, v, false));
+                    out.insert(
+                        Key::String(Arc::new(k.clone())),
+                        to_cel(Node::EMPTY, v, false),
+                    );
                 }
             }
             CelValue::Map(CelMap { map: Arc::new(out) })
@@ -380,9 +386,7 @@ fn message_expression(rule: &Value, ctx: &Context<'_, '_>) -> Option<String> {
     let source = rule.get("messageExpression").and_then(Value::as_str)?;
     let program = compile(source).ok()?;
     match program.execute(ctx) {
-        Ok(CelValue::String(s)) if !s.trim().is_empty() && !s.contains('\n') => {
-            Some(s.to_string())
-        }
+        Ok(CelValue::String(s)) if !s.trim().is_empty() && !s.contains('\n') => Some(s.to_string()),
         _ => None,
     }
 }
@@ -433,7 +437,11 @@ fn list_arg(values: &[CelValue], function: &str) -> Result<Arc<Vec<CelValue>>, E
     }
 }
 
-fn compare(a: &CelValue, b: &CelValue, function: &str) -> Result<std::cmp::Ordering, ExecutionError> {
+fn compare(
+    a: &CelValue,
+    b: &CelValue,
+    function: &str,
+) -> Result<std::cmp::Ordering, ExecutionError> {
     a.partial_cmp(b)
         .ok_or_else(|| ExecutionError::no_such_member_overload(function, vec![]))
 }
@@ -506,7 +514,10 @@ fn list_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     let vals = values(&args)?;
     let list = list_arg(&vals, "indexOf")?;
     let needle = vals.get(1).cloned().unwrap_or(CelValue::Null);
-    let idx = list.iter().position(|v| *v == needle).map_or(-1, |i| i as i64);
+    let idx = list
+        .iter()
+        .position(|v| *v == needle)
+        .map_or(-1, |i| i as i64);
     owned(CelValue::Int(idx))
 }
 
@@ -535,7 +546,10 @@ fn regex_args(vals: &[CelValue], function: &str) -> Result<(String, regex::Regex
 fn find<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
     let vals = values(&args)?;
     let (s, re) = regex_args(&vals, "find")?;
-    let found = re.find(&s).map(|m| m.as_str().to_string()).unwrap_or_default();
+    let found = re
+        .find(&s)
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
     owned(CelValue::String(Arc::new(found)))
 }
 
@@ -581,7 +595,13 @@ fn add_kubernetes_library(env: &mut Env) -> Result<(), cel::DeclarationError> {
         vec![DYN_TYPE],
         list_last_index_of,
     )?;
-    env.add_member_overload("find", "string.find(string)", STRING_TYPE, vec![STRING_TYPE], find)?;
+    env.add_member_overload(
+        "find",
+        "string.find(string)",
+        STRING_TYPE,
+        vec![STRING_TYPE],
+        find,
+    )?;
     env.add_member_overload(
         "findAll",
         "string.findAll(string)",

@@ -156,7 +156,11 @@ pub fn go_float(f: f64) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-tripping digits, e.g. `1.5e3`.
     let sci = format!("{f:e}");
@@ -240,7 +244,10 @@ mod tests {
             too_many("spec.l", 4, 3).message,
             "Too many: 4: must have at most 3 items"
         );
-        assert_eq!(too_long("spec.s", 1).message, "Too long: may not be more than 1 byte");
+        assert_eq!(
+            too_long("spec.s", 1).message,
+            "Too long: may not be more than 1 byte"
+        );
         assert_eq!(forbidden("spec", "no").message, "Forbidden: no");
         assert_eq!(
             duplicate("spec.l[1]", &json!("a")).message,

@@ -132,10 +132,11 @@ fn apply_defaults(node: Node<'_>, value: &mut Value) {
                 if let Some(prop) = node.property(key) {
                     apply_defaults(prop, v);
                 } else if let Some(additional) = additional {
-                    if v.is_null() && !additional.nullable() {
-                        if let Some(default) = additional.default() {
-                            *v = default.clone();
-                        }
+                    if v.is_null()
+                        && !additional.nullable()
+                        && let Some(default) = additional.default()
+                    {
+                        *v = default.clone();
                     }
                     apply_defaults(additional, v);
                 }
@@ -144,10 +145,11 @@ fn apply_defaults(node: Node<'_>, value: &mut Value) {
         Value::Array(items) => {
             if let Some(item) = node.items() {
                 for v in items.iter_mut() {
-                    if v.is_null() && !item.nullable() {
-                        if let Some(default) = item.default() {
-                            *v = default.clone();
-                        }
+                    if v.is_null()
+                        && !item.nullable()
+                        && let Some(default) = item.default()
+                    {
+                        *v = default.clone();
                     }
                     apply_defaults(item, v);
                 }

@@ -66,7 +66,11 @@ fn node(n: Node<'_>, path: &str, level: Level, errs: &mut Vec<Cause>) {
         };
         errs.push(field::required(&at("type"), detail));
     } else if level == Level::Root && !t.is_empty() && t != "object" {
-        errs.push(field::invalid(&at("type"), &json!(t), "must be object at the root"));
+        errs.push(field::invalid(
+            &at("type"),
+            &json!(t),
+            "must be object at the root",
+        ));
     }
     if !t.is_empty()
         && !matches!(
@@ -85,7 +89,10 @@ fn node(n: Node<'_>, path: &str, level: Level, errs: &mut Vec<Cause>) {
     }
     if let Some(list_type) = n.get("x-kubernetes-list-type").and_then(Value::as_str) {
         if !matches!(list_type, "atomic" | "set" | "map") {
-            let supported: Vec<String> = ["atomic", "set", "map"].iter().map(|s| s.to_string()).collect();
+            let supported: Vec<String> = ["atomic", "set", "map"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
             errs.push(field::not_supported(
                 &at("x-kubernetes-list-type"),
                 &json!(list_type),
@@ -100,7 +107,12 @@ fn node(n: Node<'_>, path: &str, level: Level, errs: &mut Vec<Cause>) {
     }
     rules(n, path, errs);
     for (name, prop) in n.properties() {
-        node(prop, &format!("{path}.properties[{name}]"), Level::Field, errs);
+        node(
+            prop,
+            &format!("{path}.properties[{name}]"),
+            Level::Field,
+            errs,
+        );
     }
     if let Some(additional) = n.additional_properties_schema() {
         node(additional, &at("additionalProperties"), Level::Field, errs);
@@ -129,29 +141,33 @@ fn rules(n: Node<'_>, path: &str, errs: &mut Vec<Cause>) {
                 &format!("compilation failed: {e}"),
             ));
         }
-        if let Some(message) = rule.get("message").and_then(Value::as_str) {
-            if message.contains('\n') {
-                errs.push(field::invalid(
-                    &at("message"),
-                    &json!(message),
-                    "message must not contain line breaks",
-                ));
-            }
+        if let Some(message) = rule.get("message").and_then(Value::as_str)
+            && message.contains('\n')
+        {
+            errs.push(field::invalid(
+                &at("message"),
+                &json!(message),
+                "message must not contain line breaks",
+            ));
         }
-        if let Some(expr) = rule.get("messageExpression").and_then(Value::as_str) {
-            if let Err(e) = compile(expr) {
-                errs.push(field::invalid(
-                    &at("messageExpression"),
-                    &json!(expr),
-                    &format!("messageExpression compilation failed: {e}"),
-                ));
-            }
+        if let Some(expr) = rule.get("messageExpression").and_then(Value::as_str)
+            && let Err(e) = compile(expr)
+        {
+            errs.push(field::invalid(
+                &at("messageExpression"),
+                &json!(expr),
+                &format!("messageExpression compilation failed: {e}"),
+            ));
         }
-        if let Some(reason) = rule.get("reason").and_then(Value::as_str) {
-            if !REASONS.contains(&reason) {
-                let supported: Vec<String> = REASONS.iter().map(|s| s.to_string()).collect();
-                errs.push(field::not_supported(&at("reason"), &json!(reason), &supported));
-            }
+        if let Some(reason) = rule.get("reason").and_then(Value::as_str)
+            && !REASONS.contains(&reason)
+        {
+            let supported: Vec<String> = REASONS.iter().map(|s| s.to_string()).collect();
+            errs.push(field::not_supported(
+                &at("reason"),
+                &json!(reason),
+                &supported,
+            ));
         }
     }
 }

@@ -43,7 +43,11 @@ pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Caus
 }
 
 fn shown(path: &str) -> &str {
-    if path.is_empty() { field::NIL_PATH } else { path }
+    if path.is_empty() {
+        field::NIL_PATH
+    } else {
+        path
+    }
 }
 
 fn child(path: &str, key: &str) -> String {
@@ -78,7 +82,8 @@ fn old_item<'a>(node: Node<'_>, old: Option<&'a Value>, item: &Value) -> Option<
     }
     let keys = node.list_map_keys();
     let olds = old?.as_array()?;
-    olds.iter().find(|o| keys.iter().all(|k| o.get(*k) == item.get(*k)))
+    olds.iter()
+        .find(|o| keys.iter().all(|k| o.get(*k) == item.get(*k)))
 }
 
 fn openapi(node: Node<'_>, value: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<Cause>) {
@@ -115,19 +120,19 @@ fn openapi(node: Node<'_>, value: &Value, old: Option<&Value>, path: &str, errs:
             }
         }
         let size = items.len() as i64;
-        if let Some(min) = node.i64_of("minItems") {
-            if size < min {
-                errs.push(field::invalid(
-                    at,
-                    &json!(size),
-                    &format!("{name} in body should have at least {min} items"),
-                ));
-            }
+        if let Some(min) = node.i64_of("minItems")
+            && size < min
+        {
+            errs.push(field::invalid(
+                at,
+                &json!(size),
+                &format!("{name} in body should have at least {min} items"),
+            ));
         }
-        if let Some(max) = node.i64_of("maxItems") {
-            if size > max {
-                errs.push(field::too_many(at, size, max));
-            }
+        if let Some(max) = node.i64_of("maxItems")
+            && size > max
+        {
+            errs.push(field::too_many(at, size, max));
         }
         if node.get("uniqueItems").and_then(Value::as_bool) == Some(true) {
             let dup = items
@@ -143,10 +148,10 @@ fn openapi(node: Node<'_>, value: &Value, old: Option<&Value>, path: &str, errs:
             }
         }
     }
-    if let Some(Value::Array(allowed)) = node.get("enum") {
-        if !allowed.iter().any(|a| json_eq(a, value)) {
-            errs.push(field::not_supported(at, value, &enum_strings(allowed)));
-        }
+    if let Some(Value::Array(allowed)) = node.get("enum")
+        && !allowed.iter().any(|a| json_eq(a, value))
+    {
+        errs.push(field::not_supported(at, value, &enum_strings(allowed)));
     }
     if let Value::Object(map) = value {
         check_object(node, map, old, path, errs);
@@ -161,7 +166,9 @@ fn json_eq(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -243,19 +250,19 @@ fn check_string(
     errs: &mut Vec<Cause>,
 ) {
     let len = s.chars().count() as i64;
-    if let Some(max) = node.i64_of("maxLength") {
-        if len > max {
-            errs.push(field::too_long(at, max));
-        }
+    if let Some(max) = node.i64_of("maxLength")
+        && len > max
+    {
+        errs.push(field::too_long(at, max));
     }
-    if let Some(min) = node.i64_of("minLength") {
-        if len < min {
-            errs.push(field::invalid(
-                at,
-                value,
-                &format!("{name} in body should be at least {min} chars long"),
-            ));
-        }
+    if let Some(min) = node.i64_of("minLength")
+        && len < min
+    {
+        errs.push(field::invalid(
+            at,
+            value,
+            &format!("{name} in body should be at least {min} chars long"),
+        ));
     }
     if let Some(pattern) = node.str_of("pattern") {
         match regex::Regex::new(pattern) {
@@ -272,14 +279,17 @@ fn check_string(
             )),
         }
     }
-    if let Some(format) = node.str_of("format") {
-        if !format_ok(format, s) {
-            errs.push(field::type_invalid(
-                at,
-                value,
-                &format!("{name} in body must be of type {format}: {}", field::go_quote(s)),
-            ));
-        }
+    if let Some(format) = node.str_of("format")
+        && !format_ok(format, s)
+    {
+        errs.push(field::type_invalid(
+            at,
+            value,
+            &format!(
+                "{name} in body must be of type {format}: {}",
+                field::go_quote(s)
+            ),
+        ));
     }
 }
 
@@ -355,7 +365,11 @@ fn check_number(
         let exclusive = node.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
         let m = bound(max);
         if (!exclusive && data > m) || (exclusive && data >= m) {
-            let op = if exclusive { "less than" } else { "less than or equal to" };
+            let op = if exclusive {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
             errs.push(field::invalid(
                 at,
                 value,
@@ -367,7 +381,11 @@ fn check_number(
         let exclusive = node.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
         let m = bound(min);
         if (!exclusive && data < m) || (exclusive && data <= m) {
-            let op = if exclusive { "greater than" } else { "greater than or equal to" };
+            let op = if exclusive {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
             errs.push(field::invalid(
                 at,
                 value,
@@ -387,21 +405,21 @@ fn check_object(
     let at = shown(path);
     let count = map.len() as i64;
     // kube-openapi stops at a property-count failure, skipping the fields.
-    if let Some(min) = node.i64_of("minProperties") {
-        if count < min {
-            errs.push(field::invalid(
-                at,
-                &json!(count),
-                &format!("{path} in body should have at least {min} properties"),
-            ));
-            return;
-        }
+    if let Some(min) = node.i64_of("minProperties")
+        && count < min
+    {
+        errs.push(field::invalid(
+            at,
+            &json!(count),
+            &format!("{path} in body should have at least {min} properties"),
+        ));
+        return;
     }
-    if let Some(max) = node.i64_of("maxProperties") {
-        if count > max {
-            errs.push(field::too_many(at, count, max));
-            return;
-        }
+    if let Some(max) = node.i64_of("maxProperties")
+        && count > max
+    {
+        errs.push(field::too_many(at, count, max));
+        return;
     }
     if let Some(additional) = node.additional_properties_schema() {
         for (k, v) in map {
