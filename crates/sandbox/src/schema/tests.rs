@@ -285,6 +285,35 @@ fn openapi_keywords() {
 }
 
 #[test]
+fn embedded_resources_need_api_version_and_kind() {
+    let schema = with_spec(json!({"type": "object", "properties": {
+        "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                     "x-kubernetes-preserve-unknown-fields": true}}}));
+    let cases = vec![
+        (json!({"apiVersion": "v1", "kind": "Pod"}), vec![]),
+        (
+            json!({"kind": ""}),
+            vec![
+                t(
+                    "FieldValueRequired",
+                    "spec.template.apiVersion",
+                    "Required value: must not be empty",
+                ),
+                t(
+                    "FieldValueInvalid",
+                    "spec.template.kind",
+                    "Invalid value: \"\": must not be empty",
+                ),
+            ],
+        ),
+    ];
+    for (template, want) in cases {
+        let got = validate(&schema, &json!({"spec": {"template": template}}), None);
+        assert_eq!(triples(&got), want, "{template}");
+    }
+}
+
+#[test]
 fn ratcheting_skips_unchanged_values_on_update() {
     let schema = with_spec(json!({"type": "object", "properties": {
         "a": {"type": "string", "maxLength": 1},
@@ -379,6 +408,29 @@ fn cel_rules() {
                 "spec",
                 "Invalid value: \"object\": no such key: nope evaluating rule: self.nope == 1",
             )],
+        ),
+        (
+            "runtime errors read like cel-go's",
+            json!([{"rule": "self.min / 0 == 1"},
+                   {"rule": "self.tags[5] == 'a'", "message": "bad tag"},
+                   {"rule": "self.name + 1 == 'x'"}]),
+            vec![
+                t(
+                    "FieldValueInvalid",
+                    "spec",
+                    "Invalid value: \"object\": division by zero evaluating rule: self.min / 0 == 1",
+                ),
+                t(
+                    "FieldValueInvalid",
+                    "spec",
+                    "Invalid value: \"object\": index out of bounds: 5 evaluating rule: bad tag",
+                ),
+                t(
+                    "FieldValueInvalid",
+                    "spec",
+                    "Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: self.name + 1 == 'x'",
+                ),
+            ],
         ),
         (
             "has, macros and string functions",

@@ -23,6 +23,7 @@ pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Caus
     let root = Node(schema);
     let mut errs = Vec::new();
     openapi(root, object, old, "", &mut errs);
+    embedded_resources(root, object, "", false, &mut errs);
     list_types(root, object, "", &mut errs);
     if has_rules(root) {
         // Type and enum failures mean the object is not what the rules were written against.
@@ -439,6 +440,48 @@ fn check_object(
                 errs.push(field::required(&child(path, k), ""));
             }
         }
+    }
+}
+
+/// `x-kubernetes-embedded-resource` objects must name their `apiVersion` and `kind`.
+fn embedded_resources(
+    node: Node<'_>,
+    value: &Value,
+    path: &str,
+    check_here: bool,
+    errs: &mut Vec<Cause>,
+) {
+    match value {
+        Value::Object(map) => {
+            if check_here && node.embedded_resource() {
+                for k in ["apiVersion", "kind"] {
+                    match map.get(k) {
+                        None => errs.push(field::required(&child(path, k), "must not be empty")),
+                        Some(Value::String(s)) if s.is_empty() => errs.push(field::invalid(
+                            &child(path, k),
+                            &json!(""),
+                            "must not be empty",
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+            for (k, v) in map {
+                if let Some(prop) = node.property(k) {
+                    embedded_resources(prop, v, &child(path, k), true, errs);
+                } else if let Some(additional) = node.additional_properties_schema() {
+                    embedded_resources(additional, v, &format!("{path}[{k}]"), true, errs);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = node.items() {
+                for (i, v) in items.iter().enumerate() {
+                    embedded_resources(item, v, &format!("{path}[{i}]"), true, errs);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
