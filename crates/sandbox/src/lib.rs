@@ -3,3 +3,4 @@
 pub mod auth;
 pub mod error;
 pub mod labels;
+pub mod patch;
