@@ -45,16 +45,14 @@ pub enum PatchKind {
 }
 
 impl PatchKind {
-    /// The kind for a `Content-Type` header (parameters such as `; charset=utf-8` are ignored, as
-    /// kube-apiserver ignores them).
+    /// The kind for a `Content-Type` header. Like kube-apiserver, only what precedes a `;` is
+    /// looked at, and it must match exactly (no case folding, no trimming).
     pub fn from_content_type(content_type: &str) -> Option<PatchKind> {
-        let base = content_type
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        match base.as_str() {
+        let base = match content_type.find(';') {
+            Some(i) if i > 0 => &content_type[..i],
+            _ => content_type,
+        };
+        match base {
             "application/json-patch+json" => Some(PatchKind::Json),
             "application/merge-patch+json" => Some(PatchKind::Merge),
             "application/strategic-merge-patch+json" => Some(PatchKind::StrategicMerge),
@@ -236,6 +234,8 @@ mod tests {
             ),
             ("application/apply-patch+yaml", Some(PatchKind::Apply)),
             ("application/json", None),
+            ("Application/Merge-Patch+json", None),
+            ("application/merge-patch+json ; charset=utf-8", None),
             ("", None),
         ];
         for (ct, want) in cases {
