@@ -31,6 +31,41 @@ pub fn server_side_apply(
     kind: &str,
     now: &str,
 ) -> Result<Value, ApiError> {
+    apply_at(live, applied, manager, "", force, (group, kind), now)
+}
+
+/// Server-side apply to the `status` subresource: only `.status` is tracked and the entry
+/// carries `subresource: status`. The caller still resets whatever the status strategy does
+/// not let through (spec, most of metadata) on the returned object.
+pub fn server_side_apply_status(
+    live: &Value,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    group: &str,
+    kind: &str,
+    now: &str,
+) -> Result<Value, ApiError> {
+    apply_at(
+        Some(live),
+        applied,
+        manager,
+        "status",
+        force,
+        (group, kind),
+        now,
+    )
+}
+
+fn apply_at(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    subresource: &str,
+    force: bool,
+    (group, kind): (&str, &str),
+    now: &str,
+) -> Result<Value, ApiError> {
     if !applied.is_object() {
         return Err(ApiError::bad_request(
             "error decoding YAML: the applied configuration is not an object",
@@ -67,13 +102,13 @@ pub fn server_side_apply(
     let full_set = typed
         .to_field_set(applied)
         .map_err(|why| typed_error(api_version, kind, &why))?;
-    let new_set = untracked(&full_set, group, kind, "");
+    let new_set = untracked(&full_set, group, kind, subresource);
     let me = Entry {
         manager: manager.to_string(),
         operation: "Apply".into(),
         api_version: api_version.to_string(),
         time: None,
-        subresource: String::new(),
+        subresource: subresource.to_string(),
         set: new_set.clone(),
     };
     let mine = entries.iter().position(|e| e.same_manager(&me));
@@ -106,7 +141,7 @@ pub fn server_side_apply(
     // 4. Conflicts and ownership moves.
     let cmp = typed
         .compare(&live_clean, &merged)
-        .filter(|s| untracked(s, group, kind, ""));
+        .filter(|s| untracked(s, group, kind, subresource));
     let changed = cmp.added.union(&cmp.modified);
     let conflicts: Vec<(Entry, FieldSet)> = entries
         .iter()
@@ -546,6 +581,33 @@ mod tests {
             let e = apply(Some(&live), &body, "m", false).expect_err("rejected");
             assert_eq!((e.code, e.message), (code, message));
         }
+    }
+
+    #[test]
+    fn status_apply_tracks_status_under_the_subresource() {
+        let live = apply(None, &cfg(), "mgr", false).expect("applies");
+        let mut status = deploy(json!({}));
+        status["status"] = json!({"conditions": [{"type": "Available", "status": "True"}]});
+        let obj = server_side_apply_status(&live, &status, "ctrl", false, "apps", "Deployment", T1)
+            .expect("applies");
+        // Both are Apply entries with the same time, so they sort by manager name.
+        let entry = &obj["metadata"]["managedFields"][0];
+        assert_eq!(entry["manager"], "ctrl");
+        assert_eq!(entry["subresource"], "status");
+        assert_eq!(
+            entry["fieldsV1"],
+            json!({"f:status": {"f:conditions": {"k:{\"type\":\"Available\"}": {
+                ".": {}, "f:status": {}, "f:type": {}}}}})
+        );
+        // A second status applier setting the same condition differently conflicts.
+        let mut other = status.clone();
+        other["status"]["conditions"][0]["status"] = json!("False");
+        let e = server_side_apply_status(&obj, &other, "ctrl2", false, "apps", "Deployment", T1)
+            .expect_err("conflict");
+        assert_eq!(
+            e.message,
+            "Apply failed with 1 conflict: conflict with \"ctrl\" with subresource \"status\": .status.conditions[type=\"Available\"].status"
+        );
     }
 
     #[test]
