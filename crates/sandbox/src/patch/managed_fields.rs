@@ -724,6 +724,34 @@ mod tests {
     }
 
     #[test]
+    fn changing_a_list_item_field_moves_only_that_field() {
+        let dep = |image: &str| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                   "spec": {"template": {"spec": {"containers": [{"name": "a", "image": image}]}}}})
+        };
+        let mut old = dep("a:1");
+        record_update(None, &mut old, "m", "apps/v1", "", T0);
+        let mut new = dep("a:2");
+        new["metadata"]["managedFields"] = old["metadata"]["managedFields"].clone();
+        record_update(Some(&old), &mut new, "n", "apps/v1", "", T1);
+        let got: Vec<(String, Value)> = decode(&new)
+            .iter()
+            .map(|e| (e.manager.clone(), e.set.to_fields_v1()))
+            .collect();
+        let item = |fields: Value| {
+            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"a\"}": fields}}}}})
+        };
+        assert_eq!(
+            got,
+            vec![
+                ("m".to_string(), item(json!({".": {}, "f:name": {}}))),
+                ("n".to_string(), item(json!({"f:image": {}}))),
+            ]
+        );
+    }
+
+    #[test]
     fn entries_sort_apply_first_then_by_time() {
         let e = |m: &str, op: &str, t: &str| Entry {
             manager: m.into(),
