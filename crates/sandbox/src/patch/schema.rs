@@ -1,0 +1,276 @@
+//! The slice of the built-in kinds' OpenAPI schema that patching needs.
+//!
+//! kube-apiserver takes list strategies from Go struct tags: `patchStrategy`/`patchMergeKey` for
+//! strategic merge patch and `+listType`/`+listMapKey`/`+structType`/`+mapType` for server-side
+//! apply. This server has no Go types, so the handful of fields whose behaviour differs from the
+//! default (lists replaced whole, maps merged key by key) are listed here, addressed by the field
+//! names from the object root with list items elided (`spec.template.spec.containers.ports`).
+
+/// How a list field merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListKind {
+    /// Replaced whole by both strategic merge patch and apply.
+    Atomic,
+    /// A list of scalars merged as a set (`patchStrategy=merge`, `listType=set`).
+    Set,
+    /// A list of objects merged by key. Strategic merge patch knows one key (`patchMergeKey`),
+    /// apply may know several (`listMapKey`), e.g. ports are `containerPort` for the former and
+    /// `containerPort`+`protocol` for the latter.
+    Map {
+        smp_key: &'static str,
+        ssa_keys: &'static [&'static str],
+    },
+}
+
+const NAME: ListKind = ListKind::Map {
+    smp_key: "name",
+    ssa_keys: &["name"],
+};
+
+const fn by(key: &'static str, keys: &'static [&'static str]) -> ListKind {
+    ListKind::Map {
+        smp_key: key,
+        ssa_keys: keys,
+    }
+}
+
+/// The kinds (and where their pod spec sits) that embed a pod template.
+fn pod_spec_prefix(group: &str, kind: &str) -> Option<&'static str> {
+    match (group, kind) {
+        ("", "Pod") => Some("spec"),
+        ("", "ReplicationController") | ("", "PodTemplate") => Some("template.spec"),
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
+            Some("spec.template.spec")
+        }
+        ("batch", "CronJob") => Some("spec.jobTemplate.spec.template.spec"),
+        _ => None,
+    }
+}
+
+/// Whether `group` serves only built-in kinds (everything else is a custom resource).
+pub(crate) fn is_builtin_group(group: &str) -> bool {
+    matches!(
+        group,
+        "" | "apps"
+            | "batch"
+            | "coordination.k8s.io"
+            | "storage.k8s.io"
+            | "events.k8s.io"
+            | "admissionregistration.k8s.io"
+            | "apiextensions.k8s.io"
+            | "rbac.authorization.k8s.io"
+            | "policy"
+            | "networking.k8s.io"
+            | "autoscaling"
+            | "scheduling.k8s.io"
+            | "discovery.k8s.io"
+    )
+}
+
+fn pod_spec_list(rel: &str) -> ListKind {
+    let container = |c: &str| matches!(c, "containers" | "initContainers" | "ephemeralContainers");
+    match rel.split_once('.') {
+        None => match rel {
+            "containers" | "initContainers" | "ephemeralContainers" => NAME,
+            "volumes" | "imagePullSecrets" | "schedulingGates" | "resourceClaims" => NAME,
+            "hostAliases" => by("ip", &["ip"]),
+            "topologySpreadConstraints" => by("topologyKey", &["topologyKey", "whenUnsatisfiable"]),
+            _ => ListKind::Atomic,
+        },
+        Some((c, rest)) if container(c) => match rest {
+            "ports" => by("containerPort", &["containerPort", "protocol"]),
+            "env" => NAME,
+            "volumeMounts" => by("mountPath", &["mountPath"]),
+            "volumeDevices" => by("devicePath", &["devicePath"]),
+            "resources.claims" => NAME,
+            _ => ListKind::Atomic,
+        },
+        _ => ListKind::Atomic,
+    }
+}
+
+/// The strategy of the list at `path` (field names from the root, list items elided).
+pub(crate) fn list_kind(group: &str, kind: &str, path: &[String]) -> ListKind {
+    let joined = path.join(".");
+    let joined = joined.as_str();
+    // ObjectMeta, at the root and in pod templates.
+    let meta_rel = joined
+        .strip_suffix("metadata.finalizers")
+        .map(|_| ListKind::Set)
+        .or_else(|| {
+            joined
+                .strip_suffix("metadata.ownerReferences")
+                .map(|_| by("uid", &["uid"]))
+        });
+    if let Some(k) = meta_rel {
+        return k;
+    }
+    if !is_builtin_group(group) {
+        // Custom resources: their `x-kubernetes-list-type` is not known here.
+        return ListKind::Atomic;
+    }
+    if let Some(prefix) = pod_spec_prefix(group, kind)
+        && let Some(rel) = joined
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix('.'))
+    {
+        return pod_spec_list(rel);
+    }
+    if joined == "status.conditions" {
+        return by("type", &["type"]);
+    }
+    match (group, kind, joined) {
+        ("", "Service", "spec.ports") => by("port", &["port", "protocol"]),
+        ("", "ServiceAccount", "secrets" | "imagePullSecrets") => NAME,
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+            "webhooks" | "webhooks.matchConditions",
+        ) => NAME,
+        _ => ListKind::Atomic,
+    }
+}
+
+/// Whether the object at `path` is `structType=atomic`/`mapType=atomic`: apply replaces and owns
+/// it whole.
+pub(crate) fn is_atomic_map(group: &str, kind: &str, path: &[String]) -> bool {
+    let joined = path.join(".");
+    let joined = joined.as_str();
+    if joined.ends_with("metadata.ownerReferences") {
+        return true;
+    }
+    if !is_builtin_group(group) {
+        return false;
+    }
+    if let Some(prefix) = pod_spec_prefix(group, kind)
+        && let Some(rel) = joined
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix('.'))
+    {
+        return rel == "topologySpreadConstraints.labelSelector";
+    }
+    matches!(
+        (group, kind, joined),
+        (
+            "apps",
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet",
+            "spec.selector"
+        ) | ("batch", "Job", "spec.selector")
+            | ("", "Service", "spec.selector")
+            | ("", "PersistentVolumeClaim", "spec.selector")
+            | ("", "PersistentVolume", "spec.claimRef")
+            | ("", "Event", "involvedObject" | "related")
+            | ("events.k8s.io", "Event", "regarding" | "related")
+            | (
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+                "webhooks.namespaceSelector" | "webhooks.objectSelector"
+            )
+    )
+}
+
+/// Go non-pointer structs and fields without `omitempty`: a typed empty object already has them
+/// (as `{}` or `null`), so creating an object never "adds" them and an `Update` entry does not
+/// own them as a whole (no `.` entry).
+pub(crate) fn is_always_present(group: &str, kind: &str, path: &[String]) -> bool {
+    if !is_builtin_group(group) {
+        return matches!(path, [one] if one == "metadata");
+    }
+    let joined = path.join(".");
+    if matches!(path.last().map(String::as_str), Some("resources")) {
+        return true;
+    }
+    if matches!(joined.as_str(), "metadata" | "spec" | "status") {
+        return true;
+    }
+    let Some(prefix) = pod_spec_prefix(group, kind) else {
+        return false;
+    };
+    let template = prefix.strip_suffix(".spec").unwrap_or(prefix);
+    if joined.strip_prefix(prefix) == Some(".containers") {
+        return true;
+    }
+    joined == prefix
+        || joined == template
+        || joined == format!("{template}.metadata")
+        || joined == "spec.strategy"
+        || joined == "spec.updateStrategy"
+        || joined == "spec.jobTemplate"
+        || joined == "spec.jobTemplate.spec"
+}
+
+/// A key field's value when the object omits it (`+default` on a list-map key).
+pub(crate) fn key_default(key: &str) -> Option<&'static str> {
+    match key {
+        "protocol" => Some("TCP"),
+        _ => None,
+    }
+}
+
+/// Kinds whose `status` is a subresource: writes to the main resource reset it, so it is not
+/// tracked there (and the status subresource tracks nothing else).
+pub(crate) fn has_status_subresource(group: &str, kind: &str) -> bool {
+    matches!(
+        (group, kind),
+        (
+            "",
+            "Namespace" | "Service" | "PersistentVolume" | "PersistentVolumeClaim" | "Pod"
+        ) | ("apps", _)
+            | ("batch", _)
+            | ("apiextensions.k8s.io", "CustomResourceDefinition")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Vec<String> {
+        s.split('.').map(String::from).collect()
+    }
+
+    #[test]
+    fn table_of_list_kinds() {
+        let cases = [
+            ("apps", "Deployment", "spec.template.spec.containers", NAME),
+            (
+                "apps",
+                "Deployment",
+                "spec.template.spec.containers.ports",
+                by("containerPort", &["containerPort", "protocol"]),
+            ),
+            (
+                "apps",
+                "Deployment",
+                "spec.template.spec.tolerations",
+                ListKind::Atomic,
+            ),
+            (
+                "",
+                "Service",
+                "spec.ports",
+                by("port", &["port", "protocol"]),
+            ),
+            ("", "ConfigMap", "metadata.finalizers", ListKind::Set),
+            (
+                "example.org",
+                "Widget",
+                "metadata.finalizers",
+                ListKind::Set,
+            ),
+            ("example.org", "Widget", "spec.items", ListKind::Atomic),
+            ("", "Namespace", "spec.finalizers", ListKind::Atomic),
+            ("", "Namespace", "status.conditions", by("type", &["type"])),
+        ];
+        for (g, k, path, want) in cases {
+            assert_eq!(list_kind(g, k, &p(path)), want, "{g}/{k} {path}");
+        }
+        assert!(is_atomic_map("apps", "Deployment", &p("spec.selector")));
+        assert!(!is_atomic_map("apps", "Deployment", &p("spec.template")));
+        assert!(is_always_present(
+            "apps",
+            "Deployment",
+            &p("spec.template.spec")
+        ));
+    }
+}
