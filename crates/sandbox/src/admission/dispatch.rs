@@ -491,20 +491,8 @@ fn generic_server_message(code: u16, server_message: &str) -> String {
 /// The cause of a transport failure, in the words of Go's `net/http` and `crypto/tls` where
 /// the failure is a common one (refused connection, untrusted or misnamed certificate).
 fn describe_transport_error(error: &reqwest::Error, dial: &str) -> String {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return format!("dial tcp {dial}: connect: connection refused");
-            }
-            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                return describe_tls_error(tls);
-            }
-        }
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            return describe_tls_error(tls);
-        }
-        source = e.source();
+    if let Some(known) = describe_known_cause(error, dial) {
+        return known;
     }
     // Otherwise the whole chain, innermost last, as Go wraps errors.
     let mut parts = vec![error.to_string()];
@@ -519,11 +507,36 @@ fn describe_transport_error(error: &reqwest::Error, dial: &str) -> String {
     parts.join(": ")
 }
 
+/// Looks through the error chain, and into the errors `std::io::Error` wraps (which its own
+/// `source` skips), for a refused connection or a TLS failure.
+fn describe_known_cause(error: &(dyn std::error::Error + 'static), dial: &str) -> Option<String> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(describe_tls_error(tls));
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Some(format!("dial tcp {dial}: connect: connection refused"));
+            }
+            if let Some(inner) = io.get_ref() {
+                let inner: &(dyn std::error::Error + 'static) = inner;
+                if let Some(found) = describe_known_cause(inner, dial) {
+                    return Some(found);
+                }
+            }
+        }
+        source = e.source();
+    }
+    None
+}
+
 fn describe_tls_error(error: &rustls::Error) -> String {
     use rustls::CertificateError as C;
     const VERIFY: &str = "tls: failed to verify certificate: x509: ";
     match error {
-        rustls::Error::InvalidCertificate(C::UnknownIssuer) => {
+        // A CA of the same name that did not sign the certificate is as unknown to Go.
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
             format!("{VERIFY}certificate signed by unknown authority")
         }
         rustls::Error::InvalidCertificate(C::NotValidForNameContext {
