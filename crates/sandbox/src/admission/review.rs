@@ -1,0 +1,96 @@
+//! The `AdmissionReview` request body, field for field as kube-apiserver's
+//! `CreateV1AdmissionReview` serialises it.
+
+use serde_json::{Map, Value, json};
+
+use super::Attributes;
+use crate::auth::UserInfo;
+
+/// `authentication.k8s.io/v1` `UserInfo` as Go marshals it: every field is `omitempty`, and
+/// the sandbox's users carry no `extra`.
+pub(super) fn user_info(user: &UserInfo) -> Value {
+    let mut m = Map::new();
+    if !user.username.is_empty() {
+        m.insert("username".into(), json!(user.username));
+    }
+    if !user.uid.is_empty() {
+        m.insert("uid".into(), json!(user.uid));
+    }
+    if !user.groups.is_empty() {
+        m.insert("groups".into(), json!(user.groups));
+    }
+    Value::Object(m)
+}
+
+/// The `request` of an `AdmissionReview`. Go's field order is kept; `subResource`,
+/// `requestSubResource`, `name` and `namespace` are `omitempty`, while `object`, `oldObject`
+/// and `options` are raw extensions that marshal as `null` when absent.
+///
+/// kube-apiserver sends the resource and kind the webhook matched (`resource`, `kind`) next to
+/// the ones of the actual request (`requestResource`, `requestKind`); with each resource served
+/// at a single version they are always equal here.
+pub(super) fn admission_request(uid: &str, attrs: &Attributes) -> Value {
+    let mut m = Map::new();
+    m.insert("uid".into(), json!(uid));
+    m.insert("kind".into(), json!(attrs.kind));
+    m.insert("resource".into(), json!(attrs.resource));
+    if !attrs.sub_resource.is_empty() {
+        m.insert("subResource".into(), json!(attrs.sub_resource));
+    }
+    m.insert("requestKind".into(), json!(attrs.kind));
+    m.insert("requestResource".into(), json!(attrs.resource));
+    if !attrs.sub_resource.is_empty() {
+        m.insert("requestSubResource".into(), json!(attrs.sub_resource));
+    }
+    if !attrs.name.is_empty() {
+        m.insert("name".into(), json!(attrs.name));
+    }
+    if !attrs.namespace.is_empty() {
+        m.insert("namespace".into(), json!(attrs.namespace));
+    }
+    m.insert("operation".into(), json!(attrs.operation));
+    m.insert("userInfo".into(), user_info(&attrs.user));
+    m.insert("object".into(), attrs.object.clone().unwrap_or(Value::Null));
+    m.insert(
+        "oldObject".into(),
+        attrs.old_object.clone().unwrap_or(Value::Null),
+    );
+    m.insert("dryRun".into(), json!(attrs.dry_run));
+    m.insert("options".into(), attrs.options.clone());
+    Value::Object(m)
+}
+
+/// A whole `AdmissionReview` of the given `apiVersion` (`admission.k8s.io/v1` or `/v1beta1`;
+/// the request shape is the same in both).
+pub(super) fn admission_review(api_version: &str, uid: &str, attrs: &Attributes) -> Value {
+    json!({
+        "kind": "AdmissionReview",
+        "apiVersion": api_version,
+        "request": admission_request(uid, attrs),
+    })
+}
+
+/// The `request` variable of CEL match conditions: kube-apiserver's `CreateAdmissionRequest`,
+/// which leaves out `uid`, `object` and `oldObject` (those are separate variables). CEL sees a
+/// typed struct, so unset fields read as their zero values rather than being absent.
+pub(super) fn cel_request(attrs: &Attributes) -> Value {
+    json!({
+        "kind": attrs.kind,
+        "resource": attrs.resource,
+        "subResource": attrs.sub_resource,
+        "requestKind": attrs.kind,
+        "requestResource": attrs.resource,
+        "requestSubResource": attrs.sub_resource,
+        "name": attrs.name,
+        "namespace": attrs.namespace,
+        "operation": attrs.operation,
+        "userInfo": {
+            "username": attrs.user.username,
+            "uid": attrs.user.uid,
+            "groups": attrs.user.groups,
+            "extra": {},
+        },
+        "dryRun": attrs.dry_run,
+        "options": attrs.options,
+    })
+}
