@@ -73,8 +73,12 @@ impl ApiError {
 
     /// A path or verb the server does not serve: the real server's bare 404.
     pub fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     /// `configmaps "x" already exists`
@@ -215,10 +219,8 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if self.reason.is_empty() {
-            if let Some(map) = status.as_object_mut() {
-                map.remove("reason");
-            }
+        if let (true, Some(map)) = (self.reason.is_empty(), status.as_object_mut()) {
+            map.remove("reason");
         }
         if let Some(details) = &self.details {
             status["details"] = details.clone();

@@ -32,7 +32,9 @@ impl Requirement {
         let value = labels.get(&self.key);
         match self.operator {
             Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),
-            Operator::NotEquals | Operator::NotIn => !value.is_some_and(|v| self.values.contains(v)),
+            Operator::NotEquals | Operator::NotIn => {
+                !value.is_some_and(|v| self.values.contains(v))
+            }
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
             Operator::GreaterThan | Operator::LessThan => {
@@ -188,7 +190,9 @@ fn split_top_level(input: &str) -> Result<Vec<&str>, String> {
             ')' => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(format!("unable to parse requirement: unexpected ')' in {input:?}"));
+                    return Err(format!(
+                        "unable to parse requirement: unexpected ')' in {input:?}"
+                    ));
                 }
             }
             ',' if depth == 0 => {
@@ -333,7 +337,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(format!("invalid selector: '{input}'; can't understand '{part}'"));
+                return Err(format!(
+                    "invalid selector: '{input}'; can't understand '{part}'"
+                ));
             };
             terms.push((field.trim().to_string(), equal, value.trim().to_string()));
         }
@@ -431,18 +437,32 @@ mod tests {
         .expect("valid");
         assert!(s.matches(&labels(&[("app", "web")])));
         assert!(!s.matches(&labels(&[("app", "web"), ("tier", "back")])));
-        assert!(Selector::from_label_selector(&json!({})).expect("empty").is_everything());
         assert!(
-            Selector::from_label_selector(&json!({"matchExpressions": [{"key": "a", "operator": "In"}]}))
-                .is_err()
+            Selector::from_label_selector(&json!({}))
+                .expect("empty")
+                .is_everything()
+        );
+        assert!(
+            Selector::from_label_selector(
+                &json!({"matchExpressions": [{"key": "a", "operator": "In"}]})
+            )
+            .is_err()
         );
     }
 
     #[test]
     fn field_selectors() {
         let obj = json!({"metadata": {"name": "a", "namespace": "ns"}, "type": "Opaque"});
-        assert!(FieldSelector::parse("metadata.name=a").expect("ok").matches(&obj));
-        assert!(!FieldSelector::parse("metadata.name!=a").expect("ok").matches(&obj));
+        assert!(
+            FieldSelector::parse("metadata.name=a")
+                .expect("ok")
+                .matches(&obj)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.name!=a")
+                .expect("ok")
+                .matches(&obj)
+        );
         assert!(
             FieldSelector::parse("metadata.namespace==ns,type=Opaque")
                 .expect("ok")

@@ -118,7 +118,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short_names: &["ns"],
         status: true,
-        verbs: &["create", "delete", "get", "list", "patch", "update", "watch"],
+        verbs: &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
     },
     Builtin {
         group: "",
@@ -158,7 +160,9 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short_names: &["svc"],
         status: true,
-        verbs: &["create", "delete", "get", "list", "patch", "update", "watch"],
+        verbs: &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
     },
     Builtin {
         group: "",

@@ -60,22 +60,32 @@ pub struct Sandbox {
 
 impl std::fmt::Debug for Sandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandbox").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("Sandbox")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
 fn token() -> String {
-    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 impl Sandbox {
     pub async fn start(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
         let listener = TcpListener::bind(("127.0.0.1", config.port))
             .await
-            .map_err(|source| SandboxError::Bind { port: config.port, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| SandboxError::Bind { port: config.port, source })?;
+            .map_err(|source| SandboxError::Bind {
+                port: config.port,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SandboxError::Bind {
+            port: config.port,
+            source,
+        })?;
         let ca = Arc::new(CertificateAuthority::new("lien-sandbox-ca")?);
         let serving = ca.issue(&["127.0.0.1", "localhost", "kubernetes.default.svc"])?;
         let acceptor = TlsAcceptor::from(serving.server_config(&ca)?);
@@ -85,16 +95,27 @@ impl Sandbox {
         let mut auth = Authenticator::default();
         auth.add_token(
             admin_token.clone(),
-            UserInfo::new(ADMIN_USER, "sandbox-admin-uid", &["system:masters", "system:authenticated"]),
+            UserInfo::new(
+                ADMIN_USER,
+                "sandbox-admin-uid",
+                &["system:masters", "system:authenticated"],
+            ),
         );
         auth.add_token(
             user_token.clone(),
-            UserInfo::new(SECOND_USER, "sandbox-user-uid", &["developers", "system:authenticated"]),
+            UserInfo::new(
+                SECOND_USER,
+                "sandbox-user-uid",
+                &["developers", "system:authenticated"],
+            ),
         );
 
         let server = ApiServer::new(config.api);
         let mut tasks = crate::controllers::spawn_all(&server);
-        let app = router(HttpState { server: server.clone(), auth: Arc::new(auth) });
+        let app = router(HttpState {
+            server: server.clone(),
+            auth: Arc::new(auth),
+        });
         let (shutdown, mut stop) = watch::channel(false);
         tasks.push(tokio::spawn(async move {
             loop {
@@ -108,7 +129,9 @@ impl Sandbox {
                 let app = app.clone();
                 let mut stop = stop.clone();
                 tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
                     let service = TowerToHyperService::new(app);
                     let builder = auto::Builder::new(TokioExecutor::new());
                     let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
@@ -120,7 +143,15 @@ impl Sandbox {
                 });
             }
         }));
-        Ok(Sandbox { addr, server, ca, admin_token, user_token, shutdown, tasks })
+        Ok(Sandbox {
+            addr,
+            server,
+            ca,
+            admin_token,
+            user_token,
+            shutdown,
+            tasks,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -169,7 +200,10 @@ impl Sandbox {
 
     /// Writes the kubeconfig (JSON is valid YAML) readable by its owner only: it holds tokens.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), SandboxError> {
-        let err = |source| SandboxError::Kubeconfig { path: path.display().to_string(), source };
+        let err = |source| SandboxError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }

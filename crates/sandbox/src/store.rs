@@ -273,7 +273,8 @@ impl Store {
         }
         // No receivers is fine: nobody is watching.
         let _ = self.live.send(change.clone());
-        self.controllers.retain(|tx| tx.send(change.clone()).is_ok());
+        self.controllers
+            .retain(|tx| tx.send(change.clone()).is_ok());
     }
 
     /// The oldest revision a watch can resume from.

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, SanType,
+};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +25,8 @@ pub struct CertificateAuthority {
 
 impl std::fmt::Debug for CertificateAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CertificateAuthority").finish_non_exhaustive()
+        f.debug_struct("CertificateAuthority")
+            .finish_non_exhaustive()
     }
 }
 
@@ -38,7 +41,10 @@ pub struct IssuedCertificate {
 
 impl IssuedCertificate {
     /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
-    pub fn server_config(&self, ca: &CertificateAuthority) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    pub fn server_config(
+        &self,
+        ca: &CertificateAuthority,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain = vec![self.cert_der.clone(), ca.cert_der()];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone()));
@@ -82,7 +88,10 @@ impl CertificateAuthority {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, names.first().copied().unwrap_or("localhost"));
+        dn.push(
+            DnType::CommonName,
+            names.first().copied().unwrap_or("localhost"),
+        );
         params.distinguished_name = dn;
         for name in names {
             let san = match name.parse::<std::net::IpAddr>() {

@@ -5,7 +5,11 @@ mod sandbox;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "lien", version, about = "Lien makes deletion safe in Kubernetes")]
+#[command(
+    name = "lien",
+    version,
+    about = "Lien makes deletion safe in Kubernetes"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -27,7 +31,10 @@ pub fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");

@@ -12,18 +12,27 @@ pub struct SandboxArgs {
     #[arg(long, default_value_t = 6443, env = "LIEN_SANDBOX_PORT")]
     pub port: u16,
     /// Where to write the kubeconfig for kubectl and clients.
-    #[arg(long, default_value = "lien-sandbox.kubeconfig", env = "LIEN_SANDBOX_KUBECONFIG")]
+    #[arg(
+        long,
+        default_value = "lien-sandbox.kubeconfig",
+        env = "LIEN_SANDBOX_KUBECONFIG"
+    )]
     pub kubeconfig: PathBuf,
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
-    let sandbox = Sandbox::start(SandboxConfig { port: args.port, ..Default::default() })
-        .await
-        .context("starting the sandbox API server")?;
+    let sandbox = Sandbox::start(SandboxConfig {
+        port: args.port,
+        ..Default::default()
+    })
+    .await
+    .context("starting the sandbox API server")?;
     sandbox.write_kubeconfig(&args.kubeconfig)?;
     let kubeconfig = args.kubeconfig.display();
     println!("Lien sandbox API server listening on {}", sandbox.url());
-    println!("Kubeconfig written to {kubeconfig} (contexts: sandbox = admin, sandbox-user = a second user).");
+    println!(
+        "Kubeconfig written to {kubeconfig} (contexts: sandbox = admin, sandbox-user = a second user)."
+    );
     println!();
     println!("Try:");
     println!("  export KUBECONFIG={kubeconfig}");
@@ -32,7 +41,9 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
     println!("  kubectl get configmaps --context sandbox-user");
     println!();
     println!("Ctrl-C stops it.");
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     println!("Shutting down.");
     sandbox.shutdown().await;
     Ok(())

@@ -102,13 +102,20 @@ fn default_webhooks(object: &mut Value) {
 }
 
 /// Kind-specific validation on create and update (`old` set on update).
-pub fn validate(rt: &ResourceType, version: &str, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+pub fn validate(
+    rt: &ResourceType,
+    version: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let mut causes = Vec::new();
     if is(rt, "", "configmaps") || is(rt, "", "secrets") {
         for field in ["data", "binaryData", "stringData"] {
             if let Some(map) = object.get(field).filter(|v| !v.is_null()) {
-                let ok = map.as_object().is_some_and(|m| m.values().all(Value::is_string));
+                let ok = map
+                    .as_object()
+                    .is_some_and(|m| m.values().all(Value::is_string));
                 if !ok {
                     causes.push(Cause::new(
                         "FieldValueInvalid",
@@ -141,7 +148,11 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
     for (i, hook) in hooks.iter().enumerate() {
         let name = hook["name"].as_str().unwrap_or_default();
         if name.is_empty() {
-            causes.push(Cause::new("FieldValueRequired", format!("webhooks[{i}].name"), "Required value"));
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("webhooks[{i}].name"),
+                "Required value",
+            ));
         } else if !names.insert(name) {
             causes.push(Cause::new(
                 "FieldValueDuplicate",
@@ -160,8 +171,11 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
                 "FieldValueNotSupported",
                 format!("webhooks[{i}].sideEffects"),
                 match hook["sideEffects"].as_str() {
-                    Some(v) => format!("Unsupported value: \"{v}\": supported values: \"None\", \"NoneOnDryRun\""),
-                    None => "Unsupported value: \"\": supported values: \"None\", \"NoneOnDryRun\"".to_string(),
+                    Some(v) => format!(
+                        "Unsupported value: \"{v}\": supported values: \"None\", \"NoneOnDryRun\""
+                    ),
+                    None => "Unsupported value: \"\": supported values: \"None\", \"NoneOnDryRun\""
+                        .to_string(),
                 },
             ));
         }
@@ -197,7 +211,9 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
                 causes.push(Cause::new(
                     "FieldValueInvalid",
                     format!("webhooks[{i}].timeoutSeconds"),
-                    format!("Invalid value: {t}: the timeout value must be between 1 and 30 seconds"),
+                    format!(
+                        "Invalid value: {t}: the timeout value must be between 1 and 30 seconds"
+                    ),
                 ));
             }
         }
@@ -213,7 +229,11 @@ pub fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let plural = spec["names"]["plural"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     if group.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.group", "Required value"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.group",
+            "Required value",
+        ));
     } else if !group.contains('.') {
         causes.push(Cause::new(
             "FieldValueInvalid",
@@ -222,10 +242,22 @@ pub fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
         ));
     }
     if plural.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.names.plural", "Required value"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.plural",
+            "Required value",
+        ));
     }
-    if spec["names"]["kind"].as_str().unwrap_or_default().is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.names.kind", "Required value"));
+    if spec["names"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.kind",
+            "Required value",
+        ));
     }
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
         causes.push(Cause::new(
@@ -247,7 +279,11 @@ pub fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     }
     let versions = spec["versions"].as_array().cloned().unwrap_or_default();
     if versions.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.versions", "Required value: must have exactly one version marked as storage version"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.versions",
+            "Required value: must have exactly one version marked as storage version",
+        ));
     }
     let storage = versions.iter().filter(|v| v["storage"] == true).count();
     if !versions.is_empty() && storage != 1 {
@@ -267,7 +303,11 @@ pub fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
             Some(_) => {
                 for mut c in crate::schema::validate_crd_schema(&v["schema"]["openAPIV3Schema"]) {
                     if !c.field.starts_with("spec.") {
-                        c.field = format!("spec.versions[{i}].schema.openAPIV3Schema{}{}", if c.field.is_empty() { "" } else { "." }, c.field);
+                        c.field = format!(
+                            "spec.versions[{i}].schema.openAPIV3Schema{}{}",
+                            if c.field.is_empty() { "" } else { "." },
+                            c.field
+                        );
                     }
                     causes.push(c);
                 }
@@ -291,6 +331,7 @@ pub fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
 /// The answer to a `SubjectAccessReview`: RBAC is out of scope, every authenticated user may do
 /// everything.
 pub fn review_access(mut review: Value) -> Value {
-    review["status"] = json!({"allowed": true, "reason": "the sandbox authorizes every authenticated user"});
+    review["status"] =
+        json!({"allowed": true, "reason": "the sandbox authorizes every authenticated user"});
     review
 }

@@ -23,7 +23,8 @@ pub fn name_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     // A UUID gives the randomness; the counter makes collisions within a run impossible to hit
     // twice in a row.
-    let mut bits = uuid::Uuid::new_v4().as_u128() ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let mut bits =
+        uuid::Uuid::new_v4().as_u128() ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed));
     (0..5)
         .map(|_| {
             let c = ALPHABET[(bits % ALPHABET.len() as u128) as usize] as char;
@@ -191,10 +192,16 @@ pub fn prepare_create(
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    let m = meta.as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    let m = meta
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
     m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     m.insert("creationTimestamp".into(), json!(now()));
-    for field in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+    for field in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
         m.remove(field);
     }
     if tracks_generation(rt) {
@@ -217,7 +224,9 @@ fn spec_of(object: &Value) -> Map<String, Value> {
         .as_object()
         .map(|m| {
             m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })
@@ -232,7 +241,10 @@ pub fn prepare_update(
     new: &mut Value,
     subresource: &str,
 ) -> Result<(), ApiError> {
-    let name = old["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = old["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if !new["metadata"].is_object() {
         new["metadata"] = json!({});
     }
@@ -358,7 +370,10 @@ mod tests {
     fn names_are_validated_per_kind() {
         let reg = Registry::with_builtins();
         let ns = reg.get("", "namespaces").expect("ns");
-        assert!(validate_name(ns, "a.b").is_some(), "namespace names are labels");
+        assert!(
+            validate_name(ns, "a.b").is_some(),
+            "namespace names are labels"
+        );
         let cm = reg.get("", "configmaps").expect("cm");
         assert!(validate_name(cm, "a.b").is_none());
         assert!(validate_name(cm, "A").is_some());
@@ -377,7 +392,11 @@ mod tests {
         let old = json!({"metadata": {"name": "c", "namespace": "n", "deletionTimestamp": "t", "finalizers": ["a"]}});
         let mut new = json!({"metadata": {"name": "c", "finalizers": ["a", "b"]}});
         let err = prepare_update(cm, &old, &mut new, "").expect_err("forbidden");
-        assert!(err.message.contains("no new finalizers can be added"), "{}", err.message);
+        assert!(
+            err.message.contains("no new finalizers can be added"),
+            "{}",
+            err.message
+        );
         let mut fewer = json!({"metadata": {"name": "c", "finalizers": []}});
         prepare_update(cm, &old, &mut fewer, "").expect("removing is fine");
         assert_eq!(fewer["metadata"]["deletionTimestamp"], "t");
@@ -388,7 +407,8 @@ mod tests {
         let reg = Registry::with_builtins();
         let d = reg.get("apps", "deployments").expect("deploy");
         let old = json!({"metadata": {"name": "d", "namespace": "n", "generation": 1}, "spec": {"replicas": 1}});
-        let mut labels_only = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
+        let mut labels_only =
+            json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
         prepare_update(d, &old, &mut labels_only, "").expect("ok");
         assert_eq!(labels_only["metadata"]["generation"], 1);
         let mut spec = json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}});

@@ -21,7 +21,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use read::{ListOptions, WatchEvent, WatchOptions, WatchStream};
-pub use write::{DeleteOptions, DeleteOutcome, FieldValidation, Propagation, WriteOptions, Written};
+pub use write::{
+    DeleteOptions, DeleteOutcome, FieldValidation, Propagation, WriteOptions, Written,
+};
 
 use crate::auth::UserInfo;
 use crate::error::ApiError;
@@ -200,7 +202,10 @@ impl ApiServer {
         out
     }
 
-    pub(crate) fn namespace_labels(&self, namespace: &str) -> Option<std::collections::BTreeMap<String, String>> {
+    pub(crate) fn namespace_labels(
+        &self,
+        namespace: &str,
+    ) -> Option<std::collections::BTreeMap<String, String>> {
         let ns = self.store().get(
             &(String::new(), "namespaces".to_string()),
             &(String::new(), namespace.to_string()),
@@ -211,5 +216,9 @@ impl ApiServer {
 
 /// The user the in-process controllers and tests act as when no user is given.
 pub fn system_admin() -> UserInfo {
-    UserInfo::new("system:admin", "", &["system:masters", "system:authenticated"])
+    UserInfo::new(
+        "system:admin",
+        "",
+        &["system:masters", "system:authenticated"],
+    )
 }

@@ -137,7 +137,10 @@ impl WatchStream {
             return None;
         }
         let now = self.options.list.matches(&change.object);
-        let before = change.old.as_ref().is_some_and(|o| self.options.list.matches(o));
+        let before = change
+            .old
+            .as_ref()
+            .is_some_and(|o| self.options.list.matches(o));
         let type_ = match change.event {
             EventType::Added if now => "ADDED",
             EventType::Modified if now && before => "MODIFIED",
@@ -177,7 +180,11 @@ impl ApiServer {
 
     /// Objects a collection request selects (for deletecollection).
     pub(crate) fn select(&self, t: &Target, opts: &ListOptions) -> Result<Vec<Value>, ApiError> {
-        let ns = t.resource.namespaced.then_some(t.namespace.as_str()).filter(|n| !n.is_empty());
+        let ns = t
+            .resource
+            .namespaced
+            .then_some(t.namespace.as_str())
+            .filter(|n| !n.is_empty());
         Ok(self
             .store()
             .list(&t.resource.key(), ns)
@@ -191,7 +198,10 @@ impl ApiServer {
     /// `remainingItemCount` as kube-apiserver fills them.
     pub fn list(&self, t: &Target, opts: &ListOptions) -> Result<Value, ApiError> {
         let rt = &t.resource;
-        let ns = rt.namespaced.then_some(t.namespace.as_str()).filter(|n| !n.is_empty());
+        let ns = rt
+            .namespaced
+            .then_some(t.namespace.as_str())
+            .filter(|n| !n.is_empty());
         opts.field_selector
             .check_supported(&[])
             .map_err(ApiError::bad_request)?;
@@ -203,7 +213,9 @@ impl ApiServer {
                     .decode(token)
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
-                    .ok_or_else(|| ApiError::bad_request("continue key is not valid: illegal base64 data"))?;
+                    .ok_or_else(|| {
+                        ApiError::bad_request("continue key is not valid: illegal base64 data")
+                    })?;
                 let table = store.snapshot(token.revision, &rt.key()).ok_or_else(|| {
                     ApiError::new(
                         410,
@@ -213,7 +225,10 @@ impl ApiServer {
                 })?;
                 (table, token.revision, Some(token.after))
             } else {
-                if let (Some(rv), Some("Exact")) = (&opts.resource_version, opts.resource_version_match.as_deref()) {
+                if let (Some(rv), Some("Exact")) = (
+                    &opts.resource_version,
+                    opts.resource_version_match.as_deref(),
+                ) {
                     let rv = parse_revision(rv)?;
                     if rv != store.revision() {
                         return Err(ApiError::gone(rv, store.revision()));
@@ -248,8 +263,13 @@ impl ApiServer {
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if more {
             if let Some(after) = cursor {
-                let token = serde_json::to_vec(&ContinueToken { revision, after: after.clone() }).unwrap_or_default();
-                metadata["continue"] = json!(base64::engine::general_purpose::STANDARD.encode(token));
+                let token = serde_json::to_vec(&ContinueToken {
+                    revision,
+                    after: after.clone(),
+                })
+                .unwrap_or_default();
+                metadata["continue"] =
+                    json!(base64::engine::general_purpose::STANDARD.encode(token));
                 let remaining = list_table(&table, ns, Some(&after), usize::MAX).0.len();
                 if opts.label_selector.is_everything() && opts.field_selector.terms.is_empty() {
                     metadata["remainingItemCount"] = json!(remaining);
@@ -268,7 +288,10 @@ impl ApiServer {
     /// the current state comes first as ADDED events.
     pub fn watch(&self, t: &Target, opts: WatchOptions) -> Result<WatchStream, ApiError> {
         let rt = &t.resource;
-        let ns = rt.namespaced.then_some(t.namespace.as_str()).filter(|n| !n.is_empty());
+        let ns = rt
+            .namespaced
+            .then_some(t.namespace.as_str())
+            .filter(|n| !n.is_empty());
         opts.list
             .field_selector
             .check_supported(&[])
@@ -279,19 +302,25 @@ impl ApiServer {
             Some(rv) => Some(parse_revision(rv)?),
         };
         let initial = opts.send_initial_events || requested.is_none();
-        let (from, mut backlog_events) = if initial && !(opts.send_initial_events && requested.is_some()) {
-            let items: Vec<WatchEvent> = store
-                .list(&rt.key(), ns)
-                .into_iter()
-                .filter(|o| opts.list.matches(o))
-                .filter(|o| t.name.is_empty() || object_key(o).1 == t.name)
-                .map(|o| WatchEvent { type_: "ADDED", object: Self::output(rt, &t.version, &o) })
-                .collect();
-            (store.revision(), items)
-        } else {
-            (requested.unwrap_or(store.revision()), Vec::new())
-        };
-        let sub = store.subscribe(from).map_err(|e| ApiError::gone(e.requested, e.oldest))?;
+        let (from, mut backlog_events) =
+            if initial && !(opts.send_initial_events && requested.is_some()) {
+                let items: Vec<WatchEvent> = store
+                    .list(&rt.key(), ns)
+                    .into_iter()
+                    .filter(|o| opts.list.matches(o))
+                    .filter(|o| t.name.is_empty() || object_key(o).1 == t.name)
+                    .map(|o| WatchEvent {
+                        type_: "ADDED",
+                        object: Self::output(rt, &t.version, &o),
+                    })
+                    .collect();
+                (store.revision(), items)
+            } else {
+                (requested.unwrap_or(store.revision()), Vec::new())
+            };
+        let sub = store
+            .subscribe(from)
+            .map_err(|e| ApiError::gone(e.requested, e.oldest))?;
         drop(store);
         let mut stream = WatchStream {
             target: t.clone(),

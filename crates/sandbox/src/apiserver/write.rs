@@ -258,7 +258,17 @@ impl ApiServer {
             },
             sub_resource: t.subresource.clone(),
             name: t.name.clone(),
-            namespace: if rt.namespaced { t.namespace.clone() } else { String::new() },
+            // kube-apiserver addresses a namespace's own requests (other than create) in itself.
+            namespace: if rt.namespaced {
+                t.namespace.clone()
+            } else if rt.group.is_empty()
+                && rt.plural == "namespaces"
+                && operation != Operation::Create
+            {
+                t.name.clone()
+            } else {
+                String::new()
+            },
             object: object.map(|o| Self::output(rt, &t.version, o)),
             old_object: old.map(|o| Self::output(rt, &t.version, o)),
             dry_run: write.dry_run,
@@ -320,15 +330,26 @@ impl ApiServer {
 
     /// Prunes and defaults a custom object against its schema; unknown fields become warnings
     /// or, under `fieldValidation=Strict`, an error.
-    fn prune(t: &Target, object: &mut Value, write: &WriteOptions) -> Result<Vec<String>, ApiError> {
-        let Some(schema) = t.resource.version(&t.version).and_then(|v| v.schema.as_ref()) else {
+    fn prune(
+        t: &Target,
+        object: &mut Value,
+        write: &WriteOptions,
+    ) -> Result<Vec<String>, ApiError> {
+        let Some(schema) = t
+            .resource
+            .version(&t.version)
+            .and_then(|v| v.schema.as_ref())
+        else {
             return Ok(vec![]);
         };
         let unknown = crate::schema::prune_and_default(schema, object);
         if unknown.is_empty() || write.field_validation == FieldValidation::Ignore {
             return Ok(vec![]);
         }
-        let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.'))).collect();
+        let messages: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
+            .collect();
         if write.field_validation == FieldValidation::Strict {
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
             return Err(ApiError::bad_request(format!(
@@ -342,12 +363,23 @@ impl ApiServer {
         Ok(messages)
     }
 
-    pub async fn create(&self, t: &Target, body: Value, write: &WriteOptions) -> Result<Written, ApiError> {
+    pub async fn create(
+        &self,
+        t: &Target,
+        body: Value,
+        write: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         self.create_object(t, body, write, true).await
     }
 
     /// `record_manager` is false when server-side apply already recorded the applier's fields.
-    async fn create_object(&self, t: &Target, mut body: Value, write: &WriteOptions, record_manager: bool) -> Result<Written, ApiError> {
+    async fn create_object(
+        &self,
+        t: &Target,
+        mut body: Value,
+        write: &WriteOptions,
+        record_manager: bool,
+    ) -> Result<Written, ApiError> {
         let rt = t.resource.clone();
         if !rt.verbs.contains(&"create") {
             return Err(ApiError::method_not_allowed(format!(
@@ -355,14 +387,20 @@ impl ApiServer {
             )));
         }
         if !body.is_object() {
-            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
         }
         Self::check_type(t, &body)?;
         if rt.group == "authorization.k8s.io" {
             let mut review = kinds::review_access(body);
             review["apiVersion"] = json!(rt.api_version(&t.version));
             review["kind"] = json!(rt.kind);
-            return Ok(Written { object: review, warnings: vec![], created: true });
+            return Ok(Written {
+                object: review,
+                warnings: vec![],
+                created: true,
+            });
         }
         self.check_namespace_open(&rt, &t.namespace)?;
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
@@ -371,14 +409,31 @@ impl ApiServer {
         body["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         body["kind"] = json!(rt.kind);
         if record_manager {
-            crate::patch::record_update(None, &mut body, &write.manager(), &rt.api_version(&t.version), "", &meta::now());
+            crate::patch::record_update(
+                None,
+                &mut body,
+                &write.manager(),
+                &rt.api_version(&t.version),
+                "",
+                &meta::now(),
+            );
         }
         kinds::validate(&rt, &t.version, &body, None)?;
         let mut addressed = t.clone();
-        addressed.name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        addressed.name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         warnings.extend(
-            self.admit(Operation::Create, &addressed, Some(&body), None, write.options_object("CreateOptions"), write)
-                .await?,
+            self.admit(
+                Operation::Create,
+                &addressed,
+                Some(&body),
+                None,
+                write.options_object("CreateOptions"),
+                write,
+            )
+            .await?,
         );
         let key = addressed.object_key();
         let stored = {
@@ -395,16 +450,30 @@ impl ApiServer {
         if !write.dry_run {
             self.after_write(&rt, &stored);
         }
-        Ok(Written { object: Self::output(&rt, &t.version, &stored), warnings, created: true })
+        Ok(Written {
+            object: Self::output(&rt, &t.version, &stored),
+            warnings,
+            created: true,
+        })
     }
 
     /// PUT: replace the object (or its status) with `body`.
-    pub async fn update(&self, t: &Target, body: Value, write: &WriteOptions) -> Result<Written, ApiError> {
+    pub async fn update(
+        &self,
+        t: &Target,
+        body: Value,
+        write: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         if !body.is_object() {
-            return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
         }
         Self::check_type(t, &body)?;
-        let client_rv = body["metadata"]["resourceVersion"].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        let client_rv = body["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
         if client_rv.is_none() && t.resource.is_custom() {
             // Custom resources do not allow unconditional updates.
             return Err(ApiError::invalid(
@@ -422,24 +491,52 @@ impl ApiServer {
             let current = self.current(t)?;
             if let Some(rv) = &client_rv {
                 if current["metadata"]["resourceVersion"].as_str() != Some(rv.as_str()) {
-                    return Err(ApiError::conflict_modified(&t.resource.group, &t.resource.plural, &t.name));
+                    return Err(ApiError::conflict_modified(
+                        &t.resource.group,
+                        &t.resource.plural,
+                        &t.name,
+                    ));
                 }
             }
-            match self.commit_update(t, &current, body.clone(), write, client_rv.is_some(), "UpdateOptions").await? {
+            match self
+                .commit_update(
+                    t,
+                    &current,
+                    body.clone(),
+                    write,
+                    client_rv.is_some(),
+                    "UpdateOptions",
+                )
+                .await?
+            {
                 Commit::Done(w) => return Ok(w),
                 Commit::Raced => continue,
             }
         }
-        Err(ApiError::conflict_modified(&t.resource.group, &t.resource.plural, &t.name))
+        Err(ApiError::conflict_modified(
+            &t.resource.group,
+            &t.resource.plural,
+            &t.name,
+        ))
     }
 
     /// PATCH in any of the four patch formats.
-    pub async fn patch(&self, t: &Target, kind: PatchKind, body: &[u8], write: &WriteOptions) -> Result<Written, ApiError> {
+    pub async fn patch(
+        &self,
+        t: &Target,
+        kind: PatchKind,
+        body: &[u8],
+        write: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         let rt = t.resource.clone();
         if kind == PatchKind::StrategicMerge && rt.is_custom() {
             return Err(ApiError::unsupported_media_type(
                 "application/strategic-merge-patch+json",
-                &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"],
+                &[
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                ],
             ));
         }
         if kind == PatchKind::Apply && write.field_manager.is_empty() {
@@ -455,7 +552,13 @@ impl ApiServer {
                     let applied = crate::patch::parse_apply_body(body)?;
                     Self::check_type(t, &applied)?;
                     let mut object = crate::patch::server_side_apply(
-                        None, &applied, &write.field_manager, write.force, &rt.group, &rt.kind, &meta::now(),
+                        None,
+                        &applied,
+                        &write.field_manager,
+                        write.force,
+                        &rt.group,
+                        &rt.kind,
+                        &meta::now(),
                     )?;
                     object["metadata"]["name"] = json!(t.name);
                     return self.create_object(t, object, write, false).await;
@@ -465,23 +568,55 @@ impl ApiServer {
             let patched = match kind {
                 PatchKind::Json => crate::patch::json_patch(&current, body)?,
                 PatchKind::Merge => crate::patch::merge_patch(&current, body)?,
-                PatchKind::StrategicMerge => crate::patch::strategic_merge_patch(&current, body, &rt.group, &rt.kind)?,
+                PatchKind::StrategicMerge => {
+                    crate::patch::strategic_merge_patch(&current, body, &rt.group, &rt.kind)?
+                }
                 PatchKind::Apply => {
                     let applied = crate::patch::parse_apply_body(body)?;
                     Self::check_type(t, &applied)?;
-                    crate::patch::server_side_apply(
-                        Some(&current), &applied, &write.field_manager, write.force, &rt.group, &rt.kind, &meta::now(),
+                    let apply = if t.subresource == "status" {
+                        crate::patch::server_side_apply_status
+                    } else {
+                        |live: &Value,
+                         applied: &Value,
+                         m: &str,
+                         f: bool,
+                         g: &str,
+                         k: &str,
+                         now: &str| {
+                            crate::patch::server_side_apply(Some(live), applied, m, f, g, k, now)
+                        }
+                    };
+                    apply(
+                        &current,
+                        &applied,
+                        &write.field_manager,
+                        write.force,
+                        &rt.group,
+                        &rt.kind,
+                        &meta::now(),
                     )?
                 }
             };
-            let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-            let patched_rv = patched["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let current_rv = current["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let patched_rv = patched["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let precondition = !patched_rv.is_empty() && patched_rv != current_rv;
             if precondition {
                 return Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name));
             }
-            let explicit_rv = !patched_rv.is_empty() && kind != PatchKind::Apply && body_sets_resource_version(body);
-            match self.commit_update(t, &current, patched, write, explicit_rv, "PatchOptions").await? {
+            let explicit_rv = !patched_rv.is_empty()
+                && kind != PatchKind::Apply
+                && body_sets_resource_version(body);
+            match self
+                .commit_update(t, &current, patched, write, explicit_rv, "PatchOptions")
+                .await?
+            {
                 Commit::Done(w) => return Ok(w),
                 Commit::Raced if explicit_rv => {
                     return Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name));
@@ -513,7 +648,12 @@ impl ApiServer {
         if sub == "status" && !rt.has_status() {
             return Err(ApiError::path_not_found());
         }
-        meta::prepare_update(&rt, current, &mut new, if sub == "finalize" { "" } else { sub })?;
+        meta::prepare_update(
+            &rt,
+            current,
+            &mut new,
+            if sub == "finalize" { "" } else { sub },
+        )?;
         if sub == "finalize" {
             // A namespace's finalize subresource changes spec.finalizers and nothing else.
             let finalizers = new["spec"]["finalizers"].clone();
@@ -523,21 +663,43 @@ impl ApiServer {
         let mut warnings = Self::prune(t, &mut new, write)?;
         new["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         new["kind"] = json!(rt.kind);
-        crate::patch::record_update(Some(current), &mut new, &write.manager(), &rt.api_version(&t.version), sub, &meta::now());
+        crate::patch::record_update(
+            Some(current),
+            &mut new,
+            &write.manager(),
+            &rt.api_version(&t.version),
+            sub,
+            &meta::now(),
+        );
         kinds::validate(&rt, &t.version, &new, Some(current))?;
         warnings.extend(
-            self.admit(Operation::Update, t, Some(&new), Some(current), write.options_object(options_kind), write)
-                .await?,
+            self.admit(
+                Operation::Update,
+                t,
+                Some(&new),
+                Some(current),
+                write.options_object(options_kind),
+                write,
+            )
+            .await?,
         );
         let unchanged = without_rv(&new) == without_rv(current);
-        let finished = meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !namespace_pending(&rt, &new);
+        let finished = meta::is_deleting(&new)
+            && meta::finalizers(&new).is_empty()
+            && !namespace_pending(&rt, &new);
         if write.dry_run {
-            return Ok(Commit::Done(Written { object: Self::output(&rt, &t.version, &new), warnings, created: false }));
+            return Ok(Commit::Done(Written {
+                object: Self::output(&rt, &t.version, &new),
+                warnings,
+                created: false,
+            }));
         }
         let stored = {
             let mut store = self.store();
             let now = store.get(&rt.key(), &t.object_key());
-            let same = now.as_ref().is_some_and(|n| n["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]);
+            let same = now.as_ref().is_some_and(|n| {
+                n["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]
+            });
             if !same {
                 if now.is_none() {
                     return Err(t.not_found());
@@ -549,7 +711,10 @@ impl ApiServer {
                 (**current).clone()
             } else if finished {
                 // Removing the last finalizer of an object being deleted deletes it.
-                store.remove(&rt.key(), &t.object_key()).map(|o| (*o).clone()).unwrap_or(new)
+                store
+                    .remove(&rt.key(), &t.object_key())
+                    .map(|o| (*o).clone())
+                    .unwrap_or(new)
             } else {
                 (*store.replace(&rt.key(), new)).clone()
             }
@@ -557,24 +722,43 @@ impl ApiServer {
         if !unchanged {
             self.after_write(&rt, &stored);
         }
-        Ok(Commit::Done(Written { object: Self::output(&rt, &t.version, &stored), warnings, created: false }))
+        Ok(Commit::Done(Written {
+            object: Self::output(&rt, &t.version, &stored),
+            warnings,
+            created: false,
+        }))
     }
 
     /// DELETE one object.
-    pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> Result<DeleteOutcome, ApiError> {
+    pub async fn delete(
+        &self,
+        t: &Target,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, ApiError> {
         self.delete_object(t, opts, true).await
     }
 
     /// A delete straight at storage, without admission: what kube-apiserver's own CRD cleanup
     /// does.
-    pub(crate) async fn delete_unadmitted(&self, t: &Target, opts: &DeleteOptions) -> Result<DeleteOutcome, ApiError> {
+    pub(crate) async fn delete_unadmitted(
+        &self,
+        t: &Target,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, ApiError> {
         self.delete_object(t, opts, false).await
     }
 
-    async fn delete_object(&self, t: &Target, opts: &DeleteOptions, admit: bool) -> Result<DeleteOutcome, ApiError> {
+    async fn delete_object(
+        &self,
+        t: &Target,
+        opts: &DeleteOptions,
+        admit: bool,
+    ) -> Result<DeleteOutcome, ApiError> {
         let rt = t.resource.clone();
         if !rt.verbs.contains(&"delete") {
-            return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
         }
         for _ in 0..MAX_RETRIES {
             let current = self.current(t)?;
@@ -586,7 +770,9 @@ impl ApiServer {
                         &rt.group,
                         &rt.plural,
                         &t.name,
-                        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                        ),
                     ));
                 }
             }
@@ -597,12 +783,22 @@ impl ApiServer {
                         &rt.group,
                         &rt.plural,
                         &t.name,
-                        &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                        &format!(
+                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                        ),
                     ));
                 }
             }
             if admit {
-                self.admit(Operation::Delete, t, None, Some(&current), opts.options_object(), &opts.write).await?;
+                self.admit(
+                    Operation::Delete,
+                    t,
+                    None,
+                    Some(&current),
+                    opts.options_object(),
+                    &opts.write,
+                )
+                .await?;
             }
             let planned = plan_deletion(&rt, &current, opts.propagation);
             if opts.write.dry_run {
@@ -616,11 +812,18 @@ impl ApiServer {
                 let now = store.get(&rt.key(), &t.object_key());
                 match now {
                     None => return Err(t.not_found()),
-                    Some(n) if n["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] => continue,
+                    Some(n)
+                        if n["metadata"]["resourceVersion"]
+                            != current["metadata"]["resourceVersion"] =>
+                    {
+                        continue;
+                    }
                     Some(_) => {}
                 }
                 match planned {
-                    Some(obj) if without_rv(&obj) == without_rv(&current) => DeleteOutcome::Pending((*current).clone()),
+                    Some(obj) if without_rv(&obj) == without_rv(&current) => {
+                        DeleteOutcome::Pending((*current).clone())
+                    }
                     Some(obj) => DeleteOutcome::Pending((*store.replace(&rt.key(), obj)).clone()),
                     None => match store.remove(&rt.key(), &t.object_key()) {
                         Some(last) => DeleteOutcome::Deleted((*last).clone()),
@@ -631,8 +834,12 @@ impl ApiServer {
             let (DeleteOutcome::Pending(obj) | DeleteOutcome::Deleted(obj)) = &outcome;
             self.after_write(&rt, obj);
             return Ok(match outcome {
-                DeleteOutcome::Pending(o) => DeleteOutcome::Pending(Self::output(&rt, &t.version, &o)),
-                DeleteOutcome::Deleted(o) => DeleteOutcome::Deleted(Self::output(&rt, &t.version, &o)),
+                DeleteOutcome::Pending(o) => {
+                    DeleteOutcome::Pending(Self::output(&rt, &t.version, &o))
+                }
+                DeleteOutcome::Deleted(o) => {
+                    DeleteOutcome::Deleted(Self::output(&rt, &t.version, &o))
+                }
             });
         }
         Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
@@ -646,14 +853,22 @@ impl ApiServer {
         opts: &DeleteOptions,
     ) -> Result<Vec<Value>, ApiError> {
         if !t.resource.verbs.contains(&"deletecollection") {
-            return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
         }
         let items = self.select(t, list)?;
         let mut deleted = Vec::new();
         for item in items {
             let mut one = t.clone();
-            one.name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            one.namespace = item["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+            one.name = item["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            one.namespace = item["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             match self.delete(&one, opts).await {
                 Ok(DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o)) => deleted.push(o),
                 Err(e) if e.code == 404 => {}
@@ -673,7 +888,11 @@ impl ApiServer {
 
 /// What a DELETE turns the object into: `None` to remove it now, or the object marked for
 /// deletion and waiting for finalizers.
-fn plan_deletion(rt: &ResourceType, current: &Value, propagation: Option<Propagation>) -> Option<Value> {
+fn plan_deletion(
+    rt: &ResourceType,
+    current: &Value,
+    propagation: Option<Propagation>,
+) -> Option<Value> {
     let mut obj = current.clone();
     let mut finalizers = meta::finalizers(current);
     let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
@@ -722,7 +941,9 @@ fn plan_deletion(rt: &ResourceType, current: &Value, propagation: Option<Propaga
 fn namespace_pending(rt: &ResourceType, object: &Value) -> bool {
     rt.group.is_empty()
         && rt.plural == "namespaces"
-        && object["spec"]["finalizers"].as_array().is_some_and(|f| !f.is_empty())
+        && object["spec"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
 }
 
 fn without_rv(v: &Value) -> Value {

@@ -24,7 +24,11 @@ pub fn resource_type(crd: &Value) -> Option<ResourceType> {
     let names = &spec["names"];
     let strs = |v: &Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let mut versions: Vec<(bool, VersionInfo)> = spec["versions"]
@@ -65,14 +69,27 @@ pub fn resource_type(crd: &Value) -> Option<ResourceType> {
     Some(ResourceType {
         group: spec["group"].as_str()?.to_string(),
         versions: versions.into_iter().map(|(_, v)| v).collect(),
-        list_kind: names["listKind"].as_str().map_or_else(|| format!("{kind}List"), str::to_string),
-        singular: names["singular"].as_str().map_or_else(|| kind.to_lowercase(), str::to_string),
+        list_kind: names["listKind"]
+            .as_str()
+            .map_or_else(|| format!("{kind}List"), str::to_string),
+        singular: names["singular"]
+            .as_str()
+            .map_or_else(|| kind.to_lowercase(), str::to_string),
         plural: names["plural"].as_str()?.to_string(),
         kind,
         namespaced: spec["scope"] == "Namespaced",
         short_names: strs(&names["shortNames"]),
         categories: strs(&names["categories"]),
-        verbs: vec!["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+        verbs: vec![
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "create",
+            "update",
+            "watch",
+        ],
         crd: crd["metadata"]["name"].as_str().map(str::to_string),
         extra_subresources: vec![],
     })
@@ -86,14 +103,26 @@ pub fn on_crd_written(server: &ApiServer, crd: &Value) {
     }
     let gone = server
         .store()
-        .get(&(CRD_KEY.0.to_string(), CRD_KEY.1.to_string()), &(String::new(), crd["metadata"]["name"].as_str().unwrap_or_default().to_string()))
+        .get(
+            &(CRD_KEY.0.to_string(), CRD_KEY.1.to_string()),
+            &(
+                String::new(),
+                crd["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+        )
         .is_none();
     if gone {
         server.registry_mut().remove(&rt.key());
         server.store().drop_resource(&rt.key());
         return;
     }
-    let conflict = server.registry().get(&rt.group, &rt.plural).is_some_and(|existing| existing.crd != rt.crd);
+    let conflict = server
+        .registry()
+        .get(&rt.group, &rt.plural)
+        .is_some_and(|existing| existing.crd != rt.crd);
     if conflict {
         return;
     }
@@ -103,13 +132,34 @@ pub fn on_crd_written(server: &ApiServer, crd: &Value) {
         "storedVersions": stored_versions(crd, &rt),
         "conditions": [],
     });
-    let old_conditions = crd["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let old_conditions = crd["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut conditions = vec![
-        condition(&old_conditions, "NamesAccepted", true, "NoConflicts", "no conflicts found"),
-        condition(&old_conditions, "Established", true, "InitialNamesAccepted", "the initial names have been accepted"),
+        condition(
+            &old_conditions,
+            "NamesAccepted",
+            true,
+            "NoConflicts",
+            "no conflicts found",
+        ),
+        condition(
+            &old_conditions,
+            "Established",
+            true,
+            "InitialNamesAccepted",
+            "the initial names have been accepted",
+        ),
     ];
     if is_deleting(crd) {
-        conditions.push(condition(&old_conditions, "Terminating", true, "InstanceDeletionInProgress", "CustomResource deletion is in progress"));
+        conditions.push(condition(
+            &old_conditions,
+            "Terminating",
+            true,
+            "InstanceDeletionInProgress",
+            "CustomResource deletion is in progress",
+        ));
     }
     status["conditions"] = json!(conditions);
     if crd["status"] == status {
@@ -120,7 +170,16 @@ pub fn on_crd_written(server: &ApiServer, crd: &Value) {
     let key = (CRD_KEY.0.to_string(), CRD_KEY.1.to_string());
     let mut store = server.store();
     let still_same = store
-        .get(&key, &(String::new(), crd["metadata"]["name"].as_str().unwrap_or_default().to_string()))
+        .get(
+            &key,
+            &(
+                String::new(),
+                crd["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+        )
         .is_some_and(|c| c["metadata"]["resourceVersion"] == crd["metadata"]["resourceVersion"]);
     if still_same {
         store.replace(&key, updated);
@@ -128,7 +187,10 @@ pub fn on_crd_written(server: &ApiServer, crd: &Value) {
 }
 
 fn stored_versions(crd: &Value, rt: &ResourceType) -> Value {
-    let mut stored: Vec<Value> = crd["status"]["storedVersions"].as_array().cloned().unwrap_or_default();
+    let mut stored: Vec<Value> = crd["status"]["storedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let storage = json!(rt.storage_version());
     if !stored.contains(&storage) {
         stored.push(storage);
@@ -148,7 +210,10 @@ fn condition(old: &[Value], type_: &str, status: bool, reason: &str, message: &s
 
 /// Cleans up deleted CRDs: deletes their objects, then releases the finalizer.
 pub async fn run(server: Arc<ApiServer>, mut feed: UnboundedReceiver<Arc<Change>>) {
-    let mut queue = WorkQueue::new(std::time::Duration::from_millis(5), std::time::Duration::from_secs(30));
+    let mut queue = WorkQueue::new(
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_secs(30),
+    );
     loop {
         let sleep = match queue.next_due() {
             Some(at) => tokio::time::sleep_until(at),
@@ -203,7 +268,9 @@ async fn cleanup(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
     if !is_deleting(&crd) || !has_finalizer(&crd, CRD_CLEANUP_FINALIZER) {
         return Ok(true);
     }
-    let Some(rt) = resource_type(&crd) else { return Ok(true) };
+    let Some(rt) = resource_type(&crd) else {
+        return Ok(true);
+    };
     let Some(rt) = server.registry().get(&rt.group, &rt.plural).cloned() else {
         return Ok(true);
     };
@@ -215,7 +282,12 @@ async fn cleanup(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
             continue;
         }
         let meta = &item["metadata"];
-        let target = Target::new(rt.clone(), &version, meta["namespace"].as_str().unwrap_or_default(), meta["name"].as_str().unwrap_or_default());
+        let target = Target::new(
+            rt.clone(),
+            &version,
+            meta["namespace"].as_str().unwrap_or_default(),
+            meta["name"].as_str().unwrap_or_default(),
+        );
         let opts = DeleteOptions::new(system_admin());
         match server.delete_unadmitted(&target, &opts).await {
             Ok(_) => {}
@@ -227,8 +299,13 @@ async fn cleanup(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
         return Ok(false);
     }
     let mut released = server.get(&t)?;
-    let rest: Vec<String> = finalizers(&released).into_iter().filter(|f| f != CRD_CLEANUP_FINALIZER).collect();
+    let rest: Vec<String> = finalizers(&released)
+        .into_iter()
+        .filter(|f| f != CRD_CLEANUP_FINALIZER)
+        .collect();
     released["metadata"]["finalizers"] = json!(rest);
-    server.update(&t, released, &WriteOptions::as_user(system_admin())).await?;
+    server
+        .update(&t, released, &WriteOptions::as_user(system_admin()))
+        .await?;
     Ok(true)
 }

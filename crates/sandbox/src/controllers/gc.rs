@@ -75,7 +75,11 @@ fn observe(server: &ApiServer, change: &Change, queue: &mut WorkQueue) {
         .filter_map(|r| r["uid"].as_str().map(str::to_string))
         .collect();
     if let Some(old) = &change.old {
-        owners.extend(owner_refs(old).iter().filter_map(|r| r["uid"].as_str().map(str::to_string)));
+        owners.extend(
+            owner_refs(old)
+                .iter()
+                .filter_map(|r| r["uid"].as_str().map(str::to_string)),
+        );
     }
     match change.event {
         EventType::Added | EventType::Modified => {
@@ -218,7 +222,10 @@ async fn remove_finalizer(
     finalizer: &str,
 ) -> Result<(), ApiError> {
     let mut updated = obj.clone();
-    let remaining: Vec<String> = finalizers(obj).into_iter().filter(|f| f != finalizer).collect();
+    let remaining: Vec<String> = finalizers(obj)
+        .into_iter()
+        .filter(|f| f != finalizer)
+        .collect();
     updated["metadata"]["finalizers"] = json!(remaining);
     match server.update(target, updated, &gc_write()).await {
         Ok(_) => Ok(()),

@@ -26,7 +26,11 @@ pub fn spawn_all(server: &Arc<ApiServer>) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 /// The API address of a stored object, at its resource's storage version.
-pub(crate) fn target_of(server: &ApiServer, resource: &ResourceKey, object: &serde_json::Value) -> Option<Target> {
+pub(crate) fn target_of(
+    server: &ApiServer,
+    resource: &ResourceKey,
+    object: &serde_json::Value,
+) -> Option<Target> {
     let rt = server.registry().get(&resource.0, &resource.1)?.clone();
     let version = rt.storage_version().to_string();
     let meta = &object["metadata"];

@@ -94,7 +94,10 @@ async fn sync(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
         let version = rt.storage_version().to_string();
         let items = server.store().list(&rt.key(), Some(name));
         for item in items {
-            let item_name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let item_name = item["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             if !is_deleting(&item) {
                 let t = Target::new(rt.clone(), &version, name, &item_name);
                 let mut opts = DeleteOptions::new(UserInfo::namespace_controller());
@@ -108,7 +111,9 @@ async fn sync(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
         }
         let left = server.store().list(&rt.key(), Some(name));
         if !left.is_empty() {
-            *remaining.entry(qualified_resource(&rt.group, &rt.plural)).or_default() += left.len();
+            *remaining
+                .entry(qualified_resource(&rt.group, &rt.plural))
+                .or_default() += left.len();
             for o in &left {
                 for f in finalizers(o) {
                     *finalizers_left.entry(f).or_default() += 1;
@@ -116,7 +121,15 @@ async fn sync(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
             }
         }
     }
-    update_conditions(server, &ns_target, &ns, &failures, &remaining, &finalizers_left).await?;
+    update_conditions(
+        server,
+        &ns_target,
+        &ns,
+        &failures,
+        &remaining,
+        &finalizers_left,
+    )
+    .await?;
     if !remaining.is_empty() {
         return Ok(false);
     }
@@ -155,17 +168,31 @@ async fn update_conditions(
     finalizers_left: &BTreeMap<String, usize>,
 ) -> Result<(), ApiError> {
     let content_failure = if failures.is_empty() {
-        condition("NamespaceDeletionContentFailure", false, "ContentDeleted", "All content successfully deleted, may be waiting on finalization".into())
+        condition(
+            "NamespaceDeletionContentFailure",
+            false,
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization".into(),
+        )
     } else {
         condition(
             "NamespaceDeletionContentFailure",
             true,
             "ContentDeletionFailed",
-            format!("Failed to delete all resource types, {} remaining: {}", failures.len(), failures.join(", ")),
+            format!(
+                "Failed to delete all resource types, {} remaining: {}",
+                failures.len(),
+                failures.join(", ")
+            ),
         )
     };
     let content_remaining = if remaining.is_empty() {
-        condition("NamespaceContentRemaining", false, "ContentRemoved", "All content successfully removed".into())
+        condition(
+            "NamespaceContentRemaining",
+            false,
+            "ContentRemoved",
+            "All content successfully removed".into(),
+        )
     } else {
         condition(
             "NamespaceContentRemaining",
@@ -173,12 +200,21 @@ async fn update_conditions(
             "SomeResourcesRemain",
             format!(
                 "Some resources are remaining: {}",
-                remaining.iter().map(|(r, n)| format!("{r} has {n} resource instances")).collect::<Vec<_>>().join(", ")
+                remaining
+                    .iter()
+                    .map(|(r, n)| format!("{r} has {n} resource instances"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )
     };
     let finalizers_remaining = if finalizers_left.is_empty() {
-        condition("NamespaceFinalizersRemaining", false, "ContentHasNoFinalizers", "All content-preserving finalizers finished".into())
+        condition(
+            "NamespaceFinalizersRemaining",
+            false,
+            "ContentHasNoFinalizers",
+            "All content-preserving finalizers finished".into(),
+        )
     } else {
         condition(
             "NamespaceFinalizersRemaining",
@@ -186,19 +222,36 @@ async fn update_conditions(
             "SomeFinalizersRemain",
             format!(
                 "Some content in the namespace has finalizers remaining: {}",
-                finalizers_left.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect::<Vec<_>>().join(", ")
+                finalizers_left
+                    .iter()
+                    .map(|(f, n)| format!("{f} in {n} resource instances"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )
     };
     let conditions = vec![
-        condition("NamespaceDeletionDiscoveryFailure", false, "ResourcesDiscovered", "All resources successfully discovered".into()),
-        condition("NamespaceDeletionGroupVersionParsingFailure", false, "ParsedGroupVersions", "All legacy kube types successfully parsed".into()),
+        condition(
+            "NamespaceDeletionDiscoveryFailure",
+            false,
+            "ResourcesDiscovered",
+            "All resources successfully discovered".into(),
+        ),
+        condition(
+            "NamespaceDeletionGroupVersionParsingFailure",
+            false,
+            "ParsedGroupVersions",
+            "All legacy kube types successfully parsed".into(),
+        ),
         content_failure,
         content_remaining,
         finalizers_remaining,
     ];
     // Keep lastTransitionTime when a condition's status did not change.
-    let old = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let old = ns["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let merged: Vec<Value> = conditions
         .into_iter()
         .map(|mut c| {

@@ -66,7 +66,11 @@ pub async fn api_groups(State(state): State<HttpState>) -> Response {
 }
 
 /// `/apis/G` (an `APIGroup`; `version` empty) or `/api/v1`, `/apis/G/V` (an `APIResourceList`).
-pub fn group_or_resources(server: &ApiServer, group: &str, version: &str) -> Result<Value, ApiError> {
+pub fn group_or_resources(
+    server: &ApiServer,
+    group: &str,
+    version: &str,
+) -> Result<Value, ApiError> {
     let registry = server.registry();
     let resources: Vec<_> = registry
         .all()

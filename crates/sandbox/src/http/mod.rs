@@ -18,8 +18,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::apiserver::{
-    ApiServer, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, Propagation, Target, WatchOptions,
-    WriteOptions,
+    ApiServer, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, Propagation, Target,
+    WatchOptions, WriteOptions,
 };
 use crate::auth::{Authenticator, UserInfo};
 use crate::error::ApiError;
@@ -61,12 +61,20 @@ async fn not_served() -> Response {
 
 /// Requests need a known bearer token, except the health and version endpoints that
 /// kube-apiserver serves to everyone.
-async fn authenticate(State(state): State<HttpState>, mut req: Request, next: middleware::Next) -> Response {
+async fn authenticate(
+    State(state): State<HttpState>,
+    mut req: Request,
+    next: middleware::Next,
+) -> Response {
     let path = req.uri().path();
     let public = matches!(path, "/healthz" | "/livez" | "/readyz" | "/version");
     let user = state
         .auth
-        .authenticate(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()))
+        .authenticate(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        )
         .cloned();
     match user {
         Some(user) => {
@@ -209,7 +217,11 @@ fn wants_table(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.split(',').next().is_some_and(|first| first.contains("as=Table")))
+        .is_some_and(|a| {
+            a.split(',')
+                .next()
+                .is_some_and(|first| first.contains("as=Table"))
+        })
 }
 
 async fn dispatch(State(state): State<HttpState>, req: Request) -> Response {
@@ -221,7 +233,12 @@ async fn dispatch(State(state): State<HttpState>, req: Request) -> Response {
 
 async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
-    if let ["apis", group] = path.trim_matches('/').split('/').collect::<Vec<_>>().as_slice() {
+    if let ["apis", group] = path
+        .trim_matches('/')
+        .split('/')
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         return discovery::group(&state.server, group).map(|g| json_response(StatusCode::OK, &g));
     }
     let info = parse_path(&path).ok_or_else(ApiError::path_not_found)?;
@@ -234,13 +251,21 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         .resolve(&info.group, &info.version, &info.resource)
         .ok_or_else(ApiError::path_not_found)?;
     let sub_ok = info.subresource.is_empty()
-        || (info.subresource == "status" && rt.version(&info.version).is_some_and(|v| v.status_subresource))
+        || (info.subresource == "status"
+            && rt
+                .version(&info.version)
+                .is_some_and(|v| v.status_subresource))
         || rt.extra_subresources.contains(&info.subresource.as_str());
     if !sub_ok || (!rt.namespaced && !info.namespace.is_empty()) {
         return Err(ApiError::path_not_found());
     }
-    let target = Target::new(rt.clone(), &info.version, &info.namespace, &info.name).with_subresource(&info.subresource);
-    let user = req.extensions().get::<UserInfo>().cloned().unwrap_or_else(crate::apiserver::system_admin);
+    let target = Target::new(rt.clone(), &info.version, &info.namespace, &info.name)
+        .with_subresource(&info.subresource);
+    let user = req
+        .extensions()
+        .get::<UserInfo>()
+        .cloned()
+        .unwrap_or_else(crate::apiserver::system_admin);
     let query = query_map(&req);
     let table = wants_table(req.headers());
     let method = req.method().clone();
@@ -279,13 +304,25 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         (Method::GET, true) => {
             let opts = list_options(&query)?;
             let list = server.list(&target, &opts)?;
-            let body = if table { table::list_to_table(&rt, &info.version, &list, q("includeObject")) } else { list };
+            let body = if table {
+                table::list_to_table(&rt, &info.version, &list, q("includeObject"))
+            } else {
+                list
+            };
             Ok(json_response(StatusCode::OK, &body))
         }
         (Method::GET, false) => {
             let object = server.get(&target)?;
             let body = if table {
-                table::objects_to_table(&rt, &info.version, std::slice::from_ref(&object), object["metadata"]["resourceVersion"].as_str().unwrap_or_default(), q("includeObject"))
+                table::objects_to_table(
+                    &rt,
+                    &info.version,
+                    std::slice::from_ref(&object),
+                    object["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default(),
+                    q("includeObject"),
+                )
             } else {
                 object
             };
@@ -294,12 +331,18 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         (Method::POST, true) => {
             let object = parse_json(&body)?;
             let w = server.create(&target, object, &write).await?;
-            Ok(with_warnings(json_response(StatusCode::CREATED, &w.object), &w.warnings))
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, &w.object),
+                &w.warnings,
+            ))
         }
         (Method::PUT, false) => {
             let object = parse_json(&body)?;
             let w = server.update(&target, object, &write).await?;
-            Ok(with_warnings(json_response(StatusCode::OK, &w.object), &w.warnings))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &w.object),
+                &w.warnings,
+            ))
         }
         (Method::PATCH, false) => {
             let kind = PatchKind::from_content_type(&content_type).ok_or_else(|| {
@@ -316,7 +359,11 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
             let mut write = write;
             write.force = q("force").is_some_and(|f| f == "true");
             let w = server.patch(&target, kind, &body, &write).await?;
-            let code = if w.created { StatusCode::CREATED } else { StatusCode::OK };
+            let code = if w.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
             Ok(with_warnings(json_response(code, &w.object), &w.warnings))
         }
         (Method::DELETE, false) => {
@@ -327,7 +374,10 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
                     if rt.is_custom() {
                         Ok(json_response(StatusCode::OK, &o))
                     } else {
-                        Ok(json_response(StatusCode::OK, &success_status(&rt.group, &rt.plural, &o)))
+                        Ok(json_response(
+                            StatusCode::OK,
+                            &success_status(&rt.group, &rt.plural, &o),
+                        ))
                     }
                 }
             }
@@ -344,7 +394,9 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
             });
             Ok(json_response(StatusCode::OK, &list))
         }
-        _ => Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource")),
+        _ => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
     }
 }
 
@@ -365,9 +417,7 @@ fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
     // kube-apiserver too.
     serde_json::from_slice(body).or_else(|json_err| {
         serde_yaml_ng::from_slice::<Value>(body).map_err(|_| {
-            ApiError::bad_request(format!(
-                "the object provided is unrecognized: {json_err}"
-            ))
+            ApiError::bad_request(format!("the object provided is unrecognized: {json_err}"))
         })
     })
 }
@@ -398,42 +448,64 @@ fn write_options(
             )));
         }
     };
-    let manager = query.get("fieldManager").cloned().unwrap_or_else(|| default_manager(user_agent));
+    let manager = query
+        .get("fieldManager")
+        .cloned()
+        .unwrap_or_else(|| default_manager(user_agent));
     Ok(WriteOptions {
         user,
         dry_run,
         field_manager: manager,
-        field_validation: FieldValidation::parse(query.get("fieldValidation").map_or("", String::as_str))?,
+        field_validation: FieldValidation::parse(
+            query.get("fieldValidation").map_or("", String::as_str),
+        )?,
         force: false,
     })
 }
 
-fn list_options(query: &std::collections::HashMap<String, String>) -> Result<ListOptions, ApiError> {
+fn list_options(
+    query: &std::collections::HashMap<String, String>,
+) -> Result<ListOptions, ApiError> {
     let mut opts = ListOptions::parse(
         query.get("labelSelector").map(String::as_str),
         query.get("fieldSelector").map(String::as_str),
     )?;
     opts.limit = match query.get("limit") {
-        Some(l) if !l.is_empty() => Some(l.parse().map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?),
+        Some(l) if !l.is_empty() => Some(
+            l.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
+        ),
         _ => None,
     };
     opts.continue_token = query.get("continue").filter(|c| !c.is_empty()).cloned();
-    opts.resource_version = query.get("resourceVersion").filter(|c| !c.is_empty()).cloned();
-    opts.resource_version_match = query.get("resourceVersionMatch").filter(|c| !c.is_empty()).cloned();
+    opts.resource_version = query
+        .get("resourceVersion")
+        .filter(|c| !c.is_empty())
+        .cloned();
+    opts.resource_version_match = query
+        .get("resourceVersionMatch")
+        .filter(|c| !c.is_empty())
+        .cloned();
     Ok(opts)
 }
 
-fn watch_options(query: &std::collections::HashMap<String, String>) -> Result<WatchOptions, ApiError> {
+fn watch_options(
+    query: &std::collections::HashMap<String, String>,
+) -> Result<WatchOptions, ApiError> {
     let list = list_options(query)?;
     let timeout = match query.get("timeoutSeconds") {
-        Some(t) if !t.is_empty() => Some(Duration::from_secs(
-            t.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
-        )),
+        Some(t) if !t.is_empty() => {
+            Some(Duration::from_secs(t.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid timeoutSeconds: {t}"))
+            })?))
+        }
         _ => None,
     };
     Ok(WatchOptions {
         list,
-        allow_bookmarks: query.get("allowWatchBookmarks").is_some_and(|v| v == "true"),
+        allow_bookmarks: query
+            .get("allowWatchBookmarks")
+            .is_some_and(|v| v == "true"),
         send_initial_events: query.get("sendInitialEvents").is_some_and(|v| v == "true"),
         timeout,
     })
@@ -451,7 +523,11 @@ fn delete_options(
     }
     if let Some(o) = query.get("orphanDependents") {
         if opts.propagation.is_none() {
-            opts.propagation = Some(if o == "true" { Propagation::Orphan } else { Propagation::Background });
+            opts.propagation = Some(if o == "true" {
+                Propagation::Orphan
+            } else {
+                Propagation::Background
+            });
         }
     }
     if !body.is_empty() {
@@ -473,7 +549,8 @@ fn watch_response(
     let events = async_stream_lines(move |tx| async move {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
-        let mut bookmark = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        let mut bookmark =
+            tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
@@ -519,13 +596,22 @@ mod tests {
     #[test]
     fn paths_parse_like_kube_apiserver_routes() {
         let p = parse_path("/api/v1/namespaces/a/configmaps/b").expect("ok");
-        assert_eq!((p.namespace.as_str(), p.resource.as_str(), p.name.as_str()), ("a", "configmaps", "b"));
+        assert_eq!(
+            (p.namespace.as_str(), p.resource.as_str(), p.name.as_str()),
+            ("a", "configmaps", "b")
+        );
         let p = parse_path("/api/v1/namespaces/a/finalize").expect("ok");
-        assert_eq!((p.resource.as_str(), p.name.as_str(), p.subresource.as_str()), ("namespaces", "a", "finalize"));
+        assert_eq!(
+            (p.resource.as_str(), p.name.as_str(), p.subresource.as_str()),
+            ("namespaces", "a", "finalize")
+        );
         let p = parse_path("/api/v1/namespaces/a").expect("ok");
         assert_eq!((p.resource.as_str(), p.name.as_str()), ("namespaces", "a"));
         let p = parse_path("/apis/example.org/v1/widgets").expect("ok");
-        assert_eq!((p.group.as_str(), p.resource.as_str()), ("example.org", "widgets"));
+        assert_eq!(
+            (p.group.as_str(), p.resource.as_str()),
+            ("example.org", "widgets")
+        );
         let p = parse_path("/apis/example.org/v1/namespaces/n/widgets/w/status").expect("ok");
         assert_eq!(p.subresource, "status");
         assert!(parse_path("/foo").is_none());

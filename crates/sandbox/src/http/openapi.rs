@@ -28,7 +28,10 @@ pub async fn index(State(state): State<HttpState>) -> Response {
     for rt in state.server.registry().all() {
         for v in &rt.versions {
             let p = doc_path(&rt.group, &v.name);
-            paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={revision:016X}")}));
+            paths.insert(
+                p.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={revision:016X}")}),
+            );
         }
     }
     json_response(StatusCode::OK, &json!({"paths": paths}))
@@ -40,9 +43,18 @@ fn param(name: &str, description: &str) -> Value {
 
 fn write_params() -> Vec<Value> {
     vec![
-        param("dryRun", "When present, indicates that modifications should not be persisted."),
-        param("fieldManager", "fieldManager is a name associated with the actor or entity that is making these changes."),
-        param("fieldValidation", "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields."),
+        param(
+            "dryRun",
+            "When present, indicates that modifications should not be persisted.",
+        ),
+        param(
+            "fieldManager",
+            "fieldManager is a name associated with the actor or entity that is making these changes.",
+        ),
+        param(
+            "fieldValidation",
+            "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields.",
+        ),
     ]
 }
 
@@ -51,11 +63,21 @@ fn gvk(rt: &ResourceType, version: &str) -> Value {
 }
 
 fn schema_name(rt: &ResourceType, version: &str) -> String {
-    let group = if rt.group.is_empty() { "core".to_string() } else { rt.group.clone() };
+    let group = if rt.group.is_empty() {
+        "core".to_string()
+    } else {
+        rt.group.clone()
+    };
     format!("{}.{version}.{}", group, rt.kind)
 }
 
-fn operation(rt: &ResourceType, version: &str, action: &str, params: Vec<Value>, body_types: &[&str]) -> Value {
+fn operation(
+    rt: &ResourceType,
+    version: &str,
+    action: &str,
+    params: Vec<Value>,
+    body_types: &[&str],
+) -> Value {
     let schema_ref = json!({"$ref": format!("#/components/schemas/{}", schema_name(rt, version))});
     let mut op = json!({
         "operationId": format!("{action}{}", rt.kind),
@@ -100,12 +122,19 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
         } else {
             format!("{prefix}/{}", rt.plural)
         };
-        let mut patch_types = vec!["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+        let mut patch_types = vec![
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ];
         if !rt.is_custom() {
             patch_types.push("application/strategic-merge-patch+json");
         }
         let mut patch_params = write_params();
-        patch_params.push(param("force", "Force is going to \"force\" Apply requests."));
+        patch_params.push(param(
+            "force",
+            "Force is going to \"force\" Apply requests.",
+        ));
         paths.insert(
             base.clone(),
             json!({
@@ -136,7 +165,9 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
         let mut schema = rt
             .version(version)
             .and_then(|v| v.schema.clone())
-            .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+            .unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
         schema["x-kubernetes-group-version-kind"] = json!([gvk(&rt, version)]);
         schemas.insert(schema_name(&rt, version), schema);
     }

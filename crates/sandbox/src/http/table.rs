@@ -19,10 +19,23 @@ fn column(name: &str, type_: &str, format: &str, description: &str) -> PrinterCo
 /// Columns between Name and Age (or all columns for CRDs, which list their own).
 fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
     if rt.is_custom() {
-        let mut cols = vec![column("Name", "string", "name", "Name must be unique within a namespace.")];
-        let declared = rt.version(version).map(|v| v.printer_columns.clone()).unwrap_or_default();
+        let mut cols = vec![column(
+            "Name",
+            "string",
+            "name",
+            "Name must be unique within a namespace.",
+        )];
+        let declared = rt
+            .version(version)
+            .map(|v| v.printer_columns.clone())
+            .unwrap_or_default();
         if declared.is_empty() {
-            let mut age = column("Age", "date", "", "CreationTimestamp is a timestamp representing the server time when this object was created.");
+            let mut age = column(
+                "Age",
+                "date",
+                "",
+                "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            );
             age.json_path = ".metadata.creationTimestamp".into();
             cols.push(age);
         } else {
@@ -30,7 +43,12 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         }
         return cols;
     }
-    let mut cols = vec![column("Name", "string", "name", "Name must be unique within a namespace.")];
+    let mut cols = vec![column(
+        "Name",
+        "string",
+        "name",
+        "Name must be unique within a namespace.",
+    )];
     let path = |name: &str, type_: &str, p: &str| {
         let mut c = column(name, type_, "", "");
         c.json_path = p.into();
@@ -43,7 +61,9 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
             cols.push(path("Type", "string", ".type"));
             cols.push(path("Data", "integer", "#count:.data"));
         }
-        ("", "persistentvolumeclaims") | ("", "persistentvolumes") => cols.push(path("Status", "string", ".status.phase")),
+        ("", "persistentvolumeclaims") | ("", "persistentvolumes") => {
+            cols.push(path("Status", "string", ".status.phase"))
+        }
         ("", "services") => {
             cols.push(path("Type", "string", ".spec.type"));
             cols.push(path("Cluster-IP", "string", ".spec.clusterIP"));
@@ -57,12 +77,23 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
             cols.push(path("Created At", "date", "#created"));
             return cols;
         }
-        ("storage.k8s.io", "storageclasses") => cols.push(path("Provisioner", "string", ".provisioner")),
-        ("coordination.k8s.io", "leases") => cols.push(path("Holder", "string", ".spec.holderIdentity")),
-        ("admissionregistration.k8s.io", _) => cols.push(path("Webhooks", "integer", "#count:.webhooks")),
+        ("storage.k8s.io", "storageclasses") => {
+            cols.push(path("Provisioner", "string", ".provisioner"))
+        }
+        ("coordination.k8s.io", "leases") => {
+            cols.push(path("Holder", "string", ".spec.holderIdentity"))
+        }
+        ("admissionregistration.k8s.io", _) => {
+            cols.push(path("Webhooks", "integer", "#count:.webhooks"))
+        }
         _ => {}
     }
-    let mut age = column("Age", "string", "", "CreationTimestamp is a timestamp representing the server time when this object was created.");
+    let mut age = column(
+        "Age",
+        "string",
+        "",
+        "CreationTimestamp is a timestamp representing the server time when this object was created.",
+    );
     age.json_path = "#age".into();
     cols.push(age);
     cols
@@ -72,7 +103,11 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
 /// `.conditions[?(@.type=="Ready")].status`.
 pub fn json_path(object: &Value, path: &str) -> Vec<Value> {
     let mut current = vec![object.clone()];
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let path = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
     let mut rest = path;
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('.') {
@@ -85,16 +120,27 @@ pub fn json_path(object: &Value, path: &str) -> Vec<Value> {
             let inner = &r[..end];
             rest = &r[end + 1..];
             current = if inner == "*" {
-                current.iter().flat_map(|v| v.as_array().cloned().unwrap_or_default()).collect()
+                current
+                    .iter()
+                    .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+                    .collect()
             } else if let Ok(i) = inner.parse::<usize>() {
                 current.iter().filter_map(|v| v.get(i).cloned()).collect()
-            } else if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
-                let Some((field, want)) = filter.split_once("==") else { break };
+            } else if let Some(filter) =
+                inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+            {
+                let Some((field, want)) = filter.split_once("==") else {
+                    break;
+                };
                 let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
                 current
                     .iter()
                     .flat_map(|v| v.as_array().cloned().unwrap_or_default())
-                    .filter(|item| json_path(item, &format!(".{}", field.trim())).first().is_some_and(|v| v.as_str() == Some(want) || v.to_string() == want))
+                    .filter(|item| {
+                        json_path(item, &format!(".{}", field.trim()))
+                            .first()
+                            .is_some_and(|v| v.as_str() == Some(want) || v.to_string() == want)
+                    })
                     .collect()
             } else {
                 vec![]
@@ -115,20 +161,36 @@ pub fn human_duration(secs: i64) -> String {
     if secs < 120 {
         format!("{secs}s")
     } else if m < 10 {
-        if secs % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", secs % 60) }
+        if secs % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", secs % 60)
+        }
     } else if h < 3 {
         format!("{m}m")
     } else if h < 8 {
-        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
     } else if h < 48 {
         format!("{h}h")
     } else if h < 24 * 8 {
-        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
     } else if h < 24 * 365 * 2 {
         format!("{d}d")
     } else if h < 24 * 365 * 8 {
         let y = d / 365;
-        if d % 365 == 0 { format!("{y}y") } else { format!("{y}y{}d", d % 365) }
+        if d % 365 == 0 {
+            format!("{y}y")
+        } else {
+            format!("{y}y{}d", d % 365)
+        }
     } else {
         format!("{}y", d / 365)
     }
@@ -147,7 +209,11 @@ fn cell(object: &Value, col: &PrinterColumn) -> Value {
         return object["metadata"]["name"].clone();
     }
     if p == "#age" {
-        return json!(age_of(object["metadata"]["creationTimestamp"].as_str().unwrap_or_default()));
+        return json!(age_of(
+            object["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or_default()
+        ));
     }
     if p == "#created" {
         return object["metadata"]["creationTimestamp"].clone();
@@ -160,7 +226,16 @@ fn cell(object: &Value, col: &PrinterColumn) -> Value {
     if let Some(paths) = p.strip_prefix("#count:") {
         let n: usize = paths
             .split(',')
-            .map(|p| json_path(object, p).first().and_then(|v| v.as_object().map(|m| m.len()).or(v.as_array().map(Vec::len))).unwrap_or(0))
+            .map(|p| {
+                json_path(object, p)
+                    .first()
+                    .and_then(|v| {
+                        v.as_object()
+                            .map(|m| m.len())
+                            .or(v.as_array().map(Vec::len))
+                    })
+                    .unwrap_or(0)
+            })
             .sum();
         return json!(n);
     }
@@ -175,13 +250,25 @@ fn cell(object: &Value, col: &PrinterColumn) -> Value {
         "boolean" => first.as_bool().map_or(first.clone(), |b| json!(b)),
         _ => match first {
             Value::String(s) => json!(s),
-            _ if values.len() > 1 => json!(values.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect::<Vec<_>>().join(",")),
+            _ if values.len() > 1 => json!(
+                values
+                    .iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
             other => json!(other.to_string()),
         },
     }
 }
 
-pub fn objects_to_table(rt: &ResourceType, version: &str, objects: &[Value], resource_version: &str, include: Option<&str>) -> Value {
+pub fn objects_to_table(
+    rt: &ResourceType,
+    version: &str,
+    objects: &[Value],
+    resource_version: &str,
+    include: Option<&str>,
+) -> Value {
     let cols = columns(rt, version);
     let defs: Vec<Value> = cols
         .iter()
@@ -208,9 +295,22 @@ pub fn objects_to_table(rt: &ResourceType, version: &str, objects: &[Value], res
     })
 }
 
-pub fn list_to_table(rt: &ResourceType, version: &str, list: &Value, include: Option<&str>) -> Value {
+pub fn list_to_table(
+    rt: &ResourceType,
+    version: &str,
+    list: &Value,
+    include: Option<&str>,
+) -> Value {
     let items = list["items"].as_array().cloned().unwrap_or_default();
-    let mut table = objects_to_table(rt, version, &items, list["metadata"]["resourceVersion"].as_str().unwrap_or_default(), include);
+    let mut table = objects_to_table(
+        rt,
+        version,
+        &items,
+        list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default(),
+        include,
+    );
     if let Some(c) = list["metadata"].get("continue") {
         table["metadata"]["continue"] = c.clone();
     }
@@ -227,7 +327,10 @@ mod tests {
         assert_eq!(json_path(&o, ".spec.size"), [json!(3)]);
         assert_eq!(json_path(&o, ".spec.items[1].n"), [json!("b")]);
         assert_eq!(json_path(&o, ".spec.items[*].n"), [json!("a"), json!("b")]);
-        assert_eq!(json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"), [json!("True")]);
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            [json!("True")]
+        );
         assert!(json_path(&o, ".spec.missing").is_empty());
     }
 
