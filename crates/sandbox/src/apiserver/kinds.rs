@@ -32,9 +32,7 @@ pub fn default_on_create(rt: &ResourceType, object: &mut Value) {
             object["spec"]["sessionAffinity"] = json!("None");
         }
         object["status"] = json!({"loadBalancer": {}});
-    } else if is(rt, "", "persistentvolumeclaims") {
-        object["status"] = json!({"phase": "Pending"});
-    } else if is(rt, "", "persistentvolumes") {
+    } else if is(rt, "", "persistentvolumeclaims") || is(rt, "", "persistentvolumes") {
         object["status"] = json!({"phase": "Pending"});
     } else if is(rt, "apps", "deployments") {
         object["status"] = json!({});
@@ -93,10 +91,10 @@ fn default_webhooks(object: &mut Value) {
                 }
             }
         }
-        if let Some(svc) = hook["clientConfig"].get_mut("service") {
-            if svc["port"].is_null() {
-                svc["port"] = json!(443);
-            }
+        if let Some(svc) = hook["clientConfig"].get_mut("service")
+            && svc["port"].is_null()
+        {
+            svc["port"] = json!(443);
         }
     }
 }
@@ -197,8 +195,10 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
                 "Required value: exactly one of url or service is required",
             ));
         }
-        if let Some(url) = cc["url"].as_str() {
-            if !url.starts_with("https://") {
+        if let Some(url) = cc["url"].as_str()
+            && !url.starts_with("https://")
+        {
+            {
                 causes.push(Cause::new(
                     "FieldValueInvalid",
                     format!("webhooks[{i}].clientConfig.url"),
@@ -206,8 +206,10 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
                 ));
             }
         }
-        if let Some(t) = hook["timeoutSeconds"].as_i64() {
-            if !(1..=30).contains(&t) {
+        if let Some(t) = hook["timeoutSeconds"].as_i64()
+            && !(1..=30).contains(&t)
+        {
+            {
                 causes.push(Cause::new(
                     "FieldValueInvalid",
                     format!("webhooks[{i}].timeoutSeconds"),
@@ -290,7 +292,7 @@ pub fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
         causes.push(Cause::new(
             "FieldValueInvalid",
             "spec.versions",
-            format!("Invalid value: []apiextensions.CustomResourceDefinitionVersion{{...}}: must have exactly one version marked as storage version"),
+            "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version",
         ));
     }
     for (i, v) in versions.iter().enumerate() {

@@ -29,10 +29,10 @@ impl ListOptions {
         label_selector: Option<&str>,
         field_selector: Option<&str>,
     ) -> Result<Self, ApiError> {
-        let label_selector = Selector::parse(label_selector.unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(e))?;
+        let label_selector =
+            Selector::parse(label_selector.unwrap_or_default()).map_err(ApiError::bad_request)?;
         let field_selector = FieldSelector::parse(field_selector.unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(e))?;
+            .map_err(ApiError::bad_request)?;
         Ok(ListOptions {
             label_selector,
             field_selector,
@@ -261,8 +261,8 @@ impl ApiServer {
             }
         }
         let mut metadata = json!({"resourceVersion": revision.to_string()});
-        if more {
-            if let Some(after) = cursor {
+        if more && let Some(after) = cursor {
+            {
                 let token = serde_json::to_vec(&ContinueToken {
                     revision,
                     after: after.clone(),

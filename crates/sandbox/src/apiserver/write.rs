@@ -382,9 +382,9 @@ impl ApiServer {
     ) -> Result<Written, ApiError> {
         let rt = t.resource.clone();
         if !rt.verbs.contains(&"create") {
-            return Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource"
-            )));
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
         }
         if !body.is_object() {
             return Err(ApiError::bad_request(

@@ -139,7 +139,7 @@ pub fn json_path(object: &Value, path: &str) -> Vec<Value> {
                     .filter(|item| {
                         json_path(item, &format!(".{}", field.trim()))
                             .first()
-                            .is_some_and(|v| v.as_str() == Some(want) || v.to_string() == want)
+                            .is_some_and(|v| v.as_str() == Some(want) || *v == want)
                     })
                     .collect()
             } else {
