@@ -5,13 +5,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_rustls::TlsAcceptor;
 
 use crate::apiserver::{ApiServer, Config};
 use crate::auth::{Authenticator, UserInfo};
@@ -88,7 +84,6 @@ impl Sandbox {
         })?;
         let ca = Arc::new(CertificateAuthority::new("lien-sandbox-ca")?);
         let serving = ca.issue(&["127.0.0.1", "localhost", "kubernetes.default.svc"])?;
-        let acceptor = TlsAcceptor::from(serving.server_config(&ca)?);
 
         let admin_token = token();
         let user_token = token();
@@ -116,33 +111,13 @@ impl Sandbox {
             server: server.clone(),
             auth: Arc::new(auth),
         });
-        let (shutdown, mut stop) = watch::channel(false);
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    a = listener.accept() => a,
-                    _ = stop.changed() => return,
-                };
-                let Ok((tcp, _)) = accepted else { continue };
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                let app = app.clone();
-                let mut stop = stop.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = TowerToHyperService::new(app);
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-                    tokio::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = stop.changed() => {}
-                    }
-                });
-            }
-        }));
+        let (shutdown, stop) = watch::channel(false);
+        tasks.push(crate::serve::serve_tls(
+            listener,
+            serving.server_config(&ca)?,
+            app,
+            stop,
+        ));
         Ok(Sandbox {
             addr,
             server,

@@ -15,6 +15,8 @@ pub enum TlsError {
     Generate(#[from] rcgen::Error),
     #[error("building the TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+    #[error("binding a TLS listener: {0}")]
+    Io(String),
 }
 
 /// A CA that lives as long as the process.

@@ -1,0 +1,169 @@
+//! Test support shared by the sandbox's own tests and Lien's end-to-end tests: a validating
+//! admission webhook served over HTTPS on 127.0.0.1 whose answers a test decides, and which
+//! records every `AdmissionReview` it receives.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::routing::post;
+use base64::Engine;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::tls::{CertificateAuthority, TlsError};
+
+/// What a test webhook answers for one `AdmissionRequest`.
+pub type Decide = dyn Fn(&Value) -> Verdict + Send + Sync;
+
+/// A webhook's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Allow,
+    /// `allowed: false` with this HTTP code and message.
+    Deny {
+        code: u16,
+        message: String,
+    },
+    /// No answer for this long (to test `timeoutSeconds`).
+    Hang(Duration),
+}
+
+pub struct TestWebhook {
+    url: String,
+    ca_bundle: String,
+    seen: Arc<Mutex<Vec<Value>>>,
+    decide: Arc<Mutex<Arc<Decide>>>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for TestWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestWebhook")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestWebhook {
+    /// Starts a webhook on 127.0.0.1 with an ephemeral port and its own CA.
+    pub async fn start(
+        decide: impl Fn(&Value) -> Verdict + Send + Sync + 'static,
+    ) -> Result<TestWebhook, TlsError> {
+        let ca = CertificateAuthority::new("lien test webhook CA")?;
+        let cert = ca.issue(&["127.0.0.1", "localhost"])?;
+        let tls = cert.server_config(&ca)?;
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| TlsError::Io(e.to_string()))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| TlsError::Io(e.to_string()))?;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let decide: Arc<Mutex<Arc<Decide>>> = Arc::new(Mutex::new(Arc::new(decide)));
+        let (recorded, current) = (seen.clone(), decide.clone());
+        let handler = move |Json(review): Json<Value>| {
+            let (recorded, current) = (recorded.clone(), current.clone());
+            async move {
+                let request = review["request"].clone();
+                recorded
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(request.clone());
+                let decide = current.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let verdict = decide(&request);
+                let mut response = json!({"uid": request["uid"], "allowed": true});
+                match verdict {
+                    Verdict::Allow => {}
+                    Verdict::Deny { code, message } => {
+                        response["allowed"] = json!(false);
+                        response["status"] = json!({"code": code, "message": message});
+                    }
+                    Verdict::Hang(d) => tokio::time::sleep(d).await,
+                }
+                Json(
+                    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+                )
+            }
+        };
+        let (stop, stopped) = watch::channel(false);
+        let task = crate::serve::serve_tls(
+            listener,
+            tls,
+            Router::new().fallback(post(handler)),
+            stopped,
+        );
+        Ok(TestWebhook {
+            url: format!("https://{addr}/validate"),
+            ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.cert_pem()),
+            seen,
+            decide,
+            stop,
+            task,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// `caBundle` for the webhook configuration: base64 of the CA's PEM.
+    pub fn ca_bundle(&self) -> &str {
+        &self.ca_bundle
+    }
+
+    /// Changes the answers from now on.
+    pub fn set_decide(&self, decide: impl Fn(&Value) -> Verdict + Send + Sync + 'static) {
+        *self.decide.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(decide);
+    }
+
+    /// Every `AdmissionRequest` received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A `ValidatingWebhookConfiguration` calling this webhook with the given `rules`, failure
+    /// policy and optional object selector.
+    pub fn configuration(
+        &self,
+        name: &str,
+        rules: Value,
+        failure_policy: &str,
+        object_selector: Option<Value>,
+    ) -> Value {
+        let mut hook = json!({
+            "name": format!("{name}.test.lien.dev"),
+            "clientConfig": {"url": self.url, "caBundle": self.ca_bundle},
+            "rules": rules,
+            "failurePolicy": failure_policy,
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 2,
+        });
+        if let Some(sel) = object_selector {
+            hook["objectSelector"] = sel;
+        }
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [hook],
+        })
+    }
+
+    /// Stops serving; the port refuses connections afterwards.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for TestWebhook {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        self.task.abort();
+    }
+}

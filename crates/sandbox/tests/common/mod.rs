@@ -1,0 +1,55 @@
+//! Shared by the conformance tests: a sandbox per test (own port, own state), a kube-rs client
+//! for it, and waiting for a condition with a deadline (never sleeping as synchronisation).
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use lien_sandbox::apiserver::Config;
+use lien_sandbox::{Sandbox, SandboxConfig};
+
+/// A sandbox with kube-controller-manager's retry delays shortened so tests finish quickly:
+/// the GC backs off from 5 ms to 200 ms instead of 1000 s.
+pub async fn sandbox() -> Sandbox {
+    sandbox_with(|_| {}).await
+}
+
+pub async fn sandbox_with(tune: impl FnOnce(&mut Config)) -> Sandbox {
+    let mut api = Config {
+        gc_backoff_max: Duration::from_millis(200),
+        namespace_requeue: Duration::from_millis(50),
+        ..Config::default()
+    };
+    tune(&mut api);
+    Sandbox::start(SandboxConfig { port: 0, api }).await.expect("sandbox starts")
+}
+
+/// A client for a context of the sandbox's kubeconfig (`sandbox` = admin, `sandbox-user`).
+pub async fn client_for(sandbox: &Sandbox, context: &str) -> kube::Client {
+    let kubeconfig: Kubeconfig = serde_json::from_value(sandbox.kubeconfig()).expect("kubeconfig parses");
+    let options = KubeConfigOptions { context: Some(context.to_string()), ..Default::default() };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.expect("client config");
+    kube::Client::try_from(config).expect("client")
+}
+
+pub async fn client(sandbox: &Sandbox) -> kube::Client {
+    client_for(sandbox, "sandbox").await
+}
+
+/// Polls `check` until it returns `Some`, failing the test with `what` after `deadline`.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < end, "timed out after {deadline:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
