@@ -268,7 +268,9 @@ impl Cause {
     }
 
     fn to_json(&self) -> Value {
-        json!({"reason": self.reason, "message": self.message_with_field(), "field": self.field})
+        // kube-apiserver's StatusCause carries the error body without the field path, which
+        // is in `field`; clients join the two.
+        json!({"reason": self.reason, "message": self.message, "field": self.field})
     }
 }
 
