@@ -1,5 +1,6 @@
 //! The command line: one binary, one subcommand per way of running Lien.
 
+mod crds;
 mod sandbox;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +21,8 @@ pub enum Command {
     /// Run an embedded Kubernetes API server on 127.0.0.1: try everything with the real kubectl,
     /// no cluster needed.
     Sandbox(sandbox::SandboxArgs),
+    /// Print the CustomResourceDefinitions Lien installs (or write one file per CRD).
+    Crds(crds::CrdsArgs),
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -44,6 +47,7 @@ pub fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Sandbox(args) => sandbox::run(args).await,
+            Command::Crds(args) => crds::run(args),
         }
     });
     match result {

@@ -92,11 +92,45 @@ pub fn compile(source: &str) -> Result<Arc<Program>, String> {
     {
         return Ok(p.clone());
     }
+    reject_reserved_identifiers(source)?;
     let program = Arc::new(env().compile(source).map_err(|e| e.to_string())?);
     if let Ok(mut guard) = cache.lock() {
         guard.insert(source.to_string(), program.clone());
     }
     Ok(program)
+}
+
+/// cel-go refuses CEL's reserved words as identifiers (a field named `namespace` is reached as
+/// `__namespace__`), while the `cel` crate's parser accepts some of them. `true`, `false`,
+/// `null` and `in` are literals and an operator, not identifiers.
+fn reject_reserved_identifiers(source: &str) -> Result<(), String> {
+    let bytes = source.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'"' || c == b'\'' {
+            // Skip a string literal (escapes included).
+            i += 1;
+            while i < bytes.len() && bytes[i] != c {
+                i += if bytes[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let word = &source[start..i];
+            if RESERVED.contains(&word) && !matches!(word, "true" | "false" | "null" | "in") {
+                let line = source[..start].matches('\n').count() + 1;
+                let col = start - source[..start].rfind('\n').map_or(0, |n| n + 1);
+                return Err(format!("ERROR: <input>:{line}:{col}: reserved identifier: {word}"));
+            }
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Converts a JSON value to CEL, guided by its schema node (see the module doc).

@@ -1,0 +1,292 @@
+//! Lien's API, group `lien.dev`, version `v1alpha1`.
+//!
+//! A [`Usage`] (namespaced) or [`ClusterUsage`] (cluster-scoped) says that the objects matched by
+//! `spec.of` are in use by the objects matched by `spec.by` — or, without `by`, protected for
+//! `spec.reason`. While the relation holds, Lien refuses the DELETE of every `of` object.
+//!
+//! The CRDs are generated from these types (`lien crds`); every field's doc comment becomes its
+//! schema description, and single-object rules are CEL validations in the schema, so
+//! kube-apiserver refuses a malformed Usage before Lien sees it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, CustomResourceExt, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "lien.dev";
+pub const VERSION: &str = "v1alpha1";
+
+/// The label Lien puts on every object in use. The webhook only sees DELETEs of labelled
+/// objects (its objectSelector), so the label is what makes protection cheap for the cluster.
+pub const IN_USE_LABEL: &str = "lien.dev/in-use";
+/// The finalizer that keeps a Usage with `by` until every user is gone.
+pub const USAGE_FINALIZER: &str = "lien.dev/usage";
+
+/// A reference to one object by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRef {
+    /// Name of the object.
+    #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    pub name: String,
+    /// Namespace of the object. Empty means the Usage's own namespace for namespaced kinds (a
+    /// ClusterUsage must name it), and nothing for cluster-scoped kinds. A namespaced Usage may
+    /// name another namespace here only in `of`, and only together with `by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// Selects objects by labels and/or by sharing the Usage's controller.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSelector {
+    /// Labels an object must carry to be selected. Every matching object is selected, and the
+    /// selection is kept up to date as objects come, go and change labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Select only objects whose controller (the ownerReference with `controller: true`) is the
+    /// Usage's own controller — the objects composed by the same parent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub match_controller_ref: bool,
+    /// Namespace to select in. Empty means the Usage's own namespace for namespaced kinds; for a
+    /// ClusterUsage, empty selects in every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// One side of a usage relation: a kind, and either one object by name or every object a
+/// selector matches.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.resourceRef) != has(self.resourceSelector)").message("exactly one of resourceRef or resourceSelector must be set"))]
+pub struct ResourceSpec {
+    /// API version of the kind, e.g. `eks.example.io/v1` (the version does not matter for
+    /// matching: an object is the same object at every served version).
+    #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    pub api_version: String,
+    /// Kind, e.g. `Cluster`.
+    #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    pub kind: String,
+    /// The object, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_ref: Option<ResourceRef>,
+    /// The objects, by selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_selector: Option<ResourceSelector>,
+}
+
+impl ResourceSpec {
+    /// The namespace this side names explicitly, if any.
+    pub fn explicit_namespace(&self) -> Option<&str> {
+        self.resource_ref
+            .as_ref()
+            .and_then(|r| r.namespace.as_deref())
+            .or_else(|| {
+                self.resource_selector
+                    .as_ref()
+                    .and_then(|s| s.namespace.as_deref())
+            })
+            .filter(|ns| !ns.is_empty())
+    }
+}
+
+/// An object a selector matched, as reported in status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchedObject {
+    /// Namespace, empty for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID observed when the relation was made.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+/// What one side of a Usage currently matches: a count, and the first objects (bounded, so
+/// a selector matching thousands of objects does not make the Usage huge).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchedObjects {
+    /// How many objects match.
+    pub count: u32,
+    /// The first matched objects, sorted by namespace and name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<MatchedObject>,
+}
+
+/// Observed state of a Usage or ClusterUsage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageStatus {
+    /// `Ready` (False with a reason such as NotFound, UnknownKind or Cycle when the relation
+    /// cannot be enforced as written) and `InUse` (True while at least one `of` object is
+    /// protected).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The objects `spec.of` matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<MatchedObjects>,
+    /// The objects `spec.by` matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<MatchedObjects>,
+    /// The generation this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A namespaced usage relation: the objects `of` are in use by the objects `by` (or protected
+/// for `reason`), and cannot be deleted while the relation holds.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[kube(
+    group = "lien.dev",
+    version = "v1alpha1",
+    kind = "Usage",
+    namespaced,
+    status = "UsageStatus",
+    category = "lien",
+    printcolumn(name = "Of-Kind", type_ = "string", json_path = ".spec.of.kind"),
+    printcolumn(name = "Of", type_ = "string", json_path = ".spec.of.resourceRef.name"),
+    printcolumn(name = "By-Kind", type_ = "string", json_path = ".spec.by.kind"),
+    printcolumn(name = "By", type_ = "string", json_path = ".spec.by.resourceRef.name"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "In-Use", type_ = "string", json_path = ".status.conditions[?(@.type==\"InUse\")].status"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.by) || (has(self.reason) && self.reason != '')").message("spec.reason is required when spec.by is not set"))]
+#[x_kube(validation = Rule::new("has(self.by) || !((has(self.of.resourceRef) && has(self.of.resourceRef.__namespace__)) || (has(self.of.resourceSelector) && has(self.of.resourceSelector.__namespace__)))").message("spec.of may name another namespace only together with spec.by"))]
+#[x_kube(validation = Rule::new("!has(self.by) || !((has(self.by.resourceRef) && has(self.by.resourceRef.__namespace__)) || (has(self.by.resourceSelector) && has(self.by.resourceSelector.__namespace__)))").message("spec.by always refers to the Usage's own namespace: remove its namespace"))]
+pub struct UsageSpec {
+    /// What is used or protected.
+    pub of: ResourceSpec,
+    /// Who uses it. Without `by`, the Usage protects `of` for `reason` until it is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<ResourceSpec>,
+    /// Why, in words a person reads in the refusal of a DELETE. Required without `by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replay_deletion: bool,
+}
+
+/// A cluster-scoped usage relation: like a Usage, but either side may name any namespace, so it
+/// can relate namespaced and cluster-scoped objects across namespaces.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[kube(
+    group = "lien.dev",
+    version = "v1alpha1",
+    kind = "ClusterUsage",
+    status = "UsageStatus",
+    category = "lien",
+    printcolumn(name = "Of-Kind", type_ = "string", json_path = ".spec.of.kind"),
+    printcolumn(name = "Of", type_ = "string", json_path = ".spec.of.resourceRef.name"),
+    printcolumn(name = "By-Kind", type_ = "string", json_path = ".spec.by.kind"),
+    printcolumn(name = "By", type_ = "string", json_path = ".spec.by.resourceRef.name"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "In-Use", type_ = "string", json_path = ".status.conditions[?(@.type==\"InUse\")].status"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.by) || (has(self.reason) && self.reason != '')").message("spec.reason is required when spec.by is not set"))]
+pub struct ClusterUsageSpec {
+    /// What is used or protected.
+    pub of: ResourceSpec,
+    /// Who uses it. Without `by`, the ClusterUsage protects `of` for `reason` until it is
+    /// deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<ResourceSpec>,
+    /// Why, in words a person reads in the refusal of a DELETE. Required without `by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replay_deletion: bool,
+}
+
+/// Every CRD Lien installs, in a stable order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![ClusterUsage::crd(), Usage::crd()]
+}
+
+/// `<plural>.<group>.yaml` → YAML, for `lien crds --out-dir` and `deploy/crds/`.
+pub fn crd_files() -> Result<Vec<(String, String)>, serde_yaml_ng::Error> {
+    crds()
+        .into_iter()
+        .map(|crd| {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            serde_yaml_ng::to_string(&crd).map(|yaml| (format!("{name}.yaml"), yaml))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn crds_carry_the_cel_rules_and_columns() {
+        let usage = serde_json::to_value(Usage::crd()).expect("serialises");
+        let schema = &usage["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let spec_rules = schema["properties"]["spec"]["x-kubernetes-validations"].to_string();
+        assert!(spec_rules.contains("spec.reason is required when spec.by is not set"), "{spec_rules}");
+        assert!(spec_rules.contains("only together with spec.by"), "{spec_rules}");
+        let of_rules = schema["properties"]["spec"]["properties"]["of"]["x-kubernetes-validations"].to_string();
+        assert!(of_rules.contains("exactly one of resourceRef or resourceSelector"), "{of_rules}");
+        assert_eq!(usage["spec"]["scope"], "Namespaced");
+        let columns = usage["spec"]["versions"][0]["additionalPrinterColumns"].as_array().expect("columns");
+        assert!(columns.iter().any(|c| c["name"] == "Ready"));
+        let cluster = serde_json::to_value(ClusterUsage::crd()).expect("serialises");
+        assert_eq!(cluster["spec"]["scope"], "Cluster");
+    }
+
+    #[test]
+    fn every_schema_field_is_documented() {
+        fn walk(path: &str, node: &serde_json::Value, missing: &mut Vec<String>) {
+            if let Some(props) = node["properties"].as_object() {
+                for (k, v) in props {
+                    let p = format!("{path}.{k}");
+                    let standard = matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
+                    let in_condition = p.contains(".conditions");
+                    if v.get("description").is_none() && !standard && !in_condition {
+                        missing.push(p.clone());
+                    }
+                    walk(&p, v, missing);
+                }
+            }
+            if let Some(items) = node.get("items") {
+                walk(&format!("{path}[]"), items, missing);
+            }
+        }
+        for crd in crds() {
+            let v = serde_json::to_value(&crd).expect("serialises");
+            let mut missing = vec![];
+            walk("", &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"], &mut missing);
+            assert!(missing.is_empty(), "undocumented fields: {missing:?}");
+        }
+    }
+
+    #[test]
+    fn specs_round_trip_in_the_documented_shape() {
+        let spec: UsageSpec = serde_json::from_value(json!({
+            "of": {"apiVersion": "eks.example.io/v1", "kind": "Cluster", "resourceRef": {"name": "my-cluster"}},
+            "by": {"apiVersion": "helm.example.io/v1", "kind": "Release", "resourceSelector": {"matchLabels": {"app": "prometheus"}}},
+            "reason": "Release runs on this cluster",
+            "replayDeletion": true
+        }))
+        .expect("parses");
+        assert!(spec.replay_deletion);
+        assert_eq!(spec.of.resource_ref.as_ref().map(|r| r.name.as_str()), Some("my-cluster"));
+        let back = serde_json::to_value(&spec).expect("serialises");
+        assert_eq!(back["by"]["resourceSelector"]["matchLabels"]["app"], "prometheus");
+        assert!(back["of"].get("resourceSelector").is_none());
+    }
+}
