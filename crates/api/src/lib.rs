@@ -152,10 +152,27 @@ pub struct UsageStatus {
     printcolumn(name = "Of", type_ = "string", json_path = ".spec.of.resourceRef.name"),
     printcolumn(name = "By-Kind", type_ = "string", json_path = ".spec.by.kind"),
     printcolumn(name = "By", type_ = "string", json_path = ".spec.by.resourceRef.name"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "In-Use", type_ = "string", json_path = ".status.conditions[?(@.type==\"InUse\")].status"),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason", priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "In-Use",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"InUse\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".spec.reason",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.by) || (has(self.reason) && self.reason != '')").message("spec.reason is required when spec.by is not set"))]
@@ -188,10 +205,27 @@ pub struct UsageSpec {
     printcolumn(name = "Of", type_ = "string", json_path = ".spec.of.resourceRef.name"),
     printcolumn(name = "By-Kind", type_ = "string", json_path = ".spec.by.kind"),
     printcolumn(name = "By", type_ = "string", json_path = ".spec.by.resourceRef.name"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "In-Use", type_ = "string", json_path = ".status.conditions[?(@.type==\"InUse\")].status"),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason", priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "In-Use",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"InUse\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".spec.reason",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.by) || (has(self.reason) && self.reason != '')").message("spec.reason is required when spec.by is not set"))]
@@ -237,12 +271,24 @@ mod tests {
         let usage = serde_json::to_value(Usage::crd()).expect("serialises");
         let schema = &usage["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
         let spec_rules = schema["properties"]["spec"]["x-kubernetes-validations"].to_string();
-        assert!(spec_rules.contains("spec.reason is required when spec.by is not set"), "{spec_rules}");
-        assert!(spec_rules.contains("only together with spec.by"), "{spec_rules}");
-        let of_rules = schema["properties"]["spec"]["properties"]["of"]["x-kubernetes-validations"].to_string();
-        assert!(of_rules.contains("exactly one of resourceRef or resourceSelector"), "{of_rules}");
+        assert!(
+            spec_rules.contains("spec.reason is required when spec.by is not set"),
+            "{spec_rules}"
+        );
+        assert!(
+            spec_rules.contains("only together with spec.by"),
+            "{spec_rules}"
+        );
+        let of_rules = schema["properties"]["spec"]["properties"]["of"]["x-kubernetes-validations"]
+            .to_string();
+        assert!(
+            of_rules.contains("exactly one of resourceRef or resourceSelector"),
+            "{of_rules}"
+        );
         assert_eq!(usage["spec"]["scope"], "Namespaced");
-        let columns = usage["spec"]["versions"][0]["additionalPrinterColumns"].as_array().expect("columns");
+        let columns = usage["spec"]["versions"][0]["additionalPrinterColumns"]
+            .as_array()
+            .expect("columns");
         assert!(columns.iter().any(|c| c["name"] == "Ready"));
         let cluster = serde_json::to_value(ClusterUsage::crd()).expect("serialises");
         assert_eq!(cluster["spec"]["scope"], "Cluster");
@@ -269,7 +315,11 @@ mod tests {
         for crd in crds() {
             let v = serde_json::to_value(&crd).expect("serialises");
             let mut missing = vec![];
-            walk("", &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"], &mut missing);
+            walk(
+                "",
+                &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+                &mut missing,
+            );
             assert!(missing.is_empty(), "undocumented fields: {missing:?}");
         }
     }
@@ -284,9 +334,15 @@ mod tests {
         }))
         .expect("parses");
         assert!(spec.replay_deletion);
-        assert_eq!(spec.of.resource_ref.as_ref().map(|r| r.name.as_str()), Some("my-cluster"));
+        assert_eq!(
+            spec.of.resource_ref.as_ref().map(|r| r.name.as_str()),
+            Some("my-cluster")
+        );
         let back = serde_json::to_value(&spec).expect("serialises");
-        assert_eq!(back["by"]["resourceSelector"]["matchLabels"]["app"], "prometheus");
+        assert_eq!(
+            back["by"]["resourceSelector"]["matchLabels"]["app"],
+            "prometheus"
+        );
         assert!(back["of"].get("resourceSelector").is_none());
     }
 }

@@ -19,7 +19,8 @@ pub fn run(args: CrdsArgs) -> anyhow::Result<()> {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             for (name, yaml) in files {
                 let path = dir.join(name);
-                std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, yaml)
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
         }
         None => {

@@ -123,8 +123,10 @@ fn reject_reserved_identifiers(source: &str) -> Result<(), String> {
             let word = &source[start..i];
             if RESERVED.contains(&word) && !matches!(word, "true" | "false" | "null" | "in") {
                 let line = source[..start].matches('\n').count() + 1;
-                let col = start - source[..start].rfind('\n').map_or(0, |n| n + 1);
-                return Err(format!("ERROR: <input>:{line}:{col}: reserved identifier: {word}"));
+                let col = start - source[..start].rfind('\n').map_or(0, |n| n + 1) + 1;
+                return Err(format!(
+                    "ERROR: <input>:{line}:{col}: reserved identifier: {word}"
+                ));
             }
         } else {
             i += 1;

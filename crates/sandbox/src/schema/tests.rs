@@ -699,11 +699,15 @@ fn reserved_identifiers_do_not_compile() {
     let errs = validate_crd_schema(&schema("has(self.namespace)"));
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(
-        errs[0].message.ends_with("compilation failed: ERROR: <input>:1:10: reserved identifier: namespace"),
+        errs[0]
+            .message
+            .ends_with("compilation failed: ERROR: <input>:1:10: reserved identifier: namespace"),
         "{}",
         errs[0].message
     );
-    assert!(validate_crd_schema(&schema("has(self.__namespace__) || 'namespace' == 'x'")).is_empty());
+    assert!(
+        validate_crd_schema(&schema("has(self.__namespace__) || 'namespace' == 'x'")).is_empty()
+    );
     let obj = json!({"spec": {"namespace": "a"}});
     let rule_ok = schema("self.__namespace__ == 'a'");
     assert!(validate(&rule_ok, &obj, None).is_empty());
