@@ -397,7 +397,8 @@ impl RelationIndex {
 
     fn free_key_if_unused(&mut self, id: u32) {
         let rec = self.keys[id as usize];
-        if rec.of_head != NIL || rec.by_head != NIL {
+        // `group == NIL`: already freed, e.g. as the `of` of a relation where `by == of`.
+        if rec.group == NIL || rec.of_head != NIL || rec.by_head != NIL {
             return;
         }
         let hash = self.hasher.hash_one(key_syms(&rec));
@@ -1127,6 +1128,24 @@ mod tests {
             .expect("valid");
         assert!(idx.is_in_use(&y));
         assert_eq!(idx.keys().count(), 2);
+    }
+
+    #[test]
+    fn an_object_using_itself_is_freed_once() {
+        // Found by the property tests: the key is both `of` and `by` of the same relation.
+        let mut idx = RelationIndex::new();
+        let s = Source::rule("r");
+        let (x, y) = (key("K", None, "x"), key("K", None, "y"));
+        idx.apply(&s, [Relation::uses(s.clone(), x.clone(), x.clone())])
+            .expect("valid");
+        idx.apply(&s, [Relation::uses(s.clone(), y.clone(), x.clone())])
+            .expect("valid");
+        idx.delete(&s);
+        assert_eq!((idx.len(), idx.key_count(), idx.string_count()), (0, 0, 0));
+        idx.apply(&s, [Relation::uses(s.clone(), x.clone(), y.clone())])
+            .expect("valid");
+        assert_eq!(idx.key_count(), 2);
+        assert!(idx.is_in_use(&x));
     }
 
     #[test]
