@@ -1,0 +1,214 @@
+//! The `ValidatingWebhookConfiguration` Lien manages.
+//!
+//! # Data model
+//!
+//! One configuration, five webhooks, all answered by `/validate` and all `failurePolicy: Fail`
+//! (an unreachable Lien must not mean unprotected objects):
+//!
+//! | webhook | operations | resources | selection |
+//! | --- | --- | --- | --- |
+//! | `delete.lien.dev` | DELETE | `*/*`, both scopes | objectSelector `lien.dev/in-use: "true"` |
+//! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"` (matches old *or* new) |
+//! | `break-glass.lien.dev` | CREATE, UPDATE | `*` | matchConditions: the break-glass annotation is set or changed |
+//! | `usages.lien.dev` | CREATE, UPDATE | `lien.dev` `usages`, `clusterusages` | — |
+//! | `namespaces.lien.dev` | DELETE | `namespaces` | none: a namespace's contents decide |
+//!
+//! The object selector keeps the cluster's cost proportional to what is in use: kube-apiserver
+//! only calls Lien for labelled objects. The break-glass hook has no object selector (the
+//! annotation may be set before an object is in use, and must be vetted all the same); its CEL
+//! match conditions run in the API server, so only writes touching the annotation reach Lien.
+//!
+//! `sideEffects: NoneOnDryRun`: a real denial produces a record (event, replay annotation); a dry
+//! run produces nothing.
+
+use serde_json::{Value, json};
+
+use crate::validate::BREAK_GLASS_ANNOTATION;
+
+/// How kube-apiserver reaches the webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientConfig {
+    /// An `https://` URL (out-of-cluster, tests).
+    Url(String),
+    /// A Service in the cluster.
+    Service {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its port.
+        port: u16,
+    },
+}
+
+/// What the configuration is built from.
+#[derive(Debug, Clone)]
+pub struct ConfigurationOptions {
+    /// `metadata.name` of the configuration.
+    pub name: String,
+    /// Where the webhook is. For [`ClientConfig::Url`] give the full URL of `/validate`.
+    pub client: ClientConfig,
+    /// `timeoutSeconds` (1–30).
+    pub timeout_seconds: u8,
+    /// A namespace label that, set to `"true"`, takes the namespace out of every hook (a
+    /// `namespaceSelector`); `None` excludes nothing. Lien's own writes are not excluded here:
+    /// they go through the hooks and are exempted by user in the validators.
+    pub ignore_namespaces_label: Option<String>,
+}
+
+impl ConfigurationOptions {
+    /// Defaults: name `lien`, 10 s timeout.
+    pub fn new(client: ClientConfig) -> Self {
+        Self {
+            name: "lien".to_owned(),
+            client,
+            timeout_seconds: 10,
+            ignore_namespaces_label: None,
+        }
+    }
+}
+
+/// The webhook names, as kube-apiserver prefixes denials: `admission webhook "<name>" denied
+/// the request: …`.
+pub mod names {
+    /// DELETE of objects in use.
+    pub const DELETE: &str = "delete.lien.dev";
+    /// UPDATE removing the in-use label.
+    pub const TAMPER: &str = "tamper.lien.dev";
+    /// Writes setting the break-glass annotation.
+    pub const BREAK_GLASS: &str = "break-glass.lien.dev";
+    /// Usage / ClusterUsage CREATE and UPDATE.
+    pub const USAGES: &str = "usages.lien.dev";
+    /// Namespace DELETE.
+    pub const NAMESPACES: &str = "namespaces.lien.dev";
+}
+
+fn client_config(client: &ClientConfig, ca_bundle: &str) -> Value {
+    match client {
+        ClientConfig::Url(url) => json!({"url": url, "caBundle": ca_bundle}),
+        ClientConfig::Service {
+            namespace,
+            name,
+            port,
+        } => json!({
+            "service": {"namespace": namespace, "name": name, "port": port, "path": "/validate"},
+            "caBundle": ca_bundle,
+        }),
+    }
+}
+
+/// The configuration, with `ca_bundle` (base64 of the PEM bundle, see
+/// [`CertManager::ca_bundle_base64`](crate::tls::CertManager::ca_bundle_base64)).
+pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: &str) -> Value {
+    let in_use = json!({"matchLabels": {lien_api::IN_USE_LABEL: "true"}});
+    let hook = |name: &str, rules: Value| {
+        json!({
+            "name": name,
+            "clientConfig": client_config(&opts.client, ca_bundle),
+            "rules": rules,
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "sideEffects": "NoneOnDryRun",
+            "timeoutSeconds": opts.timeout_seconds,
+            "admissionReviewVersions": ["v1"],
+        })
+    };
+    let rule = |ops: &[&str], groups: &[&str], resources: &[&str], scope: &str| {
+        json!({
+            "operations": ops,
+            "apiGroups": groups,
+            "apiVersions": ["*"],
+            "resources": resources,
+            "scope": scope,
+        })
+    };
+    let mut delete = hook(names::DELETE, json!([rule(&["DELETE"], &["*"], &["*/*"], "*")]));
+    delete["objectSelector"] = in_use.clone();
+    let mut tamper = hook(names::TAMPER, json!([rule(&["UPDATE"], &["*"], &["*"], "*")]));
+    tamper["objectSelector"] = in_use;
+    let mut break_glass = hook(
+        names::BREAK_GLASS,
+        json!([rule(&["CREATE", "UPDATE"], &["*"], &["*"], "*")]),
+    );
+    let a = BREAK_GLASS_ANNOTATION;
+    break_glass["matchConditions"] = json!([{
+        "name": "sets-break-glass",
+        "expression": format!(
+            "has(object.metadata.annotations) && '{a}' in object.metadata.annotations && \
+             (oldObject == null || !has(oldObject.metadata.annotations) || \
+              !('{a}' in oldObject.metadata.annotations) || \
+              oldObject.metadata.annotations['{a}'] != object.metadata.annotations['{a}'])"
+        ),
+    }]);
+    let usages = hook(
+        names::USAGES,
+        json!([rule(
+            &["CREATE", "UPDATE"],
+            &[lien_api::GROUP],
+            &["usages", "clusterusages"],
+            "*"
+        )]),
+    );
+    let namespaces = hook(
+        names::NAMESPACES,
+        json!([rule(&["DELETE"], &[""], &["namespaces"], "Cluster")]),
+    );
+    let mut webhooks = vec![delete, tamper, break_glass, usages, namespaces];
+    if let Some(label) = &opts.ignore_namespaces_label {
+        let selector = json!({"matchExpressions": [
+            {"key": label, "operator": "NotIn", "values": ["true"]}
+        ]});
+        for hook in &mut webhooks {
+            hook["namespaceSelector"] = selector.clone();
+        }
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": opts.name, "labels": {"app.kubernetes.io/managed-by": "lien"}},
+        "webhooks": webhooks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_fail_closed_hooks() {
+        let opts = ConfigurationOptions::new(ClientConfig::Service {
+            namespace: "lien-system".into(),
+            name: "lien-webhook".into(),
+            port: 443,
+        });
+        let c = validating_webhook_configuration(&opts, "Q0E=");
+        let hooks = c["webhooks"].as_array().expect("webhooks");
+        let names: Vec<&str> = hooks.iter().filter_map(|h| h["name"].as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                names::DELETE,
+                names::TAMPER,
+                names::BREAK_GLASS,
+                names::USAGES,
+                names::NAMESPACES
+            ]
+        );
+        for h in hooks {
+            assert_eq!(h["failurePolicy"], "Fail");
+            assert_eq!(h["sideEffects"], "NoneOnDryRun");
+            assert_eq!(h["admissionReviewVersions"], json!(["v1"]));
+            assert_eq!(h["clientConfig"]["caBundle"], "Q0E=");
+            assert_eq!(h["clientConfig"]["service"]["path"], "/validate");
+        }
+        assert_eq!(
+            hooks[0]["objectSelector"],
+            json!({"matchLabels": {"lien.dev/in-use": "true"}})
+        );
+        assert_eq!(hooks[0]["rules"][0]["resources"], json!(["*/*"]));
+        assert!(hooks[4].get("objectSelector").is_none());
+        assert!(hooks[2]["matchConditions"][0]["expression"]
+            .as_str()
+            .is_some_and(|e| e.contains("lien.dev/break-glass")));
+    }
+}

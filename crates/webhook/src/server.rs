@@ -1,0 +1,626 @@
+//! The HTTP layer: one `/validate` endpoint that routes by operation and kind to the pure
+//! validators, plus `/healthz`, `/readyz` and `/metrics`, served over TLS.
+//!
+//! # Data model
+//!
+//! A [`Webhook`] is cheap to clone (one `Arc`) and holds what answering needs: the
+//! [`SharedIndex`] (written by the controller, read here for the lookup only), the [`Policy`],
+//! the injected [`LiveCheck`] and [`KindResolver`], the optional channel on which [`Record`]s go
+//! to the controller, the readiness flag and the metrics.
+//!
+//! The contract with kube-apiserver: **every** POST to `/validate` gets HTTP 200 and an
+//! `AdmissionReview`. A body that is too large, of the wrong content type or not a review is
+//! answered `allowed: false` with a 4xx `status.code` and a message; a panic in a validator is
+//! caught and answered 500. With `failurePolicy: Fail` an error would deny anyway, but a message
+//! from Lien says why.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use lien_core::{Decision, ObjectKey, RelationIndex};
+use parking_lot::RwLock;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
+
+use crate::review::{Answer, Operation, Request, Review, salvage_uid};
+use crate::validate::{
+    KindResolver, Outcome, Policy, Record, Scope, decide, finish_delete, object_key,
+    validate_namespace_delete, validate_usage, validate_write,
+};
+
+/// kube-apiserver caps request bodies at 3 MiB of object, sent twice for an UPDATE plus the
+/// review around them; controller-runtime's webhooks accept 7 MiB for the same reason.
+pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+/// The relation index as shared by the controller (writer) and the webhook (reader).
+pub type SharedIndex = Arc<RwLock<RelationIndex>>;
+
+/// A boxed future, so [`LiveCheck`] can be used as a trait object.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a live check could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveCheckError {
+    /// The read failed (API server unreachable, forbidden…).
+    #[error("live read failed: {0}")]
+    Read(String),
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// No live check is configured.
+    #[error("no live check is configured")]
+    Unavailable,
+}
+
+/// Confirms from the API server whether an object is in use, when the index says it is not but
+/// the object carries the in-use label. The controller implements it with a live read of the
+/// relations' sources, returning a [`Decision`] as `lien_core::decide_delete` would.
+pub trait LiveCheck: Send + Sync {
+    /// Decides a DELETE of `object` (with `uid`) from live data.
+    fn check<'a>(
+        &'a self,
+        object: &'a ObjectKey,
+        uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Decision, LiveCheckError>>;
+}
+
+/// The default live check: there is none, so labelled objects the index does not know are
+/// refused (fail closed) until the controller provides one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLiveCheck;
+
+impl LiveCheck for NoLiveCheck {
+    fn check<'a>(
+        &'a self,
+        _object: &'a ObjectKey,
+        _uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Decision, LiveCheckError>> {
+        Box::pin(async { Err(LiveCheckError::Unavailable) })
+    }
+}
+
+/// A fixed table of kinds, for tests and for callers that know their kinds up front.
+#[derive(Debug, Clone, Default)]
+pub struct StaticKinds(pub Vec<(String, String, Scope)>);
+
+impl StaticKinds {
+    /// With one more `(apiVersion, kind, scope)`.
+    pub fn with(mut self, api_version: &str, kind: &str, scope: Scope) -> Self {
+        self.0.push((api_version.to_owned(), kind.to_owned(), scope));
+        self
+    }
+}
+
+impl KindResolver for StaticKinds {
+    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope> {
+        self.0
+            .iter()
+            .find(|(v, k, _)| v == api_version && k == kind)
+            .map(|(_, _, s)| *s)
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    operation: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+type HistogramFamily = Family<OperationLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 5 µs … ~5 s: the index path is microseconds, a live check is milliseconds.
+    Histogram::new(exponential_buckets(5e-6, 2.0, 20))
+}
+
+struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: HistogramFamily,
+    live_checks: Family<ResultLabels, Counter>,
+    records_dropped: Counter,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("lien_webhook");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Admission reviews answered, by operation and outcome (allowed, denied, invalid, error)",
+            requests.clone(),
+        );
+        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "request_duration_seconds",
+            "Time from a complete request body to the encoded answer",
+            latency.clone(),
+        );
+        let live_checks = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "live_checks",
+            "Live checks of labelled objects the index did not know, by result",
+            live_checks.clone(),
+        );
+        let records_dropped = Counter::default();
+        registry.register(
+            "records_dropped",
+            "Denial and break-glass records dropped because the controller's channel was full or closed",
+            records_dropped.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            live_checks,
+            records_dropped,
+        }
+    }
+}
+
+struct Inner {
+    index: SharedIndex,
+    policy: Policy,
+    live: Arc<dyn LiveCheck>,
+    live_timeout: Duration,
+    kinds: Arc<dyn KindResolver>,
+    records: Option<mpsc::Sender<Record>>,
+    ready: Arc<AtomicBool>,
+    metrics: Metrics,
+}
+
+/// The admission webhook; see the module docs.
+#[derive(Clone)]
+pub struct Webhook {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("policy", &self.inner.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Webhook`].
+pub struct WebhookBuilder {
+    index: SharedIndex,
+    policy: Policy,
+    live: Arc<dyn LiveCheck>,
+    live_timeout: Duration,
+    kinds: Arc<dyn KindResolver>,
+    records: Option<mpsc::Sender<Record>>,
+    ready: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for WebhookBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookBuilder").finish_non_exhaustive()
+    }
+}
+
+impl WebhookBuilder {
+    /// The policy (default: [`Policy::default`]).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The live check (default: [`NoLiveCheck`], which fails closed) and how long to wait for
+    /// it (default 3 s: well inside the configuration's `timeoutSeconds`).
+    pub fn live_check(mut self, live: Arc<dyn LiveCheck>, timeout: Duration) -> Self {
+        self.live = live;
+        self.live_timeout = timeout;
+        self
+    }
+
+    /// The kind resolver for Usage validation (default: no kinds, every Usage is refused).
+    pub fn kinds(mut self, kinds: Arc<dyn KindResolver>) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// Where denial and break-glass records go. Sends never wait: a full channel drops the
+    /// record and counts it (`lien_webhook_records_dropped_total`).
+    pub fn records(mut self, records: mpsc::Sender<Record>) -> Self {
+        self.records = Some(records);
+        self
+    }
+
+    /// Starts ready (default: not ready until [`Webhook::set_ready`], i.e. until the
+    /// controller's index has synced).
+    pub fn ready(self, ready: bool) -> Self {
+        self.ready.store(ready, Ordering::Release);
+        self
+    }
+
+    /// The webhook.
+    pub fn build(self) -> Webhook {
+        Webhook {
+            inner: Arc::new(Inner {
+                index: self.index,
+                policy: self.policy,
+                live: self.live,
+                live_timeout: self.live_timeout,
+                kinds: self.kinds,
+                records: self.records,
+                ready: self.ready,
+                metrics: Metrics::new(),
+            }),
+        }
+    }
+}
+
+fn is_usage_kind(req: &Request<'_>) -> bool {
+    req.kind.group == lien_api::GROUP && matches!(req.kind.kind.as_ref(), "Usage" | "ClusterUsage")
+}
+
+fn outcome_label(answer: &Answer) -> &'static str {
+    match (&answer.allowed, answer.status.as_ref().map(|s| s.code)) {
+        (true, _) => "allowed",
+        (false, Some(400 | 413 | 415)) => "invalid",
+        (false, Some(c)) if c >= 500 => "error",
+        (false, _) => "denied",
+    }
+}
+
+impl Webhook {
+    /// A builder over the shared index.
+    pub fn builder(index: SharedIndex) -> WebhookBuilder {
+        WebhookBuilder {
+            index,
+            policy: Policy::default(),
+            live: Arc::new(NoLiveCheck),
+            live_timeout: Duration::from_secs(3),
+            kinds: Arc::new(StaticKinds::default()),
+            records: None,
+            ready: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Marks the webhook ready (or not) for `/readyz`.
+    pub fn set_ready(&self, ready: bool) {
+        self.inner.ready.store(ready, Ordering::Release);
+    }
+
+    /// The router: `POST /validate`, `GET /healthz`, `/readyz`, `/metrics`.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/validate", post(validate_handler))
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/readyz", get(ready_handler))
+            .route("/metrics", get(metrics_handler))
+            .with_state(self.clone())
+    }
+
+    /// Answers one review body (already read and size-checked). This is the whole decision
+    /// path without HTTP: parse, decide, live check if needed, forward the record.
+    pub async fn answer(&self, body: &[u8]) -> Answer {
+        let started = Instant::now();
+        let (answer, operation) = match Review::parse(body) {
+            Err(e) => (
+                Answer::deny(salvage_uid(body), 400, "BadRequest", e.to_string()),
+                "unknown",
+            ),
+            Ok(req) => {
+                let outcome = self.decide(&req, body, SystemTime::now());
+                let outcome = match outcome {
+                    Outcome::Confirm(confirm) => {
+                        let live = &self.inner.live;
+                        let checked = tokio::time::timeout(
+                            self.inner.live_timeout,
+                            live.check(&confirm.object, confirm.uid.as_deref()),
+                        )
+                        .await
+                        .unwrap_or(Err(LiveCheckError::Timeout(self.inner.live_timeout)));
+                        let result = match &checked {
+                            Ok(d) if d.is_allowed() => "not_in_use",
+                            Ok(_) => "in_use",
+                            Err(_) => "failed",
+                        };
+                        self.inner
+                            .metrics
+                            .live_checks
+                            .get_or_create(&ResultLabels { result })
+                            .inc();
+                        confirm.resolve(checked, &self.inner.policy, SystemTime::now())
+                    }
+                    final_outcome => final_outcome,
+                };
+                (self.finish(&req, outcome), req.operation.as_str())
+            }
+        };
+        let m = &self.inner.metrics;
+        m.requests
+            .get_or_create(&RequestLabels {
+                operation,
+                outcome: outcome_label(&answer),
+            })
+            .inc();
+        m.latency
+            .get_or_create(&OperationLabels { operation })
+            .observe(started.elapsed().as_secs_f64());
+        answer
+    }
+
+    /// Routes to a validator, catching panics (a bug must not take the webhook down, and
+    /// kube-apiserver must still get an answer).
+    pub fn decide(&self, req: &Request<'_>, body: &[u8], now: SystemTime) -> Outcome {
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.route(req, body, now))).unwrap_or_else(
+            |_| {
+                tracing::error!(uid = %req.uid, "validator panicked");
+                Outcome::Deny {
+                    status: crate::review::Status {
+                        code: 500,
+                        reason: "InternalError",
+                        message: "lien: internal error while deciding this request".to_owned(),
+                    },
+                    record: None,
+                }
+            },
+        )
+    }
+
+    fn route(&self, req: &Request<'_>, body: &[u8], now: SystemTime) -> Outcome {
+        let inner = &*self.inner;
+        match req.operation {
+            Operation::Delete if req.kind.group.is_empty() && req.kind.kind == "Namespace" => {
+                validate_namespace_delete(&inner.index.read(), &inner.policy, req, now)
+            }
+            Operation::Delete => match object_key(req) {
+                Ok(key) => {
+                    // The lock is held for the lookup only; rendering happens after.
+                    let decision = decide(&inner.index.read(), &key, req);
+                    finish_delete(decision, key, &inner.policy, req, now)
+                }
+                Err(e) => Outcome::invalid(e),
+            },
+            Operation::Create | Operation::Update if is_usage_kind(req) => {
+                validate_usage(inner.kinds.as_ref(), req, body)
+            }
+            Operation::Create | Operation::Update => {
+                validate_write(&inner.index.read(), &inner.policy, req, now)
+            }
+            Operation::Connect | Operation::Unknown => Outcome::Allow {
+                warnings: Vec::new(),
+                record: None,
+            },
+        }
+    }
+
+    fn finish(&self, req: &Request<'_>, outcome: Outcome) -> Answer {
+        let (answer, record) = match outcome {
+            Outcome::Allow { warnings, record } => {
+                (Answer::allow(req.uid.as_ref()).with_warnings(warnings), record)
+            }
+            Outcome::Deny { status, record } => (
+                Answer::deny(req.uid.as_ref(), status.code, status.reason, status.message),
+                record,
+            ),
+            // `answer` resolves confirmations before finishing; reaching this is a bug, and
+            // the safe answer to a bug is no.
+            Outcome::Confirm(c) => (
+                Answer::deny(
+                    req.uid.as_ref(),
+                    500,
+                    "InternalError",
+                    format!("lien: unconfirmed decision for {}", c.object),
+                ),
+                None,
+            ),
+        };
+        if let Some(record) = record {
+            self.send(record);
+        }
+        answer
+    }
+
+    fn send(&self, record: Record) {
+        let Some(tx) = &self.inner.records else {
+            return;
+        };
+        if let Err(e) = tx.try_send(record) {
+            tracing::warn!(error = %e, "dropping a webhook record");
+            self.inner.metrics.records_dropped.inc();
+        }
+    }
+}
+
+fn review_response(answer: &Answer) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_review_json(),
+    )
+        .into_response()
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn validate_handler(State(webhook): State<Webhook>, headers: HeaderMap, body: Body) -> Response {
+    if !is_json(&headers) {
+        let got = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        let answer = Answer::deny(
+            "",
+            415,
+            "UnsupportedMediaType",
+            format!("lien: expected Content-Type application/json, got {got}"),
+        );
+        webhook.count_rejected(&answer);
+        return review_response(&answer);
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        let answer = too_large();
+        webhook.count_rejected(&answer);
+        return review_response(&answer);
+    }
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let answer = too_large();
+            webhook.count_rejected(&answer);
+            return review_response(&answer);
+        }
+    };
+    if bytes.is_empty() {
+        let answer = Answer::deny("", 400, "BadRequest", "lien: empty request body");
+        webhook.count_rejected(&answer);
+        return review_response(&answer);
+    }
+    review_response(&webhook.answer(&bytes).await)
+}
+
+fn too_large() -> Answer {
+    Answer::deny(
+        "",
+        413,
+        "RequestEntityTooLarge",
+        format!("lien: request body unreadable or larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+impl Webhook {
+    fn count_rejected(&self, answer: &Answer) {
+        self.inner
+            .metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                operation: "unknown",
+                outcome: outcome_label(answer),
+            })
+            .inc();
+    }
+}
+
+async fn ready_handler(State(webhook): State<Webhook>) -> Response {
+    if webhook.inner.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "index not synced").into_response()
+    }
+}
+
+async fn metrics_handler(State(webhook): State<Webhook>) -> Response {
+    let mut out = String::new();
+    match prometheus_client::encoding::text::encode(&mut out, &webhook.inner.metrics.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            out,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// A running TLS server; stop it with [`Server::shutdown`] (dropping it stops it too).
+#[derive(Debug)]
+pub struct Server {
+    addr: std::net::SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Serves `app` over TLS on `listener` until shut down. Every connection gets its
+    /// certificate from `tls` at handshake time, so a rotating resolver applies at once.
+    pub fn start(
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+        app: Router,
+    ) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        let (stop, mut stopped) = watch::channel(false);
+        let acceptor = TlsAcceptor::from(tls);
+        let task = tokio::spawn(async move {
+            // Dropping the set when the loop ends aborts every open connection.
+            let mut connections = JoinSet::new();
+            loop {
+                let accepted = tokio::select! {
+                    a = listener.accept() => a,
+                    _ = stopped.changed() => return,
+                    // Reap finished connections so the set does not grow without bound.
+                    Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                };
+                let Ok((tcp, _)) = accepted else { continue };
+                let _ = tcp.set_nodelay(true);
+                let acceptor = acceptor.clone();
+                let service = TowerToHyperService::new(app.clone());
+                connections.spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self { addr, stop, task })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting and closes every connection.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        self.task.abort();
+    }
+}

@@ -1,0 +1,679 @@
+//! The validators: pure functions from a parsed review and the relation index to an
+//! [`Outcome`]. No I/O, no clock (the caller passes `now`), no locks (the caller passes the index
+//! it holds).
+//!
+//! # Data model
+//!
+//! - [`Outcome::Allow`] and [`Outcome::Deny`] are final; either may carry a [`Record`] — a
+//!   non-dry-run denial ([`Denial`], which the controller turns into an event and the replay
+//!   annotation) or a break-glass use ([`BreakGlassUse`], an audit event). Records are returned,
+//!   never sent from here: the HTTP layer forwards them.
+//! - [`Outcome::Confirm`] means "the object says it is in use but the index knows nothing":
+//!   the index may be behind (a restart, a watch gap), so the HTTP layer asks the injected
+//!   [`LiveCheck`](crate::LiveCheck) and finishes with [`Confirm::resolve`]. Fail closed.
+//! - [`Policy`] is the static configuration: how many blockers a message lists, who is Lien
+//!   (exempt from the tamper guard), which groups may break glass.
+//! - [`KindResolver`] answers "is this kind served, and at which scope" from the caller's
+//!   discovery cache, so Usage validation stays pure.
+//!
+//! Status codes: 409 `Conflict` when an object is in use (the state conflicts with the request
+//! and may change), 403 `Forbidden` when the user may not do it at all, 422 `Invalid` for a
+//! Usage that cannot be enforced as written, 503 `ServiceUnavailable` when a live check could not
+//! confirm (retrying may help).
+
+use std::fmt::Write as _;
+use std::time::SystemTime;
+
+use lien_api::{IN_USE_LABEL, ResourceSpec};
+use lien_core::{Decision, ObjectKey, RelationIndex, SourceRef, decide_delete, render_denial};
+use serde::Deserialize;
+
+use crate::review::{Metadata, Request, Status};
+
+/// The annotation that, set by a member of a break-glass group, lets an object in use be
+/// deleted. Its value is the reason, recorded in the audit event.
+pub const BREAK_GLASS_ANNOTATION: &str = "lien.dev/break-glass";
+
+/// Static webhook policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// How many blockers a denial lists before "and N more".
+    pub max_listed: usize,
+    /// Users exempt from the tamper guard: Lien's own service account, which removes the label
+    /// when the last relation goes (its index may be ahead of this replica's).
+    pub trusted_users: Vec<String>,
+    /// Groups whose members may set [`BREAK_GLASS_ANNOTATION`]. Empty: break-glass is off and
+    /// the annotation is ignored.
+    pub break_glass_groups: Vec<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            max_listed: 10,
+            trusted_users: vec!["system:serviceaccount:lien-system:lien".to_owned()],
+            break_glass_groups: Vec::new(),
+        }
+    }
+}
+
+/// Whether a kind's objects live in a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Namespaced.
+    Namespaced,
+    /// Cluster-scoped.
+    Cluster,
+}
+
+/// Which kinds the API server serves. Implemented by the controller over its discovery cache;
+/// it must answer without I/O (the validators are pure and run under no deadline of their own).
+pub trait KindResolver: Send + Sync {
+    /// The scope of `kind` in `apiVersion` (`v1`, `group/version`), or `None` if not served.
+    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope>;
+}
+
+/// A DELETE Lien refused (not a dry run). The controller records it on the object for replay
+/// and emits an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The object whose deletion was refused.
+    pub object: ObjectKey,
+    /// Its UID (`oldObject.metadata.uid`), for the replay's precondition.
+    pub uid: Option<String>,
+    /// `DeleteOptions.propagationPolicy` as the client sent it, to replay the same DELETE.
+    pub propagation_policy: Option<String>,
+    /// Who asked.
+    pub user: String,
+    /// When.
+    pub time: SystemTime,
+    /// Whether a blocking relation asks for replay.
+    pub replay: bool,
+    /// The message the user got.
+    pub message: String,
+}
+
+/// What a break-glass record is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakGlassAction {
+    /// The annotation was set (by an authorised user) on an object in use.
+    Armed,
+    /// An object in use was deleted under the annotation.
+    Used,
+}
+
+/// An audited break-glass event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakGlassUse {
+    /// Armed or used.
+    pub action: BreakGlassAction,
+    /// The object.
+    pub object: ObjectKey,
+    /// Its UID.
+    pub uid: Option<String>,
+    /// Who set the annotation (armed) or deleted the object (used).
+    pub user: String,
+    /// The annotation's value.
+    pub reason: String,
+    /// What was overridden: the denial the object would otherwise have got (empty if nothing).
+    pub overridden: String,
+    /// When.
+    pub time: SystemTime,
+}
+
+/// Something the controller must act on: an event, a replay record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A refused DELETE.
+    Denied(Denial),
+    /// A break-glass event.
+    BreakGlass(BreakGlassUse),
+}
+
+/// A validator's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Let it through.
+    Allow {
+        /// Shown by `kubectl`.
+        warnings: Vec<String>,
+        /// For the controller.
+        record: Option<Record>,
+    },
+    /// Refuse.
+    Deny {
+        /// `code`, `reason`, `message`.
+        status: Status,
+        /// For the controller (`None` for dry runs).
+        record: Option<Record>,
+    },
+    /// Ask a live read, then [`Confirm::resolve`].
+    Confirm(Confirm),
+}
+
+impl Outcome {
+    fn allow() -> Self {
+        Self::Allow {
+            warnings: Vec::new(),
+            record: None,
+        }
+    }
+
+    fn deny(code: u16, reason: &'static str, message: String) -> Self {
+        Self::Deny {
+            status: Status {
+                code,
+                reason,
+                message,
+            },
+            record: None,
+        }
+    }
+
+    /// A malformed request Lien cannot decide on.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::deny(400, "BadRequest", message.into())
+    }
+
+    /// Whether the request is allowed (`None` while a confirmation is pending).
+    pub fn allowed(&self) -> Option<bool> {
+        match self {
+            Self::Allow { .. } => Some(true),
+            Self::Deny { .. } => Some(false),
+            Self::Confirm(_) => None,
+        }
+    }
+}
+
+/// A DELETE the index would allow although the object carries `lien.dev/in-use: "true"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    /// The object.
+    pub object: ObjectKey,
+    /// Its UID.
+    pub uid: Option<String>,
+    /// Whether the DELETE is a dry run.
+    pub dry_run: bool,
+    /// Who asked.
+    pub user: String,
+    /// `propagationPolicy`.
+    pub propagation_policy: Option<String>,
+}
+
+impl Confirm {
+    /// Finishes the decision with the live check's answer: its own [`Decision`] from a fresh
+    /// read, or why it could not make one. An error denies (fail closed): a refused DELETE can
+    /// be retried, a wrongly allowed one cannot be undone.
+    pub fn resolve<E: std::fmt::Display>(
+        self,
+        checked: Result<Decision, E>,
+        policy: &Policy,
+        now: SystemTime,
+    ) -> Outcome {
+        match checked {
+            Ok(Decision::Allowed) => Outcome::Allow {
+                warnings: vec![format!(
+                    "{} carries {IN_USE_LABEL}=true but is no longer in use (confirmed by a live read); the label is stale",
+                    self.object
+                )],
+                record: None,
+            },
+            Ok(decision) => {
+                let message = render_denial(&decision, policy.max_listed);
+                denied(
+                    decision.wants_replay(),
+                    message,
+                    self.object,
+                    self.uid,
+                    self.propagation_policy,
+                    self.user,
+                    self.dry_run,
+                    now,
+                )
+            }
+            Err(e) => Outcome::deny(
+                503,
+                "ServiceUnavailable",
+                format!(
+                    "cannot delete {}: it carries {IN_USE_LABEL}=true, Lien's index has no relation for it and the live check failed ({e}); refusing until Lien can confirm, retry shortly",
+                    self.object
+                ),
+            ),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn denied(
+    replay: bool,
+    message: String,
+    object: ObjectKey,
+    uid: Option<String>,
+    propagation_policy: Option<String>,
+    user: String,
+    dry_run: bool,
+    now: SystemTime,
+) -> Outcome {
+    // A dry run is decided like the real thing, but leaves no trace: no replay, no event.
+    let record = (!dry_run).then(|| {
+        Record::Denied(Denial {
+            object,
+            uid,
+            propagation_policy,
+            user,
+            time: now,
+            replay,
+            message: message.clone(),
+        })
+    });
+    Outcome::Deny {
+        status: Status {
+            code: 409,
+            reason: "Conflict",
+            message,
+        },
+        record,
+    }
+}
+
+fn is_core_namespace(req: &Request<'_>) -> bool {
+    req.kind.group.is_empty() && req.kind.kind == "Namespace"
+}
+
+/// The key of the object under review. For a `Namespace`, kube-apiserver puts its name in
+/// `request.namespace` too; the object itself is cluster-scoped.
+pub fn object_key(req: &Request<'_>) -> Result<ObjectKey, String> {
+    if req.name.is_empty() {
+        return Err("request.name is empty".to_owned());
+    }
+    if req.kind.kind.is_empty() {
+        return Err("request.kind.kind is empty".to_owned());
+    }
+    let namespace = if is_core_namespace(req) {
+        None
+    } else {
+        req.namespace.as_deref().filter(|ns| !ns.is_empty())
+    };
+    Ok(ObjectKey::new(
+        req.kind.group.as_ref(),
+        req.kind.kind.as_ref(),
+        namespace,
+        req.name.as_ref(),
+    ))
+}
+
+fn has_in_use_label(meta: Option<&Metadata<'_>>) -> bool {
+    meta.and_then(|m| m.labels.get(IN_USE_LABEL)) == Some("true")
+}
+
+fn break_glass<'m>(meta: Option<&'m Metadata<'_>>) -> Option<&'m str> {
+    meta.and_then(|m| m.annotations.get(BREAK_GLASS_ANNOTATION))
+        .filter(|v| !v.trim().is_empty())
+}
+
+fn in_groups(req: &Request<'_>, groups: &[String]) -> bool {
+    req.user_info
+        .groups
+        .iter()
+        .any(|g| groups.iter().any(|allowed| allowed == g))
+}
+
+/// DELETE of any object (routes a `Namespace` to [`validate_namespace_delete`]).
+///
+/// Convenient for tests and benches. The server instead calls [`decide`] under the index lock and
+/// [`finish_delete`] after releasing it, so message rendering never holds the lock.
+pub fn validate_delete(
+    index: &RelationIndex,
+    policy: &Policy,
+    req: &Request<'_>,
+    now: SystemTime,
+) -> Outcome {
+    if is_core_namespace(req) {
+        return validate_namespace_delete(index, policy, req, now);
+    }
+    match object_key(req) {
+        Ok(key) => {
+            let decision = decide(index, &key, req);
+            finish_delete(decision, key, policy, req, now)
+        }
+        Err(e) => Outcome::invalid(e),
+    }
+}
+
+/// The index lookup of a DELETE: the only part that needs the lock.
+pub fn decide(index: &RelationIndex, key: &ObjectKey, req: &Request<'_>) -> Decision {
+    let uid = req.old_metadata().and_then(|m| m.uid.as_deref());
+    decide_delete(index, key, uid)
+}
+
+/// The rest of a DELETE, from the index's [`Decision`]: break-glass, stale labels, records.
+pub fn finish_delete(
+    decision: Decision,
+    key: ObjectKey,
+    policy: &Policy,
+    req: &Request<'_>,
+    now: SystemTime,
+) -> Outcome {
+    let old = req.old_metadata();
+    let uid = old.and_then(|m| m.uid.as_deref()).map(str::to_owned);
+    match decision {
+        Decision::Allowed if has_in_use_label(old) => Outcome::Confirm(Confirm {
+            object: key,
+            uid,
+            dry_run: req.is_dry_run(),
+            user: req.user_info.username.clone().into_owned(),
+            propagation_policy: req.propagation_policy().map(str::to_owned),
+        }),
+        Decision::Allowed => Outcome::allow(),
+        denied_decision => {
+            let message = render_denial(&denied_decision, policy.max_listed);
+            if !policy.break_glass_groups.is_empty() {
+                if let Some(reason) = break_glass(old) {
+                    // The annotation can only have been set by a break-glass group member: the
+                    // break-glass webhook vets every write that sets or changes it.
+                    let record = (!req.is_dry_run()).then(|| {
+                        Record::BreakGlass(BreakGlassUse {
+                            action: BreakGlassAction::Used,
+                            object: key.clone(),
+                            uid: uid.clone(),
+                            user: req.user_info.username.clone().into_owned(),
+                            reason: reason.to_owned(),
+                            overridden: message.clone(),
+                            time: now,
+                        })
+                    });
+                    return Outcome::Allow {
+                        warnings: vec![format!(
+                            "{key} is in use but deleted under {BREAK_GLASS_ANNOTATION} ({reason}); this is audited. Overridden: {message}"
+                        )],
+                        record,
+                    };
+                }
+            }
+            denied(
+                denied_decision.wants_replay(),
+                message,
+                key,
+                uid,
+                req.propagation_policy().map(str::to_owned),
+                req.user_info.username.clone().into_owned(),
+                req.is_dry_run(),
+                now,
+            )
+        }
+    }
+}
+
+/// DELETE of a Namespace: refused if the namespace itself is in use, or if objects in it are
+/// used from outside it — otherwise it would hang in `Terminating` until those users go.
+///
+/// Finding the contents walks every relation (the index has no per-namespace list): O(n), fine
+/// for a rare operation, ~1 ms at 100k relations.
+pub fn validate_namespace_delete(
+    index: &RelationIndex,
+    policy: &Policy,
+    req: &Request<'_>,
+    now: SystemTime,
+) -> Outcome {
+    let key = match object_key(req) {
+        Ok(key) => key,
+        Err(e) => return Outcome::invalid(e),
+    };
+    let own = decide(index, &key, req);
+    if !own.is_allowed() {
+        return finish_delete(own, key, policy, req, now);
+    }
+    let ns = key.name.as_str();
+    let mut outside: Vec<String> = Vec::new();
+    let mut replay = false;
+    for r in index.relations() {
+        let of = r.of();
+        if of.namespace != Some(ns) {
+            continue;
+        }
+        let from_outside = match r.by() {
+            Some(by) => by.namespace != Some(ns),
+            // A protection lifts with its source; a Usage in this namespace goes with it.
+            None => !matches!(r.source(), SourceRef::Usage { namespace, .. } if namespace == ns),
+        };
+        if !from_outside {
+            continue;
+        }
+        replay |= r.replay();
+        let mut line = String::new();
+        match r.by() {
+            Some(by) => {
+                let _ = write!(line, "{of} is in use by {by} ({})", r.source());
+            }
+            None => {
+                let _ = write!(line, "{of} is protected ({}", r.source());
+                if let Some(reason) = r.reason() {
+                    let _ = write!(line, ": {reason}");
+                }
+                line.push(')');
+            }
+        }
+        outside.push(line);
+    }
+    if outside.is_empty() {
+        return finish_delete(Decision::Allowed, key, policy, req, now);
+    }
+    outside.sort_unstable();
+    let n = outside.len();
+    let listed = n.min(policy.max_listed);
+    let mut message = format!(
+        "cannot delete Namespace {ns}: {n} relation{} hold objects in it from outside the namespace, so it would hang in Terminating",
+        if n == 1 { "" } else { "s" }
+    );
+    for (i, line) in outside[..listed].iter().enumerate() {
+        message.push_str(if i == 0 { ": " } else { "; " });
+        message.push_str(line);
+    }
+    if listed > 0 && n > listed {
+        let _ = write!(message, "; and {} more", n - listed);
+    }
+    let uid = req
+        .old_metadata()
+        .and_then(|m| m.uid.as_deref())
+        .map(str::to_owned);
+    denied(
+        replay,
+        message,
+        key,
+        uid,
+        req.propagation_policy().map(str::to_owned),
+        req.user_info.username.clone().into_owned(),
+        req.is_dry_run(),
+        now,
+    )
+}
+
+/// CREATE or UPDATE of any object other than a Usage: the tamper guard (the in-use label may
+/// not be removed while the object is in use) and the break-glass guard (only authorised
+/// groups may set the annotation).
+pub fn validate_write(
+    index: &RelationIndex,
+    policy: &Policy,
+    req: &Request<'_>,
+    now: SystemTime,
+) -> Outcome {
+    let old = req.old_metadata();
+    let new = req.new_metadata();
+    let stripped = has_in_use_label(old) && !has_in_use_label(new);
+    let new_glass = break_glass(new);
+    let armed = new_glass.is_some() && new_glass != break_glass(old);
+    if !stripped && !armed {
+        return Outcome::allow();
+    }
+    let key = match object_key(req) {
+        Ok(key) => key,
+        Err(e) => return Outcome::invalid(e),
+    };
+    let decision = decide(index, &key, req);
+    let user = req.user_info.username.as_ref();
+    if stripped && !decision.is_allowed() && !policy.trusted_users.iter().any(|u| u == user) {
+        let rendered = render_denial(&decision, policy.max_listed);
+        let prefix = format!("cannot delete {key}: ");
+        let why = rendered.strip_prefix(&prefix).unwrap_or(&rendered);
+        return Outcome::deny(
+            409,
+            "Conflict",
+            format!(
+                "cannot remove label {IN_USE_LABEL} from {key}: Lien manages it and {why}; the label goes when the last relation does"
+            ),
+        );
+    }
+    if let Some(reason) = new_glass.filter(|_| armed) {
+        if policy.break_glass_groups.is_empty() {
+            return Outcome::deny(
+                403,
+                "Forbidden",
+                format!(
+                    "cannot set annotation {BREAK_GLASS_ANNOTATION} on {key}: break-glass is disabled (no break-glass groups are configured)"
+                ),
+            );
+        }
+        if !in_groups(req, &policy.break_glass_groups) {
+            return Outcome::deny(
+                403,
+                "Forbidden",
+                format!(
+                    "cannot set annotation {BREAK_GLASS_ANNOTATION} on {key}: user {user:?} is not in a break-glass group ({}); ask a member to set it",
+                    policy.break_glass_groups.join(", ")
+                ),
+            );
+        }
+        let overridden = render_denial(&decision, policy.max_listed);
+        let record = (!req.is_dry_run()).then(|| {
+            Record::BreakGlass(BreakGlassUse {
+                action: BreakGlassAction::Armed,
+                object: key.clone(),
+                uid: old.and_then(|m| m.uid.as_deref()).map(str::to_owned),
+                user: user.to_owned(),
+                reason: reason.to_owned(),
+                overridden,
+                time: now,
+            })
+        });
+        return Outcome::Allow {
+            warnings: vec![format!(
+                "{BREAK_GLASS_ANNOTATION} set on {key}: it can now be deleted even while in use; this is audited"
+            )],
+            record,
+        };
+    }
+    Outcome::allow()
+}
+
+#[derive(Deserialize)]
+struct UsageBody {
+    request: UsageRequest,
+}
+
+#[derive(Deserialize)]
+struct UsageRequest {
+    object: Option<UsageObject>,
+}
+
+#[derive(Deserialize)]
+struct UsageObject {
+    #[serde(default)]
+    spec: Option<UsageSpecSides>,
+}
+
+#[derive(Deserialize)]
+struct UsageSpecSides {
+    of: ResourceSpec,
+    #[serde(default)]
+    by: Option<ResourceSpec>,
+}
+
+/// CREATE or UPDATE of a `Usage` or `ClusterUsage`: the checks CEL cannot make — the kinds
+/// exist, and each side's namespace fits its kind's scope. `body` is the whole review (the
+/// Usage's spec is the one object Lien does decode; Usages are small).
+pub fn validate_usage(kinds: &dyn KindResolver, req: &Request<'_>, body: &[u8]) -> Outcome {
+    let cluster_usage = req.kind.kind == "ClusterUsage";
+    let spec = match serde_json::from_slice::<UsageBody>(body) {
+        Ok(UsageBody {
+            request:
+                UsageRequest {
+                    object: Some(UsageObject { spec: Some(spec) }),
+                },
+        }) => spec,
+        Ok(_) => return Outcome::invalid(format!("{} has no spec", req.kind.kind)),
+        Err(e) => return Outcome::invalid(format!("cannot read {}: {e}", req.kind.kind)),
+    };
+    let mut problems = Vec::new();
+    check_side(kinds, "spec.of", &spec.of, cluster_usage, &mut problems);
+    if let Some(by) = &spec.by {
+        check_side(kinds, "spec.by", by, cluster_usage, &mut problems);
+    }
+    if problems.is_empty() {
+        Outcome::allow()
+    } else {
+        Outcome::deny(422, "Invalid", problems.join("; "))
+    }
+}
+
+fn check_side(
+    kinds: &dyn KindResolver,
+    field: &str,
+    side: &ResourceSpec,
+    cluster_usage: bool,
+    problems: &mut Vec<String>,
+) {
+    let (api_version, kind) = (side.api_version.as_str(), side.kind.as_str());
+    let Some(scope) = kinds.scope(api_version, kind) else {
+        problems.push(format!(
+            "{field}: kind {kind} is not served in {api_version}; install its CRD first, or correct {field}.apiVersion and {field}.kind"
+        ));
+        return;
+    };
+    let ref_ns = side
+        .resource_ref
+        .as_ref()
+        .and_then(|r| r.namespace.as_deref())
+        .filter(|ns| !ns.is_empty());
+    let sel_ns = side
+        .resource_selector
+        .as_ref()
+        .and_then(|s| s.namespace.as_deref())
+        .filter(|ns| !ns.is_empty());
+    match scope {
+        Scope::Cluster => {
+            if ref_ns.is_some() {
+                problems.push(format!(
+                    "{field}.resourceRef.namespace: {kind} ({api_version}) is cluster-scoped; remove the namespace"
+                ));
+            }
+            if sel_ns.is_some() {
+                problems.push(format!(
+                    "{field}.resourceSelector.namespace: {kind} ({api_version}) is cluster-scoped; remove the namespace"
+                ));
+            }
+        }
+        Scope::Namespaced => {
+            if cluster_usage && side.resource_ref.is_some() && ref_ns.is_none() {
+                problems.push(format!(
+                    "{field}.resourceRef.namespace: {kind} ({api_version}) is namespaced, and a ClusterUsage has no namespace of its own; set the object's namespace"
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::review::Review;
+
+    #[test]
+    fn object_key_of_a_namespace_is_cluster_scoped() {
+        let body = br#"{"request":{"uid":"u","operation":"DELETE","kind":{"group":"","version":"v1","kind":"Namespace"},"name":"team-a","namespace":"team-a"}}"#;
+        let req = Review::parse(body).expect("parses");
+        assert_eq!(
+            object_key(&req),
+            Ok(ObjectKey::new("", "Namespace", None, "team-a"))
+        );
+    }
+}
