@@ -1,0 +1,66 @@
+//! Shared by the webhook's integration tests: a sandbox per test, a kube-rs client for it, and
+//! waiting for a condition with a deadline (never sleeping as synchronisation).
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use lien_sandbox::apiserver::Config;
+use lien_sandbox::{Sandbox, SandboxConfig};
+
+pub async fn sandbox() -> Sandbox {
+    let api = Config {
+        gc_backoff_max: Duration::from_millis(200),
+        namespace_requeue: Duration::from_millis(50),
+        ..Config::default()
+    };
+    Sandbox::start(SandboxConfig { port: 0, api })
+        .await
+        .expect("sandbox starts")
+}
+
+pub async fn client(sandbox: &Sandbox) -> kube::Client {
+    let kubeconfig: Kubeconfig =
+        serde_json::from_value(sandbox.kubeconfig()).expect("kubeconfig parses");
+    let options = KubeConfigOptions {
+        context: Some("sandbox".to_string()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .expect("client config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// Polls `check` until it returns `Some`, failing the test with `what` after `deadline`.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A committed AdmissionReview fixture.
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(fixture_path(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+}
