@@ -122,9 +122,15 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
             "scope": scope,
         })
     };
-    let mut delete = hook(names::DELETE, json!([rule(&["DELETE"], &["*"], &["*/*"], "*")]));
+    let mut delete = hook(
+        names::DELETE,
+        json!([rule(&["DELETE"], &["*"], &["*/*"], "*")]),
+    );
     delete["objectSelector"] = in_use.clone();
-    let mut tamper = hook(names::TAMPER, json!([rule(&["UPDATE"], &["*"], &["*"], "*")]));
+    let mut tamper = hook(
+        names::TAMPER,
+        json!([rule(&["UPDATE"], &["*"], &["*"], "*")]),
+    );
     tamper["objectSelector"] = in_use;
     let mut break_glass = hook(
         names::BREAK_GLASS,
@@ -207,8 +213,10 @@ mod tests {
         );
         assert_eq!(hooks[0]["rules"][0]["resources"], json!(["*/*"]));
         assert!(hooks[4].get("objectSelector").is_none());
-        assert!(hooks[2]["matchConditions"][0]["expression"]
-            .as_str()
-            .is_some_and(|e| e.contains("lien.dev/break-glass")));
+        assert!(
+            hooks[2]["matchConditions"][0]["expression"]
+                .as_str()
+                .is_some_and(|e| e.contains("lien.dev/break-glass"))
+        );
     }
 }

@@ -168,7 +168,9 @@ mod pairs {
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8).min(64));
-            while let Some((k, v)) = map.next_entry::<super::BorrowedStr<'de>, super::BorrowedStr<'de>>()? {
+            while let Some((k, v)) =
+                map.next_entry::<super::BorrowedStr<'de>, super::BorrowedStr<'de>>()?
+            {
                 out.push((k.0, v.0));
             }
             Ok(out)
@@ -423,7 +425,10 @@ mod tests {
         let r = Review::parse(DELETE.as_bytes()).expect("parses");
         assert_eq!(r.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
         assert_eq!(r.operation, Operation::Delete);
-        assert_eq!((r.kind.group.as_ref(), r.kind.kind.as_ref()), ("", "ConfigMap"));
+        assert_eq!(
+            (r.kind.group.as_ref(), r.kind.kind.as_ref()),
+            ("", "ConfigMap")
+        );
         assert_eq!(r.resource.resource, "configmaps");
         assert_eq!(r.namespace.as_deref(), Some("team-a"));
         assert_eq!(r.user_info.groups.len(), 2);
@@ -468,10 +473,9 @@ mod tests {
 
     #[test]
     fn answers_are_whole_reviews() {
-        let denied = Answer::deny("u1", 409, "Conflict", "in use")
-            .with_warnings(["careful".to_string()]);
-        let v: serde_json::Value =
-            serde_json::from_slice(&denied.to_review_json()).expect("json");
+        let denied =
+            Answer::deny("u1", 409, "Conflict", "in use").with_warnings(["careful".to_string()]);
+        let v: serde_json::Value = serde_json::from_slice(&denied.to_review_json()).expect("json");
         assert_eq!(
             v,
             serde_json::json!({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",
@@ -481,6 +485,9 @@ mod tests {
         );
         let v: serde_json::Value =
             serde_json::from_slice(&Answer::allow("u2").to_review_json()).expect("json");
-        assert_eq!(v["response"], serde_json::json!({"uid":"u2","allowed":true}));
+        assert_eq!(
+            v["response"],
+            serde_json::json!({"uid":"u2","allowed":true})
+        );
     }
 }

@@ -106,7 +106,8 @@ pub struct StaticKinds(pub Vec<(String, String, Scope)>);
 impl StaticKinds {
     /// With one more `(apiVersion, kind, scope)`.
     pub fn with(mut self, api_version: &str, kind: &str, scope: Scope) -> Self {
-        self.0.push((api_version.to_owned(), kind.to_owned(), scope));
+        self.0
+            .push((api_version.to_owned(), kind.to_owned(), scope));
         self
     }
 }
@@ -421,9 +422,10 @@ impl Webhook {
 
     fn finish(&self, req: &Request<'_>, outcome: Outcome) -> Answer {
         let (answer, record) = match outcome {
-            Outcome::Allow { warnings, record } => {
-                (Answer::allow(req.uid.as_ref()).with_warnings(warnings), record)
-            }
+            Outcome::Allow { warnings, record } => (
+                Answer::allow(req.uid.as_ref()).with_warnings(warnings),
+                record,
+            ),
             Outcome::Deny { status, record } => (
                 Answer::deny(req.uid.as_ref(), status.code, status.reason, status.message),
                 record,
@@ -474,7 +476,11 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn validate_handler(State(webhook): State<Webhook>, headers: HeaderMap, body: Body) -> Response {
+async fn validate_handler(
+    State(webhook): State<Webhook>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     if !is_json(&headers) {
         let got = headers
             .get(header::CONTENT_TYPE)

@@ -25,8 +25,8 @@ use std::time::Duration;
 use base64::Engine;
 use parking_lot::{Mutex, RwLock};
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -233,8 +233,13 @@ impl CertManager {
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let signing = Ca::new(now, settings.ca_validity)?;
-        let (key, cert_not_after) =
-            issue(&signing, &settings.names, now, settings.cert_validity, &provider)?;
+        let (key, cert_not_after) = issue(
+            &signing,
+            &settings.names,
+            now,
+            settings.cert_validity,
+            &provider,
+        )?;
         let state = State {
             signing,
             pending: None,
@@ -313,8 +318,13 @@ impl CertManager {
             }
         }
         if promote || state.cert_not_after - now < s.cert_renew_before {
-            let (key, not_after) =
-                issue(&state.signing, &s.names, now, s.cert_validity, &self.provider)?;
+            let (key, not_after) = issue(
+                &state.signing,
+                &s.names,
+                now,
+                s.cert_validity,
+                &self.provider,
+            )?;
             *self.resolver.current.write() = Arc::new(key);
             state.cert_not_after = not_after;
             rotation.serving = true;
@@ -343,7 +353,11 @@ impl CertManager {
                 }
                 match this.rotate(OffsetDateTime::now_utc()) {
                     Ok(r) if r != Rotation::default() => {
-                        tracing::info!(serving = r.serving, bundle = r.bundle, "rotated webhook certificates");
+                        tracing::info!(
+                            serving = r.serving,
+                            bundle = r.bundle,
+                            "rotated webhook certificates"
+                        );
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "certificate rotation failed"),
@@ -358,7 +372,10 @@ mod tests {
     use super::*;
 
     fn settings() -> TlsSettings {
-        TlsSettings::new(vec!["127.0.0.1".into(), "lien-webhook.lien-system.svc".into()])
+        TlsSettings::new(vec![
+            "127.0.0.1".into(),
+            "lien-webhook.lien-system.svc".into(),
+        ])
     }
 
     fn leaf(m: &CertManager) -> Vec<u8> {
@@ -377,7 +394,13 @@ mod tests {
         assert_eq!(m.rotate(t0 + 5 * DAY).expect("rotate"), Rotation::default());
         assert_eq!(leaf(&m), first);
         let r = m.rotate(t0 + 21 * DAY).expect("rotate");
-        assert_eq!(r, Rotation { serving: true, bundle: false });
+        assert_eq!(
+            r,
+            Rotation {
+                serving: true,
+                bundle: false
+            }
+        );
         assert_ne!(leaf(&m), first);
         assert_eq!(pems(&m.ca_bundle_pem()), 1);
     }
@@ -399,7 +422,13 @@ mod tests {
         // After the propagation delay it signs, and the serving certificate follows.
         let before = leaf(&m);
         let r = m.rotate(t1 + Duration::from_secs(601)).expect("rotate");
-        assert_eq!(r, Rotation { serving: true, bundle: true });
+        assert_eq!(
+            r,
+            Rotation {
+                serving: true,
+                bundle: true
+            }
+        );
         assert_ne!(leaf(&m), before);
         assert_eq!(pems(&m.ca_bundle_pem()), 2);
         // The old CA leaves the bundle when it expires.

@@ -86,7 +86,9 @@ async fn fixtures_have_the_shape_the_api_server_sends() {
     // The CRDs first, so their own creation is not recorded.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in lien_api::crds() {
-        crds.create(&PostParams::default(), &crd).await.expect("crd");
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("crd");
     }
     let vwc: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
         Api::all(client.clone());
@@ -157,9 +159,11 @@ async fn fixtures_have_the_shape_the_api_server_sends() {
         },
     }))
     .expect("usage");
-    common::wait_for("the Usage CRD to serve", Duration::from_secs(10), || async {
-        usages.create(&PostParams::default(), &usage).await.ok()
-    })
+    common::wait_for(
+        "the Usage CRD to serve",
+        Duration::from_secs(10),
+        || async { usages.create(&PostParams::default(), &usage).await.ok() },
+    )
     .await;
 
     // Deleting the namespace last.
@@ -183,13 +187,34 @@ async fn fixtures_have_the_shape_the_api_server_sends() {
         json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request})
     };
     let captured = [
-        ("delete-configmap.json", find("DELETE", "ConfigMap", "settings", false)),
-        ("delete-configmap-dry-run.json", find("DELETE", "ConfigMap", "settings", true)),
-        ("update-strip-label.json", find("UPDATE", "ConfigMap", "flags", false)),
-        ("delete-deployment-5k.json", find("DELETE", "Deployment", "web-5k", false)),
-        ("delete-deployment-20k.json", find("DELETE", "Deployment", "web-20k", false)),
-        ("create-usage.json", find("CREATE", "Usage", "web-uses-settings", false)),
-        ("delete-namespace.json", find("DELETE", "Namespace", ns, false)),
+        (
+            "delete-configmap.json",
+            find("DELETE", "ConfigMap", "settings", false),
+        ),
+        (
+            "delete-configmap-dry-run.json",
+            find("DELETE", "ConfigMap", "settings", true),
+        ),
+        (
+            "update-strip-label.json",
+            find("UPDATE", "ConfigMap", "flags", false),
+        ),
+        (
+            "delete-deployment-5k.json",
+            find("DELETE", "Deployment", "web-5k", false),
+        ),
+        (
+            "delete-deployment-20k.json",
+            find("DELETE", "Deployment", "web-20k", false),
+        ),
+        (
+            "create-usage.json",
+            find("CREATE", "Usage", "web-uses-settings", false),
+        ),
+        (
+            "delete-namespace.json",
+            find("DELETE", "Namespace", ns, false),
+        ),
     ];
     let write = std::env::var_os("LIEN_WEBHOOK_WRITE_FIXTURES").is_some();
     for (file, review) in &captured {

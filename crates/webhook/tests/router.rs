@@ -1,0 +1,513 @@
+//! The router in-process (`oneshot`, no sockets) on reviews shaped as kube-apiserver sends them
+//! (`tests/fixtures`, captured from the sandbox by `tests/fixtures.rs`).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use lien_core::{Decision, ObjectKey, Relation, RelationIndex, Source, decide_delete};
+use lien_webhook::{
+    BoxFuture, BreakGlassAction, LiveCheck, LiveCheckError, Policy, Record, Scope, SharedIndex,
+    StaticKinds, Webhook,
+};
+use parking_lot::RwLock;
+use rstest::rstest;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+
+const NS: &str = "fixtures";
+
+fn settings() -> ObjectKey {
+    ObjectKey::new("", "ConfigMap", Some(NS), "settings")
+}
+
+fn flags() -> ObjectKey {
+    ObjectKey::new("", "ConfigMap", Some(NS), "flags")
+}
+
+fn web() -> ObjectKey {
+    ObjectKey::new("apps", "Deployment", Some(NS), "web")
+}
+
+fn review(name: &str) -> Value {
+    serde_json::from_slice(&common::fixture(name)).expect("fixture")
+}
+
+/// An index in which `settings` and `flags` are used by `web` through a Usage.
+fn index() -> SharedIndex {
+    let mut idx = RelationIndex::new();
+    let source = Source::usage(NS, "web-uses-settings");
+    idx.apply(
+        &source,
+        [
+            Relation::uses(source.clone(), settings(), web())
+                .with_reason("web reads its settings")
+                .with_replay(true),
+            Relation::uses(source.clone(), flags(), web()),
+        ],
+    )
+    .expect("apply");
+    Arc::new(RwLock::new(idx))
+}
+
+struct Harness {
+    router: Router,
+    records: mpsc::Receiver<Record>,
+}
+
+fn harness_with(index: SharedIndex, policy: Policy, live: Arc<dyn LiveCheck>) -> Harness {
+    let (tx, records) = mpsc::channel(16);
+    let kinds = StaticKinds::default()
+        .with("v1", "ConfigMap", Scope::Namespaced)
+        .with("apps/v1", "Deployment", Scope::Namespaced)
+        .with("v1", "Node", Scope::Cluster);
+    let webhook = Webhook::builder(index)
+        .policy(policy)
+        .live_check(live, Duration::from_millis(200))
+        .kinds(Arc::new(kinds))
+        .records(tx)
+        .ready(true)
+        .build();
+    Harness {
+        router: webhook.router(),
+        records,
+    }
+}
+
+fn harness() -> Harness {
+    harness_with(index(), policy(), Arc::new(lien_webhook::NoLiveCheck))
+}
+
+fn policy() -> Policy {
+    Policy {
+        break_glass_groups: vec!["lien:break-glass".into()],
+        ..Policy::default()
+    }
+}
+
+async fn post_raw(router: &Router, content_type: Option<&str>, body: Vec<u8>) -> Value {
+    let mut req = Request::post("/validate");
+    if let Some(ct) = content_type {
+        req = req.header(header::CONTENT_TYPE, ct);
+    }
+    let resp = router
+        .clone()
+        .oneshot(req.body(Body::from(body)).expect("request"))
+        .await
+        .expect("infallible");
+    assert_eq!(resp.status(), StatusCode::OK, "always HTTP 200");
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let review: Value = serde_json::from_slice(&bytes).expect("an AdmissionReview");
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(review["kind"], "AdmissionReview");
+    review["response"].clone()
+}
+
+async fn post(router: &Router, review: &Value) -> Value {
+    let response = post_raw(
+        router,
+        Some("application/json"),
+        serde_json::to_vec(review).expect("json"),
+    )
+    .await;
+    assert_eq!(response["uid"], review["request"]["uid"], "uid echoed");
+    response
+}
+
+const SETTINGS_DENIAL: &str = "cannot delete ConfigMap fixtures/settings: it is in use by \
+     apps/Deployment fixtures/web (Usage fixtures/web-uses-settings: web reads its settings)";
+
+#[tokio::test]
+async fn delete_in_use_is_refused_with_409_and_recorded() {
+    let mut h = harness();
+    let r = post(&h.router, &review("delete-configmap.json")).await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(
+        r["status"],
+        json!({"code": 409, "reason": "Conflict", "message": SETTINGS_DENIAL})
+    );
+    let Ok(Record::Denied(d)) = h.records.try_recv() else {
+        panic!("a denial record");
+    };
+    assert_eq!(d.object, settings());
+    assert_eq!(d.propagation_policy.as_deref(), Some("Foreground"));
+    assert_eq!(d.user, "sandbox-admin");
+    assert!(d.replay);
+    assert_eq!(d.message, SETTINGS_DENIAL);
+    let fixture = review("delete-configmap.json");
+    assert_eq!(
+        d.uid.as_deref(),
+        fixture["request"]["oldObject"]["metadata"]["uid"].as_str()
+    );
+}
+
+#[tokio::test]
+async fn dry_run_is_refused_alike_but_records_nothing() {
+    let mut h = harness();
+    let r = post(&h.router, &review("delete-configmap-dry-run.json")).await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["status"]["message"], SETTINGS_DENIAL);
+    assert!(h.records.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn unused_unlabelled_object_is_allowed() {
+    let h = harness_with(
+        Arc::new(RwLock::new(RelationIndex::new())),
+        policy(),
+        Arc::new(lien_webhook::NoLiveCheck),
+    );
+    let mut rv = review("delete-configmap.json");
+    rv["request"]["oldObject"]["metadata"]["labels"] = json!({"app": "web"});
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r, json!({"uid": rv["request"]["uid"], "allowed": true}));
+}
+
+#[tokio::test]
+async fn many_blockers_are_bounded() {
+    let mut idx = RelationIndex::new();
+    for i in 0..25 {
+        let s = Source::usage(NS, format!("u{i:02}"));
+        let by = ObjectKey::new("apps", "Deployment", Some(NS), format!("web-{i:02}"));
+        idx.apply(&s, [Relation::uses(s.clone(), settings(), by)])
+            .expect("apply");
+    }
+    let h = harness_with(
+        Arc::new(RwLock::new(idx)),
+        policy(),
+        Arc::new(lien_webhook::NoLiveCheck),
+    );
+    let r = post(&h.router, &review("delete-configmap.json")).await;
+    let msg = r["status"]["message"].as_str().expect("message");
+    assert!(msg.starts_with("cannot delete ConfigMap fixtures/settings: it has 25 blockers: in use by apps/Deployment fixtures/web-00 (Usage fixtures/u00)"), "{msg}");
+    assert!(msg.ends_with("; and 15 more"), "{msg}");
+}
+
+/// A live check with a fixed answer.
+struct Live(Result<Decision, &'static str>);
+
+impl LiveCheck for Live {
+    fn check<'a>(
+        &'a self,
+        _object: &'a ObjectKey,
+        _uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Decision, LiveCheckError>> {
+        let answer = self.0.clone().map_err(|e| LiveCheckError::Read(e.into()));
+        Box::pin(async move { answer })
+    }
+}
+
+/// A live check that never answers.
+struct Hang;
+
+impl LiveCheck for Hang {
+    fn check<'a>(
+        &'a self,
+        _object: &'a ObjectKey,
+        _uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Decision, LiveCheckError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+fn empty_index() -> SharedIndex {
+    Arc::new(RwLock::new(RelationIndex::new()))
+}
+
+#[tokio::test]
+async fn labelled_but_unknown_is_confirmed_live_and_fails_closed() {
+    let rv = review("delete-configmap.json");
+    // No live check configured: refused, saying why.
+    let h = harness_with(empty_index(), policy(), Arc::new(lien_webhook::NoLiveCheck));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["status"]["code"], 503);
+    assert_eq!(
+        r["status"]["message"],
+        "cannot delete ConfigMap fixtures/settings: it carries lien.dev/in-use=true, Lien's index \
+         has no relation for it and the live check failed (no live check is configured); \
+         refusing until Lien can confirm, retry shortly"
+    );
+    // The check errors.
+    let h = harness_with(empty_index(), policy(), Arc::new(Live(Err("forbidden"))));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["status"]["code"], 503);
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("(live read failed: forbidden)"))
+    );
+    // The check hangs: the timeout answers.
+    let h = harness_with(empty_index(), policy(), Arc::new(Hang));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["status"]["code"], 503);
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no answer within 200ms"))
+    );
+    // The live read says it is in use after all: the index was behind.
+    let live = decide_delete(&index().read(), &settings(), None);
+    let mut h = harness_with(empty_index(), policy(), Arc::new(Live(Ok(live))));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["status"]["code"], 409);
+    assert_eq!(r["status"]["message"], SETTINGS_DENIAL);
+    assert!(matches!(h.records.try_recv(), Ok(Record::Denied(_))));
+    // The live read confirms it is not in use: allowed, with a warning about the stale label.
+    let h = harness_with(
+        empty_index(),
+        policy(),
+        Arc::new(Live(Ok(Decision::Allowed))),
+    );
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], true);
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("stale"))
+    );
+}
+
+#[tokio::test]
+async fn stripping_the_label_of_an_object_in_use_is_refused() {
+    let h = harness();
+    let rv = review("update-strip-label.json");
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(
+        r["status"],
+        json!({"code": 409, "reason": "Conflict", "message":
+            "cannot remove label lien.dev/in-use from ConfigMap fixtures/flags: Lien manages it \
+             and it is in use by apps/Deployment fixtures/web (Usage fixtures/web-uses-settings); \
+             the label goes when the last relation does"})
+    );
+    // Lien's own service account may (its index may be ahead of this replica's).
+    let mut by_lien = rv.clone();
+    by_lien["request"]["userInfo"]["username"] = json!("system:serviceaccount:lien-system:lien");
+    assert_eq!(post(&h.router, &by_lien).await["allowed"], true);
+    // Not in use: anyone may.
+    let h = harness_with(empty_index(), policy(), Arc::new(lien_webhook::NoLiveCheck));
+    assert_eq!(post(&h.router, &rv).await["allowed"], true);
+}
+
+#[tokio::test]
+async fn namespace_with_objects_used_from_outside_is_refused() {
+    let rv = review("delete-namespace.json");
+    // Used from inside only: the namespace goes with its users.
+    let h = harness();
+    assert_eq!(post(&h.router, &rv).await["allowed"], true);
+    // Used from another namespace, and protected by a ClusterUsage.
+    let idx = index();
+    {
+        let mut idx = idx.write();
+        let s = Source::usage("other", "uses-settings");
+        let by = ObjectKey::new("apps", "Deployment", Some("other"), "api");
+        idx.apply(&s, [Relation::uses(s.clone(), settings(), by)])
+            .expect("apply");
+        let p = Source::cluster_usage("keep-flags");
+        idx.apply(&p, [Relation::protects(p.clone(), flags(), "audit")])
+            .expect("apply");
+    }
+    let mut h = harness_with(idx, policy(), Arc::new(lien_webhook::NoLiveCheck));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(
+        r["status"],
+        json!({"code": 409, "reason": "Conflict", "message":
+            "cannot delete Namespace fixtures: 2 relations hold objects in it from outside the \
+             namespace, so it would hang in Terminating: ConfigMap fixtures/flags is protected \
+             (ClusterUsage keep-flags: audit); ConfigMap fixtures/settings is in use by \
+             apps/Deployment other/api (Usage other/uses-settings)"})
+    );
+    let Ok(Record::Denied(d)) = h.records.try_recv() else {
+        panic!("a denial record");
+    };
+    assert_eq!(d.object, ObjectKey::new("", "Namespace", None, NS));
+}
+
+fn with_break_glass(mut rv: Value, field: &str, reason: &str) -> Value {
+    rv["request"][field]["metadata"]["annotations"] = json!({"lien.dev/break-glass": reason});
+    rv
+}
+
+#[tokio::test]
+async fn break_glass_is_authorised_and_audited() {
+    let mut h = harness();
+    // Setting the annotation: only break-glass group members.
+    let mut set = review("update-strip-label.json");
+    set["request"]["object"]["metadata"]["labels"] = json!({"lien.dev/in-use": "true"});
+    let set = with_break_glass(set, "object", "INC-1234 restore from backup");
+    let r = post(&h.router, &set).await;
+    assert_eq!(
+        r["status"],
+        json!({"code": 403, "reason": "Forbidden", "message":
+            "cannot set annotation lien.dev/break-glass on ConfigMap fixtures/flags: user \
+             \"sandbox-admin\" is not in a break-glass group (lien:break-glass); ask a member to set it"})
+    );
+    let mut member = set.clone();
+    member["request"]["userInfo"]["groups"] = json!(["lien:break-glass", "system:authenticated"]);
+    let r = post(&h.router, &member).await;
+    assert_eq!(r["allowed"], true);
+    let Ok(Record::BreakGlass(armed)) = h.records.try_recv() else {
+        panic!("an audit record");
+    };
+    assert_eq!(armed.action, BreakGlassAction::Armed);
+    assert_eq!(armed.reason, "INC-1234 restore from backup");
+
+    // Deleting under the annotation: allowed, warned, audited.
+    let del = with_break_glass(review("delete-configmap.json"), "oldObject", "INC-1234");
+    let r = post(&h.router, &del).await;
+    assert_eq!(r["allowed"], true);
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("deleted under lien.dev/break-glass (INC-1234)"))
+    );
+    let Ok(Record::BreakGlass(used)) = h.records.try_recv() else {
+        panic!("an audit record");
+    };
+    assert_eq!(used.action, BreakGlassAction::Used);
+    assert_eq!(used.overridden, SETTINGS_DENIAL);
+
+    // Break-glass off: the annotation is ignored and cannot be set.
+    let h = harness_with(
+        index(),
+        Policy::default(),
+        Arc::new(lien_webhook::NoLiveCheck),
+    );
+    assert_eq!(post(&h.router, &del).await["status"]["code"], 409);
+    assert_eq!(post(&h.router, &member).await["status"]["code"], 403);
+}
+
+#[rstest]
+#[case::known_kinds(json!({"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "settings"}}), None)]
+#[case::unknown_kind(
+    json!({"apiVersion": "eks.example.io/v1", "kind": "Cluster", "resourceRef": {"name": "c"}}),
+    Some("spec.of: kind Cluster is not served in eks.example.io/v1; install its CRD first, or correct spec.of.apiVersion and spec.of.kind")
+)]
+#[case::cluster_scoped_with_namespace(
+    json!({"apiVersion": "v1", "kind": "Node", "resourceRef": {"name": "n1", "namespace": "x"}}),
+    Some("spec.of.resourceRef.namespace: Node (v1) is cluster-scoped; remove the namespace")
+)]
+#[tokio::test]
+async fn usage_checks_kinds_and_scopes(#[case] of: Value, #[case] problem: Option<&str>) {
+    let h = harness();
+    let mut rv = review("create-usage.json");
+    rv["request"]["object"]["spec"]["of"] = of;
+    let r = post(&h.router, &rv).await;
+    match problem {
+        None => assert_eq!(r["allowed"], true, "{r}"),
+        Some(message) => assert_eq!(
+            r["status"],
+            json!({"code": 422, "reason": "Invalid", "message": message})
+        ),
+    }
+}
+
+#[tokio::test]
+async fn cluster_usage_must_name_namespaces_of_namespaced_kinds() {
+    let h = harness();
+    let mut rv = review("create-usage.json");
+    rv["request"]["kind"]["kind"] = json!("ClusterUsage");
+    let r = post(&h.router, &rv).await;
+    assert_eq!(
+        r["status"]["message"],
+        "spec.of.resourceRef.namespace: ConfigMap (v1) is namespaced, and a ClusterUsage has no \
+         namespace of its own; set the object's namespace; spec.by.resourceRef.namespace: \
+         Deployment (apps/v1) is namespaced, and a ClusterUsage has no namespace of its own; set \
+         the object's namespace"
+    );
+}
+
+#[rstest]
+#[case::garbage(Some("application/json"), b"\x00\xffnot json".to_vec(), 400, "malformed AdmissionReview")]
+#[case::empty(Some("application/json"), Vec::new(), 400, "lien: empty request body")]
+#[case::no_request(Some("application/json"), b"{\"kind\":\"AdmissionReview\"}".to_vec(), 400, "malformed AdmissionReview: no request")]
+#[case::no_operation(Some("application/json"), b"{\"request\":{\"uid\":\"abc\"}}".to_vec(), 400, "malformed AdmissionReview: missing field `operation`")]
+#[case::wrong_type(Some("application/json"), b"{\"request\":{\"uid\":\"abc\",\"operation\":\"DELETE\",\"dryRun\":\"yes\"}}".to_vec(), 400, "malformed AdmissionReview: invalid type")]
+#[case::content_type(Some("text/plain"), b"{}".to_vec(), 415, "lien: expected Content-Type application/json, got text/plain")]
+#[case::no_content_type(None, b"{}".to_vec(), 415, "lien: expected Content-Type application/json, got none")]
+#[case::huge(Some("application/json"), vec![b' '; 8 * 1024 * 1024], 413, "lien: request body unreadable or larger than 7340032 bytes")]
+#[case::delete_without_name(Some("application/json"), br#"{"request":{"uid":"abc","operation":"DELETE","kind":{"group":"","version":"v1","kind":"ConfigMap"}}}"#.to_vec(), 400, "request.name is empty")]
+#[tokio::test]
+async fn malformed_input_gets_an_answer(
+    #[case] content_type: Option<&str>,
+    #[case] body: Vec<u8>,
+    #[case] code: u16,
+    #[case] message: &str,
+) {
+    let h = harness();
+    let r = post_raw(&h.router, content_type, body).await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["status"]["code"], code);
+    let got = r["status"]["message"].as_str().expect("message");
+    assert!(
+        got.starts_with(message),
+        "{got:?} does not start with {message:?}"
+    );
+    // The UID is salvaged when the review has one.
+    assert!(r["uid"] == "" || r["uid"] == "abc", "{r}");
+}
+
+#[tokio::test]
+async fn a_review_without_uid_still_gets_an_answer() {
+    let h = harness();
+    let mut rv = review("delete-configmap.json");
+    rv["request"].as_object_mut().expect("object").remove("uid");
+    let r = post_raw(
+        &h.router,
+        Some("application/json; charset=utf-8"),
+        serde_json::to_vec(&rv).expect("json"),
+    )
+    .await;
+    assert_eq!(r["uid"], "");
+    assert_eq!(r["status"]["code"], 409);
+}
+
+async fn get(router: &Router, path: &str) -> (StatusCode, String) {
+    let resp = router
+        .clone()
+        .oneshot(Request::get(path).body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    let status = resp.status();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let webhook = Webhook::builder(index()).build();
+    let router = webhook.router();
+    assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
+    assert_eq!(
+        get(&router, "/readyz").await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    webhook.set_ready(true);
+    assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
+    post(&router, &review("delete-configmap.json")).await;
+    post_raw(&router, Some("application/json"), b"junk".to_vec()).await;
+    let (status, text) = get(&router, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        text.contains("lien_webhook_requests_total{operation=\"DELETE\",outcome=\"denied\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lien_webhook_requests_total{operation=\"unknown\",outcome=\"invalid\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lien_webhook_request_duration_seconds_bucket"),
+        "{text}"
+    );
+}
