@@ -134,7 +134,10 @@ pub struct Options<'a> {
 /// A string map (`labels`, `annotations`) kept as borrowed pairs in document order. Objects
 /// carry a few dozen at most, so a linear scan beats hashing.
 #[derive(Debug, Default)]
-pub struct StrMap<'a>(pub Vec<(Cow<'a, str>, Cow<'a, str>)>);
+pub struct StrMap<'a>(pub Pairs<'a>);
+
+/// Borrowed key/value pairs.
+pub type Pairs<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
 
 impl<'a> StrMap<'a> {
     /// The value of `key`.
@@ -148,7 +151,6 @@ impl<'a> StrMap<'a> {
 
 /// A JSON object read as a sequence of pairs (serde's tuple-vec form does not accept a map).
 mod pairs {
-    use std::borrow::Cow;
     use std::fmt;
 
     use serde::de::{Deserializer, MapAccess, Visitor};
@@ -156,7 +158,7 @@ mod pairs {
     pub(super) struct PairsVisitor;
 
     impl<'de> Visitor<'de> for PairsVisitor {
-        type Value = Vec<(Cow<'de, str>, Cow<'de, str>)>;
+        type Value = super::Pairs<'de>;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("a map of strings")
@@ -179,7 +181,7 @@ mod pairs {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<Vec<(Cow<'de, str>, Cow<'de, str>)>, D::Error> {
+    ) -> Result<super::Pairs<'de>, D::Error> {
         d.deserialize_any(PairsVisitor)
     }
 }

@@ -18,7 +18,7 @@
 //!
 //! Status codes: 409 `Conflict` when an object is in use (the state conflicts with the request
 //! and may change), 403 `Forbidden` when the user may not do it at all, 422 `Invalid` for a
-//! Usage that cannot be enforced as written, 503 `ServiceUnavailable` when a live check could not
+//! Usage that cannot be enforced as written, 500 `InternalError` when a live check could not
 //! confirm (retrying may help).
 
 use std::fmt::Write as _;
@@ -231,9 +231,11 @@ impl Confirm {
                     now,
                 )
             }
+            // 500, not 503: clients (kube-rs, client-go) retry 503s by themselves for minutes,
+            // which would hide the refusal from the person who asked.
             Err(e) => Outcome::deny(
-                503,
-                "ServiceUnavailable",
+                500,
+                "InternalError",
                 format!(
                     "cannot delete {}: it carries {IN_USE_LABEL}=true, Lien's index has no relation for it and the live check failed ({e}); refusing until Lien can confirm, retry shortly",
                     self.object

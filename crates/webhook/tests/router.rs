@@ -228,7 +228,7 @@ async fn labelled_but_unknown_is_confirmed_live_and_fails_closed() {
     let h = harness_with(empty_index(), policy(), Arc::new(lien_webhook::NoLiveCheck));
     let r = post(&h.router, &rv).await;
     assert_eq!(r["allowed"], false);
-    assert_eq!(r["status"]["code"], 503);
+    assert_eq!(r["status"]["code"], 500);
     assert_eq!(
         r["status"]["message"],
         "cannot delete ConfigMap fixtures/settings: it carries lien.dev/in-use=true, Lien's index \
@@ -238,7 +238,7 @@ async fn labelled_but_unknown_is_confirmed_live_and_fails_closed() {
     // The check errors.
     let h = harness_with(empty_index(), policy(), Arc::new(Live(Err("forbidden"))));
     let r = post(&h.router, &rv).await;
-    assert_eq!(r["status"]["code"], 503);
+    assert_eq!(r["status"]["code"], 500);
     assert!(
         r["status"]["message"]
             .as_str()
@@ -247,7 +247,7 @@ async fn labelled_but_unknown_is_confirmed_live_and_fails_closed() {
     // The check hangs: the timeout answers.
     let h = harness_with(empty_index(), policy(), Arc::new(Hang));
     let r = post(&h.router, &rv).await;
-    assert_eq!(r["status"]["code"], 503);
+    assert_eq!(r["status"]["code"], 500);
     assert!(
         r["status"]["message"]
             .as_str()
