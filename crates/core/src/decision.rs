@@ -1,0 +1,319 @@
+//! May this object be deleted, and if not, what do we tell the person who tried?
+//!
+//! # The UID rule
+//!
+//! A relation names its `of` object by key and records the UID it observed. When a DELETE comes
+//! in for an object with UID `u`, a relation blocks it unless it observed a *different* UID: then
+//! it was derived for an earlier incarnation of the name (the object was deleted and recreated),
+//! and the controller has not re-derived it yet. Blocking the new object on its predecessor's
+//! behalf would be wrong — its users, if any, will get relations of their own.
+//!
+//! When either side does not know the UID (the relation was derived before the object existed, or
+//! the caller has no UID) the relation **blocks**: when unsure, protect. A wrongly refused DELETE
+//! can be retried; a wrongly allowed one cannot be undone.
+//!
+//! # The message
+//!
+//! [`render_denial`] names every blocker — the user (or "protected" for a protection), the source
+//! as a person would `kubectl get` it, and the reason — sorted deterministically, bounded by
+//! `max_listed` with "and N more" after. See the tests for the exact wording.
+
+use std::fmt::{self, Write};
+
+use crate::index::RelationIndex;
+use crate::key::ObjectKey;
+use crate::relation::Source;
+
+/// One relation that blocks a DELETE, owned so it outlives the index lock.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Blocker {
+    /// The user; `None` for a protection by reason only. Sorted first, as a protection is the
+    /// one blocker that deleting users will not lift.
+    pub by: Option<ObjectKey>,
+    /// The relation's source.
+    pub source: Source,
+    /// The relation's reason.
+    pub reason: Option<String>,
+    /// Whether a blocked DELETE is to be replayed when this relation goes.
+    pub replay: bool,
+}
+
+/// The answer to one DELETE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing blocks the deletion.
+    Allowed,
+    /// At least one relation blocks it.
+    Denied {
+        /// The object whose deletion was asked for.
+        object: ObjectKey,
+        /// Every blocking relation, sorted (users by key, then source and reason).
+        blockers: Vec<Blocker>,
+    },
+}
+
+impl Decision {
+    /// Whether the DELETE may go ahead.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Self::Allowed)
+    }
+
+    /// The blockers (empty when allowed).
+    pub fn blockers(&self) -> &[Blocker] {
+        match self {
+            Self::Allowed => &[],
+            Self::Denied { blockers, .. } => blockers,
+        }
+    }
+
+    /// Whether any blocking relation asks for the DELETE to be replayed, i.e. whether the
+    /// webhook should record this attempt.
+    pub fn wants_replay(&self) -> bool {
+        self.blockers().iter().any(|b| b.replay)
+    }
+}
+
+/// Decides a DELETE of `object`, whose UID is `uid` when the caller knows it (the admission
+/// request's `oldObject.metadata.uid`). See the module docs for how UIDs are compared.
+pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str>) -> Decision {
+    let mut blockers: Vec<Blocker> = index
+        .blockers(object)
+        .filter(|r| !uid.is_some_and(|uid| r.of_uid_differs(uid)))
+        .map(|r| Blocker {
+            by: r.by().map(|k| k.to_key()),
+            source: r.source().to_source(),
+            reason: r.reason().map(str::to_owned),
+            replay: r.replay(),
+        })
+        .collect();
+    if blockers.is_empty() {
+        return Decision::Allowed;
+    }
+    // The index's list order depends on update history; a person (and a test) wants the same
+    // message for the same state.
+    blockers.sort_unstable();
+    Decision::Denied {
+        object: object.clone(),
+        blockers,
+    }
+}
+
+/// Reasons are written by users; keep one from swamping the message.
+const MAX_REASON_CHARS: usize = 200;
+
+struct Item<'a>(&'a Blocker);
+
+impl fmt::Display for Item<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        match &b.by {
+            Some(by) => write!(f, "in use by {by} ({}", b.source)?,
+            None => write!(f, "protected ({}", b.source)?,
+        }
+        if let Some(reason) = &b.reason {
+            f.write_str(": ")?;
+            // One line, bounded: control characters (newlines from YAML block scalars) become
+            // spaces, and a long reason is cut at a character boundary.
+            for (i, c) in reason.chars().enumerate() {
+                if i == MAX_REASON_CHARS {
+                    f.write_char('…')?;
+                    break;
+                }
+                f.write_char(if c.is_control() { ' ' } else { c })?;
+            }
+        }
+        f.write_char(')')
+    }
+}
+
+/// The message for a denied DELETE; empty for [`Decision::Allowed`].
+///
+/// - one blocker: `cannot delete K: it is in use by U (Usage ns/name: reason)`, or
+///   `cannot delete K: it is protected (ClusterUsage name: reason)`;
+/// - several: `cannot delete K: it has 3 blockers: in use by U1 (…); in use by U2 (…); and 1
+///   more`, listing at most `max_listed` of them in [`Blocker`] order.
+pub fn render_denial(decision: &Decision, max_listed: usize) -> String {
+    let Decision::Denied { object, blockers } = decision else {
+        return String::new();
+    };
+    let mut out = String::with_capacity(96 + 96 * blockers.len().min(max_listed));
+    // Writing to a String cannot fail.
+    let _ = write!(out, "cannot delete {object}: ");
+    let listed = blockers.len().min(max_listed);
+    match blockers.as_slice() {
+        [only] if listed == 1 => {
+            let _ = write!(out, "it is {}", Item(only));
+        }
+        _ => {
+            let n = blockers.len();
+            let _ = write!(out, "it has {n} blocker{}", if n == 1 { "" } else { "s" });
+            for (i, b) in blockers[..listed].iter().enumerate() {
+                let _ = write!(out, "{}{}", if i == 0 { ": " } else { "; " }, Item(b));
+            }
+            if listed > 0 && n > listed {
+                let _ = write!(out, "; and {} more", n - listed);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relation::Relation;
+
+    const UID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    const OTHER_UID: &str = "1f8fad5b-d9cb-469f-a165-70867728950e";
+
+    fn cluster() -> ObjectKey {
+        ObjectKey::new("eks.example.io", "Cluster", None, "my-cluster")
+    }
+
+    fn release(name: &str) -> ObjectKey {
+        ObjectKey::new("helm.example.io", "Release", Some("team-a"), name)
+    }
+
+    fn usage(name: &str) -> Source {
+        Source::usage("team-a", name)
+    }
+
+    fn index_with(relations: Vec<Relation>) -> RelationIndex {
+        let mut idx = RelationIndex::new();
+        let mut by_source: std::collections::BTreeMap<Source, Vec<Relation>> = Default::default();
+        for r in relations {
+            by_source.entry(r.source.clone()).or_default().push(r);
+        }
+        idx.reset(by_source).expect("valid relations");
+        idx
+    }
+
+    #[test]
+    fn unused_object_is_allowed_with_empty_message() {
+        let idx = RelationIndex::new();
+        let d = decide_delete(&idx, &cluster(), Some(UID));
+        assert_eq!(d, Decision::Allowed);
+        assert!(d.is_allowed());
+        assert_eq!(render_denial(&d, 10), "");
+    }
+
+    #[test]
+    fn one_user() {
+        let idx = index_with(vec![
+            Relation::uses(
+                usage("release-uses-cluster"),
+                cluster(),
+                release("prometheus"),
+            )
+            .with_reason("Release runs on this cluster"),
+        ]);
+        let d = decide_delete(&idx, &cluster(), None);
+        assert_eq!(
+            render_denial(&d, 10),
+            "cannot delete eks.example.io/Cluster my-cluster: it is in use by \
+             helm.example.io/Release team-a/prometheus \
+             (Usage team-a/release-uses-cluster: Release runs on this cluster)"
+        );
+        assert!(!d.wants_replay());
+        // The user itself is not in use.
+        assert!(decide_delete(&idx, &release("prometheus"), None).is_allowed());
+    }
+
+    #[test]
+    fn one_protection_without_and_with_reason_shape() {
+        let s = Source::cluster_usage("protect-production");
+        let idx = index_with(vec![
+            Relation::protects(s, cluster(), "Production cluster - never delete").with_replay(true),
+        ]);
+        let d = decide_delete(&idx, &cluster(), Some(UID));
+        assert_eq!(
+            render_denial(&d, 10),
+            "cannot delete eks.example.io/Cluster my-cluster: it is protected \
+             (ClusterUsage protect-production: Production cluster - never delete)"
+        );
+        assert!(d.wants_replay());
+    }
+
+    #[test]
+    fn several_blockers_sorted_and_bounded() {
+        let rule = Source::rule("releases-use-clusters");
+        let idx = index_with(vec![
+            Relation::uses(usage("u2"), cluster(), release("b")),
+            Relation::uses(usage("u1"), cluster(), release("a")).with_reason("runs here"),
+            Relation::uses(rule, cluster(), release("c")),
+            Relation::protects(
+                Source::cluster_usage("keep"),
+                cluster(),
+                "line one\nline two",
+            ),
+        ]);
+        let d = decide_delete(&idx, &cluster(), Some(UID));
+        let prefix = "cannot delete eks.example.io/Cluster my-cluster: it has 4 blockers";
+        assert_eq!(
+            render_denial(&d, 10),
+            format!(
+                "{prefix}: protected (ClusterUsage keep: line one line two); \
+                 in use by helm.example.io/Release team-a/a (Usage team-a/u1: runs here); \
+                 in use by helm.example.io/Release team-a/b (Usage team-a/u2); \
+                 in use by helm.example.io/Release team-a/c (DependencyRule releases-use-clusters)"
+            )
+        );
+        assert_eq!(
+            render_denial(&d, 2),
+            format!(
+                "{prefix}: protected (ClusterUsage keep: line one line two); \
+                 in use by helm.example.io/Release team-a/a (Usage team-a/u1: runs here); \
+                 and 2 more"
+            )
+        );
+        assert_eq!(render_denial(&d, 0), prefix);
+    }
+
+    #[test]
+    fn one_blocker_with_nothing_listed() {
+        let idx = index_with(vec![Relation::uses(usage("u"), cluster(), release("a"))]);
+        let d = decide_delete(&idx, &cluster(), None);
+        assert_eq!(
+            render_denial(&d, 0),
+            "cannot delete eks.example.io/Cluster my-cluster: it has 1 blocker"
+        );
+    }
+
+    #[test]
+    fn long_reasons_are_cut() {
+        let long = "x".repeat(500);
+        let idx = index_with(vec![Relation::protects(
+            Source::cluster_usage("p"),
+            cluster(),
+            long,
+        )]);
+        let msg = render_denial(&decide_delete(&idx, &cluster(), None), 5);
+        assert!(msg.ends_with(&format!("{}…)", "x".repeat(200))), "{msg}");
+    }
+
+    #[test]
+    fn stale_uid_does_not_block_but_unknown_uids_do() {
+        let idx = index_with(vec![
+            Relation::uses(usage("old"), cluster(), release("a")).with_uids(Some(OTHER_UID), None),
+            Relation::uses(usage("current"), cluster(), release("b")).with_uids(Some(UID), None),
+            Relation::uses(usage("unknown"), cluster(), release("c")),
+        ]);
+        // The recreated object (UID) is blocked by the current and the unknown relation only.
+        let d = decide_delete(&idx, &cluster(), Some(UID));
+        let sources: Vec<String> = d.blockers().iter().map(|b| b.source.to_string()).collect();
+        assert_eq!(sources, ["Usage team-a/current", "Usage team-a/unknown"]);
+        // Without a UID from the caller every relation blocks.
+        assert_eq!(decide_delete(&idx, &cluster(), None).blockers().len(), 3);
+        // An object whose relations all name an older incarnation may go.
+        let idx = index_with(vec![
+            Relation::uses(usage("old"), cluster(), release("a")).with_uids(Some(OTHER_UID), None),
+        ]);
+        assert!(decide_delete(&idx, &cluster(), Some(UID)).is_allowed());
+        // Non-UUID UIDs compare exactly too.
+        let idx = index_with(vec![
+            Relation::uses(usage("old"), cluster(), release("a")).with_uids(Some("uid-1"), None),
+        ]);
+        assert!(decide_delete(&idx, &cluster(), Some("uid-2")).is_allowed());
+        assert!(!decide_delete(&idx, &cluster(), Some("uid-1")).is_allowed());
+    }
+}

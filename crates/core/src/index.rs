@@ -1,0 +1,1164 @@
+//! The relation index: every relation Lien knows, by the object in use, by the user, and by source.
+//!
+//! # Data model
+//!
+//! The index is a plain synchronous struct, updated with [`RelationIndex::apply`] (replace what a
+//! source contributes), [`RelationIndex::delete`] (a source is gone) and
+//! [`RelationIndex::reset`] (a fresh list after a watch restart). The controller owns the writes;
+//! the webhook reads under a shared lock.
+//!
+//! It is built to hold hundreds of thousands of relations in little memory, so nothing is stored
+//! twice:
+//!
+//! - every string (group, kind, namespace, name, reason, source name, non-UUID UID) is interned
+//!   once in a reference-counted [`StrInterner`];
+//! - every object key is a 28-byte record of symbol ids in an arena, found through a hash table
+//!   that stores only the record's `u32` id;
+//! - every source is a similar record;
+//! - every relation is an 80-byte record of ids; UIDs that are canonical UUIDs (all Kubernetes
+//!   UIDs are) are stored as their 16 bytes, not as 36-character strings.
+//!
+//! Relations hang off their `of` key, their `by` key and their source through **intrusive
+//! linked lists** (doubly linked for `of` and `by`, singly for the source, which is only ever
+//! walked whole). So a lookup is one hash probe plus a walk over exactly the relations asked for —
+//! O(1) in the size of the index — and removing a relation is O(1), even from an object used by
+//! a hundred thousand others. Keys, sources and strings are freed as soon as the last relation
+//! that mentions them goes, so the index does not grow with churn.
+//!
+//! Lookups hand out [`RelationRef`] views that borrow from the index; call
+//! [`RelationRef::to_relation`] for an owned [`Relation`].
+
+use std::borrow::Cow;
+use std::hash::BuildHasher;
+use std::mem::size_of;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
+use crate::key::{KeyRef, ObjectKey};
+use crate::relation::{Relation, Source, SourceRef};
+
+/// Why an update was refused. The index is unchanged when `apply` or `reset` fails validation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    /// A relation passed to `apply` names a different source than the one being applied.
+    #[error("relation of {of} belongs to {found}, not to {expected}")]
+    SourceMismatch {
+        /// The source being applied.
+        expected: Box<Source>,
+        /// The source the relation names.
+        found: Box<Source>,
+        /// The relation's `of`, to find it.
+        of: Box<ObjectKey>,
+    },
+    /// A relation without `by` must give a reason: a protection must say why.
+    #[error("protection of {of} by {origin} has no reason")]
+    MissingReason {
+        /// The protected object.
+        of: Box<ObjectKey>,
+        /// Its source (not named `source`: thiserror reserves that for the error's cause).
+        origin: Box<Source>,
+    },
+    /// The index ran out of 32-bit ids or string space. The source being applied was removed,
+    /// so the index stays consistent (it under-protects that source until a `reset`).
+    #[error("relation index is full")]
+    Full(#[source] FullError),
+}
+
+/// The index addresses relations, keys and strings with 32-bit ids; this is what running out
+/// of them looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("more than 2^32 - 1 relations, keys or sources, or 4 GiB of interned text")]
+pub struct FullError;
+
+impl From<Full> for FullError {
+    fn from(_: Full) -> Self {
+        FullError
+    }
+}
+
+/// A UID as stored: Kubernetes UIDs are lowercase RFC 4122 UUIDs, kept as 16 bytes; anything
+/// else (tests, other systems) is interned as a string so that it still compares exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoredUid {
+    None,
+    Uuid([u8; 16]),
+    Other(Sym),
+}
+
+fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let b = s.as_bytes();
+    if b.len() != 36 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    let mut nibbles = 0usize;
+    for (i, &c) in b.iter().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            if c != b'-' {
+                return None;
+            }
+            continue;
+        }
+        // Only lowercase, so that formatting gives back exactly the string we were given.
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => return None,
+        };
+        out[nibbles / 2] |= if nibbles.is_multiple_of(2) { v << 4 } else { v };
+        nibbles += 1;
+    }
+    Some(out)
+}
+
+fn format_uuid(bytes: &[u8; 16]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(36);
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push(HEX[(byte >> 4) as usize] as char);
+        s.push(HEX[(byte & 0xf) as usize] as char);
+    }
+    s
+}
+
+/// One relation, packed. Free records have `source == NIL` and chain through `src_next`.
+#[derive(Debug, Clone, Copy)]
+struct Rel {
+    of: u32,
+    /// `NIL` for a protection.
+    by: u32,
+    source: u32,
+    /// A `Sym` or `NIL`.
+    reason: u32,
+    of_prev: u32,
+    of_next: u32,
+    by_prev: u32,
+    by_next: u32,
+    src_next: u32,
+    of_uid: StoredUid,
+    by_uid: StoredUid,
+    replay: bool,
+}
+
+/// One object key, as symbols, with the heads of its relation lists. A key lives exactly as long
+/// as some relation mentions it. Free records have `group == NIL` and chain through `of_head`.
+#[derive(Debug, Clone, Copy)]
+struct Key {
+    group: u32,
+    kind: u32,
+    /// `NIL` for cluster-scoped objects.
+    namespace: u32,
+    name: u32,
+    of_head: u32,
+    by_head: u32,
+    /// How many relations have this key as `of`, so the count is O(1).
+    of_len: u32,
+}
+
+const SRC_USAGE: u8 = 0;
+const SRC_CLUSTER_USAGE: u8 = 1;
+const SRC_RULE: u8 = 2;
+
+/// One source. Free records have `name == NIL` and chain through `head`.
+#[derive(Debug, Clone, Copy)]
+struct Src {
+    tag: u8,
+    /// `NIL` unless `tag == SRC_USAGE`.
+    namespace: u32,
+    name: u32,
+    head: u32,
+    len: u32,
+}
+
+/// The symbol ids of a key, or of a source, used as its hash input.
+type KeySyms = (u32, u32, u32, u32);
+
+/// Every relation Lien knows; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct RelationIndex {
+    strs: StrInterner,
+    keys: Vec<Key>,
+    key_table: HashTable<u32>,
+    key_free: u32,
+    key_live: usize,
+    srcs: Vec<Src>,
+    src_table: HashTable<u32>,
+    src_free: u32,
+    src_live: usize,
+    rels: Vec<Rel>,
+    rel_free: u32,
+    rel_live: usize,
+    hasher: DefaultHashBuilder,
+}
+
+fn to_u32(n: usize) -> Result<u32, FullError> {
+    u32::try_from(n).ok().filter(|&n| n != NIL).ok_or(FullError)
+}
+
+impl RelationIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self {
+            strs: StrInterner::default(),
+            keys: Vec::new(),
+            key_table: HashTable::new(),
+            key_free: NIL,
+            key_live: 0,
+            srcs: Vec::new(),
+            src_table: HashTable::new(),
+            src_free: NIL,
+            src_live: 0,
+            rels: Vec::new(),
+            rel_free: NIL,
+            rel_live: 0,
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    // ----- updates ---------------------------------------------------------------------------
+
+    /// Replaces everything `source` contributes with `relations` (an empty set removes the
+    /// source). Returns how many relations the source now has.
+    ///
+    /// Every relation must name `source` and every protection must have a reason; otherwise
+    /// nothing changes. Applying the same set twice leaves the index as after the first time.
+    pub fn apply(
+        &mut self,
+        source: &Source,
+        relations: impl IntoIterator<Item = Relation>,
+    ) -> Result<usize, IndexError> {
+        let relations: Vec<Relation> = relations.into_iter().collect();
+        validate(source, &relations)?;
+        let src = match self.find_source(source.as_source_ref()) {
+            Some(src) => src,
+            None if relations.is_empty() => return Ok(0),
+            None => self.insert_source(source).map_err(IndexError::Full)?,
+        };
+        // Add the new relations before dropping the old ones so keys and strings they share
+        // stay interned instead of being freed and re-created.
+        let old = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
+        self.srcs[src as usize].len = 0;
+        let mut added = Ok(());
+        for relation in &relations {
+            added = self.insert_relation(src, relation);
+            if added.is_err() {
+                break;
+            }
+        }
+        self.unlink_chain(old);
+        if let Err(full) = added {
+            let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
+            self.unlink_chain(chain);
+            self.srcs[src as usize].len = 0;
+            self.free_source_if_empty(src);
+            return Err(IndexError::Full(full));
+        }
+        let len = self.srcs[src as usize].len as usize;
+        self.free_source_if_empty(src);
+        Ok(len)
+    }
+
+    /// Removes everything `source` contributes. Returns how many relations went.
+    pub fn delete(&mut self, source: &Source) -> usize {
+        let Some(src) = self.find_source(source.as_source_ref()) else {
+            return 0;
+        };
+        let removed = self.srcs[src as usize].len as usize;
+        let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
+        self.unlink_chain(chain);
+        self.srcs[src as usize].len = 0;
+        self.free_source_if_empty(src);
+        removed
+    }
+
+    /// Replaces the whole index with `all` (e.g. after a watch restarted with a fresh list).
+    /// Sizes the arenas exactly, so an index built by `reset` carries no growth slack.
+    pub fn reset(
+        &mut self,
+        all: impl IntoIterator<Item = (Source, Vec<Relation>)>,
+    ) -> Result<(), IndexError> {
+        let all: Vec<(Source, Vec<Relation>)> = all.into_iter().collect();
+        for (source, relations) in &all {
+            validate(source, relations)?;
+        }
+        let total: usize = all.iter().map(|(_, r)| r.len()).sum();
+        *self = Self::new();
+        self.rels.reserve_exact(total);
+        self.srcs.reserve_exact(all.len());
+        for (source, relations) in all {
+            if let Err(e) = self.apply(&source, relations) {
+                *self = Self::new();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn insert_source(&mut self, source: &Source) -> Result<u32, FullError> {
+        let (tag, namespace, name) = match source {
+            Source::Usage { namespace, name } => (SRC_USAGE, self.strs.intern(namespace)?.0, name),
+            Source::ClusterUsage { name } => (SRC_CLUSTER_USAGE, NIL, name),
+            Source::Rule { name } => (SRC_RULE, NIL, name),
+        };
+        let name = self.strs.intern(name)?.0;
+        let rec = Src {
+            tag,
+            namespace,
+            name,
+            head: NIL,
+            len: 0,
+        };
+        let id = if self.src_free != NIL {
+            let id = self.src_free;
+            self.src_free = self.srcs[id as usize].head;
+            self.srcs[id as usize] = rec;
+            id
+        } else {
+            let id = to_u32(self.srcs.len())?;
+            self.srcs.push(rec);
+            id
+        };
+        let hash = self.hasher.hash_one(src_syms(&rec));
+        let (srcs, hasher) = (&self.srcs, &self.hasher);
+        self.src_table.insert_unique(hash, id, |&id| {
+            hasher.hash_one(src_syms(&srcs[id as usize]))
+        });
+        self.src_live += 1;
+        Ok(id)
+    }
+
+    fn free_source_if_empty(&mut self, src: u32) {
+        let rec = self.srcs[src as usize];
+        if rec.head != NIL {
+            return;
+        }
+        let hash = self.hasher.hash_one(src_syms(&rec));
+        if let Ok(entry) = self.src_table.find_entry(hash, |&id| id == src) {
+            entry.remove();
+        }
+        if rec.namespace != NIL {
+            self.strs.release(Sym(rec.namespace));
+        }
+        self.strs.release(Sym(rec.name));
+        self.srcs[src as usize] = Src {
+            tag: 0,
+            namespace: NIL,
+            name: NIL,
+            head: self.src_free,
+            len: 0,
+        };
+        self.src_free = src;
+        self.src_live -= 1;
+    }
+
+    /// The key's id, interning it (and adding one string reference per part) if it is new.
+    fn intern_key(&mut self, key: &ObjectKey) -> Result<u32, FullError> {
+        if let Some(id) = self.find_key(key.as_key_ref()) {
+            return Ok(id);
+        }
+        let group = self.strs.intern(&key.group)?.0;
+        let kind = self.strs.intern(&key.kind)?.0;
+        let namespace = match &key.namespace {
+            Some(ns) => self.strs.intern(ns)?.0,
+            None => NIL,
+        };
+        let name = self.strs.intern(&key.name)?.0;
+        let rec = Key {
+            group,
+            kind,
+            namespace,
+            name,
+            of_head: NIL,
+            by_head: NIL,
+            of_len: 0,
+        };
+        let id = if self.key_free != NIL {
+            let id = self.key_free;
+            self.key_free = self.keys[id as usize].of_head;
+            self.keys[id as usize] = rec;
+            id
+        } else {
+            let id = to_u32(self.keys.len())?;
+            self.keys.push(rec);
+            id
+        };
+        let hash = self.hasher.hash_one(key_syms(&rec));
+        let (keys, hasher) = (&self.keys, &self.hasher);
+        self.key_table.insert_unique(hash, id, |&id| {
+            hasher.hash_one(key_syms(&keys[id as usize]))
+        });
+        self.key_live += 1;
+        Ok(id)
+    }
+
+    fn free_key_if_unused(&mut self, id: u32) {
+        let rec = self.keys[id as usize];
+        // `group == NIL`: already freed, e.g. as the `of` of a relation where `by == of`.
+        if rec.group == NIL || rec.of_head != NIL || rec.by_head != NIL {
+            return;
+        }
+        let hash = self.hasher.hash_one(key_syms(&rec));
+        if let Ok(entry) = self.key_table.find_entry(hash, |&k| k == id) {
+            entry.remove();
+        }
+        for sym in [rec.group, rec.kind, rec.namespace, rec.name] {
+            if sym != NIL {
+                self.strs.release(Sym(sym));
+            }
+        }
+        self.keys[id as usize] = Key {
+            group: NIL,
+            kind: NIL,
+            namespace: NIL,
+            name: NIL,
+            of_head: self.key_free,
+            by_head: NIL,
+            of_len: 0,
+        };
+        self.key_free = id;
+        self.key_live -= 1;
+    }
+
+    fn store_uid(&mut self, uid: Option<&str>) -> Result<StoredUid, FullError> {
+        Ok(match uid {
+            None => StoredUid::None,
+            Some(s) => match parse_uuid(s) {
+                Some(bytes) => StoredUid::Uuid(bytes),
+                None => StoredUid::Other(self.strs.intern(s)?),
+            },
+        })
+    }
+
+    fn release_uid(&mut self, uid: StoredUid) {
+        if let StoredUid::Other(sym) = uid {
+            self.strs.release(sym);
+        }
+    }
+
+    fn insert_relation(&mut self, src: u32, r: &Relation) -> Result<(), FullError> {
+        // Intern everything first; on failure release what was taken so nothing leaks.
+        let of = self.intern_key(&r.of)?;
+        // A fresh key has no relations yet; make sure a failure below does not strand it.
+        let by = match &r.by {
+            Some(by) => match self.intern_key(by) {
+                Ok(id) => id,
+                Err(e) => {
+                    self.free_key_if_unused(of);
+                    return Err(e);
+                }
+            },
+            None => NIL,
+        };
+        let interned = (|| {
+            let reason = match &r.reason {
+                Some(reason) => self.strs.intern(reason)?.0,
+                None => NIL,
+            };
+            let of_uid = self.store_uid(r.of_uid.as_deref())?;
+            let by_uid = self.store_uid(r.by_uid.as_deref())?;
+            Ok::<_, FullError>((reason, of_uid, by_uid))
+        })();
+        let slot = match self.rel_free {
+            NIL => to_u32(self.rels.len()),
+            free => Ok(free),
+        };
+        let ((reason, of_uid, by_uid), id) = match (interned, slot) {
+            (Ok(v), Ok(id)) => (v, id),
+            (interned, _) => {
+                // Only the string interner or the relation arena can be full; either way give
+                // back the strings we took and the keys if they were fresh.
+                if let Ok((reason, of_uid, by_uid)) = interned {
+                    if reason != NIL {
+                        self.strs.release(Sym(reason));
+                    }
+                    self.release_uid(of_uid);
+                    self.release_uid(by_uid);
+                }
+                self.free_key_if_unused(of);
+                if by != NIL {
+                    self.free_key_if_unused(by);
+                }
+                return Err(FullError);
+            }
+        };
+        let key_of = self.keys[of as usize];
+        let (by_next, src_next) = (
+            if by == NIL {
+                NIL
+            } else {
+                self.keys[by as usize].by_head
+            },
+            self.srcs[src as usize].head,
+        );
+        let rec = Rel {
+            of,
+            by,
+            source: src,
+            reason,
+            of_prev: NIL,
+            of_next: key_of.of_head,
+            by_prev: NIL,
+            by_next,
+            src_next,
+            of_uid,
+            by_uid,
+            replay: r.replay,
+        };
+        if id == self.rels.len() as u32 {
+            self.rels.push(rec);
+        } else {
+            self.rel_free = self.rels[id as usize].src_next;
+            self.rels[id as usize] = rec;
+        }
+        if key_of.of_head != NIL {
+            self.rels[key_of.of_head as usize].of_prev = id;
+        }
+        let key = &mut self.keys[of as usize];
+        key.of_head = id;
+        key.of_len += 1;
+        if by != NIL {
+            if by_next != NIL {
+                self.rels[by_next as usize].by_prev = id;
+            }
+            self.keys[by as usize].by_head = id;
+        }
+        let s = &mut self.srcs[src as usize];
+        s.head = id;
+        s.len += 1;
+        self.rel_live += 1;
+        Ok(())
+    }
+
+    /// Removes every relation on a source chain (already detached from its source).
+    fn unlink_chain(&mut self, mut id: u32) {
+        while id != NIL {
+            let rel = self.rels[id as usize];
+            // Unlink from the `of` list.
+            if rel.of_prev != NIL {
+                self.rels[rel.of_prev as usize].of_next = rel.of_next;
+            } else {
+                self.keys[rel.of as usize].of_head = rel.of_next;
+            }
+            if rel.of_next != NIL {
+                self.rels[rel.of_next as usize].of_prev = rel.of_prev;
+            }
+            self.keys[rel.of as usize].of_len -= 1;
+            // Unlink from the `by` list.
+            if rel.by != NIL {
+                if rel.by_prev != NIL {
+                    self.rels[rel.by_prev as usize].by_next = rel.by_next;
+                } else {
+                    self.keys[rel.by as usize].by_head = rel.by_next;
+                }
+                if rel.by_next != NIL {
+                    self.rels[rel.by_next as usize].by_prev = rel.by_prev;
+                }
+            }
+            if rel.reason != NIL {
+                self.strs.release(Sym(rel.reason));
+            }
+            self.release_uid(rel.of_uid);
+            self.release_uid(rel.by_uid);
+            self.free_key_if_unused(rel.of);
+            if rel.by != NIL {
+                self.free_key_if_unused(rel.by);
+            }
+            let rec = &mut self.rels[id as usize];
+            rec.source = NIL;
+            rec.src_next = self.rel_free;
+            self.rel_free = id;
+            self.rel_live -= 1;
+            id = rel.src_next;
+        }
+    }
+
+    // ----- lookups ---------------------------------------------------------------------------
+
+    fn find_key(&self, key: KeyRef<'_>) -> Option<u32> {
+        let syms = (
+            self.strs.find(key.group)?.0,
+            self.strs.find(key.kind)?.0,
+            match key.namespace {
+                Some(ns) => self.strs.find(ns)?.0,
+                None => NIL,
+            },
+            self.strs.find(key.name)?.0,
+        );
+        let hash = self.hasher.hash_one(syms);
+        let keys = &self.keys;
+        self.key_table
+            .find(hash, |&id| key_syms(&keys[id as usize]) == syms)
+            .copied()
+    }
+
+    fn find_source(&self, source: SourceRef<'_>) -> Option<u32> {
+        let (tag, namespace, name) = match source {
+            SourceRef::Usage { namespace, name } => (SRC_USAGE, self.strs.find(namespace)?.0, name),
+            SourceRef::ClusterUsage { name } => (SRC_CLUSTER_USAGE, NIL, name),
+            SourceRef::Rule { name } => (SRC_RULE, NIL, name),
+        };
+        let syms = (u32::from(tag), namespace, self.strs.find(name)?.0, 0);
+        let hash = self.hasher.hash_one(syms);
+        let srcs = &self.srcs;
+        self.src_table
+            .find(hash, |&id| src_syms(&srcs[id as usize]) == syms)
+            .copied()
+    }
+
+    /// The relations that have `of` as the object in use: what blocks deleting it (before UIDs
+    /// are compared; see `crate::decision::decide_delete`).
+    pub fn blockers(&self, of: &ObjectKey) -> Chain<'_> {
+        let head = self
+            .find_key(of.as_key_ref())
+            .map_or(NIL, |id| self.keys[id as usize].of_head);
+        Chain {
+            index: self,
+            next: head,
+            link: Link::Of,
+        }
+    }
+
+    /// How many relations have `of` as the object in use, in O(1).
+    pub fn blocker_count(&self, of: &ObjectKey) -> usize {
+        self.find_key(of.as_key_ref())
+            .map_or(0, |id| self.keys[id as usize].of_len as usize)
+    }
+
+    /// Whether any relation has `of` as the object in use (UIDs not considered).
+    pub fn is_in_use(&self, of: &ObjectKey) -> bool {
+        self.blocker_count(of) > 0
+    }
+
+    /// The relations in which `by` is the user: what `by` uses.
+    pub fn uses_of(&self, by: &ObjectKey) -> Chain<'_> {
+        let head = self
+            .find_key(by.as_key_ref())
+            .map_or(NIL, |id| self.keys[id as usize].by_head);
+        Chain {
+            index: self,
+            next: head,
+            link: Link::By,
+        }
+    }
+
+    /// The relations `source` contributes.
+    pub fn relations_of_source(&self, source: &Source) -> Chain<'_> {
+        let head = self
+            .find_source(source.as_source_ref())
+            .map_or(NIL, |id| self.srcs[id as usize].head);
+        Chain {
+            index: self,
+            next: head,
+            link: Link::Source,
+        }
+    }
+
+    /// How many relations `source` contributes.
+    pub fn source_len(&self, source: &Source) -> usize {
+        self.find_source(source.as_source_ref())
+            .map_or(0, |id| self.srcs[id as usize].len as usize)
+    }
+
+    /// Every relation, in no particular order.
+    pub fn relations(&self) -> impl Iterator<Item = RelationRef<'_>> {
+        self.rels
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.source != NIL)
+            .map(move |(id, _)| RelationRef {
+                index: self,
+                id: id as u32,
+            })
+    }
+
+    /// Every source that contributes at least one relation, in no particular order.
+    pub fn sources(&self) -> impl Iterator<Item = SourceRef<'_>> {
+        self.srcs
+            .iter()
+            .filter(|s| s.name != NIL)
+            .map(move |s| self.source_ref(s))
+    }
+
+    /// Every object mentioned by some relation (as `of` or `by`), in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = KeyRef<'_>> {
+        self.keys
+            .iter()
+            .filter(|k| k.group != NIL)
+            .map(move |k| self.key_ref(k))
+    }
+
+    /// Number of relations.
+    pub fn len(&self) -> usize {
+        self.rel_live
+    }
+
+    /// Whether the index holds no relation.
+    pub fn is_empty(&self) -> bool {
+        self.rel_live == 0
+    }
+
+    /// Number of sources with at least one relation.
+    pub fn source_count(&self) -> usize {
+        self.src_live
+    }
+
+    /// Number of distinct objects mentioned by relations.
+    pub fn key_count(&self) -> usize {
+        self.key_live
+    }
+
+    /// Number of distinct interned strings.
+    pub fn string_count(&self) -> usize {
+        self.strs.len()
+    }
+
+    /// Heap bytes held, computed from capacities (arenas, hash tables, string buffer). This is
+    /// what the index costs, including growth slack, excluding allocator overhead (a handful of
+    /// large allocations, so that is negligible).
+    pub fn heap_bytes(&self) -> usize {
+        self.strs.heap_bytes()
+            + self.keys.capacity() * size_of::<Key>()
+            + table_bytes(&self.key_table)
+            + self.srcs.capacity() * size_of::<Src>()
+            + table_bytes(&self.src_table)
+            + self.rels.capacity() * size_of::<Rel>()
+    }
+
+    /// Internal ids for the graph algorithms: the key id of `key`, if the index knows it.
+    pub(crate) fn key_id(&self, key: &ObjectKey) -> Option<u32> {
+        self.find_key(key.as_key_ref())
+    }
+
+    /// The key with internal id `id`.
+    pub(crate) fn key_by_id(&self, id: u32) -> KeyRef<'_> {
+        self.key_ref(&self.keys[id as usize])
+    }
+
+    /// The number of key slots (live or free), the bound for key ids.
+    pub(crate) fn key_slots(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether key slot `id` is live.
+    pub(crate) fn key_is_live(&self, id: u32) -> bool {
+        self.keys[id as usize].group != NIL
+    }
+
+    /// `(by, of)` key ids of the relations with `by` as the user — the graph's out-edges.
+    pub(crate) fn used_ids(&self, by: u32) -> impl Iterator<Item = u32> + '_ {
+        let head = self.keys[by as usize].by_head;
+        Chain {
+            index: self,
+            next: head,
+            link: Link::By,
+        }
+        .map(|r| r.rel().of)
+    }
+
+    /// Key ids of the users of `of` (protections, which have no user, are skipped).
+    pub(crate) fn user_ids(&self, of: u32) -> impl Iterator<Item = u32> + '_ {
+        let head = self.keys[of as usize].of_head;
+        Chain {
+            index: self,
+            next: head,
+            link: Link::Of,
+        }
+        .map(|r| r.rel().by)
+        .filter(|&by| by != NIL)
+    }
+
+    fn key_ref(&self, k: &Key) -> KeyRef<'_> {
+        KeyRef {
+            group: self.strs.get(Sym(k.group)),
+            kind: self.strs.get(Sym(k.kind)),
+            namespace: (k.namespace != NIL).then(|| self.strs.get(Sym(k.namespace))),
+            name: self.strs.get(Sym(k.name)),
+        }
+    }
+
+    fn source_ref(&self, s: &Src) -> SourceRef<'_> {
+        let name = self.strs.get(Sym(s.name));
+        match s.tag {
+            SRC_USAGE => SourceRef::Usage {
+                namespace: self.strs.get(Sym(s.namespace)),
+                name,
+            },
+            SRC_CLUSTER_USAGE => SourceRef::ClusterUsage { name },
+            _ => SourceRef::Rule { name },
+        }
+    }
+}
+
+impl Default for RelationIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn key_syms(k: &Key) -> KeySyms {
+    (k.group, k.kind, k.namespace, k.name)
+}
+
+fn src_syms(s: &Src) -> KeySyms {
+    (u32::from(s.tag), s.namespace, s.name, 0)
+}
+
+fn validate(source: &Source, relations: &[Relation]) -> Result<(), IndexError> {
+    for r in relations {
+        if r.source != *source {
+            return Err(IndexError::SourceMismatch {
+                expected: Box::new(source.clone()),
+                found: Box::new(r.source.clone()),
+                of: Box::new(r.of.clone()),
+            });
+        }
+        if r.by.is_none() && r.reason.is_none() {
+            return Err(IndexError::MissingReason {
+                of: Box::new(r.of.clone()),
+                origin: Box::new(source.clone()),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Link {
+    Of,
+    By,
+    Source,
+}
+
+/// An iterator over one of the index's relation lists (by `of`, by `by`, or by source).
+#[derive(Debug, Clone)]
+pub struct Chain<'a> {
+    index: &'a RelationIndex,
+    next: u32,
+    link: Link,
+}
+
+impl<'a> Iterator for Chain<'a> {
+    type Item = RelationRef<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next == NIL {
+            return None;
+        }
+        let id = self.next;
+        let rel = &self.index.rels[id as usize];
+        self.next = match self.link {
+            Link::Of => rel.of_next,
+            Link::By => rel.by_next,
+            Link::Source => rel.src_next,
+        };
+        Some(RelationRef {
+            index: self.index,
+            id,
+        })
+    }
+}
+
+/// A relation in the index, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct RelationRef<'a> {
+    index: &'a RelationIndex,
+    id: u32,
+}
+
+impl<'a> RelationRef<'a> {
+    fn rel(&self) -> &'a Rel {
+        &self.index.rels[self.id as usize]
+    }
+
+    /// The object in use.
+    pub fn of(&self) -> KeyRef<'a> {
+        self.index.key_by_id(self.rel().of)
+    }
+
+    /// The user, `None` for a protection.
+    pub fn by(&self) -> Option<KeyRef<'a>> {
+        let by = self.rel().by;
+        (by != NIL).then(|| self.index.key_by_id(by))
+    }
+
+    /// Where the relation comes from.
+    pub fn source(&self) -> SourceRef<'a> {
+        self.index
+            .source_ref(&self.index.srcs[self.rel().source as usize])
+    }
+
+    /// Why.
+    pub fn reason(&self) -> Option<&'a str> {
+        let reason = self.rel().reason;
+        (reason != NIL).then(|| self.index.strs.get(Sym(reason)))
+    }
+
+    /// Whether a blocked DELETE of `of` is replayed when the last blocker goes.
+    pub fn replay(&self) -> bool {
+        self.rel().replay
+    }
+
+    fn uid(&self, uid: StoredUid) -> Option<Cow<'a, str>> {
+        match uid {
+            StoredUid::None => None,
+            StoredUid::Uuid(bytes) => Some(Cow::Owned(format_uuid(&bytes))),
+            StoredUid::Other(sym) => Some(Cow::Borrowed(self.index.strs.get(sym))),
+        }
+    }
+
+    /// The UID of `of` the relation observed.
+    pub fn of_uid(&self) -> Option<Cow<'a, str>> {
+        self.uid(self.rel().of_uid)
+    }
+
+    /// The UID of `by` the relation observed.
+    pub fn by_uid(&self) -> Option<Cow<'a, str>> {
+        self.uid(self.rel().by_uid)
+    }
+
+    /// Whether the relation observed an `of` UID and it is not `uid` — i.e. it was recorded
+    /// against an earlier incarnation of the object. Compares without allocating.
+    pub fn of_uid_differs(&self, uid: &str) -> bool {
+        match self.rel().of_uid {
+            StoredUid::None => false,
+            StoredUid::Uuid(bytes) => parse_uuid(uid) != Some(bytes),
+            StoredUid::Other(sym) => self.index.strs.get(sym) != uid,
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_relation(&self) -> Relation {
+        Relation {
+            of: self.of().to_key(),
+            by: self.by().map(|k| k.to_key()),
+            source: self.source().to_source(),
+            reason: self.reason().map(str::to_owned),
+            replay: self.replay(),
+            of_uid: self.of_uid().map(Cow::into_owned),
+            by_uid: self.by_uid().map(Cow::into_owned),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: &str, ns: Option<&str>, name: &str) -> ObjectKey {
+        ObjectKey::new("example.io", kind, ns, name)
+    }
+
+    fn sorted(it: impl Iterator<Item = Relation>) -> Vec<Relation> {
+        let mut v: Vec<Relation> = it.collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn uuid_round_trip_and_rejections() {
+        let u = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let bytes = parse_uuid(u).expect("uuid");
+        assert_eq!(format_uuid(&bytes), u);
+        for bad in [
+            "0F8FAD5B-D9CB-469F-A165-70867728950E",
+            "0f8fad5b-d9cb-469f-a165-70867728950",
+            "0f8fad5bxd9cb-469f-a165-70867728950e",
+            "0f8fad5b-d9cb-469f-a165-70867728950g",
+            "uid-1",
+        ] {
+            assert_eq!(parse_uuid(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn apply_lookup_delete() {
+        let mut idx = RelationIndex::new();
+        let s = Source::usage("team-a", "release-uses-cluster");
+        let cluster = key("Cluster", None, "my-cluster");
+        let release = key("Release", Some("team-a"), "prometheus");
+        let r = Relation::uses(s.clone(), cluster.clone(), release.clone())
+            .with_reason("Release runs on this cluster")
+            .with_uids(Some("0f8fad5b-d9cb-469f-a165-70867728950e"), Some("by-uid"));
+        assert_eq!(idx.apply(&s, [r.clone()]), Ok(1));
+        assert!(idx.is_in_use(&cluster));
+        assert!(!idx.is_in_use(&release));
+        assert_eq!(idx.blocker_count(&cluster), 1);
+        assert_eq!(
+            sorted(idx.blockers(&cluster).map(|r| r.to_relation())),
+            vec![r.clone()]
+        );
+        assert_eq!(
+            sorted(idx.uses_of(&release).map(|r| r.to_relation())),
+            vec![r.clone()]
+        );
+        assert_eq!(
+            sorted(idx.relations_of_source(&s).map(|r| r.to_relation())),
+            vec![r]
+        );
+        assert_eq!((idx.len(), idx.source_count(), idx.key_count()), (1, 1, 2));
+        assert_eq!(
+            idx.sources().map(|s| s.to_source()).collect::<Vec<_>>(),
+            vec![s.clone()]
+        );
+
+        assert_eq!(idx.delete(&s), 1);
+        assert!(idx.is_empty());
+        assert!(!idx.is_in_use(&cluster));
+        assert_eq!(
+            (idx.source_count(), idx.key_count(), idx.string_count()),
+            (0, 0, 0)
+        );
+        assert_eq!(idx.delete(&s), 0);
+    }
+
+    #[test]
+    fn apply_replaces_a_sources_relations() {
+        let mut idx = RelationIndex::new();
+        let s = Source::rule("nfs-uses-pool");
+        let pool = key("CephBlockPool", Some("rook"), "pool");
+        let nfs: Vec<ObjectKey> = (0..3)
+            .map(|i| key("CephNFS", Some("rook"), &format!("nfs-{i}")))
+            .collect();
+        let rels = |n: usize| -> Vec<Relation> {
+            nfs[..n]
+                .iter()
+                .map(|b| Relation::uses(s.clone(), pool.clone(), b.clone()))
+                .collect()
+        };
+        assert_eq!(idx.apply(&s, rels(3)), Ok(3));
+        assert_eq!(idx.apply(&s, rels(1)), Ok(1));
+        assert_eq!(idx.blocker_count(&pool), 1);
+        assert_eq!(
+            idx.key_count(),
+            2,
+            "the NFS objects no longer mentioned are freed"
+        );
+        assert_eq!(idx.uses_of(&nfs[2]).count(), 0);
+        assert_eq!(idx.apply(&s, []), Ok(0));
+        assert!(idx.is_empty());
+        assert_eq!(idx.source_count(), 0);
+    }
+
+    #[test]
+    fn sources_overlap_without_interfering() {
+        let mut idx = RelationIndex::new();
+        let (a, b) = (Source::usage("ns", "a"), Source::cluster_usage("b"));
+        let db = key("Database", Some("ns"), "db");
+        let app = key("Deployment", Some("ns"), "app");
+        idx.apply(&a, [Relation::uses(a.clone(), db.clone(), app.clone())])
+            .expect("valid");
+        idx.apply(
+            &b,
+            [Relation::protects(b.clone(), db.clone(), "production")],
+        )
+        .expect("valid");
+        assert_eq!(idx.blocker_count(&db), 2);
+        idx.delete(&a);
+        assert_eq!(idx.blocker_count(&db), 1);
+        let only = idx.blockers(&db).next().expect("one left");
+        assert_eq!(only.by(), None);
+        assert_eq!(only.reason(), Some("production"));
+        assert_eq!(only.source(), SourceRef::ClusterUsage { name: "b" });
+        assert_eq!(idx.key_count(), 1);
+    }
+
+    #[test]
+    fn invalid_updates_change_nothing() {
+        let mut idx = RelationIndex::new();
+        let s = Source::usage("ns", "u");
+        let other = Source::usage("ns", "other");
+        let of = key("K", None, "x");
+        idx.apply(&s, [Relation::protects(s.clone(), of.clone(), "keep")])
+            .expect("valid");
+        let err = idx.apply(&s, [Relation::protects(other.clone(), of.clone(), "r")]);
+        assert!(
+            matches!(err, Err(IndexError::SourceMismatch { .. })),
+            "{err:?}"
+        );
+        let mut no_reason = Relation::protects(s.clone(), of.clone(), "r");
+        no_reason.reason = None;
+        let err = idx.apply(&s, [no_reason.clone()]);
+        assert_eq!(
+            err.map_err(|e| e.to_string()),
+            Err("protection of example.io/K x by Usage ns/u has no reason".to_owned())
+        );
+        assert!(idx.reset([(s.clone(), vec![no_reason])]).is_err());
+        assert_eq!(
+            idx.blockers(&of)
+                .map(|r| r.reason().map(str::to_owned))
+                .collect::<Vec<_>>(),
+            vec![Some("keep".to_owned())]
+        );
+    }
+
+    #[test]
+    fn reset_replaces_everything() {
+        let mut idx = RelationIndex::new();
+        let s1 = Source::rule("one");
+        let s2 = Source::rule("two");
+        let x = key("K", None, "x");
+        let y = key("K", None, "y");
+        idx.apply(&s1, [Relation::uses(s1.clone(), x.clone(), y.clone())])
+            .expect("valid");
+        idx.reset([(
+            s2.clone(),
+            vec![Relation::uses(s2.clone(), y.clone(), x.clone())],
+        )])
+        .expect("valid");
+        assert_eq!(idx.len(), 1);
+        assert!(idx.is_in_use(&y));
+        assert!(!idx.is_in_use(&x));
+        assert_eq!(idx.source_len(&s1), 0);
+        assert_eq!(idx.source_len(&s2), 1);
+    }
+
+    #[test]
+    fn default_index_works_like_new() {
+        let mut idx = RelationIndex::default();
+        let s = Source::rule("r");
+        let (x, y) = (key("K", None, "x"), key("K", None, "y"));
+        idx.apply(&s, [Relation::uses(s.clone(), x.clone(), y.clone())])
+            .expect("valid");
+        idx.delete(&s);
+        idx.apply(&s, [Relation::uses(s.clone(), y.clone(), x.clone())])
+            .expect("valid");
+        assert!(idx.is_in_use(&y));
+        assert_eq!(idx.keys().count(), 2);
+    }
+
+    #[test]
+    fn an_object_using_itself_is_freed_once() {
+        // Found by the property tests: the key is both `of` and `by` of the same relation.
+        let mut idx = RelationIndex::new();
+        let s = Source::rule("r");
+        let (x, y) = (key("K", None, "x"), key("K", None, "y"));
+        idx.apply(&s, [Relation::uses(s.clone(), x.clone(), x.clone())])
+            .expect("valid");
+        idx.apply(&s, [Relation::uses(s.clone(), y.clone(), x.clone())])
+            .expect("valid");
+        idx.delete(&s);
+        assert_eq!((idx.len(), idx.key_count(), idx.string_count()), (0, 0, 0));
+        idx.apply(&s, [Relation::uses(s.clone(), x.clone(), y.clone())])
+            .expect("valid");
+        assert_eq!(idx.key_count(), 2);
+        assert!(idx.is_in_use(&x));
+    }
+
+    #[test]
+    fn uids_are_kept_exactly() {
+        let mut idx = RelationIndex::new();
+        let s = Source::rule("r");
+        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let r = Relation::uses(s.clone(), key("K", None, "x"), key("K", None, "y"))
+            .with_uids(Some(uuid), Some("not-a-uuid"));
+        idx.apply(&s, [r.clone()]).expect("valid");
+        let got = idx.relations().next().expect("one");
+        assert_eq!(got.to_relation(), r);
+        assert!(!got.of_uid_differs(uuid));
+        assert!(got.of_uid_differs("0f8fad5b-d9cb-469f-a165-70867728950f"));
+    }
+}

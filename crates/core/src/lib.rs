@@ -1,0 +1,30 @@
+//! Lien's pure core: who uses what, and may this object be deleted?
+//!
+//! # Data model
+//!
+//! - An [`ObjectKey`] identifies an object by group, kind, namespace and name — never by
+//!   version, so a CRD's storage version does not matter.
+//! - A [`Relation`] says "`of` is used by `by`" (or "`of` is protected for `reason`" when there
+//!   is no `by`). It comes from a [`Source`] (a `Usage`, a `ClusterUsage` or a `DependencyRule`)
+//!   and carries the UIDs it observed and whether a blocked DELETE is replayed.
+//! - The [`RelationIndex`] holds every relation, replaced per source (`apply` / `delete` /
+//!   `reset`), and answers "what blocks X" and "what does Y use" in time independent of its size.
+//! - [`decide_delete`] turns the index into a [`Decision`] for one DELETE, and
+//!   [`render_denial`] into the message a person reads.
+//! - [`find_cycles`] and [`deletion_order`] look at the whole `by → of` graph.
+//!
+//! Nothing here does I/O, spawns tasks or knows about the Kubernetes client: the controller and
+//! webhook feed this crate data and act on its answers.
+
+mod decision;
+mod graph;
+mod index;
+mod intern;
+mod key;
+mod relation;
+
+pub use decision::{Blocker, Decision, decide_delete, render_denial};
+pub use graph::{Cycle, deletion_order, find_cycles};
+pub use index::{Chain, FullError, IndexError, RelationIndex, RelationRef};
+pub use key::{KeyError, KeyRef, ObjectKey};
+pub use relation::{Relation, Source, SourceRef};
