@@ -766,12 +766,13 @@ impl ApiServer {
             if let Some(uid) = &opts.precondition_uid {
                 let actual = meta_["uid"].as_str().unwrap_or_default();
                 if uid != actual {
+                    // `rest.BeforeDelete` names the kind, not the resource.
                     return Err(ApiError::conflict(
                         &rt.group,
-                        &rt.plural,
+                        &rt.kind,
                         &t.name,
                         &format!(
-                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                            "the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated"
                         ),
                     ));
                 }
@@ -781,10 +782,10 @@ impl ApiServer {
                 if rv != actual {
                     return Err(ApiError::conflict(
                         &rt.group,
-                        &rt.plural,
+                        &rt.kind,
                         &t.name,
                         &format!(
-                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified"
                         ),
                     ));
                 }

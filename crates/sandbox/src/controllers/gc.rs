@@ -210,7 +210,7 @@ async fn attempt(server: &ApiServer, uid: &str, queue: &mut WorkQueue) -> Result
         Ok(_) => Ok(()),
         Err(e) if e.code == 404 => Ok(()),
         // A changed UID means a new object took the name: not ours to delete.
-        Err(e) if e.code == 409 && e.message.contains("Precondition failed: UID") => Ok(()),
+        Err(e) if e.code == 409 && e.message.contains("the UID in the precondition") => Ok(()),
         Err(e) => Err(e),
     }
 }
