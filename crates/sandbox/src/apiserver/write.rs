@@ -280,8 +280,13 @@ impl ApiServer {
     }
 
     /// Checks the namespace a namespaced object is created in: it must exist and not be
-    /// terminating.
-    fn check_namespace_open(&self, rt: &ResourceType, namespace: &str) -> Result<(), ApiError> {
+    /// terminating (the `NamespaceLifecycle` admission plugin).
+    fn check_namespace_open(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        body: &Value,
+    ) -> Result<(), ApiError> {
         if !rt.namespaced {
             return Ok(());
         }
@@ -291,18 +296,28 @@ impl ApiServer {
         );
         match ns {
             None => Err(ApiError::not_found("", "namespaces", namespace)),
-            Some(ns) if meta::is_deleting(&ns) => Err(ApiError::forbidden(
-                &rt.group,
-                &rt.plural,
-                "",
-                &format!(
-                    "unable to create new content in namespace {namespace} because it is being terminated"
-                ),
-            )
-            .with_details(json!({
-                "group": rt.group, "kind": rt.plural,
-                "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]
-            }))),
+            Some(ns) if meta::is_deleting(&ns) => {
+                // `admission.NewForbidden` names the object before any name is generated: its
+                // name, else its generateName, else "Unknown".
+                let meta_ = &body["metadata"];
+                let name = [&meta_["name"], &meta_["generateName"]]
+                    .into_iter()
+                    .filter_map(|v| v.as_str())
+                    .find(|s| !s.is_empty())
+                    .unwrap_or("Unknown");
+                let mut err = ApiError::forbidden(
+                    &rt.group,
+                    &rt.plural,
+                    name,
+                    &format!(
+                        "unable to create new content in namespace {namespace} because it is being terminated"
+                    ),
+                );
+                if let Some(d) = err.details.as_mut() {
+                    d["causes"] = json!([{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]);
+                }
+                Err(err)
+            }
             Some(_) => Ok(()),
         }
     }
@@ -402,7 +417,7 @@ impl ApiServer {
                 created: true,
             });
         }
-        self.check_namespace_open(&rt, &t.namespace)?;
+        self.check_namespace_open(&rt, &t.namespace, &body)?;
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         kinds::default_on_create(&rt, &mut body);
         let mut warnings = Self::prune(t, &mut body, write)?;
