@@ -384,7 +384,41 @@ impl ApiServer {
         body: Value,
         write: &WriteOptions,
     ) -> Result<Written, ApiError> {
+        self.check_crd_not_terminating(t)?;
         self.create_object(t, body, write, true).await
+    }
+
+    /// apiextensions-apiserver's custom resource handler refuses a POST while the CRD is
+    /// `Terminating` (server-side apply's create goes through the "patch" verb and is not
+    /// refused).
+    fn check_crd_not_terminating(&self, t: &Target) -> Result<(), ApiError> {
+        let Some(crd_name) = t.resource.crd.as_deref() else {
+            return Ok(());
+        };
+        let crd = self.store().get(
+            &(
+                "apiextensions.k8s.io".to_string(),
+                "customresourcedefinitions".to_string(),
+            ),
+            &(String::new(), crd_name.to_string()),
+        );
+        let terminating = crd.is_some_and(|c| {
+            c["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Terminating" && c["status"] == "True")
+            })
+        });
+        if !terminating {
+            return Ok(());
+        }
+        let mut details = json!({"kind": t.resource.plural});
+        if !t.resource.group.is_empty() {
+            details["group"] = json!(t.resource.group);
+        }
+        Err(ApiError::method_not_allowed(
+            "create not allowed while custom resource definition is terminating",
+        )
+        .with_details(details))
     }
 
     /// `record_manager` is false when server-side apply already recorded the applier's fields.
