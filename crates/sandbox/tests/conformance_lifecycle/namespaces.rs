@@ -185,3 +185,28 @@ async fn content_with_finalizers_holds_the_namespace_and_is_reported() {
     .await;
     sandbox.shutdown().await;
 }
+
+/// "Namespaces" › Initial namespaces, and the `NamespaceLifecycle` admission plugin: `default`,
+/// `kube-system` and `kube-public` may not be deleted (`kube-node-lease` may).
+#[tokio::test]
+async fn initial_namespaces_may_not_be_deleted() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in ["default", "kube-system", "kube-public"] {
+        let s = status(namespaces.delete(name, &DeleteParams::default()).await);
+        assert_eq!(s.code, 403, "{name}");
+        assert_eq!(s.reason, "Forbidden");
+        assert_eq!(
+            s.message,
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")
+        );
+        let ns = present(&namespaces, name).await;
+        assert!(!is_deleting(&ns), "{name}");
+    }
+    namespaces
+        .delete("kube-node-lease", &DeleteParams::default())
+        .await
+        .expect("kube-node-lease may be deleted");
+    sandbox.shutdown().await;
+}
