@@ -840,6 +840,7 @@ impl ApiServer {
                 }
             }
             if admit {
+                check_namespace_mortal(&rt, &t.name)?;
                 self.admit(
                     Operation::Delete,
                     t,
@@ -985,6 +986,23 @@ fn plan_deletion(
         obj["status"]["phase"] = json!("Terminating");
     }
     Some(obj)
+}
+
+/// The `NamespaceLifecycle` admission plugin refuses to delete the namespaces every cluster
+/// relies on.
+fn check_namespace_mortal(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    let immortal = rt.group.is_empty()
+        && rt.plural == "namespaces"
+        && ["default", "kube-system", "kube-public"].contains(&name);
+    if immortal {
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
+    Ok(())
 }
 
 /// A namespace still waits for its `spec.finalizers` (the namespace controller's `kubernetes`).
