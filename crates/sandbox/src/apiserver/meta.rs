@@ -317,9 +317,12 @@ pub fn prepare_update(
     }
     if is_deleting(old) {
         let old_f = finalizer_set(old);
+        // A set difference, listed sorted (`sets.String.List()`).
         let added: Vec<String> = finalizer_set(new)
             .into_iter()
             .filter(|f| !old_f.contains(f))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
         if !added.is_empty() {
             let list = added

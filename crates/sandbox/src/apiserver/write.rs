@@ -280,8 +280,13 @@ impl ApiServer {
     }
 
     /// Checks the namespace a namespaced object is created in: it must exist and not be
-    /// terminating.
-    fn check_namespace_open(&self, rt: &ResourceType, namespace: &str) -> Result<(), ApiError> {
+    /// terminating (the `NamespaceLifecycle` admission plugin).
+    fn check_namespace_open(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        body: &Value,
+    ) -> Result<(), ApiError> {
         if !rt.namespaced {
             return Ok(());
         }
@@ -291,18 +296,28 @@ impl ApiServer {
         );
         match ns {
             None => Err(ApiError::not_found("", "namespaces", namespace)),
-            Some(ns) if meta::is_deleting(&ns) => Err(ApiError::forbidden(
-                &rt.group,
-                &rt.plural,
-                "",
-                &format!(
-                    "unable to create new content in namespace {namespace} because it is being terminated"
-                ),
-            )
-            .with_details(json!({
-                "group": rt.group, "kind": rt.plural,
-                "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]
-            }))),
+            Some(ns) if meta::is_deleting(&ns) => {
+                // `admission.NewForbidden` names the object before any name is generated: its
+                // name, else its generateName, else "Unknown".
+                let meta_ = &body["metadata"];
+                let name = [&meta_["name"], &meta_["generateName"]]
+                    .into_iter()
+                    .filter_map(|v| v.as_str())
+                    .find(|s| !s.is_empty())
+                    .unwrap_or("Unknown");
+                let mut err = ApiError::forbidden(
+                    &rt.group,
+                    &rt.plural,
+                    name,
+                    &format!(
+                        "unable to create new content in namespace {namespace} because it is being terminated"
+                    ),
+                );
+                if let Some(d) = err.details.as_mut() {
+                    d["causes"] = json!([{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]);
+                }
+                Err(err)
+            }
             Some(_) => Ok(()),
         }
     }
@@ -369,7 +384,41 @@ impl ApiServer {
         body: Value,
         write: &WriteOptions,
     ) -> Result<Written, ApiError> {
+        self.check_crd_not_terminating(t)?;
         self.create_object(t, body, write, true).await
+    }
+
+    /// apiextensions-apiserver's custom resource handler refuses a POST while the CRD is
+    /// `Terminating` (server-side apply's create goes through the "patch" verb and is not
+    /// refused).
+    fn check_crd_not_terminating(&self, t: &Target) -> Result<(), ApiError> {
+        let Some(crd_name) = t.resource.crd.as_deref() else {
+            return Ok(());
+        };
+        let crd = self.store().get(
+            &(
+                "apiextensions.k8s.io".to_string(),
+                "customresourcedefinitions".to_string(),
+            ),
+            &(String::new(), crd_name.to_string()),
+        );
+        let terminating = crd.is_some_and(|c| {
+            c["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Terminating" && c["status"] == "True")
+            })
+        });
+        if !terminating {
+            return Ok(());
+        }
+        let mut details = json!({"kind": t.resource.plural});
+        if !t.resource.group.is_empty() {
+            details["group"] = json!(t.resource.group);
+        }
+        Err(ApiError::method_not_allowed(
+            "create not allowed while custom resource definition is terminating",
+        )
+        .with_details(details))
     }
 
     /// `record_manager` is false when server-side apply already recorded the applier's fields.
@@ -402,7 +451,7 @@ impl ApiServer {
                 created: true,
             });
         }
-        self.check_namespace_open(&rt, &t.namespace)?;
+        self.check_namespace_open(&rt, &t.namespace, &body)?;
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         kinds::default_on_create(&rt, &mut body);
         let mut warnings = Self::prune(t, &mut body, write)?;
@@ -766,12 +815,13 @@ impl ApiServer {
             if let Some(uid) = &opts.precondition_uid {
                 let actual = meta_["uid"].as_str().unwrap_or_default();
                 if uid != actual {
+                    // `rest.BeforeDelete` names the kind, not the resource.
                     return Err(ApiError::conflict(
                         &rt.group,
-                        &rt.plural,
+                        &rt.kind,
                         &t.name,
                         &format!(
-                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                            "the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated"
                         ),
                     ));
                 }
@@ -781,15 +831,16 @@ impl ApiServer {
                 if rv != actual {
                     return Err(ApiError::conflict(
                         &rt.group,
-                        &rt.plural,
+                        &rt.kind,
                         &t.name,
                         &format!(
-                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified"
                         ),
                     ));
                 }
             }
             if admit {
+                check_namespace_mortal(&rt, &t.name)?;
                 self.admit(
                     Operation::Delete,
                     t,
@@ -935,6 +986,23 @@ fn plan_deletion(
         obj["status"]["phase"] = json!("Terminating");
     }
     Some(obj)
+}
+
+/// The `NamespaceLifecycle` admission plugin refuses to delete the namespaces every cluster
+/// relies on.
+fn check_namespace_mortal(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    let immortal = rt.group.is_empty()
+        && rt.plural == "namespaces"
+        && ["default", "kube-system", "kube-public"].contains(&name);
+    if immortal {
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
+    Ok(())
 }
 
 /// A namespace still waits for its `spec.finalizers` (the namespace controller's `kubernetes`).
