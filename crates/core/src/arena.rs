@@ -30,7 +30,7 @@ impl<T> Arena<T> {
     }
 
     pub(crate) fn push(&mut self, value: T) {
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
         if let Some(chunk) = self.chunks.last_mut() {
@@ -82,6 +82,6 @@ mod tests {
         a[CHUNK * 2] = 7;
         assert_eq!(a[CHUNK * 2], 7);
         assert_eq!(a.iter().count(), a.len());
-        assert_eq!(a.heap_bytes() / size_of::<usize>() >= CHUNK * 3, true);
+        assert!(a.heap_bytes() / size_of::<usize>() >= CHUNK * 3);
     }
 }
