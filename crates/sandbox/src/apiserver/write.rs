@@ -403,6 +403,11 @@ impl ApiServer {
             });
         }
         self.check_namespace_open(&rt, &t.namespace)?;
+        // Admission sees the name as the request gave it: empty when generateName is used.
+        let requested_name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         kinds::default_on_create(&rt, &mut body);
         let mut warnings = Self::prune(t, &mut body, write)?;
@@ -424,10 +429,12 @@ impl ApiServer {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let mut admitted = addressed.clone();
+        admitted.name = requested_name;
         warnings.extend(
             self.admit(
                 Operation::Create,
-                &addressed,
+                &admitted,
                 Some(&body),
                 None,
                 write.options_object("CreateOptions"),
