@@ -162,6 +162,11 @@ struct ContinueToken {
     after: ObjectKey,
 }
 
+fn encode_continue(revision: u64, after: ObjectKey) -> String {
+    let token = serde_json::to_vec(&ContinueToken { revision, after }).unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.encode(token)
+}
+
 fn parse_revision(s: &str) -> Result<u64, ApiError> {
     s.parse::<u64>().map_err(|_| {
         ApiError::bad_request(format!(
@@ -214,13 +219,18 @@ impl ApiServer {
                     .ok_or_else(|| {
                         ApiError::bad_request("continue key is not valid: illegal base64 data")
                     })?;
-                let table = store.snapshot(token.revision, &rt.key()).ok_or_else(|| {
-                    ApiError::new(
+                let Some(table) = store.snapshot(token.revision, &rt.key()) else {
+                    // As kube-apiserver does, offer a token that continues from the same key at
+                    // the current revision, for clients that accept an inconsistent list.
+                    store.keep_snapshot(&rt.key());
+                    let mut gone = ApiError::new(
                         410,
                         "Expired",
                         "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-                    )
-                })?;
+                    );
+                    gone.continue_token = Some(encode_continue(store.revision(), token.after));
+                    return Err(gone);
+                };
                 (table, token.revision, Some(token.after))
             } else {
                 if let (Some(rv), Some("Exact")) = (
@@ -261,13 +271,7 @@ impl ApiServer {
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if more && let Some(after) = cursor {
             {
-                let token = serde_json::to_vec(&ContinueToken {
-                    revision,
-                    after: after.clone(),
-                })
-                .unwrap_or_default();
-                metadata["continue"] =
-                    json!(base64::engine::general_purpose::STANDARD.encode(token));
+                metadata["continue"] = json!(encode_continue(revision, after.clone()));
                 let remaining = list_table(&table, ns, Some(&after), usize::MAX).0.len();
                 if opts.label_selector.is_everything() && opts.field_selector.terms.is_empty() {
                     metadata["remainingItemCount"] = json!(remaining);
