@@ -345,10 +345,14 @@ impl ApiServer {
 
     /// Prunes and defaults a custom object against its schema; unknown fields become warnings
     /// or, under `fieldValidation=Strict`, an error.
+    ///
+    /// `decoded` is true for a POST or PUT body, whose strict errors kube-apiserver wraps as
+    /// undecodable (`Kind in version "v" cannot be handled as a Kind: …`); a patch's are bare.
     fn prune(
         t: &Target,
         object: &mut Value,
         write: &WriteOptions,
+        decoded: bool,
     ) -> Result<Vec<String>, ApiError> {
         let Some(schema) = t
             .resource
@@ -366,14 +370,14 @@ impl ApiServer {
             .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
             .collect();
         if write.field_validation == FieldValidation::Strict {
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            return Err(ApiError::bad_request(format!(
-                "{} in {} {}",
-                format_strict(&messages),
-                t.resource.api_version(&t.version),
-                if name.is_empty() { t.resource.kind.clone() } else { format!("{}/{}", t.resource.kind, name) }
-            ))
-            .with_details(json!({"causes": messages.iter().map(|m| json!({"reason": "FieldValueInvalid", "message": m})).collect::<Vec<_>>()})));
+            let strict = format!("strict decoding error: {}", messages.join(", "));
+            let message = if decoded {
+                let (kind, version) = (&t.resource.kind, &t.version);
+                format!("{kind} in version \"{version}\" cannot be handled as a {kind}: {strict}")
+            } else {
+                strict
+            };
+            return Err(ApiError::bad_request(message));
         }
         Ok(messages)
     }
@@ -452,9 +456,14 @@ impl ApiServer {
             });
         }
         self.check_namespace_open(&rt, &t.namespace, &body)?;
+        // Admission sees the name as the request gave it: empty when generateName is used.
+        let requested_name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         kinds::default_on_create(&rt, &mut body);
-        let mut warnings = Self::prune(t, &mut body, write)?;
+        let mut warnings = Self::prune(t, &mut body, write, record_manager)?;
         body["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         body["kind"] = json!(rt.kind);
         if record_manager {
@@ -473,10 +482,12 @@ impl ApiServer {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let mut admitted = addressed.clone();
+        admitted.name = requested_name;
         warnings.extend(
             self.admit(
                 Operation::Create,
-                &addressed,
+                &admitted,
                 Some(&body),
                 None,
                 write.options_object("CreateOptions"),
@@ -548,14 +559,7 @@ impl ApiServer {
                 }
             }
             match self
-                .commit_update(
-                    t,
-                    &current,
-                    body.clone(),
-                    write,
-                    client_rv.is_some(),
-                    "UpdateOptions",
-                )
+                .commit_update(t, &current, body.clone(), write, "UpdateOptions", true)
                 .await?
             {
                 Commit::Done(w) => return Ok(w),
@@ -663,7 +667,14 @@ impl ApiServer {
                 && kind != PatchKind::Apply
                 && body_sets_resource_version(body);
             match self
-                .commit_update(t, &current, patched, write, explicit_rv, "PatchOptions")
+                .commit_update(
+                    t,
+                    &current,
+                    patched,
+                    write,
+                    "PatchOptions",
+                    kind != PatchKind::Apply,
+                )
                 .await?
             {
                 Commit::Done(w) => return Ok(w),
@@ -689,8 +700,9 @@ impl ApiServer {
         current: &Arc<Value>,
         mut new: Value,
         write: &WriteOptions,
-        explicit_rv: bool,
         options_kind: &str,
+        // False for server-side apply, which already recorded the applier's fields.
+        record_manager: bool,
     ) -> Result<Commit<Written>, ApiError> {
         let rt = t.resource.clone();
         let sub = t.subresource.as_str();
@@ -709,17 +721,19 @@ impl ApiServer {
             new = (**current).clone();
             new["spec"]["finalizers"] = finalizers;
         }
-        let mut warnings = Self::prune(t, &mut new, write)?;
+        let mut warnings = Self::prune(t, &mut new, write, options_kind == "UpdateOptions")?;
         new["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         new["kind"] = json!(rt.kind);
-        crate::patch::record_update(
-            Some(current),
-            &mut new,
-            &write.manager(),
-            &rt.api_version(&t.version),
-            sub,
-            &meta::now(),
-        );
+        if record_manager {
+            crate::patch::record_update(
+                Some(current),
+                &mut new,
+                &write.manager(),
+                &rt.api_version(&t.version),
+                sub,
+                &meta::now(),
+            );
+        }
         kinds::validate(&rt, &t.version, &new, Some(current))?;
         warnings.extend(
             self.admit(
@@ -753,7 +767,6 @@ impl ApiServer {
                 if now.is_none() {
                     return Err(t.not_found());
                 }
-                let _ = explicit_rv;
                 return Ok(Commit::Raced);
             }
             if unchanged {
@@ -1027,12 +1040,4 @@ fn without_rv(v: &Value) -> Value {
 /// precondition).
 fn body_sets_resource_version(body: &[u8]) -> bool {
     std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
-}
-
-fn format_strict(messages: &[String]) -> String {
-    if messages.len() == 1 {
-        format!("strict decoding error: {}", messages[0])
-    } else {
-        format!("strict decoding error: {}", messages.join(", "))
-    }
 }

@@ -556,7 +556,7 @@ fn watch_response(
                 _ = &mut deadline => return,
                 event = stream.next(&mut bookmark) => {
                     let Some(mut event) = event else { return };
-                    if table && event.type_ != "BOOKMARK" {
+                    if table && event.type_ != "BOOKMARK" && event.type_ != "ERROR" {
                         let rv = event.object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
                         event.object = table::objects_to_table(&rt, &version, std::slice::from_ref(&event.object), &rv, None);
                     }
