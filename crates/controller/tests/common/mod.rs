@@ -75,11 +75,6 @@ impl Running {
         }
         self.task.await.expect("controller task");
     }
-
-    /// Stops without releasing anything: a crash.
-    pub fn kill(self) {
-        self.task.abort();
-    }
 }
 
 pub fn test_config() -> ControllerConfig {
