@@ -296,3 +296,130 @@ pub fn status(
     };
     (previous != Some(&desired)).then_some(desired)
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use lien_api::{ResourceRef, ResourceSpec};
+    use lien_core::{ObjectKey, Relation};
+
+    use super::*;
+    use crate::resolve::resolve;
+
+    fn spec(name: &str) -> ResourceSpec {
+        ResourceSpec {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            resource_ref: Some(ResourceRef {
+                name: name.into(),
+                namespace: None,
+            }),
+            resource_selector: None,
+        }
+    }
+
+    fn caches(names: &[(&str, bool)]) -> Caches {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut c = Caches::new();
+        c.add_kind(gk.clone(), true, "v1", "configmaps");
+        let metas: Vec<ObjectMeta> = names
+            .iter()
+            .map(|(n, labelled)| ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some((*n).into()),
+                uid: Some(format!("uid-{n}")),
+                labels: labelled.then(|| [(IN_USE_LABEL.to_string(), "true".to_string())].into()),
+                ..Default::default()
+            })
+            .collect();
+        c.reset(&gk, &metas);
+        c
+    }
+
+    #[test]
+    fn label_iff_in_use_and_removal_waits_until_settled() {
+        let c = caches(&[("used", false), ("stale", true), ("plain", false)]);
+        let mut index = RelationIndex::new();
+        let key = ObjectKey::new("", "ConfigMap", Some("ns"), "used");
+        index
+            .apply(
+                &Source::usage("ns", "u"),
+                [Relation::protects(Source::usage("ns", "u"), key, "r")],
+            )
+            .expect("applies");
+        let w = label_writes(&index, &c, false);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].in_use && w[0].target.name == "used");
+        let mut w = label_writes(&index, &c, true);
+        w.sort_by(|a, b| a.target.name.cmp(&b.target.name));
+        assert_eq!(w.len(), 2);
+        assert!(!w[0].in_use && w[0].target.name == "stale");
+    }
+
+    #[test]
+    fn finalizer_and_owner_for_a_usage_with_by_until_the_users_are_gone() {
+        let c = caches(&[("of", false), ("by", false)]);
+        let mut view = UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            uid: "uid-u".into(),
+            of: spec("of"),
+            by: Some(spec("by")),
+            ..Default::default()
+        };
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        assert_eq!(w.finalizers, [USAGE_FINALIZER]);
+        assert_eq!(w.owner_references.len(), 1);
+        assert_eq!(w.owner_references[0].uid, "uid-by");
+        assert_eq!(w.owner_references[0].controller, None);
+        assert_eq!(w.owner_references[0].block_owner_deletion, None);
+        view.finalizers = w.finalizers;
+        view.owner_references = w.owner_references;
+        assert_eq!(usage_meta(&view, &res, &c), None, "converged");
+        // Deleting while the user exists keeps the finalizer.
+        view.deleting = true;
+        assert_eq!(usage_meta(&view, &res, &c), None);
+        // The user is gone: the finalizer goes, the dangling owner stays for the GC.
+        let c = caches(&[("of", false)]);
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        assert!(w.finalizers.is_empty());
+        assert_eq!(w.owner_references.len(), 1);
+    }
+
+    #[test]
+    fn reason_only_usage_has_no_finalizer_and_status_reports_matches() {
+        let c = caches(&[("of", false)]);
+        let view = UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            of: spec("of"),
+            reason: Some("prod".into()),
+            generation: Some(3),
+            ..Default::default()
+        };
+        let res = resolve(&view, &c);
+        assert_eq!(usage_meta(&view, &res, &c), None);
+        let now = Timestamp::UNIX_EPOCH;
+        let s = status(&view, &res, None, now).expect("a status");
+        assert_eq!(s.observed_generation, Some(3));
+        assert_eq!(s.conditions[0].type_, "Ready");
+        assert_eq!(s.conditions[0].status, "True");
+        assert_eq!(s.conditions[1].reason, "InUse");
+        assert_eq!(
+            s.of.as_ref().map(|o| o.objects[0].uid.as_str()),
+            Some("uid-of")
+        );
+        assert!(s.by.is_none());
+        let view = UsageView {
+            status: Some(s),
+            ..view
+        };
+        assert_eq!(
+            status(&view, &res, None, Timestamp::now()),
+            None,
+            "stable: no rewrite"
+        );
+    }
+}

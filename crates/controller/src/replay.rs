@@ -157,3 +157,90 @@ pub fn replay_actions(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use lien_core::{Relation, Source};
+
+    use super::*;
+    use crate::cache::GroupKind;
+
+    fn with_record(uid: &str, attempt: &DeletionAttempt) -> Caches {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut c = Caches::new();
+        c.add_kind(gk.clone(), true, "v1", "configmaps");
+        let meta = ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("x".into()),
+            uid: Some(uid.into()),
+            annotations: Some(
+                [(
+                    DELETION_ATTEMPT_ANNOTATION.to_string(),
+                    serde_json::to_string(attempt).expect("json"),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        c.reset(&gk, [&meta]);
+        c
+    }
+
+    #[test]
+    fn decisions() {
+        let now = Timestamp::now();
+        let attempt = DeletionAttempt {
+            uid: "u1".into(),
+            propagation_policy: Some("Foreground".into()),
+            user: "alice".into(),
+            time: now,
+            replay: true,
+        };
+        let ttl = DEFAULT_REPLAY_TTL;
+        let c = with_record("u1", &attempt);
+        let mut index = RelationIndex::new();
+        let src = Source::usage("ns", "u");
+        let key = ObjectKey::new("", "ConfigMap", Some("ns"), "x");
+        index
+            .apply(&src, [Relation::protects(src.clone(), key, "r")])
+            .expect("applies");
+        assert!(
+            replay_actions(&index, &c, true, now, ttl).is_empty(),
+            "in use"
+        );
+        index.delete(&src);
+        assert!(
+            replay_actions(&index, &c, false, now, ttl).is_empty(),
+            "not settled"
+        );
+        assert!(matches!(
+            replay_actions(&index, &c, true, now, ttl)[..],
+            [ReplayAction::Delete { .. }]
+        ));
+        let later = now + jiff::SignedDuration::from_hours(25);
+        assert!(matches!(
+            replay_actions(&index, &c, true, later, ttl)[..],
+            [ReplayAction::Forget {
+                why: "the record expired",
+                ..
+            }]
+        ));
+        let other = with_record("u2", &attempt);
+        assert!(matches!(
+            replay_actions(&index, &other, true, now, ttl)[..],
+            [ReplayAction::Forget { .. }]
+        ));
+        let no_replay = with_record(
+            "u1",
+            &DeletionAttempt {
+                replay: false,
+                ..attempt
+            },
+        );
+        assert!(matches!(
+            replay_actions(&index, &no_replay, true, now, ttl)[..],
+            [ReplayAction::Forget { .. }]
+        ));
+    }
+}

@@ -407,3 +407,184 @@ pub fn cycle_problems(index: &RelationIndex) -> BTreeMap<Source, Problem> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use lien_api::{ResourceRef, ResourceSelector};
+
+    use super::*;
+
+    /// Builder fixtures: a namespace `ns` with ConfigMaps.
+    fn caches(objects: &[(&str, &str, &[(&str, &str)], Option<&str>)]) -> Caches {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut c = Caches::new();
+        c.add_kind(gk.clone(), true, "v1", "configmaps");
+        let metas: Vec<ObjectMeta> = objects
+            .iter()
+            .map(|(ns, name, labels, controller)| ObjectMeta {
+                namespace: Some((*ns).into()),
+                name: Some((*name).into()),
+                uid: Some(format!("uid-{name}")),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).into(), (*v).into()))
+                        .collect(),
+                ),
+                owner_references: controller.map(|uid| {
+                    vec![OwnerReference {
+                        uid: uid.into(),
+                        controller: Some(true),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            })
+            .collect();
+        c.reset(&gk, &metas);
+        c
+    }
+
+    fn by_ref(name: &str) -> ResourceSpec {
+        ResourceSpec {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            resource_ref: Some(ResourceRef {
+                name: name.into(),
+                namespace: None,
+            }),
+            resource_selector: None,
+        }
+    }
+
+    fn by_labels(labels: &[(&str, &str)], controller: bool) -> ResourceSpec {
+        ResourceSpec {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            resource_ref: None,
+            resource_selector: Some(ResourceSelector {
+                match_labels: labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+                match_controller_ref: controller,
+                namespace: None,
+            }),
+        }
+    }
+
+    fn usage(of: ResourceSpec, by: Option<ResourceSpec>) -> UsageView {
+        UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            of,
+            by,
+            reason: Some("why".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_of_is_used_by_every_by() {
+        let c = caches(&[
+            ("ns", "a", &[("t", "db")], None),
+            ("ns", "b", &[("t", "db")], None),
+            ("ns", "x", &[("t", "app")], None),
+            ("ns", "y", &[("t", "app")], None),
+            ("other", "c", &[("t", "db")], None),
+        ]);
+        let res = resolve(
+            &usage(
+                by_labels(&[("t", "db")], false),
+                Some(by_labels(&[("t", "app")], false)),
+            ),
+            &c,
+        );
+        assert!(res.complete);
+        assert!(res.problems.is_empty(), "{:?}", res.problems);
+        assert_eq!(res.of.len(), 2, "another namespace is not selected");
+        assert_eq!(res.relations.len(), 4);
+        assert!(
+            res.relations
+                .iter()
+                .all(|r| r.source == Source::usage("ns", "u"))
+        );
+        assert!(
+            res.relations
+                .iter()
+                .all(|r| r.of_uid.is_some() && r.by_uid.is_some())
+        );
+    }
+
+    #[test]
+    fn match_controller_ref_needs_the_usages_controller() {
+        let c = caches(&[
+            ("ns", "a", &[], Some("parent")),
+            ("ns", "b", &[], Some("stranger")),
+        ]);
+        let mut u = usage(by_labels(&[], true), None);
+        let res = resolve(&u, &c);
+        assert_eq!(res.problems[0].reason, ProblemReason::NotFound);
+        u.controller_uid = Some("parent".into());
+        let res = resolve(&u, &c);
+        assert_eq!(
+            res.of
+                .iter()
+                .map(|m| m.key.name.as_str())
+                .collect::<Vec<_>>(),
+            ["a"]
+        );
+        assert_eq!(res.relations.len(), 1);
+        assert_eq!(res.relations[0].reason.as_deref(), Some("why"));
+    }
+
+    #[test]
+    fn scope_rules() {
+        let c = caches(&[("other", "a", &[], None), ("ns", "b", &[], None)]);
+        let mut of = by_ref("a");
+        if let Some(r) = of.resource_ref.as_mut() {
+            r.namespace = Some("other".into());
+        }
+        // Another namespace in `of` only together with `by`.
+        let res = resolve(&usage(of.clone(), None), &c);
+        assert_eq!(res.problems[0].reason, ProblemReason::InvalidScope);
+        let res = resolve(&usage(of, Some(by_ref("b"))), &c);
+        assert!(res.problems.is_empty(), "{:?}", res.problems);
+        assert_eq!(res.relations.len(), 1);
+        // A ClusterUsage must name the namespace of a namespaced object.
+        let mut cu = usage(by_ref("b"), None);
+        cu.namespace = None;
+        assert_eq!(
+            resolve(&cu, &c).problems[0].reason,
+            ProblemReason::InvalidScope
+        );
+    }
+
+    #[test]
+    fn pending_and_unknown_kinds() {
+        let mut c = Caches::new();
+        let res = resolve(&usage(by_ref("a"), None), &c);
+        assert!(!res.complete);
+        assert_eq!(res.problems[0].reason, ProblemReason::Pending);
+        c.mark_unknown(GroupKind::new("", "ConfigMap"));
+        let res = resolve(&usage(by_ref("a"), None), &c);
+        assert!(res.complete);
+        assert_eq!(res.problems[0].reason, ProblemReason::UnknownKind);
+    }
+
+    #[test]
+    fn cycles_name_their_sources() {
+        let c = caches(&[("ns", "a", &[], None), ("ns", "b", &[], None)]);
+        let mut index = RelationIndex::new();
+        for (name, of, by) in [("ab", "b", "a"), ("ba", "a", "b")] {
+            let mut u = usage(by_ref(of), Some(by_ref(by)));
+            u.name = name.into();
+            let res = resolve(&u, &c);
+            index.apply(&u.source(), res.relations).expect("applies");
+        }
+        let cycles = cycle_problems(&index);
+        assert_eq!(cycles.len(), 2);
+        assert!(cycles.values().all(|p| p.reason == ProblemReason::Cycle));
+    }
+}
