@@ -289,23 +289,24 @@ impl Controller {
             mut rx,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut tasks: Vec<JoinHandle<()>> = Vec::new();
-        tasks.push(spawn_watch(
-            watcher(
-                Api::<Usage>::all(client.clone()),
-                watcher::Config::default(),
+        let tasks: Vec<JoinHandle<()>> = vec![
+            spawn_watch(
+                watcher(
+                    Api::<Usage>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                Msg::Usage,
             ),
-            tx.clone(),
-            Msg::Usage,
-        ));
-        tasks.push(spawn_watch(
-            watcher(
-                Api::<ClusterUsage>::all(client.clone()),
-                watcher::Config::default(),
+            spawn_watch(
+                watcher(
+                    Api::<ClusterUsage>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                Msg::ClusterUsage,
             ),
-            tx.clone(),
-            Msg::ClusterUsage,
-        ));
+        ];
         let elector = match config.leader.clone() {
             Some(lc) => {
                 let elector = LeaderElector::new(client.clone(), lc);
@@ -493,20 +494,14 @@ fn handle(shared: &Shared, msg: Msg) -> BTreeMap<GroupKind, String> {
     let metrics = &shared.metrics;
     metrics.event();
     let touched: Vec<Source> = match msg {
-        Msg::Usage(ev) => usage_event(
-            &mut st,
-            ev,
-            false,
-            |u| UsageView::from_usage(u),
-            |st| &mut st.usage_buffer,
-        ),
-        Msg::ClusterUsage(ev) => usage_event(
-            &mut st,
-            ev,
-            true,
-            |u| UsageView::from_cluster_usage(u),
-            |st| &mut st.cluster_usage_buffer,
-        ),
+        Msg::Usage(ev) => usage_event(&mut st, ev, false, UsageView::from_usage, |st| {
+            &mut st.usage_buffer
+        }),
+        Msg::ClusterUsage(ev) => {
+            usage_event(&mut st, ev, true, UsageView::from_cluster_usage, |st| {
+                &mut st.cluster_usage_buffer
+            })
+        }
         Msg::Object(gk, ev) => {
             let changed = match ev {
                 watcher::Event::Apply(m) => st.caches.apply(&gk, &m),

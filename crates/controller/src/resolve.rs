@@ -415,8 +415,11 @@ mod tests {
 
     use super::*;
 
-    /// Builder fixtures: a namespace `ns` with ConfigMaps.
-    fn caches(objects: &[(&str, &str, &[(&str, &str)], Option<&str>)]) -> Caches {
+    /// (namespace, name, labels, controller UID).
+    type Fixture<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Option<&'a str>);
+
+    /// Builder fixtures: ConfigMaps, listed.
+    fn caches(objects: &[Fixture<'_>]) -> Caches {
         let gk = GroupKind::new("", "ConfigMap");
         let mut c = Caches::new();
         c.add_kind(gk.clone(), true, "v1", "configmaps");
