@@ -506,6 +506,7 @@ impl ApiServer {
                     write,
                     client_rv.is_some(),
                     "UpdateOptions",
+                    true,
                 )
                 .await?
             {
@@ -614,7 +615,15 @@ impl ApiServer {
                 && kind != PatchKind::Apply
                 && body_sets_resource_version(body);
             match self
-                .commit_update(t, &current, patched, write, explicit_rv, "PatchOptions")
+                .commit_update(
+                    t,
+                    &current,
+                    patched,
+                    write,
+                    explicit_rv,
+                    "PatchOptions",
+                    kind != PatchKind::Apply,
+                )
                 .await?
             {
                 Commit::Done(w) => return Ok(w),
@@ -634,6 +643,7 @@ impl ApiServer {
             .ok_or_else(|| t.not_found())
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn commit_update(
         &self,
         t: &Target,
@@ -642,6 +652,8 @@ impl ApiServer {
         write: &WriteOptions,
         explicit_rv: bool,
         options_kind: &str,
+        // False for server-side apply, which already recorded the applier's fields.
+        record_manager: bool,
     ) -> Result<Commit<Written>, ApiError> {
         let rt = t.resource.clone();
         let sub = t.subresource.as_str();
@@ -663,14 +675,16 @@ impl ApiServer {
         let mut warnings = Self::prune(t, &mut new, write)?;
         new["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         new["kind"] = json!(rt.kind);
-        crate::patch::record_update(
-            Some(current),
-            &mut new,
-            &write.manager(),
-            &rt.api_version(&t.version),
-            sub,
-            &meta::now(),
-        );
+        if record_manager {
+            crate::patch::record_update(
+                Some(current),
+                &mut new,
+                &write.manager(),
+                &rt.api_version(&t.version),
+                sub,
+                &meta::now(),
+            );
+        }
         kinds::validate(&rt, &t.version, &new, Some(current))?;
         warnings.extend(
             self.admit(
