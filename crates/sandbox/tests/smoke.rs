@@ -24,11 +24,17 @@ async fn kube_rs_lists_creates_and_reads_back() {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("smoke".into());
     cm.data = Some([("a".to_string(), "b".to_string())].into());
-    let created = cms.create(&PostParams::default(), &cm).await.expect("create");
+    let created = cms
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
     assert!(created.metadata.uid.is_some());
     let read = cms.get("smoke").await.expect("get");
     assert_eq!(read.data, cm.data);
-    let err = cms.create(&PostParams::default(), &cm).await.expect_err("exists");
+    let err = cms
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect_err("exists");
     match err {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 409);

@@ -23,14 +23,22 @@ pub async fn sandbox_with(tune: impl FnOnce(&mut Config)) -> Sandbox {
         ..Config::default()
     };
     tune(&mut api);
-    Sandbox::start(SandboxConfig { port: 0, api }).await.expect("sandbox starts")
+    Sandbox::start(SandboxConfig { port: 0, api })
+        .await
+        .expect("sandbox starts")
 }
 
 /// A client for a context of the sandbox's kubeconfig (`sandbox` = admin, `sandbox-user`).
 pub async fn client_for(sandbox: &Sandbox, context: &str) -> kube::Client {
-    let kubeconfig: Kubeconfig = serde_json::from_value(sandbox.kubeconfig()).expect("kubeconfig parses");
-    let options = KubeConfigOptions { context: Some(context.to_string()), ..Default::default() };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.expect("client config");
+    let kubeconfig: Kubeconfig =
+        serde_json::from_value(sandbox.kubeconfig()).expect("kubeconfig parses");
+    let options = KubeConfigOptions {
+        context: Some(context.to_string()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .expect("client config");
     kube::Client::try_from(config).expect("client")
 }
 
@@ -49,7 +57,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < end, "timed out after {deadline:?} waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
