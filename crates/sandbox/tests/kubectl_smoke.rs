@@ -334,6 +334,33 @@ spec:
         .ns(&["get", "configmaps", "-l", "tier", "-o", "name"])
         .await;
     assert_eq!(out.out(), "");
+    // Without its last label the object has no `labels` at all (`omitempty`), not `{}`.
+    let labels = k
+        .ns(&[
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ])
+        .await
+        .out();
+    assert_eq!(labels, "");
+
+    // Applying again with one change: kubectl computes its patch for the built-in from its own
+    // types and says nothing on stderr.
+    let changed = manifests.replace("a: \"1\"", "a: \"one\"");
+    let path = k.file("objects.yaml", &changed);
+    let out = k.ns(&["apply", "-f", &path_str(&path)]).await;
+    assert_eq!(out.stderr, "");
+    assert_eq!(
+        out.out().lines().collect::<Vec<_>>(),
+        [
+            "widget.smoke.lien.dev/w1 unchanged",
+            "configmap/settings configured",
+            "deployment.apps/web unchanged"
+        ]
+    );
 
     // patch on a built-in: merge, and strategic (the default), which merges containers by name.
     let out = k
@@ -354,7 +381,7 @@ spec:
         .out();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&data).expect("json"),
-        json!({"a": "1", "b": "2"})
+        json!({"a": "one", "b": "2"})
     );
     let out = k
         .ns(&[
