@@ -483,7 +483,7 @@ impl ApiServer {
             .unwrap_or_default()
             .to_string();
         let mut admitted = addressed.clone();
-        admitted.name = requested_name;
+        admitted.name = requested_name.clone();
         warnings.extend(
             self.admit(
                 Operation::Create,
@@ -495,9 +495,30 @@ impl ApiServer {
             )
             .await?,
         );
-        let key = addressed.object_key();
+        let mut key = addressed.object_key();
         let stored = {
             let mut store = self.store();
+            // A generated name that collides is generated again, as kube-apiserver does since
+            // 1.31 (RetryGenerateName), up to 7 more times.
+            let prefix = body["metadata"]["generateName"]
+                .as_str()
+                .map(str::to_string);
+            let mut retries = if requested_name.is_empty() {
+                prefix.map_or(0, |_| 7)
+            } else {
+                0
+            };
+            while store.get(&rt.key(), &key).is_some() && retries > 0 {
+                retries -= 1;
+                let prefix: String = body["metadata"]["generateName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(58)
+                    .collect();
+                key.1 = format!("{prefix}{}", meta::name_suffix());
+                body["metadata"]["name"] = json!(key.1);
+            }
             if store.get(&rt.key(), &key).is_some() {
                 return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.1));
             }
