@@ -8,6 +8,10 @@
 //! schema description, and single-object rules are CEL validations in the schema, so
 //! kube-apiserver refuses a malformed Usage before Lien sees it.
 
+// kube-derive's repeated `printcolumn(type_ = "string", …)` arguments look like duplicated
+// attributes to clippy; they are one column each.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -1,1 +1,91 @@
-fn main() {}
+//! Decision latency on the committed fixture (100,000 relations, `fixture/mod.rs`):
+//!
+//! ```text
+//! cargo bench -p lien-core --bench decision
+//! ```
+//!
+//! Each iteration is what the webhook does per DELETE: `decide_delete` then `render_denial`
+//! (listing at most 10), for an object in use by 1, 20 or 40 others, a protected one, and one
+//! not in use; probes rotate over namespaces so the caches see different keys. Also: the cost
+//! of re-applying one Usage (a watch event), and the whole-graph algorithms.
+
+mod fixture;
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use lien_core::{RelationIndex, decide_delete, deletion_order, find_cycles, render_denial};
+
+fn build() -> RelationIndex {
+    let mut index = RelationIndex::new();
+    index.reset(fixture::all()).expect("the fixture is valid");
+    assert_eq!(index.len(), 100_000);
+    index
+}
+
+fn decision(c: &mut Criterion) {
+    let index = build();
+    let probes: Vec<_> = (0..fixture::NAMESPACES)
+        .step_by(7)
+        .map(fixture::probes)
+        .collect();
+    let names = [
+        "in use by 1",
+        "in use by 20",
+        "in use by 40",
+        "protected",
+        "not in use",
+    ];
+    let mut group = c.benchmark_group("decide_delete+render_denial");
+    for (i, name) in names.iter().enumerate() {
+        let mut n = 0usize;
+        group.bench_function(*name, |b| {
+            b.iter(|| {
+                n = (n + 1) % probes.len();
+                let (key, uid) = &probes[n][i];
+                let decision = decide_delete(&index, key, Some(uid));
+                black_box(render_denial(&decision, 10))
+            })
+        });
+    }
+    group.finish();
+
+    let mut n = 0usize;
+    c.bench_function("is_in_use", |b| {
+        b.iter(|| {
+            n = (n + 1) % probes.len();
+            black_box(index.is_in_use(&probes[n][1].0))
+        })
+    });
+}
+
+fn updates(c: &mut Criterion) {
+    let mut index = build();
+    let usages = fixture::namespace_usages(42);
+    let (source, relations) = usages
+        .iter()
+        .find(|(_, r)| r.len() == 20)
+        .expect("apps Usage");
+    c.bench_function("apply (replace a 20-relation Usage)", |b| {
+        b.iter(|| black_box(index.apply(source, relations.clone())))
+    });
+}
+
+fn graph(c: &mut Criterion) {
+    let index = build();
+    let mut group = c.benchmark_group("graph");
+    group.sample_size(10);
+    group.bench_function("find_cycles (100k relations)", |b| {
+        b.iter(|| black_box(find_cycles(&index)))
+    });
+    let cephs: Vec<_> = (0..fixture::NAMESPACES)
+        .map(|ns| fixture::probes(ns)[2].0.clone())
+        .collect();
+    group.bench_function("deletion_order (every CephCluster)", |b| {
+        b.iter(|| black_box(deletion_order(&index, &cephs)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decision, updates, graph);
+criterion_main!(benches);

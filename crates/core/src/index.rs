@@ -15,8 +15,11 @@
 //! - every object key is a 28-byte record of symbol ids in an arena, found through a hash table
 //!   that stores only the record's `u32` id;
 //! - every source is a similar record;
-//! - every relation is an 80-byte record of ids; UIDs that are canonical UUIDs (all Kubernetes
+//! - every relation is an 72-byte record of ids; UIDs that are canonical UUIDs (all Kubernetes
 //!   UIDs are) are stored as their 16 bytes, not as 36-character strings.
+//!
+//! Keys and relations live in chunked arenas (`arena.rs`) so that growth never doubles them;
+//! freed records are reused through free lists.
 //!
 //! Relations hang off their `of` key, their `by` key and their source through **intrusive
 //! linked lists** (doubly linked for `of` and `by`, singly for the source, which is only ever
@@ -30,10 +33,10 @@
 
 use std::borrow::Cow;
 use std::hash::BuildHasher;
-use std::mem::size_of;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+use crate::arena::Arena;
 use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
 use crate::key::{KeyRef, ObjectKey};
 use crate::relation::{Relation, Source, SourceRef};
@@ -83,7 +86,18 @@ impl From<Full> for FullError {
 enum StoredUid {
     None,
     Uuid([u8; 16]),
-    Other(Sym),
+    /// A `Sym`, as bytes so the enum has alignment 1 and packs into 17 bytes.
+    Other([u8; 4]),
+}
+
+impl StoredUid {
+    fn other(sym: Sym) -> Self {
+        Self::Other(sym.0.to_le_bytes())
+    }
+}
+
+fn sym_of(bytes: [u8; 4]) -> Sym {
+    Sym(u32::from_le_bytes(bytes))
 }
 
 fn parse_uuid(s: &str) -> Option<[u8; 16]> {
@@ -181,7 +195,7 @@ type KeySyms = (u32, u32, u32, u32);
 #[derive(Debug, Clone)]
 pub struct RelationIndex {
     strs: StrInterner,
-    keys: Vec<Key>,
+    keys: Arena<Key>,
     key_table: HashTable<u32>,
     key_free: u32,
     key_live: usize,
@@ -189,7 +203,7 @@ pub struct RelationIndex {
     src_table: HashTable<u32>,
     src_free: u32,
     src_live: usize,
-    rels: Vec<Rel>,
+    rels: Arena<Rel>,
     rel_free: u32,
     rel_live: usize,
     hasher: DefaultHashBuilder,
@@ -204,7 +218,7 @@ impl RelationIndex {
     pub fn new() -> Self {
         Self {
             strs: StrInterner::default(),
-            keys: Vec::new(),
+            keys: Arena::default(),
             key_table: HashTable::new(),
             key_free: NIL,
             key_live: 0,
@@ -212,7 +226,7 @@ impl RelationIndex {
             src_table: HashTable::new(),
             src_free: NIL,
             src_live: 0,
-            rels: Vec::new(),
+            rels: Arena::default(),
             rel_free: NIL,
             rel_live: 0,
             hasher: DefaultHashBuilder::default(),
@@ -276,7 +290,6 @@ impl RelationIndex {
     }
 
     /// Replaces the whole index with `all` (e.g. after a watch restarted with a fresh list).
-    /// Sizes the arenas exactly, so an index built by `reset` carries no growth slack.
     pub fn reset(
         &mut self,
         all: impl IntoIterator<Item = (Source, Vec<Relation>)>,
@@ -285,9 +298,7 @@ impl RelationIndex {
         for (source, relations) in &all {
             validate(source, relations)?;
         }
-        let total: usize = all.iter().map(|(_, r)| r.len()).sum();
         *self = Self::new();
-        self.rels.reserve_exact(total);
         self.srcs.reserve_exact(all.len());
         for (source, relations) in all {
             if let Err(e) = self.apply(&source, relations) {
@@ -428,14 +439,14 @@ impl RelationIndex {
             None => StoredUid::None,
             Some(s) => match parse_uuid(s) {
                 Some(bytes) => StoredUid::Uuid(bytes),
-                None => StoredUid::Other(self.strs.intern(s)?),
+                None => StoredUid::other(self.strs.intern(s)?),
             },
         })
     }
 
     fn release_uid(&mut self, uid: StoredUid) {
         if let StoredUid::Other(sym) = uid {
-            self.strs.release(sym);
+            self.strs.release(sym_of(sym));
         }
     }
 
@@ -720,12 +731,13 @@ impl RelationIndex {
     /// what the index costs, including growth slack, excluding allocator overhead (a handful of
     /// large allocations, so that is negligible).
     pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
         self.strs.heap_bytes()
-            + self.keys.capacity() * size_of::<Key>()
+            + self.keys.heap_bytes()
             + table_bytes(&self.key_table)
             + self.srcs.capacity() * size_of::<Src>()
             + table_bytes(&self.src_table)
-            + self.rels.capacity() * size_of::<Rel>()
+            + self.rels.heap_bytes()
     }
 
     /// Internal ids for the graph algorithms: the key id of `key`, if the index knows it.
@@ -906,7 +918,7 @@ impl<'a> RelationRef<'a> {
         match uid {
             StoredUid::None => None,
             StoredUid::Uuid(bytes) => Some(Cow::Owned(format_uuid(&bytes))),
-            StoredUid::Other(sym) => Some(Cow::Borrowed(self.index.strs.get(sym))),
+            StoredUid::Other(sym) => Some(Cow::Borrowed(self.index.strs.get(sym_of(sym)))),
         }
     }
 
@@ -926,7 +938,7 @@ impl<'a> RelationRef<'a> {
         match self.rel().of_uid {
             StoredUid::None => false,
             StoredUid::Uuid(bytes) => parse_uuid(uid) != Some(bytes),
-            StoredUid::Other(sym) => self.index.strs.get(sym) != uid,
+            StoredUid::Other(sym) => self.index.strs.get(sym_of(sym)) != uid,
         }
     }
 
@@ -956,6 +968,15 @@ mod tests {
         let mut v: Vec<Relation> = it.collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn records_stay_small() {
+        // The memory budget (16 MiB per 100k relations) rests on these.
+        assert_eq!(size_of::<StoredUid>(), 17);
+        assert_eq!(size_of::<Rel>(), 72);
+        assert_eq!(size_of::<Key>(), 28);
+        assert_eq!(size_of::<Src>(), 20);
     }
 
     #[test]

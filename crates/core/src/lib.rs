@@ -16,6 +16,7 @@
 //! Nothing here does I/O, spawns tasks or knows about the Kubernetes client: the controller and
 //! webhook feed this crate data and act on its answers.
 
+mod arena;
 mod decision;
 mod graph;
 mod index;

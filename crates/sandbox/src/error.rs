@@ -13,6 +13,8 @@ pub struct ApiError {
     pub reason: String,
     pub message: String,
     pub details: Option<Value>,
+    /// `metadata.continue` of the Status: the fresh token of a 410 for an expired `continue`.
+    pub continue_token: Option<String>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -52,6 +54,7 @@ impl ApiError {
             reason: reason.to_string(),
             message: message.into(),
             details: None,
+            continue_token: None,
         }
     }
 
@@ -225,6 +228,9 @@ impl ApiError {
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }
+        if let Some(token) = &self.continue_token {
+            status["metadata"]["continue"] = json!(token);
+        }
         status
     }
 
@@ -235,6 +241,7 @@ impl ApiError {
             reason: status["reason"].as_str().unwrap_or_default().to_string(),
             message: status["message"].as_str().unwrap_or_default().to_string(),
             details: status.get("details").cloned(),
+            continue_token: None,
         }
     }
 }

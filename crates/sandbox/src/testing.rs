@@ -29,6 +29,9 @@ pub enum Verdict {
     },
     /// No answer for this long (to test `timeoutSeconds`).
     Hang(Duration),
+    /// `allowed: false` with this whole `Status` (`code`, `reason`, `message`, `details`), as
+    /// webhooks built on controller-runtime answer.
+    DenyStatus(Value),
 }
 
 pub struct TestWebhook {
@@ -81,6 +84,10 @@ impl TestWebhook {
                     Verdict::Deny { code, message } => {
                         response["allowed"] = json!(false);
                         response["status"] = json!({"code": code, "message": message});
+                    }
+                    Verdict::DenyStatus(status) => {
+                        response["allowed"] = json!(false);
+                        response["status"] = status;
                     }
                     Verdict::Hang(d) => tokio::time::sleep(d).await,
                 }

@@ -37,7 +37,11 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
     println!("Try:");
     println!("  export KUBECONFIG={kubeconfig}");
     println!("  kubectl get namespaces");
-    println!("  kubectl create configmap demo --from-literal=a=b");
+    // Not `kubectl create configmap`: kubectl's generators send protobuf, which the sandbox
+    // does not speak; manifests (JSON or YAML) work.
+    println!(
+        r#"  echo '{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"demo"}},"data":{{"a":"b"}}}}' | kubectl apply -f -"#
+    );
     println!("  kubectl get configmaps --context sandbox-user");
     println!();
     println!("Ctrl-C stops it.");

@@ -677,6 +677,7 @@ fn denial(name: &str, status: Option<&Value>) -> ApiError {
         reason,
         message,
         details: status.get("details").filter(|d| !d.is_null()).cloned(),
+        continue_token: None,
     }
 }
 

@@ -215,6 +215,7 @@ pub fn prepare_create(
     if !causes.is_empty() {
         return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
     }
+    drop_empty_metadata(object);
     Ok(())
 }
 
@@ -317,9 +318,12 @@ pub fn prepare_update(
     }
     if is_deleting(old) {
         let old_f = finalizer_set(old);
+        // A set difference, listed sorted (`sets.String.List()`).
         let added: Vec<String> = finalizer_set(new)
             .into_iter()
             .filter(|f| !old_f.contains(f))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
         if !added.is_empty() {
             let list = added
@@ -345,7 +349,26 @@ pub fn prepare_update(
     if !causes.is_empty() {
         return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
     }
+    drop_empty_metadata(new);
     Ok(())
+}
+
+/// `ObjectMeta`'s maps and lists are `omitempty`: kube-apiserver stores and returns no
+/// `labels: {}` after the last label is removed, for built-in kinds (Go types) and custom
+/// resources (whose metadata it coerces through `ObjectMeta`) alike.
+fn drop_empty_metadata(object: &mut Value) {
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            let empty = meta.get(field).is_some_and(|v| {
+                v.is_null()
+                    || v.as_object().is_some_and(Map::is_empty)
+                    || v.as_array().is_some_and(Vec::is_empty)
+            });
+            if empty {
+                meta.remove(field);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -400,6 +423,22 @@ mod tests {
         let mut fewer = json!({"metadata": {"name": "c", "finalizers": []}});
         prepare_update(cm, &old, &mut fewer, "").expect("removing is fine");
         assert_eq!(fewer["metadata"]["deletionTimestamp"], "t");
+    }
+
+    #[test]
+    fn empty_metadata_maps_and_lists_are_omitted() {
+        let reg = Registry::with_builtins();
+        let cm = reg.get("", "configmaps").expect("cm");
+        let old = json!({"metadata": {"name": "c", "namespace": "n", "labels": {"a": "b"}}});
+        let mut new = json!({"metadata": {"name": "c", "labels": {}, "annotations": null,
+            "finalizers": [], "ownerReferences": []}});
+        prepare_update(cm, &old, &mut new, "").expect("ok");
+        assert_eq!(new["metadata"], json!({"name": "c", "namespace": "n"}));
+        let mut created =
+            json!({"metadata": {"name": "c", "labels": {}, "annotations": {"x": ""}}});
+        prepare_create(cm, "n", &mut created).expect("ok");
+        assert!(created["metadata"].get("labels").is_none());
+        assert_eq!(created["metadata"]["annotations"], json!({"x": ""}));
     }
 
     #[test]

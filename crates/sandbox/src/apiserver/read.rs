@@ -72,7 +72,8 @@ pub struct WatchStream {
     pub(crate) target: Target,
     pub(crate) options: WatchOptions,
     pub(crate) backlog: std::collections::VecDeque<WatchEvent>,
-    pub(crate) live: broadcast::Receiver<Arc<Change>>,
+    /// `None` for a watch that only reports an error and ends.
+    pub(crate) live: Option<broadcast::Receiver<Arc<Change>>>,
     pub(crate) last_revision: u64,
 }
 
@@ -89,15 +90,16 @@ impl WatchStream {
         if let Some(e) = self.backlog.pop_front() {
             return Some(e);
         }
+        let live = self.live.as_mut()?;
         loop {
             tokio::select! {
-                change = self.live.recv() => match change {
+                change = live.recv() => match change {
                     Ok(change) => {
                         if change.revision <= self.last_revision {
                             continue;
                         }
                         self.last_revision = change.revision;
-                        if let Some(event) = self.convert(&change) {
+                        if let Some(event) = Self::convert(&self.target, &self.options, &change) {
                             return Some(event);
                         }
                     }
@@ -124,8 +126,7 @@ impl WatchStream {
 
     /// Filters a change for this watch, turning selector transitions into ADDED / DELETED as
     /// kube-apiserver's watch cache does.
-    fn convert(&self, change: &Change) -> Option<WatchEvent> {
-        let t = &self.target;
+    fn convert(t: &Target, options: &WatchOptions, change: &Change) -> Option<WatchEvent> {
         if change.resource != t.resource.key() {
             return None;
         }
@@ -136,11 +137,8 @@ impl WatchStream {
         if !t.name.is_empty() && name != t.name {
             return None;
         }
-        let now = self.options.list.matches(&change.object);
-        let before = change
-            .old
-            .as_ref()
-            .is_some_and(|o| self.options.list.matches(o));
+        let now = options.list.matches(&change.object);
+        let before = change.old.as_ref().is_some_and(|o| options.list.matches(o));
         let type_ = match change.event {
             EventType::Added if now => "ADDED",
             EventType::Modified if now && before => "MODIFIED",
@@ -162,6 +160,11 @@ struct ContinueToken {
     revision: u64,
     #[serde(rename = "start")]
     after: ObjectKey,
+}
+
+fn encode_continue(revision: u64, after: ObjectKey) -> String {
+    let token = serde_json::to_vec(&ContinueToken { revision, after }).unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.encode(token)
 }
 
 fn parse_revision(s: &str) -> Result<u64, ApiError> {
@@ -216,13 +219,18 @@ impl ApiServer {
                     .ok_or_else(|| {
                         ApiError::bad_request("continue key is not valid: illegal base64 data")
                     })?;
-                let table = store.snapshot(token.revision, &rt.key()).ok_or_else(|| {
-                    ApiError::new(
+                let Some(table) = store.snapshot(token.revision, &rt.key()) else {
+                    // As kube-apiserver does, offer a token that continues from the same key at
+                    // the current revision, for clients that accept an inconsistent list.
+                    store.keep_snapshot(&rt.key());
+                    let mut gone = ApiError::new(
                         410,
                         "Expired",
                         "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-                    )
-                })?;
+                    );
+                    gone.continue_token = Some(encode_continue(store.revision(), token.after));
+                    return Err(gone);
+                };
                 (table, token.revision, Some(token.after))
             } else {
                 if let (Some(rv), Some("Exact")) = (
@@ -263,13 +271,7 @@ impl ApiServer {
         let mut metadata = json!({"resourceVersion": revision.to_string()});
         if more && let Some(after) = cursor {
             {
-                let token = serde_json::to_vec(&ContinueToken {
-                    revision,
-                    after: after.clone(),
-                })
-                .unwrap_or_default();
-                metadata["continue"] =
-                    json!(base64::engine::general_purpose::STANDARD.encode(token));
+                metadata["continue"] = json!(encode_continue(revision, after.clone()));
                 let remaining = list_table(&table, ns, Some(&after), usize::MAX).0.len();
                 if opts.label_selector.is_everything() && opts.field_selector.terms.is_empty() {
                     metadata["remainingItemCount"] = json!(remaining);
@@ -318,20 +320,37 @@ impl ApiServer {
             } else {
                 (requested.unwrap_or(store.revision()), Vec::new())
             };
-        let sub = store
-            .subscribe(from)
-            .map_err(|e| ApiError::gone(e.requested, e.oldest))?;
+        let sub = match store.subscribe(from) {
+            Ok(sub) => sub,
+            Err(e) => {
+                // Once the request is valid, kube-apiserver reports an expired resourceVersion as
+                // the watch's one ERROR event (its watch cache's error watcher), not as an HTTP
+                // error: clients re-list on that event.
+                let status = ApiError::gone(e.requested, e.oldest).to_status();
+                return Ok(WatchStream {
+                    target: t.clone(),
+                    options: opts,
+                    backlog: [WatchEvent {
+                        type_: "ERROR",
+                        object: status,
+                    }]
+                    .into(),
+                    live: None,
+                    last_revision: from,
+                });
+            }
+        };
         drop(store);
         let mut stream = WatchStream {
             target: t.clone(),
             options: opts,
             backlog: Default::default(),
-            live: sub.live,
+            live: Some(sub.live),
             last_revision: from,
         };
         for change in &sub.backlog {
             stream.last_revision = change.revision;
-            if let Some(e) = stream.convert(change) {
+            if let Some(e) = WatchStream::convert(&stream.target, &stream.options, change) {
                 backlog_events.push(e);
             }
         }

@@ -280,8 +280,13 @@ impl ApiServer {
     }
 
     /// Checks the namespace a namespaced object is created in: it must exist and not be
-    /// terminating.
-    fn check_namespace_open(&self, rt: &ResourceType, namespace: &str) -> Result<(), ApiError> {
+    /// terminating (the `NamespaceLifecycle` admission plugin).
+    fn check_namespace_open(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        body: &Value,
+    ) -> Result<(), ApiError> {
         if !rt.namespaced {
             return Ok(());
         }
@@ -291,18 +296,28 @@ impl ApiServer {
         );
         match ns {
             None => Err(ApiError::not_found("", "namespaces", namespace)),
-            Some(ns) if meta::is_deleting(&ns) => Err(ApiError::forbidden(
-                &rt.group,
-                &rt.plural,
-                "",
-                &format!(
-                    "unable to create new content in namespace {namespace} because it is being terminated"
-                ),
-            )
-            .with_details(json!({
-                "group": rt.group, "kind": rt.plural,
-                "causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]
-            }))),
+            Some(ns) if meta::is_deleting(&ns) => {
+                // `admission.NewForbidden` names the object before any name is generated: its
+                // name, else its generateName, else "Unknown".
+                let meta_ = &body["metadata"];
+                let name = [&meta_["name"], &meta_["generateName"]]
+                    .into_iter()
+                    .filter_map(|v| v.as_str())
+                    .find(|s| !s.is_empty())
+                    .unwrap_or("Unknown");
+                let mut err = ApiError::forbidden(
+                    &rt.group,
+                    &rt.plural,
+                    name,
+                    &format!(
+                        "unable to create new content in namespace {namespace} because it is being terminated"
+                    ),
+                );
+                if let Some(d) = err.details.as_mut() {
+                    d["causes"] = json!([{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]);
+                }
+                Err(err)
+            }
             Some(_) => Ok(()),
         }
     }
@@ -330,10 +345,14 @@ impl ApiServer {
 
     /// Prunes and defaults a custom object against its schema; unknown fields become warnings
     /// or, under `fieldValidation=Strict`, an error.
+    ///
+    /// `decoded` is true for a POST or PUT body, whose strict errors kube-apiserver wraps as
+    /// undecodable (`Kind in version "v" cannot be handled as a Kind: …`); a patch's are bare.
     fn prune(
         t: &Target,
         object: &mut Value,
         write: &WriteOptions,
+        decoded: bool,
     ) -> Result<Vec<String>, ApiError> {
         let Some(schema) = t
             .resource
@@ -351,14 +370,14 @@ impl ApiServer {
             .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
             .collect();
         if write.field_validation == FieldValidation::Strict {
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            return Err(ApiError::bad_request(format!(
-                "{} in {} {}",
-                format_strict(&messages),
-                t.resource.api_version(&t.version),
-                if name.is_empty() { t.resource.kind.clone() } else { format!("{}/{}", t.resource.kind, name) }
-            ))
-            .with_details(json!({"causes": messages.iter().map(|m| json!({"reason": "FieldValueInvalid", "message": m})).collect::<Vec<_>>()})));
+            let strict = format!("strict decoding error: {}", messages.join(", "));
+            let message = if decoded {
+                let (kind, version) = (&t.resource.kind, &t.version);
+                format!("{kind} in version \"{version}\" cannot be handled as a {kind}: {strict}")
+            } else {
+                strict
+            };
+            return Err(ApiError::bad_request(message));
         }
         Ok(messages)
     }
@@ -369,7 +388,41 @@ impl ApiServer {
         body: Value,
         write: &WriteOptions,
     ) -> Result<Written, ApiError> {
+        self.check_crd_not_terminating(t)?;
         self.create_object(t, body, write, true).await
+    }
+
+    /// apiextensions-apiserver's custom resource handler refuses a POST while the CRD is
+    /// `Terminating` (server-side apply's create goes through the "patch" verb and is not
+    /// refused).
+    fn check_crd_not_terminating(&self, t: &Target) -> Result<(), ApiError> {
+        let Some(crd_name) = t.resource.crd.as_deref() else {
+            return Ok(());
+        };
+        let crd = self.store().get(
+            &(
+                "apiextensions.k8s.io".to_string(),
+                "customresourcedefinitions".to_string(),
+            ),
+            &(String::new(), crd_name.to_string()),
+        );
+        let terminating = crd.is_some_and(|c| {
+            c["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Terminating" && c["status"] == "True")
+            })
+        });
+        if !terminating {
+            return Ok(());
+        }
+        let mut details = json!({"kind": t.resource.plural});
+        if !t.resource.group.is_empty() {
+            details["group"] = json!(t.resource.group);
+        }
+        Err(ApiError::method_not_allowed(
+            "create not allowed while custom resource definition is terminating",
+        )
+        .with_details(details))
     }
 
     /// `record_manager` is false when server-side apply already recorded the applier's fields.
@@ -402,10 +455,15 @@ impl ApiServer {
                 created: true,
             });
         }
-        self.check_namespace_open(&rt, &t.namespace)?;
+        self.check_namespace_open(&rt, &t.namespace, &body)?;
+        // Admission sees the name as the request gave it: empty when generateName is used.
+        let requested_name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         kinds::default_on_create(&rt, &mut body);
-        let mut warnings = Self::prune(t, &mut body, write)?;
+        let mut warnings = Self::prune(t, &mut body, write, record_manager)?;
         body["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         body["kind"] = json!(rt.kind);
         if record_manager {
@@ -424,10 +482,12 @@ impl ApiServer {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let mut admitted = addressed.clone();
+        admitted.name = requested_name.clone();
         warnings.extend(
             self.admit(
                 Operation::Create,
-                &addressed,
+                &admitted,
                 Some(&body),
                 None,
                 write.options_object("CreateOptions"),
@@ -435,9 +495,30 @@ impl ApiServer {
             )
             .await?,
         );
-        let key = addressed.object_key();
+        let mut key = addressed.object_key();
         let stored = {
             let mut store = self.store();
+            // A generated name that collides is generated again, as kube-apiserver does since
+            // 1.31 (RetryGenerateName), up to 7 more times.
+            let prefix = body["metadata"]["generateName"]
+                .as_str()
+                .map(str::to_string);
+            let mut retries = if requested_name.is_empty() {
+                prefix.map_or(0, |_| 7)
+            } else {
+                0
+            };
+            while store.get(&rt.key(), &key).is_some() && retries > 0 {
+                retries -= 1;
+                let prefix: String = body["metadata"]["generateName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(58)
+                    .collect();
+                key.1 = format!("{prefix}{}", meta::name_suffix());
+                body["metadata"]["name"] = json!(key.1);
+            }
             if store.get(&rt.key(), &key).is_some() {
                 return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.1));
             }
@@ -499,14 +580,7 @@ impl ApiServer {
                 }
             }
             match self
-                .commit_update(
-                    t,
-                    &current,
-                    body.clone(),
-                    write,
-                    client_rv.is_some(),
-                    "UpdateOptions",
-                )
+                .commit_update(t, &current, body.clone(), write, "UpdateOptions", true)
                 .await?
             {
                 Commit::Done(w) => return Ok(w),
@@ -614,7 +688,14 @@ impl ApiServer {
                 && kind != PatchKind::Apply
                 && body_sets_resource_version(body);
             match self
-                .commit_update(t, &current, patched, write, explicit_rv, "PatchOptions")
+                .commit_update(
+                    t,
+                    &current,
+                    patched,
+                    write,
+                    "PatchOptions",
+                    kind != PatchKind::Apply,
+                )
                 .await?
             {
                 Commit::Done(w) => return Ok(w),
@@ -640,8 +721,9 @@ impl ApiServer {
         current: &Arc<Value>,
         mut new: Value,
         write: &WriteOptions,
-        explicit_rv: bool,
         options_kind: &str,
+        // False for server-side apply, which already recorded the applier's fields.
+        record_manager: bool,
     ) -> Result<Commit<Written>, ApiError> {
         let rt = t.resource.clone();
         let sub = t.subresource.as_str();
@@ -660,17 +742,19 @@ impl ApiServer {
             new = (**current).clone();
             new["spec"]["finalizers"] = finalizers;
         }
-        let mut warnings = Self::prune(t, &mut new, write)?;
+        let mut warnings = Self::prune(t, &mut new, write, options_kind == "UpdateOptions")?;
         new["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         new["kind"] = json!(rt.kind);
-        crate::patch::record_update(
-            Some(current),
-            &mut new,
-            &write.manager(),
-            &rt.api_version(&t.version),
-            sub,
-            &meta::now(),
-        );
+        if record_manager {
+            crate::patch::record_update(
+                Some(current),
+                &mut new,
+                &write.manager(),
+                &rt.api_version(&t.version),
+                sub,
+                &meta::now(),
+            );
+        }
         kinds::validate(&rt, &t.version, &new, Some(current))?;
         warnings.extend(
             self.admit(
@@ -704,7 +788,6 @@ impl ApiServer {
                 if now.is_none() {
                     return Err(t.not_found());
                 }
-                let _ = explicit_rv;
                 return Ok(Commit::Raced);
             }
             if unchanged {
@@ -766,12 +849,13 @@ impl ApiServer {
             if let Some(uid) = &opts.precondition_uid {
                 let actual = meta_["uid"].as_str().unwrap_or_default();
                 if uid != actual {
+                    // `rest.BeforeDelete` names the kind, not the resource.
                     return Err(ApiError::conflict(
                         &rt.group,
-                        &rt.plural,
+                        &rt.kind,
                         &t.name,
                         &format!(
-                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                            "the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated"
                         ),
                     ));
                 }
@@ -781,15 +865,16 @@ impl ApiServer {
                 if rv != actual {
                     return Err(ApiError::conflict(
                         &rt.group,
-                        &rt.plural,
+                        &rt.kind,
                         &t.name,
                         &format!(
-                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                            "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified"
                         ),
                     ));
                 }
             }
             if admit {
+                check_namespace_mortal(&rt, &t.name)?;
                 self.admit(
                     Operation::Delete,
                     t,
@@ -937,6 +1022,23 @@ fn plan_deletion(
     Some(obj)
 }
 
+/// The `NamespaceLifecycle` admission plugin refuses to delete the namespaces every cluster
+/// relies on.
+fn check_namespace_mortal(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
+    let immortal = rt.group.is_empty()
+        && rt.plural == "namespaces"
+        && ["default", "kube-system", "kube-public"].contains(&name);
+    if immortal {
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
+    Ok(())
+}
+
 /// A namespace still waits for its `spec.finalizers` (the namespace controller's `kubernetes`).
 fn namespace_pending(rt: &ResourceType, object: &Value) -> bool {
     rt.group.is_empty()
@@ -959,12 +1061,4 @@ fn without_rv(v: &Value) -> Value {
 /// precondition).
 fn body_sets_resource_version(body: &[u8]) -> bool {
     std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
-}
-
-fn format_strict(messages: &[String]) -> String {
-    if messages.len() == 1 {
-        format!("strict decoding error: {}", messages[0])
-    } else {
-        format!("strict decoding error: {}", messages.join(", "))
-    }
 }

@@ -7,7 +7,8 @@
 //! - no owner left (every referenced UID is absent) → delete it, background, with a UID
 //!   precondition;
 //! - some owners solid → remove only the references to absent or foreground-deleting owners;
-//! - only foreground-deleting owners left → delete it with foreground propagation.
+//! - only foreground-deleting owners left → delete it with foreground propagation if it has
+//!   dependents of its own, else as with no owner left (its own finalizers decide).
 //!
 //! A refused or failed action is retried with per-item exponential backoff (5 ms doubling to
 //! 1000 s by default): this is the wait an admission webhook's refusal imposes in a real cluster.
@@ -194,7 +195,10 @@ async fn attempt(server: &ApiServer, uid: &str, queue: &mut WorkQueue) -> Result
         // Already on its way out; finalizers will finish it.
         return Ok(());
     }
-    let propagation = if !waiting.is_empty() {
+    // Foreground only for an item that has dependents of its own; otherwise, as when no owner
+    // waits, the item's own finalizers decide.
+    let has_dependents = !server.store().dependents_of(uid).is_empty();
+    let propagation = if !waiting.is_empty() && has_dependents {
         Propagation::Foreground
     } else if has_finalizer(&obj, ORPHAN) {
         Propagation::Orphan
@@ -210,7 +214,7 @@ async fn attempt(server: &ApiServer, uid: &str, queue: &mut WorkQueue) -> Result
         Ok(_) => Ok(()),
         Err(e) if e.code == 404 => Ok(()),
         // A changed UID means a new object took the name: not ours to delete.
-        Err(e) if e.code == 409 && e.message.contains("Precondition failed: UID") => Ok(()),
+        Err(e) if e.code == 409 && e.message.contains("the UID in the precondition") => Ok(()),
         Err(e) => Err(e),
     }
 }

@@ -13,7 +13,7 @@ use super::queue::WorkQueue;
 use crate::apiserver::meta::{finalizers, is_deleting, now};
 use crate::apiserver::{ApiServer, DeleteOptions, Propagation, Target, WriteOptions};
 use crate::auth::UserInfo;
-use crate::error::{ApiError, qualified_resource};
+use crate::error::ApiError;
 use crate::store::{Change, EventType};
 
 pub async fn run(server: Arc<ApiServer>, mut feed: UnboundedReceiver<Arc<Change>>) {
@@ -111,8 +111,10 @@ async fn sync(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
         }
         let left = server.store().list(&rt.key(), Some(name));
         if !left.is_empty() {
+            // kube-controller-manager writes "<resource>.<group>", so a core resource keeps
+            // its trailing dot: "configmaps. has 1 resource instances".
             *remaining
-                .entry(qualified_resource(&rt.group, &rt.plural))
+                .entry(format!("{}.{}", rt.plural, rt.group))
                 .or_default() += left.len();
             for o in &left {
                 for f in finalizers(o) {

@@ -299,7 +299,12 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
             let opts = watch_options(&query)?;
             let timeout = opts.timeout.unwrap_or(server.config.default_watch_timeout);
             let stream = server.watch(&target, opts)?;
-            Ok(watch_response(server.clone(), stream, timeout, table))
+            Ok(watch_response(
+                server.config.bookmark_interval,
+                stream,
+                timeout,
+                table,
+            ))
         }
         (Method::GET, true) => {
             let opts = list_options(&query)?;
@@ -538,14 +543,13 @@ fn delete_options(
 }
 
 fn watch_response(
-    server: Arc<ApiServer>,
+    bookmark_every: Duration,
     mut stream: crate::apiserver::WatchStream,
     timeout: Duration,
     table: bool,
 ) -> Response {
     let rt = stream.target.resource.clone();
     let version = stream.target.version.clone();
-    let bookmark_every = server.config.bookmark_interval;
     let events = async_stream_lines(move |tx| async move {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
@@ -556,7 +560,7 @@ fn watch_response(
                 _ = &mut deadline => return,
                 event = stream.next(&mut bookmark) => {
                     let Some(mut event) = event else { return };
-                    if table && event.type_ != "BOOKMARK" {
+                    if table && event.type_ != "BOOKMARK" && event.type_ != "ERROR" {
                         let rv = event.object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
                         event.object = table::objects_to_table(&rt, &version, std::slice::from_ref(&event.object), &rv, None);
                     }
@@ -569,7 +573,6 @@ fn watch_response(
             }
         }
     });
-    let _ = server;
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")

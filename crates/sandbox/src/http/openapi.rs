@@ -122,14 +122,17 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
         } else {
             format!("{prefix}/{}", rt.plural)
         };
-        let mut patch_types = vec![
+        // The server takes strategic merge patches for built-in kinds, but these documents do
+        // not advertise them: `kubectl apply` computes its patch from the OpenAPI v3 schema of
+        // a kind whose PATCH lists that type, and the built-in schemas here are placeholders
+        // without `metadata` or the patch strategies, so every apply printed "warning: error
+        // calculating patch from openapi v3 spec: unable to find api field \"metadata\"".
+        // Unadvertised, kubectl uses its compiled-in types, which carry the real strategies.
+        let patch_types = [
             "application/json-patch+json",
             "application/merge-patch+json",
             "application/apply-patch+yaml",
         ];
-        if !rt.is_custom() {
-            patch_types.push("application/strategic-merge-patch+json");
-        }
         let mut patch_params = write_params();
         patch_params.push(param(
             "force",

@@ -26,10 +26,18 @@ pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Caus
     embedded_resources(root, object, "", false, &mut errs);
     list_types(root, object, "", &mut errs);
     if has_rules(root) {
-        // Type and enum failures mean the object is not what the rules were written against.
-        let blocking = errs
-            .iter()
-            .any(|c| c.reason == field::TYPE_INVALID || c.reason == field::NOT_SUPPORTED);
+        // Type, required, enum and size failures mean the object is not what the rules were
+        // written against (apiextensions-apiserver's `hasBlockingErr`).
+        let blocking = errs.iter().any(|c| {
+            [
+                field::TYPE_INVALID,
+                field::NOT_SUPPORTED,
+                field::REQUIRED,
+                field::TOO_LONG,
+                field::TOO_MANY,
+            ]
+            .contains(&c.reason.as_str())
+        });
         if blocking {
             errs.push(field::invalid(
                 field::NIL_PATH,

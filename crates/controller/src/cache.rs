@@ -1,0 +1,330 @@
+//! The object-metadata cache: what the controller knows about every object of every kind a
+//! Usage refers to.
+//!
+//! # Data model
+//!
+//! [`Caches`] maps a [`GroupKind`] (no version: an object is the same object at every served
+//! version) to a [`KindCache`], which maps `(namespace, name)` to a [`CachedObject`] — only the
+//! metadata the decisions need: UID, labels, the controller owner's UID, every owner's UID,
+//! whether the object is being deleted, Lien's own annotations and the resourceVersion (for
+//! optimistic concurrency on writes). Full objects are never kept: the caches are fed by
+//! metadata-only watches, so a kind with large objects (Secrets, ConfigMaps) costs only its
+//! metadata.
+//!
+//! Like the relation index, the cache is a plain synchronous structure with `apply` / `delete` /
+//! `reset` (a restarted watch's fresh list), so every decision that reads it is testable without
+//! a runtime. A kind is `synced` once its first list completed: until then, "no such object"
+//! means "not known yet", and nothing is decided from its absence.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use lien_core::ObjectKey;
+
+/// Annotations Lien reads back from the objects it watches start with this prefix; the rest are
+/// dropped so the cache stays small.
+pub const LIEN_ANNOTATION_PREFIX: &str = "lien.dev/";
+
+/// A kind without its version.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKind {
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+}
+
+impl GroupKind {
+    /// A group and kind.
+    pub fn new(group: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self {
+            group: group.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// The group of `apiVersion` (`v1` → `""`, `apps/v1` → `apps`) with `kind`.
+    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
+        let group = api_version.split_once('/').map_or("", |(g, _)| g);
+        Self::new(group, kind)
+    }
+
+    /// The key of the object `namespace/name` of this kind.
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> ObjectKey {
+        ObjectKey::new(&self.group, &self.kind, namespace, name)
+    }
+}
+
+impl fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.kind)
+        } else {
+            write!(f, "{}.{}", self.kind, self.group)
+        }
+    }
+}
+
+/// What the controller keeps of one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachedObject {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`, sent back as a precondition on writes.
+    pub resource_version: Option<String>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// UID of the ownerReference with `controller: true`, if any.
+    pub controller_uid: Option<String>,
+    /// UIDs of every ownerReference.
+    pub owner_uids: Vec<String>,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// The `lien.dev/` annotations only.
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl CachedObject {
+    /// Reduces object metadata to what the controller keeps.
+    pub fn from_meta(meta: &ObjectMeta) -> Self {
+        let owners = meta.owner_references.as_deref().unwrap_or_default();
+        Self {
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            controller_uid: owners
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| o.uid.clone()),
+            owner_uids: owners.iter().map(|o| o.uid.clone()).collect(),
+            deleting: meta.deletion_timestamp.is_some(),
+            annotations: meta
+                .annotations
+                .iter()
+                .flatten()
+                .filter(|(k, _)| k.starts_with(LIEN_ANNOTATION_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+
+    /// Whether every `(key, value)` of `selector` is among the labels.
+    pub fn matches_labels(&self, selector: &BTreeMap<String, String>) -> bool {
+        selector
+            .iter()
+            .all(|(k, v)| self.labels.get(k).is_some_and(|l| l == v))
+    }
+}
+
+/// `(namespace, name)`; the namespace is `None` for cluster-scoped objects.
+pub type NsName = (Option<String>, String);
+
+/// Every object of one kind.
+#[derive(Debug, Clone, Default)]
+pub struct KindCache {
+    /// Whether the kind is namespaced (from discovery).
+    pub namespaced: bool,
+    /// The served `apiVersion` the watch uses (for owner references and writes).
+    pub api_version: String,
+    /// The resource's plural (for writes).
+    pub plural: String,
+    /// Whether the first list completed.
+    pub synced: bool,
+    /// The objects, ordered by namespace and name (status lists them in this order).
+    pub objects: BTreeMap<NsName, CachedObject>,
+}
+
+impl KindCache {
+    /// The objects in `namespace` (`None`: every namespace, or the cluster-scoped ones).
+    pub fn in_namespace<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a NsName, &'a CachedObject)> + 'a {
+        self.objects
+            .iter()
+            .filter(move |((ns, _), _)| namespace.is_none() || ns.as_deref() == namespace)
+    }
+}
+
+/// Every watched kind.
+#[derive(Debug, Clone, Default)]
+pub struct Caches {
+    kinds: HashMap<GroupKind, KindCache>,
+    /// Kinds discovery does not know: a Usage naming one is `Ready=False, UnknownKind`.
+    unknown: HashSet<GroupKind>,
+}
+
+impl Caches {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts caching `gk` (not yet synced). Keeps the objects if the kind is already cached.
+    pub fn add_kind(&mut self, gk: GroupKind, namespaced: bool, api_version: &str, plural: &str) {
+        self.unknown.remove(&gk);
+        let entry = self.kinds.entry(gk).or_default();
+        entry.namespaced = namespaced;
+        entry.api_version = api_version.to_owned();
+        entry.plural = plural.to_owned();
+    }
+
+    /// Stops caching `gk` (and forgets that it was unknown).
+    pub fn remove_kind(&mut self, gk: &GroupKind) -> bool {
+        self.unknown.remove(gk);
+        self.kinds.remove(gk).is_some()
+    }
+
+    /// Records that discovery does not know `gk`.
+    pub fn mark_unknown(&mut self, gk: GroupKind) {
+        self.kinds.remove(&gk);
+        self.unknown.insert(gk);
+    }
+
+    /// Whether discovery said `gk` does not exist.
+    pub fn is_unknown(&self, gk: &GroupKind) -> bool {
+        self.unknown.contains(gk)
+    }
+
+    /// Whether `gk` is settled: listed once, or known not to exist. Decisions that act on the
+    /// *absence* of an object wait until every kind involved is settled.
+    pub fn is_settled(&self, gk: &GroupKind) -> bool {
+        self.is_unknown(gk) || self.kinds.get(gk).is_some_and(|k| k.synced)
+    }
+
+    /// The cache of one kind, if it is cached.
+    pub fn kind(&self, gk: &GroupKind) -> Option<&KindCache> {
+        self.kinds.get(gk)
+    }
+
+    /// Every cached kind.
+    pub fn kinds(&self) -> impl Iterator<Item = (&GroupKind, &KindCache)> {
+        self.kinds.iter()
+    }
+
+    /// One object.
+    pub fn get(&self, key: &ObjectKey) -> Option<&CachedObject> {
+        self.kinds
+            .get(&GroupKind::new(&key.group, &key.kind))?
+            .objects
+            .get(&(key.namespace.clone(), key.name.clone()))
+    }
+
+    /// An object was added or changed. Ignored for kinds not cached and for objects without a
+    /// name (a malformed watch event is skipped, never fatal).
+    pub fn apply(&mut self, gk: &GroupKind, meta: &ObjectMeta) -> bool {
+        let (Some(kind), Some(name)) = (self.kinds.get_mut(gk), meta.name.clone()) else {
+            return false;
+        };
+        kind.objects.insert(
+            (meta.namespace.clone(), name),
+            CachedObject::from_meta(meta),
+        );
+        true
+    }
+
+    /// An object is gone.
+    pub fn delete(&mut self, gk: &GroupKind, namespace: Option<&str>, name: &str) -> bool {
+        self.kinds.get_mut(gk).is_some_and(|kind| {
+            kind.objects
+                .remove(&(namespace.map(str::to_owned), name.to_owned()))
+                .is_some()
+        })
+    }
+
+    /// Replaces every object of `gk` with a fresh list, and marks the kind synced.
+    pub fn reset<'a>(&mut self, gk: &GroupKind, metas: impl IntoIterator<Item = &'a ObjectMeta>) {
+        let Some(kind) = self.kinds.get_mut(gk) else {
+            return;
+        };
+        kind.objects = metas
+            .into_iter()
+            .filter_map(|m| {
+                let name = m.name.clone()?;
+                Some(((m.namespace.clone(), name), CachedObject::from_meta(m)))
+            })
+            .collect();
+        kind.synced = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn meta(ns: Option<&str>, name: &str, uid: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: ns.map(str::to_owned),
+            name: Some(name.into()),
+            uid: Some(uid.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn keeps_only_what_decisions_need() {
+        let mut m = meta(Some("a"), "x", "u1");
+        m.annotations = Some(
+            [
+                ("lien.dev/deletion-attempt".to_string(), "{}".to_string()),
+                ("big".to_string(), "x".repeat(1000)),
+            ]
+            .into(),
+        );
+        m.owner_references = Some(vec![
+            OwnerReference {
+                uid: "o1".into(),
+                ..Default::default()
+            },
+            OwnerReference {
+                uid: "c1".into(),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
+        let o = CachedObject::from_meta(&m);
+        assert_eq!(o.controller_uid.as_deref(), Some("c1"));
+        assert_eq!(o.owner_uids, vec!["o1", "c1"]);
+        assert_eq!(o.annotations.len(), 1);
+    }
+
+    #[test]
+    fn apply_delete_reset() {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut c = Caches::new();
+        assert!(
+            !c.apply(&gk, &meta(Some("a"), "x", "u1")),
+            "kind not cached"
+        );
+        c.add_kind(gk.clone(), true, "v1", "configmaps");
+        assert!(c.apply(&gk, &meta(Some("a"), "x", "u1")));
+        assert!(!c.kind(&gk).is_some_and(|k| k.synced));
+        let key = gk.key(Some("a"), "x");
+        assert_eq!(c.get(&key).map(|o| o.uid.as_str()), Some("u1"));
+        assert!(c.delete(&gk, Some("a"), "x"));
+        assert!(c.get(&key).is_none());
+        c.reset(
+            &gk,
+            &[meta(Some("a"), "y", "u2"), meta(Some("b"), "y", "u3")],
+        );
+        let kind = c.kind(&gk).expect("cached");
+        assert!(kind.synced);
+        assert_eq!(kind.in_namespace(Some("b")).count(), 1);
+        assert_eq!(kind.in_namespace(None).count(), 2);
+    }
+
+    #[test]
+    fn group_kind_from_api_version() {
+        assert_eq!(
+            GroupKind::from_api_version("v1", "Pod"),
+            GroupKind::new("", "Pod")
+        );
+        assert_eq!(
+            GroupKind::from_api_version("apps/v1", "Deployment"),
+            GroupKind::new("apps", "Deployment")
+        );
+    }
+}

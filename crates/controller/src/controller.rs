@@ -1,0 +1,861 @@
+//! The controller: watches in, index updates and desired writes out.
+//!
+//! # Data model
+//!
+//! One task per watch (Usages, ClusterUsages, and one metadata-only watch per kind a usage
+//! refers to) forwards events into a single channel. The event loop owns the order of changes:
+//! it updates the [`State`] (caches, usage views, resolutions) and the shared
+//! [`RelationIndex`] synchronously — every replica keeps its index current, because its webhook
+//! answers from it — and then wakes the write pass. Per-kind watches start when a usage first
+//! refers to a kind and stop when none does (and no object of it still carries Lien's label).
+//! Nothing polls: every decision follows a watch event.
+//!
+//! The write pass (leader only) reads the state, computes the desired writes with the pure
+//! functions of `desired` and `replay`, applies them, and if any failed, runs again after a
+//! backoff. A write already sent for the resourceVersion the cache still shows is not sent
+//! again, so a burst of events does not repeat writes the watch has not echoed yet.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher::{self, watcher};
+use lien_api::{ClusterUsage, GROUP, Usage, VERSION};
+use lien_core::{RelationIndex, Source};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::cache::{Caches, GroupKind};
+use crate::desired::{self, ObjectTarget, is_labelled};
+use crate::leader::{LeaderConfig, LeaderElector};
+use crate::metrics::Metrics;
+use crate::replay::{self, DEFAULT_REPLAY_TTL, DeletionAttempt, Denial, ReplayAction};
+use crate::resolve::{Problem, Resolution, UsageView, cycle_problems, resolve};
+use crate::writer::{WriteError, Writer};
+
+/// Controller settings.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Leader election; `None` makes this replica the only writer (one replica, tests).
+    pub leader: Option<LeaderConfig>,
+    /// How long a recorded DELETE stays replayable.
+    pub replay_ttl: Duration,
+    /// Timeout of each write.
+    pub write_timeout: Duration,
+    /// First retry delay of a failed write pass (doubles up to `retry_max`).
+    pub retry_base: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+    /// Events' reporting controller.
+    pub reporter: String,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            leader: Some(LeaderConfig::default()),
+            replay_ttl: DEFAULT_REPLAY_TTL,
+            write_timeout: Duration::from_secs(10),
+            retry_base: Duration::from_millis(50),
+            retry_max: Duration::from_secs(10),
+            reporter: "lien-controller".into(),
+        }
+    }
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The event channel closed while running (every watch task ended).
+    #[error("the controller's event channel closed")]
+    ChannelClosed,
+}
+
+impl ControllerError {
+    /// A bounded label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::ChannelClosed => "channel_closed",
+        }
+    }
+}
+
+/// Hands denials to the controller (cheap to clone; give one to the webhook).
+#[derive(Debug, Clone)]
+pub struct DenialSink(mpsc::UnboundedSender<Msg>);
+
+impl DenialSink {
+    /// Records a refused DELETE: the controller writes the record on the object and emits
+    /// Warning events on it and on the usages that blocked it. Never blocks.
+    pub fn record(&self, denial: Denial) {
+        // A closed channel means the controller stopped; the denial then has no one to act on it.
+        let _ = self.0.send(Msg::Denial(denial));
+    }
+}
+
+#[derive(Debug)]
+enum Msg {
+    Usage(watcher::Event<Usage>),
+    ClusterUsage(watcher::Event<ClusterUsage>),
+    Object(GroupKind, watcher::Event<ObjectMeta>),
+    KindFound(GroupKind, ApiResource, bool),
+    KindUnknown(GroupKind),
+    Denial(Denial),
+}
+
+/// Everything the event loop maintains.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Object metadata per referenced kind.
+    pub caches: Caches,
+    /// Every usage, by source.
+    pub usages: BTreeMap<Source, UsageView>,
+    /// The latest resolution of each usage.
+    pub resolutions: BTreeMap<Source, Resolution>,
+    /// The usages that take part in a cycle.
+    pub cycles: BTreeMap<Source, Problem>,
+    usages_listed: bool,
+    cluster_usages_listed: bool,
+    usage_buffer: Vec<Usage>,
+    cluster_usage_buffer: Vec<ClusterUsage>,
+    object_buffers: HashMap<GroupKind, Vec<ObjectMeta>>,
+}
+
+impl State {
+    /// Whether every usage list completed and every referenced kind is listed or known not to
+    /// exist: only then does the absence of a relation mean "not in use".
+    pub fn settled(&self) -> bool {
+        self.usages_listed
+            && self.cluster_usages_listed
+            && self
+                .usages
+                .values()
+                .flat_map(|u| u.kinds())
+                .all(|(gk, _)| self.caches.is_settled(&gk))
+    }
+
+    /// Kinds to watch: every referenced kind, plus kinds whose objects still carry the label
+    /// (so that it can be removed before the watch stops).
+    fn wanted_kinds(&self) -> BTreeMap<GroupKind, String> {
+        let mut out: BTreeMap<GroupKind, String> = BTreeMap::new();
+        for u in self.usages.values() {
+            for (gk, api_version) in u.kinds() {
+                out.entry(gk).or_insert_with(|| api_version.to_owned());
+            }
+        }
+        for (gk, kind) in self.caches.kinds() {
+            if !out.contains_key(gk) && kind.objects.values().any(is_labelled) {
+                out.insert(gk.clone(), kind.api_version.clone());
+            }
+        }
+        out
+    }
+
+    /// Re-resolves `sources` and applies complete resolutions to the index.
+    fn re_resolve(&mut self, sources: &[Source], index: &RwLock<RelationIndex>, metrics: &Metrics) {
+        let mut index = index.write();
+        for source in sources {
+            let Some(view) = self.usages.get(source) else {
+                index.delete(source);
+                self.resolutions.remove(source);
+                continue;
+            };
+            let res = resolve(view, &self.caches);
+            // An incomplete resolution keeps the previous relations: a watch that is still
+            // listing must not lift protection.
+            if res.complete {
+                if let Err(e) = index.apply(source, res.relations.clone()) {
+                    metrics.index_error();
+                    tracing::error!(%source, error = %e, "applying relations");
+                }
+            }
+            self.resolutions.insert(source.clone(), res);
+        }
+        self.cycles = cycle_problems(&index);
+        metrics.set_relations(index.len());
+    }
+
+    fn sources_referring_to(&self, gk: &GroupKind) -> Vec<Source> {
+        self.usages
+            .iter()
+            .filter(|(_, u)| u.kinds().any(|(k, _)| &k == gk))
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    fn replace_usages(&mut self, cluster: bool, views: Vec<UsageView>) -> Vec<Source> {
+        let mut touched: Vec<Source> = self
+            .usages
+            .keys()
+            .filter(|s| matches!(s, Source::ClusterUsage { .. }) == cluster)
+            .cloned()
+            .collect();
+        self.usages
+            .retain(|s, _| matches!(s, Source::ClusterUsage { .. }) != cluster);
+        for v in views {
+            let s = v.source();
+            touched.push(s.clone());
+            self.usages.insert(s, v);
+        }
+        touched
+    }
+}
+
+/// The controller. Build with [`Controller::new`], take its handles, then [`Controller::run`].
+pub struct Controller {
+    client: Client,
+    config: ControllerConfig,
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    index: Arc<RwLock<RelationIndex>>,
+    wake: Notify,
+    metrics: Metrics,
+    leader_tx: watch::Sender<bool>,
+}
+
+impl Controller {
+    /// A controller that keeps `index` up to date (share the same `Arc` with the webhook).
+    pub fn new(
+        client: Client,
+        index: Arc<RwLock<RelationIndex>>,
+        config: ControllerConfig,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (leader_tx, _) = watch::channel(false);
+        Self {
+            client,
+            config,
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                index,
+                wake: Notify::new(),
+                metrics: Metrics::default(),
+                leader_tx,
+            }),
+            tx,
+            rx,
+        }
+    }
+
+    /// Where the webhook sends its denials.
+    pub fn denial_sink(&self) -> DenialSink {
+        DenialSink(self.tx.clone())
+    }
+
+    /// Whether this replica is the leader, as it changes.
+    pub fn leader(&self) -> watch::Receiver<bool> {
+        self.shared.leader_tx.subscribe()
+    }
+
+    /// Registers the `lien_controller_*` metrics.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.shared.metrics.register(registry);
+    }
+
+    /// Runs until `shutdown` resolves: watches, index updates, and (as leader) writes. Stops
+    /// every task it started and releases the lease before returning.
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), ControllerError> {
+        let Controller {
+            client,
+            config,
+            shared,
+            tx,
+            mut rx,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let tasks: Vec<JoinHandle<()>> = vec![
+            spawn_watch(
+                watcher(
+                    Api::<Usage>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                Msg::Usage,
+            ),
+            spawn_watch(
+                watcher(
+                    Api::<ClusterUsage>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                Msg::ClusterUsage,
+            ),
+        ];
+        let elector = match config.leader.clone() {
+            Some(lc) => {
+                let elector = LeaderElector::new(client.clone(), lc);
+                let leader_tx = shared.leader_tx.clone();
+                let stop = stop_rx.clone();
+                Some(tokio::spawn(elector.run(leader_tx, stop)))
+            }
+            None => {
+                shared.leader_tx.send_replace(true);
+                None
+            }
+        };
+        let writer = tokio::spawn(write_loop(
+            Writer::new(client.clone(), config.write_timeout),
+            shared.clone(),
+            config.clone(),
+            stop_rx.clone(),
+        ));
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: config.reporter.clone(),
+                instance: config.leader.as_ref().map(|l| l.identity.clone()),
+            },
+        );
+        let mut kind_tasks: HashMap<GroupKind, JoinHandle<()>> = HashMap::new();
+        tokio::pin!(shutdown);
+        let result = loop {
+            let msg = tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                msg = rx.recv() => msg,
+            };
+            let Some(msg) = msg else {
+                break Err(ControllerError::ChannelClosed);
+            };
+            if let Msg::Denial(denial) = msg {
+                let target = denial_target(&shared, &denial);
+                let writer = Writer::new(client.clone(), config.write_timeout);
+                let recorder = recorder.clone();
+                let shared2 = shared.clone();
+                // Denials are written by whichever replica's webhook refused the DELETE, leader
+                // or not: only that replica knows of it, and the record is what makes the replay
+                // survive anything.
+                tokio::spawn(async move {
+                    record_denial(&writer, &recorder, &shared2, target, denial).await;
+                });
+                continue;
+            }
+            let span = tracing::debug_span!("reconcile");
+            let wanted = span.in_scope(|| handle(&shared, msg));
+            // Start watches for new kinds, stop those no usage refers to.
+            for (gk, api_version) in &wanted {
+                if !kind_tasks.contains_key(gk) {
+                    shared.metrics.kind_watch_started();
+                    kind_tasks.insert(
+                        gk.clone(),
+                        spawn_kind_watch(
+                            client.clone(),
+                            gk.clone(),
+                            api_version.clone(),
+                            tx.clone(),
+                        ),
+                    );
+                }
+            }
+            kind_tasks.retain(|gk, task| {
+                let keep = wanted.contains_key(gk);
+                if !keep {
+                    task.abort();
+                    shared.state.lock().caches.remove_kind(gk);
+                    tracing::info!(kind = %gk, "no usage refers to the kind any more: watch stopped");
+                }
+                keep
+            });
+            shared.metrics.set_watched_kinds(kind_tasks.len());
+            shared.wake.notify_one();
+        };
+        for task in tasks.iter().chain(kind_tasks.values()) {
+            task.abort();
+        }
+        let _ = stop_tx.send(true);
+        shared.wake.notify_one();
+        let _ = writer.await;
+        if let Some(elector) = elector {
+            let _ = elector.await;
+        }
+        result
+    }
+}
+
+fn spawn_watch<K, S>(
+    stream: S,
+    tx: mpsc::UnboundedSender<Msg>,
+    wrap: fn(watcher::Event<K>) -> Msg,
+) -> JoinHandle<()>
+where
+    K: Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        // The watcher's own backoff: a failed list or watch is retried, never fatal.
+        let stream = kube::runtime::WatchStreamExt::default_backoff(stream);
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => {
+                    if tx.send(wrap(ev)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+            }
+        }
+    })
+}
+
+fn spawn_kind_watch(
+    client: Client,
+    gk: GroupKind,
+    api_version: String,
+    tx: mpsc::UnboundedSender<Msg>,
+) -> JoinHandle<()> {
+    let span = tracing::info_span!("kind_watch", kind = %gk);
+    tokio::spawn(
+        async move {
+            let version = api_version
+                .split_once('/')
+                .map_or(api_version.as_str(), |(_, v)| v)
+                .to_owned();
+            let gvk = GroupVersionKind::gvk(&gk.group, &version, &gk.kind);
+            // Discovery; an unknown kind is retried with backoff (a CRD may be installed later).
+            let mut delay = Duration::from_millis(500);
+            let (ar, caps) = loop {
+                match kube::discovery::pinned_kind(&client, &gvk).await {
+                    Ok(found) => break found,
+                    Err(e) => {
+                        tracing::info!(error = %e, "kind not served");
+                        if tx.send(Msg::KindUnknown(gk.clone())).is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(30));
+                    }
+                }
+            };
+            let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
+            if tx
+                .send(Msg::KindFound(gk.clone(), ar.clone(), namespaced))
+                .is_err()
+            {
+                return;
+            }
+            // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &ar);
+            let stream = kube::runtime::WatchStreamExt::default_backoff(watcher(
+                api,
+                watcher::Config::default(),
+            ));
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(ev) => {
+                        let ev = match ev {
+                            watcher::Event::Apply(m) => watcher::Event::Apply(m.metadata),
+                            watcher::Event::Delete(m) => watcher::Event::Delete(m.metadata),
+                            watcher::Event::InitApply(m) => watcher::Event::InitApply(m.metadata),
+                            watcher::Event::Init => watcher::Event::Init,
+                            watcher::Event::InitDone => watcher::Event::InitDone,
+                        };
+                        if tx.send(Msg::Object(gk.clone(), ev)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+                }
+            }
+        }
+        .instrument(span),
+    )
+}
+
+/// Applies one event to the state and the index; returns the kinds to watch.
+fn handle(shared: &Shared, msg: Msg) -> BTreeMap<GroupKind, String> {
+    let mut st = shared.state.lock();
+    let metrics = &shared.metrics;
+    metrics.event();
+    let touched: Vec<Source> = match msg {
+        Msg::Usage(ev) => usage_event(&mut st, ev, false, UsageView::from_usage, |st| {
+            &mut st.usage_buffer
+        }),
+        Msg::ClusterUsage(ev) => {
+            usage_event(&mut st, ev, true, UsageView::from_cluster_usage, |st| {
+                &mut st.cluster_usage_buffer
+            })
+        }
+        Msg::Object(gk, ev) => {
+            let changed = match ev {
+                watcher::Event::Apply(m) => st.caches.apply(&gk, &m),
+                watcher::Event::Delete(m) => {
+                    st.caches
+                        .delete(&gk, m.namespace.as_deref(), m.name.as_deref().unwrap_or(""))
+                }
+                watcher::Event::Init => {
+                    st.object_buffers.insert(gk.clone(), Vec::new());
+                    false
+                }
+                watcher::Event::InitApply(m) => {
+                    st.object_buffers.entry(gk.clone()).or_default().push(m);
+                    false
+                }
+                watcher::Event::InitDone => {
+                    let buffered = st.object_buffers.remove(&gk).unwrap_or_default();
+                    st.caches.reset(&gk, &buffered);
+                    true
+                }
+            };
+            if changed {
+                st.sources_referring_to(&gk)
+            } else {
+                vec![]
+            }
+        }
+        Msg::KindFound(gk, ar, namespaced) => {
+            st.caches
+                .add_kind(gk, namespaced, &ar.api_version, &ar.plural);
+            vec![]
+        }
+        Msg::KindUnknown(gk) => {
+            if st.caches.is_unknown(&gk) {
+                vec![]
+            } else {
+                st.caches.mark_unknown(gk.clone());
+                st.sources_referring_to(&gk)
+            }
+        }
+        Msg::Denial(_) => vec![],
+    };
+    if !touched.is_empty() {
+        st.re_resolve(&touched, &shared.index, metrics);
+    }
+    st.wanted_kinds()
+}
+
+fn usage_event<K>(
+    st: &mut State,
+    ev: watcher::Event<K>,
+    cluster: bool,
+    view: impl Fn(&K) -> Option<UsageView>,
+    buffer: impl Fn(&mut State) -> &mut Vec<K>,
+) -> Vec<Source> {
+    match ev {
+        watcher::Event::Apply(u) => match view(&u) {
+            Some(v) => {
+                let s = v.source();
+                st.usages.insert(s.clone(), v);
+                vec![s]
+            }
+            None => vec![],
+        },
+        watcher::Event::Delete(u) => match view(&u) {
+            Some(v) => {
+                let s = v.source();
+                st.usages.remove(&s);
+                vec![s]
+            }
+            None => vec![],
+        },
+        watcher::Event::Init => {
+            buffer(st).clear();
+            vec![]
+        }
+        watcher::Event::InitApply(u) => {
+            buffer(st).push(u);
+            vec![]
+        }
+        watcher::Event::InitDone => {
+            // A restarted list replaces this kind of usage wholesale: sources that vanished
+            // meanwhile are deleted from the index, the rest re-applied. (Not `reset`: the index
+            // is shared with other sources, e.g. dependency rules.)
+            let items = std::mem::take(buffer(st));
+            let views = items.iter().filter_map(view).collect();
+            if cluster {
+                st.cluster_usages_listed = true;
+            } else {
+                st.usages_listed = true;
+            }
+            st.replace_usages(cluster, views)
+        }
+    }
+}
+
+fn denial_target(shared: &Shared, denial: &Denial) -> Option<ObjectTarget> {
+    let st = shared.state.lock();
+    let key = &denial.object;
+    let gk = GroupKind::new(&key.group, &key.kind);
+    let kind = st.caches.kind(&gk)?;
+    let o = kind
+        .objects
+        .get(&(key.namespace.clone(), key.name.clone()))?;
+    Some(ObjectTarget::new(
+        &gk,
+        kind,
+        key.namespace.as_deref(),
+        &key.name,
+        o,
+    ))
+}
+
+fn object_reference(t: &ObjectTarget) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(t.api_version.clone()),
+        kind: Some(t.gk.kind.clone()),
+        namespace: t.namespace.clone(),
+        name: Some(t.name.clone()),
+        uid: Some(t.uid.clone()),
+        ..Default::default()
+    }
+}
+
+fn usage_reference(source: &Source, uid: &str) -> ObjectReference {
+    let (kind, namespace, name) = match source {
+        Source::Usage { namespace, name } => ("Usage", Some(namespace.clone()), name.clone()),
+        Source::ClusterUsage { name } | Source::Rule { name } => {
+            ("ClusterUsage", None, name.clone())
+        }
+    };
+    ObjectReference {
+        api_version: Some(format!("{GROUP}/{VERSION}")),
+        kind: Some(kind.into()),
+        namespace,
+        name: Some(name),
+        uid: Some(uid.to_owned()),
+        ..Default::default()
+    }
+}
+
+async fn record_denial(
+    writer: &Writer,
+    recorder: &Recorder,
+    shared: &Shared,
+    target: Option<ObjectTarget>,
+    denial: Denial,
+) {
+    let Some(target) = target else {
+        tracing::warn!(object = %denial.object, "denial for an object not in the caches: not recorded");
+        return;
+    };
+    let uid = denial.uid.clone().unwrap_or_else(|| target.uid.clone());
+    let attempt = DeletionAttempt {
+        uid,
+        propagation_policy: denial.propagation_policy.clone(),
+        user: denial.user.clone(),
+        time: Timestamp::try_from(denial.time).unwrap_or_else(|_| Timestamp::now()),
+        replay: denial.replay,
+    };
+    if let Err(e) = writer.record(&target, Some(&attempt)).await {
+        shared.metrics.write_error(e.category());
+        tracing::warn!(error = %e, "recording a denied deletion");
+    }
+    let note = format!("DELETE by {} refused: {}", denial.user, denial.message);
+    let note: String = note.chars().take(1000).collect();
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "DeletionRefused".into(),
+        note: Some(note),
+        action: "Delete".into(),
+        secondary: None,
+    };
+    publish(recorder, shared, &event, &object_reference(&target)).await;
+    let usages: Vec<(Source, String)> = {
+        let index = shared.index.read();
+        let st = shared.state.lock();
+        let sources: BTreeSet<Source> = index
+            .blockers(&denial.object)
+            .map(|r| r.source().to_source())
+            .collect();
+        sources
+            .into_iter()
+            .filter_map(|s| st.usages.get(&s).map(|u| (s, u.uid.clone())))
+            .collect()
+    };
+    let event = Event {
+        secondary: Some(object_reference(&target)),
+        ..event
+    };
+    for (source, uid) in usages {
+        publish(recorder, shared, &event, &usage_reference(&source, &uid)).await;
+    }
+}
+
+async fn publish(recorder: &Recorder, shared: &Shared, event: &Event, reference: &ObjectReference) {
+    if let Err(e) = recorder.publish(event, reference).await {
+        shared.metrics.write_error("event");
+        tracing::warn!(error = %e, "publishing an event");
+    }
+}
+
+/// Everything one write pass will do, computed under the locks and executed without them.
+#[derive(Debug, Default)]
+struct Plan {
+    labels: Vec<desired::LabelWrite>,
+    metas: Vec<desired::UsageMetaWrite>,
+    statuses: Vec<(Source, lien_api::UsageStatus, Option<String>)>,
+    replays: Vec<ReplayAction>,
+}
+
+fn plan(shared: &Shared, config: &ControllerConfig) -> Plan {
+    let st = shared.state.lock();
+    let index = shared.index.read();
+    let settled = st.settled();
+    let now = Timestamp::now();
+    let mut plan = Plan {
+        labels: desired::label_writes(&index, &st.caches, settled),
+        replays: replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl),
+        ..Default::default()
+    };
+    for (source, view) in &st.usages {
+        let Some(res) = st.resolutions.get(source) else {
+            continue;
+        };
+        if let Some(w) = desired::usage_meta(view, res, &st.caches) {
+            plan.metas.push(w);
+        }
+        if let Some(status) = desired::status(view, res, st.cycles.get(source), now) {
+            plan.statuses
+                .push((source.clone(), status, view.resource_version.clone()));
+        }
+    }
+    plan
+}
+
+async fn write_loop(
+    writer: Writer,
+    shared: Arc<Shared>,
+    config: ControllerConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut leader = shared.leader_tx.subscribe();
+    let mut delay = config.retry_base;
+    // What was sent, keyed by target, with the resourceVersion it was decided on.
+    let mut sent: HashMap<String, Option<String>> = HashMap::new();
+    let mut retry_at: Option<tokio::time::Instant> = None;
+    loop {
+        let retry = async {
+            match retry_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = shared.wake.notified() => {}
+            _ = leader.changed() => {}
+            () = retry => {}
+        }
+        retry_at = None;
+        if !*leader.borrow_and_update() {
+            continue;
+        }
+        let span = tracing::debug_span!("write_pass");
+        let plan = span.in_scope(|| plan(&shared, &config));
+        let timer = shared.metrics.pass_timer();
+        let mut failed = false;
+        let mut keep: HashSet<String> = HashSet::new();
+        let mut outcome = |id: String,
+                           rv: Option<String>,
+                           r: Result<(), WriteError>,
+                           sent: &mut HashMap<String, Option<String>>| {
+            match r {
+                Ok(()) => {
+                    sent.insert(id, rv);
+                }
+                Err(e) => {
+                    failed = true;
+                    shared.metrics.write_error(e.category());
+                    if e.is_stale() {
+                        tracing::debug!(error = %e, "write raced a change; deciding again");
+                    } else {
+                        tracing::warn!(error = %e, "write failed; will retry");
+                    }
+                }
+            }
+        };
+        for w in &plan.labels {
+            let id = format!("label/{}", w.target.uid);
+            keep.insert(id.clone());
+            if sent.get(&id) == Some(&w.target.resource_version) {
+                continue;
+            }
+            let r = writer.label(w).await;
+            shared.metrics.write("label", r.is_ok());
+            outcome(id, w.target.resource_version.clone(), r, &mut sent);
+        }
+        for w in &plan.metas {
+            let id = format!("meta/{}", w.uid);
+            keep.insert(id.clone());
+            if sent.get(&id) == Some(&w.resource_version) {
+                continue;
+            }
+            let r = writer.usage_meta(w).await;
+            shared.metrics.write("usage_meta", r.is_ok());
+            outcome(id, w.resource_version.clone(), r, &mut sent);
+        }
+        for (source, status, rv) in &plan.statuses {
+            let id = format!("status/{source}");
+            keep.insert(id.clone());
+            if sent.get(&id) == Some(rv) {
+                continue;
+            }
+            let r = writer.status(source, status).await;
+            shared.metrics.write("status", r.is_ok());
+            outcome(id, rv.clone(), r, &mut sent);
+        }
+        for action in &plan.replays {
+            match action {
+                ReplayAction::Delete { target, attempt } => {
+                    let id = format!("replay/{}", target.uid);
+                    keep.insert(id.clone());
+                    if sent.get(&id) == Some(&target.resource_version) {
+                        continue;
+                    }
+                    let r = writer.replay(target, attempt).await;
+                    shared.metrics.write("replay", r.is_ok());
+                    if r.is_ok() {
+                        tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
+                        shared.metrics.replayed();
+                    }
+                    outcome(id, target.resource_version.clone(), r, &mut sent);
+                }
+                ReplayAction::Forget { target, why } => {
+                    let id = format!("forget/{}", target.uid);
+                    keep.insert(id.clone());
+                    if sent.get(&id) == Some(&target.resource_version) {
+                        continue;
+                    }
+                    tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), why, "forgetting a recorded deletion");
+                    let r = writer.record(target, None).await;
+                    outcome(id, target.resource_version.clone(), r, &mut sent);
+                }
+            }
+        }
+        // Forget what is no longer wanted, so the memory follows the desired state.
+        sent.retain(|id, _| keep.contains(id));
+        drop(timer);
+        if failed {
+            retry_at = Some(tokio::time::Instant::now() + delay);
+            delay = (delay * 2).min(config.retry_max);
+        } else {
+            delay = config.retry_base;
+        }
+    }
+}

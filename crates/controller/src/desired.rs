@@ -1,0 +1,425 @@
+//! Desired writes, computed as data.
+//!
+//! # Data model
+//!
+//! Nothing here talks to the API server: given the caches, the usages, their [`Resolution`]s and
+//! the relation index, these functions say what the cluster should look like and return the
+//! differences as plain values ([`LabelWrite`], [`UsageMetaWrite`], a new [`UsageStatus`]). The
+//! leader's writer applies them (`crate::writer`); tests assert on them directly.
+//!
+//! - **Label**: an object carries `lien.dev/in-use: "true"` iff the index says it is in use. The
+//!   label is derived from the index, not counted per Usage, so it is reference-counted across
+//!   every relation by construction, and a label removed by hand comes back at once. Removal
+//!   waits until everything is *settled* (every usage list and every referenced kind listed),
+//!   so that a restarting controller never unprotects an object it has not yet re-derived.
+//! - **Finalizer**: a Usage with `by` keeps `lien.dev/usage` until every `by` object is gone; a
+//!   reason-only Usage has none, so deleting it lifts the protection at once.
+//! - **Owner references**: every matched `by` object becomes an owner (never the controller, and
+//!   without `blockOwnerDeletion`, which would deadlock a foreground delete of the user against
+//!   the Usage's finalizer) where scope allows, so the garbage collector removes the Usage when
+//!   its users are gone.
+//! - **Status**: `Ready` and `InUse` conditions, observedGeneration, matched counts and a bounded
+//!   list of matched objects with UIDs.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
+use lien_api::{IN_USE_LABEL, MatchedObject, MatchedObjects, USAGE_FINALIZER, UsageStatus};
+use lien_core::{RelationIndex, Source};
+
+use crate::cache::{CachedObject, Caches, GroupKind, KindCache};
+use crate::resolve::{Matched, Problem, Resolution, UsageView};
+
+/// How many matched objects status lists per side (the count is always exact).
+pub const STATUS_LIST_LIMIT: usize = 20;
+/// How many `by` objects become owners of one Usage. More would bloat the Usage; the finalizer
+/// still holds it until every `by` object is gone.
+pub const OWNER_LIMIT: usize = 50;
+
+/// An object to write to, with what a write needs to address it and guard it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectTarget {
+    /// Its kind.
+    pub gk: GroupKind,
+    /// The served `apiVersion` to write at.
+    pub api_version: String,
+    /// The resource's plural.
+    pub plural: String,
+    /// Namespace, `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// UID: a write never reaches another incarnation of the object.
+    pub uid: String,
+    /// The resourceVersion the decision was made on (optimistic concurrency).
+    pub resource_version: Option<String>,
+}
+
+impl ObjectTarget {
+    /// The target for a cached object.
+    pub fn new(
+        gk: &GroupKind,
+        kind: &KindCache,
+        namespace: Option<&str>,
+        name: &str,
+        o: &CachedObject,
+    ) -> Self {
+        Self {
+            gk: gk.clone(),
+            api_version: kind.api_version.clone(),
+            plural: kind.plural.clone(),
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+            uid: o.uid.clone(),
+            resource_version: o.resource_version.clone(),
+        }
+    }
+}
+
+/// Add or remove the in-use label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelWrite {
+    /// The object.
+    pub target: ObjectTarget,
+    /// `true`: set `lien.dev/in-use: "true"`; `false`: remove it.
+    pub in_use: bool,
+}
+
+/// Whether an object carries the in-use label.
+pub fn is_labelled(o: &CachedObject) -> bool {
+    o.labels.get(IN_USE_LABEL).is_some_and(|v| v == "true")
+}
+
+/// Every label write that makes "labelled" equal "in use" for the cached objects. Removals
+/// only when `settled` (see the module docs).
+pub fn label_writes(index: &RelationIndex, caches: &Caches, settled: bool) -> Vec<LabelWrite> {
+    let mut out = Vec::new();
+    for (gk, kind) in caches.kinds() {
+        if !kind.synced {
+            continue;
+        }
+        for ((ns, name), o) in &kind.objects {
+            let in_use = index.is_in_use(&gk.key(ns.as_deref(), name));
+            let labelled = is_labelled(o);
+            // An object being deleted keeps whatever label it has: it is past admission.
+            if in_use == labelled || (!in_use && !settled) || o.deleting {
+                continue;
+            }
+            out.push(LabelWrite {
+                target: ObjectTarget::new(gk, kind, ns.as_deref(), name, o),
+                in_use,
+            });
+        }
+    }
+    out
+}
+
+/// The metadata a Usage should carry: its whole finalizer list and owner references (a JSON
+/// merge patch replaces lists whole, guarded by `resource_version`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageMetaWrite {
+    /// The usage.
+    pub source: Source,
+    /// Its UID.
+    pub uid: String,
+    /// The resourceVersion the decision was made on.
+    pub resource_version: Option<String>,
+    /// The finalizers to set.
+    pub finalizers: Vec<String>,
+    /// The owner references to set.
+    pub owner_references: Vec<OwnerReference>,
+}
+
+/// The finalizer and owner-reference write a usage needs, if any.
+pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option<UsageMetaWrite> {
+    let has = view.finalizers.iter().any(|f| f == USAGE_FINALIZER);
+    // The finalizer goes only when the `by` side is known to match nothing any more; while a
+    // kind is still being listed, absence proves nothing.
+    let all_users_gone = res.complete && res.by.is_empty();
+    let want = view.by.is_some() && !(view.deleting && all_users_gone);
+    let mut finalizers = view.finalizers.clone();
+    if want && !has && !view.deleting {
+        // kube-apiserver refuses new finalizers on an object being deleted.
+        finalizers.push(USAGE_FINALIZER.to_owned());
+    } else if !want && has {
+        finalizers.retain(|f| f != USAGE_FINALIZER);
+    }
+
+    let mut owners = view.owner_references.clone();
+    if let Some(by) = &view.by {
+        let gk = GroupKind::from_api_version(&by.api_version, &by.kind);
+        if let Some(kind) = caches.kind(&gk).filter(|k| k.synced) {
+            // A cluster-scoped Usage may only have cluster-scoped owners; a namespaced Usage's
+            // `by` is in its own namespace or cluster-scoped, so it may own it.
+            let allowed = !kind.namespaced || view.namespace.is_some();
+            let matched: BTreeSet<&str> = res.by.iter().map(|m| m.uid.as_str()).collect();
+            let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
+            // Drop owners of this kind that still exist but no longer match. An owner that is
+            // gone stays: the garbage collector deletes the Usage when all its owners are gone,
+            // and removing the reference first would orphan the Usage instead.
+            owners.retain(|o| {
+                !(GroupKind::from_api_version(&o.api_version, &o.kind) == gk
+                    && live.contains(o.uid.as_str())
+                    && !matched.contains(o.uid.as_str()))
+            });
+            if allowed && !view.deleting {
+                let present: BTreeSet<String> = owners.iter().map(|o| o.uid.clone()).collect();
+                let room = OWNER_LIMIT.saturating_sub(owners.len());
+                owners.extend(
+                    res.by
+                        .iter()
+                        .filter(|m| !present.contains(&m.uid))
+                        .take(room)
+                        .map(|m| owner_ref(kind, m)),
+                );
+            }
+        }
+    }
+    (finalizers != view.finalizers || owners != view.owner_references).then(|| UsageMetaWrite {
+        source: view.source(),
+        uid: view.uid.clone(),
+        resource_version: view.resource_version.clone(),
+        finalizers,
+        owner_references: owners,
+    })
+}
+
+fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
+    OwnerReference {
+        api_version: kind.api_version.clone(),
+        kind: m.key.kind.clone(),
+        name: m.key.name.clone(),
+        uid: m.uid.clone(),
+        controller: None,
+        block_owner_deletion: None,
+    }
+}
+
+fn matched_objects(matched: &[Matched]) -> MatchedObjects {
+    MatchedObjects {
+        count: u32::try_from(matched.len()).unwrap_or(u32::MAX),
+        objects: matched
+            .iter()
+            .take(STATUS_LIST_LIMIT)
+            .map(|m| MatchedObject {
+                namespace: m.key.namespace.clone().unwrap_or_default(),
+                name: m.key.name.clone(),
+                uid: m.uid.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn condition(
+    previous: Option<&UsageStatus>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let status = if status { "True" } else { "False" };
+    // The transition time moves only when the status does (metav1.Condition semantics).
+    let since = previous
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .filter(|c| c.status == status)
+        .map_or(Time(now), |c| c.last_transition_time.clone());
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: since,
+        observed_generation: generation,
+    }
+}
+
+/// The status a usage should have; `None` when it already has it.
+pub fn status(
+    view: &UsageView,
+    res: &Resolution,
+    cycle: Option<&Problem>,
+    now: Timestamp,
+) -> Option<UsageStatus> {
+    let previous = view.status.as_ref();
+    // A cycle is the most useful thing to report: it means the objects can never be deleted.
+    let problem = cycle.or_else(|| res.problems.first());
+    let ready = match problem {
+        Some(p) => condition(
+            previous,
+            "Ready",
+            false,
+            p.reason.as_str(),
+            p.message.clone(),
+            view.generation,
+            now,
+        ),
+        None => condition(
+            previous,
+            "Ready",
+            true,
+            "Resolved",
+            "every reference resolves".to_owned(),
+            view.generation,
+            now,
+        ),
+    };
+    let protected: BTreeSet<_> = res.relations.iter().map(|r| &r.of).collect();
+    let in_use = if protected.is_empty() {
+        condition(
+            previous,
+            "InUse",
+            false,
+            "NotInUse",
+            "no object is protected by this usage".to_owned(),
+            view.generation,
+            now,
+        )
+    } else {
+        condition(
+            previous,
+            "InUse",
+            true,
+            "InUse",
+            format!("{} object(s) protected", protected.len()),
+            view.generation,
+            now,
+        )
+    };
+    let desired = UsageStatus {
+        conditions: vec![ready, in_use],
+        of: Some(matched_objects(&res.of)),
+        by: view.by.as_ref().map(|_| matched_objects(&res.by)),
+        observed_generation: view.generation,
+    };
+    (previous != Some(&desired)).then_some(desired)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use lien_api::{ResourceRef, ResourceSpec};
+    use lien_core::{ObjectKey, Relation};
+
+    use super::*;
+    use crate::resolve::resolve;
+
+    fn spec(name: &str) -> ResourceSpec {
+        ResourceSpec {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            resource_ref: Some(ResourceRef {
+                name: name.into(),
+                namespace: None,
+            }),
+            resource_selector: None,
+        }
+    }
+
+    fn caches(names: &[(&str, bool)]) -> Caches {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut c = Caches::new();
+        c.add_kind(gk.clone(), true, "v1", "configmaps");
+        let metas: Vec<ObjectMeta> = names
+            .iter()
+            .map(|(n, labelled)| ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some((*n).into()),
+                uid: Some(format!("uid-{n}")),
+                labels: labelled.then(|| [(IN_USE_LABEL.to_string(), "true".to_string())].into()),
+                ..Default::default()
+            })
+            .collect();
+        c.reset(&gk, &metas);
+        c
+    }
+
+    #[test]
+    fn label_iff_in_use_and_removal_waits_until_settled() {
+        let c = caches(&[("used", false), ("stale", true), ("plain", false)]);
+        let mut index = RelationIndex::new();
+        let key = ObjectKey::new("", "ConfigMap", Some("ns"), "used");
+        index
+            .apply(
+                &Source::usage("ns", "u"),
+                [Relation::protects(Source::usage("ns", "u"), key, "r")],
+            )
+            .expect("applies");
+        let w = label_writes(&index, &c, false);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].in_use && w[0].target.name == "used");
+        let mut w = label_writes(&index, &c, true);
+        w.sort_by(|a, b| a.target.name.cmp(&b.target.name));
+        assert_eq!(w.len(), 2);
+        assert!(!w[0].in_use && w[0].target.name == "stale");
+    }
+
+    #[test]
+    fn finalizer_and_owner_for_a_usage_with_by_until_the_users_are_gone() {
+        let c = caches(&[("of", false), ("by", false)]);
+        let mut view = UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            uid: "uid-u".into(),
+            of: spec("of"),
+            by: Some(spec("by")),
+            ..Default::default()
+        };
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        assert_eq!(w.finalizers, [USAGE_FINALIZER]);
+        assert_eq!(w.owner_references.len(), 1);
+        assert_eq!(w.owner_references[0].uid, "uid-by");
+        assert_eq!(w.owner_references[0].controller, None);
+        assert_eq!(w.owner_references[0].block_owner_deletion, None);
+        view.finalizers = w.finalizers;
+        view.owner_references = w.owner_references;
+        assert_eq!(usage_meta(&view, &res, &c), None, "converged");
+        // Deleting while the user exists keeps the finalizer.
+        view.deleting = true;
+        assert_eq!(usage_meta(&view, &res, &c), None);
+        // The user is gone: the finalizer goes, the dangling owner stays for the GC.
+        let c = caches(&[("of", false)]);
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        assert!(w.finalizers.is_empty());
+        assert_eq!(w.owner_references.len(), 1);
+    }
+
+    #[test]
+    fn reason_only_usage_has_no_finalizer_and_status_reports_matches() {
+        let c = caches(&[("of", false)]);
+        let view = UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            of: spec("of"),
+            reason: Some("prod".into()),
+            generation: Some(3),
+            ..Default::default()
+        };
+        let res = resolve(&view, &c);
+        assert_eq!(usage_meta(&view, &res, &c), None);
+        let now = Timestamp::UNIX_EPOCH;
+        let s = status(&view, &res, None, now).expect("a status");
+        assert_eq!(s.observed_generation, Some(3));
+        assert_eq!(s.conditions[0].type_, "Ready");
+        assert_eq!(s.conditions[0].status, "True");
+        assert_eq!(s.conditions[1].reason, "InUse");
+        assert_eq!(
+            s.of.as_ref().map(|o| o.objects[0].uid.as_str()),
+            Some("uid-of")
+        );
+        assert!(s.by.is_none());
+        let view = UsageView {
+            status: Some(s),
+            ..view
+        };
+        assert_eq!(
+            status(&view, &res, None, Timestamp::now()),
+            None,
+            "stable: no rewrite"
+        );
+    }
+}

@@ -1,0 +1,37 @@
+//! Lien's controller.
+//!
+//! # Data model
+//!
+//! Watches feed synchronous structures; pure functions turn them into decisions; one
+//! leader-elected writer applies the decisions.
+//!
+//! - [`cache`]: per-kind object metadata from metadata-only watches (`apply`/`delete`/`reset`).
+//! - [`resolve`] (pure): a Usage or ClusterUsage + the caches → relations, matched objects and
+//!   problems; every selector match, re-resolved on every relevant change.
+//! - the shared [`lien_core::RelationIndex`], updated per source from the resolutions, which the
+//!   webhook reads.
+//! - [`desired`] (pure): the in-use label, the Usage finalizer, owner references and status as
+//!   data.
+//! - [`replay`]: refused DELETEs recorded on the objects and re-issued when the last relation
+//!   goes.
+//! - [`writer`], [`leader`]: the I/O edges.
+//! - [`Controller`]: wires it together; [`live`]: what the webhook asks of the controller.
+//!
+//! What `lien run` does: build a [`Controller`] with the client, the index it shares with the
+//! webhook and a [`ControllerConfig`]; give the webhook [`Controller::denial_sink`],
+//! [`live::ApiLiveCheck`] and [`live::DiscoveryKinds`]; then `run(shutdown)`.
+
+pub mod cache;
+mod controller;
+pub mod desired;
+pub mod leader;
+pub mod live;
+mod metrics;
+pub mod replay;
+pub mod resolve;
+pub mod writer;
+
+pub use controller::{Controller, ControllerConfig, ControllerError, DenialSink, State};
+pub use leader::{LeaderConfig, LeaderElector};
+pub use metrics::Metrics;
+pub use replay::{DEFAULT_REPLAY_TTL, DELETION_ATTEMPT_ANNOTATION, DeletionAttempt, Denial};

@@ -1,0 +1,318 @@
+//! The writer: applies desired writes to the API server.
+//!
+//! # Data model
+//!
+//! Every write is a JSON merge patch carrying the `resourceVersion` the decision was made on, so
+//! the API server refuses it (409) if the object changed meanwhile — optimistic concurrency: the
+//! watch then brings the new version and the decision is made again. DELETEs carry a UID
+//! precondition. Each call has a timeout. The writer does not loop on failure itself: the
+//! controller's write pass records the failure and schedules another pass with backoff, which
+//! recomputes the decision from fresh caches (retrying a stale decision would be wrong).
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::core::{ApiResource, GroupVersionKind};
+use lien_api::{ClusterUsage, IN_USE_LABEL, Usage, UsageStatus};
+use lien_core::Source;
+use serde_json::json;
+
+use crate::desired::{LabelWrite, ObjectTarget, UsageMetaWrite};
+use crate::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
+
+/// The field manager Lien's writes are recorded under.
+pub const FIELD_MANAGER: &str = "lien";
+
+/// A write that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Setting or removing the in-use label.
+    #[error("labelling {target}: {source}")]
+    Label {
+        /// The object.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Setting a Usage's finalizers and owner references.
+    #[error("updating finalizers and owners of {target}: {source}")]
+    UsageMeta {
+        /// The usage.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing a Usage's status.
+    #[error("writing the status of {target}: {source}")]
+    Status {
+        /// The usage.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Re-issuing a refused DELETE.
+    #[error("replaying the deletion of {target}: {source}")]
+    Replay {
+        /// The object.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Recording or forgetting a deletion attempt.
+    #[error("updating the deletion record of {target}: {source}")]
+    Record {
+        /// The object.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// A call did not finish in time.
+    #[error("{what} timed out after {after:?}")]
+    Timeout {
+        /// What was written.
+        what: String,
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+impl WriteError {
+    /// A bounded label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Label { .. } => "label",
+            Self::UsageMeta { .. } => "usage_meta",
+            Self::Status { .. } => "status",
+            Self::Replay { .. } => "replay",
+            Self::Record { .. } => "record",
+            Self::Timeout { .. } => "timeout",
+        }
+    }
+
+    /// Whether the API server said the object changed or went (409 / 404): the next pass
+    /// decides again from fresh caches, so this is not worth a warning.
+    pub fn is_stale(&self) -> bool {
+        let source = match self {
+            Self::Label { source, .. }
+            | Self::UsageMeta { source, .. }
+            | Self::Status { source, .. }
+            | Self::Replay { source, .. }
+            | Self::Record { source, .. } => source,
+            Self::Timeout { .. } => return false,
+        };
+        matches!(source, kube::Error::Api(s) if s.code == 409 || s.code == 404)
+    }
+}
+
+/// Applies writes with a timeout per call.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+fn api_for(client: &Client, t: &ObjectTarget) -> Api<DynamicObject> {
+    let (group, version) = match t.api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", t.api_version.as_str()),
+    };
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, &t.gk.kind),
+        &t.plural,
+    );
+    match &t.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+fn describe(t: &ObjectTarget) -> String {
+    t.gk.key(t.namespace.as_deref(), &t.name).to_string()
+}
+
+impl Writer {
+    /// A writer with `timeout` per call.
+    pub fn new(client: Client, timeout: Duration) -> Self {
+        Self { client, timeout }
+    }
+
+    async fn timed<T>(
+        &self,
+        what: impl FnOnce() -> String,
+        fut: impl Future<Output = Result<T, WriteError>>,
+    ) -> Result<T, WriteError> {
+        match tokio::time::timeout(self.timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(WriteError::Timeout {
+                what: what(),
+                after: self.timeout,
+            }),
+        }
+    }
+
+    fn params() -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        }
+    }
+
+    /// Sets or removes the in-use label.
+    pub async fn label(&self, w: &LabelWrite) -> Result<(), WriteError> {
+        let value = if w.in_use { json!("true") } else { json!(null) };
+        let patch = json!({"metadata": {
+            "resourceVersion": w.target.resource_version,
+            "labels": {IN_USE_LABEL: value},
+        }});
+        let api = api_for(&self.client, &w.target);
+        self.timed(|| format!("labelling {}", describe(&w.target)), async {
+            api.patch(&w.target.name, &Self::params(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+                .map_err(|source| WriteError::Label {
+                    target: describe(&w.target),
+                    source,
+                })
+        })
+        .await
+    }
+
+    /// Sets a usage's finalizers and owner references.
+    pub async fn usage_meta(&self, w: &UsageMetaWrite) -> Result<(), WriteError> {
+        let patch = json!({"metadata": {
+            "resourceVersion": w.resource_version,
+            "finalizers": w.finalizers,
+            "ownerReferences": w.owner_references,
+        }});
+        let target = w.source.to_string();
+        let fut = async {
+            let r = match &w.source {
+                Source::Usage { namespace, name } => {
+                    Api::<Usage>::namespaced(self.client.clone(), namespace)
+                        .patch(name, &Self::params(), &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
+                }
+                Source::ClusterUsage { name } | Source::Rule { name } => {
+                    Api::<ClusterUsage>::all(self.client.clone())
+                        .patch(name, &Self::params(), &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
+                }
+            };
+            r.map_err(|source| WriteError::UsageMeta {
+                target: target.clone(),
+                source,
+            })
+        };
+        self.timed(|| format!("updating {}", w.source), fut).await
+    }
+
+    /// Writes a usage's status.
+    pub async fn status(&self, source: &Source, status: &UsageStatus) -> Result<(), WriteError> {
+        let patch = json!({"status": status});
+        let fut = async {
+            let r = match source {
+                Source::Usage { namespace, name } => {
+                    Api::<Usage>::namespaced(self.client.clone(), namespace)
+                        .patch_status(name, &Self::params(), &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
+                }
+                Source::ClusterUsage { name } | Source::Rule { name } => {
+                    Api::<ClusterUsage>::all(self.client.clone())
+                        .patch_status(name, &Self::params(), &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
+                }
+            };
+            r.map_err(|e| WriteError::Status {
+                target: source.to_string(),
+                source: e,
+            })
+        };
+        self.timed(|| format!("status of {source}"), fut).await
+    }
+
+    /// Re-issues a refused DELETE with a UID precondition and the recorded propagation policy.
+    /// An object already gone counts as done.
+    pub async fn replay(
+        &self,
+        target: &ObjectTarget,
+        attempt: &DeletionAttempt,
+    ) -> Result<(), WriteError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(attempt.uid.clone()),
+                resource_version: None,
+            }),
+            propagation_policy: match attempt.propagation_policy.as_deref() {
+                Some("Foreground") => Some(kube::api::PropagationPolicy::Foreground),
+                Some("Orphan") => Some(kube::api::PropagationPolicy::Orphan),
+                Some("Background") => Some(kube::api::PropagationPolicy::Background),
+                _ => None,
+            },
+            ..Default::default()
+        };
+        let api = api_for(&self.client, target);
+        self.timed(
+            || format!("replaying the deletion of {}", describe(target)),
+            async {
+                match api.delete(&target.name, &params).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(source) => Err(WriteError::Replay {
+                        target: describe(target),
+                        source,
+                    }),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Records a deletion attempt on the object (`Some`) or removes the record (`None`).
+    pub async fn record(
+        &self,
+        target: &ObjectTarget,
+        attempt: Option<&DeletionAttempt>,
+    ) -> Result<(), WriteError> {
+        let value = match attempt {
+            Some(a) => json!(serde_json::to_string(a).unwrap_or_default()),
+            None => json!(null),
+        };
+        let mut meta = json!({"annotations": {DELETION_ATTEMPT_ANNOTATION: value}});
+        // Forgetting is guarded by the version the decision saw; recording is not, because a
+        // denial is news that must land whatever else changed on the object.
+        if attempt.is_none() {
+            meta["resourceVersion"] = json!(target.resource_version);
+        }
+        let patch = json!({ "metadata": meta });
+        let api = api_for(&self.client, target);
+        self.timed(|| format!("recording on {}", describe(target)), async {
+            api.patch(&target.name, &Self::params(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+                .map_err(|source| WriteError::Record {
+                    target: describe(target),
+                    source,
+                })
+        })
+        .await
+    }
+}

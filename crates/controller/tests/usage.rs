@@ -1,0 +1,265 @@
+//! Usages against the sandbox: labels, selectors, finalizers, owners, status, cycles.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use lien_api::{USAGE_FINALIZER, Usage};
+use serde_json::json;
+
+#[tokio::test]
+async fn reason_only_usage_labels_its_object_and_has_no_finalizer() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    let cm = create_cm(&client, "default", "db", json!({})).await;
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "protect-db"}, "spec": {
+            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
+            "reason": "production data"}}),
+    )
+    .await;
+    wait_label(&client, "default", "db", true).await;
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    let u = wait_for("status Ready and InUse", DEADLINE, || async {
+        let u = usages.get("protect-db").await.ok()?;
+        (condition(&u, "Ready") == Some(("True".into(), "Resolved".into()))
+            && condition(&u, "InUse") == Some(("True".into(), "InUse".into())))
+        .then_some(u)
+    })
+    .await;
+    let status = u.status.clone().expect("status");
+    let of = status.of.expect("of matched");
+    assert_eq!(of.count, 1);
+    assert_eq!(of.objects[0].uid, cm.metadata.uid.clone().expect("uid"));
+    assert_eq!(status.observed_generation, u.metadata.generation);
+    assert!(
+        !u.metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == USAGE_FINALIZER),
+        "a reason-only usage has no finalizer"
+    );
+    // Deleting the usage lifts the protection at once: it goes, and so does the label.
+    usages
+        .delete("protect-db", &DeleteParams::default())
+        .await
+        .expect("delete usage");
+    wait_label(&client, "default", "db", false).await;
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}
+
+#[tokio::test]
+async fn selector_matches_every_object_continuously() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    for n in ["a", "b", "c"] {
+        create_cm(&client, "default", n, json!({"tier": "db"})).await;
+    }
+    create_cm(&client, "default", "other", json!({"tier": "web"})).await;
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "dbs"}, "spec": {
+            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": {"matchLabels": {"tier": "db"}}},
+            "reason": "databases"}}),
+    )
+    .await;
+    for n in ["a", "b", "c"] {
+        wait_label(&client, "default", n, true).await;
+    }
+    // A new matching object is protected too.
+    create_cm(&client, "default", "d", json!({"tier": "db"})).await;
+    wait_label(&client, "default", "d", true).await;
+    // Relabelling one takes it out of the selection, and its label goes.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"tier": "retired"}}})),
+    )
+    .await
+    .expect("relabel");
+    wait_label(&client, "default", "b", false).await;
+    let other = cms.get("other").await.expect("other");
+    assert!(!in_use(&other));
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    wait_for("status lists a, c, d", DEADLINE, || async {
+        let u = usages.get("dbs").await.ok()?;
+        let of = u.status?.of?;
+        let names: Vec<String> = of.objects.iter().map(|o| o.name.clone()).collect();
+        (of.count == 3 && names == ["a", "c", "d"]).then_some(())
+    })
+    .await;
+    // Removing the label by hand does not stick: it is derived from the index.
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"lien.dev/in-use": null}}})),
+    )
+    .await
+    .expect("strip label");
+    wait_label(&client, "default", "a", true).await;
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}
+
+#[tokio::test]
+async fn match_controller_ref_selects_only_siblings() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    let parent = create_cm(&client, "default", "parent", json!({})).await;
+    let stranger = create_cm(&client, "default", "stranger", json!({})).await;
+    let owner = |cm: &ConfigMap| {
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": cm.metadata.name,
+                "uid": cm.metadata.uid, "controller": true}])
+    };
+    create_cm_with(
+        &client,
+        "default",
+        "sibling",
+        json!({"labels": {"app": "x"}, "ownerReferences": owner(&parent)}),
+    )
+    .await;
+    create_cm_with(
+        &client,
+        "default",
+        "foreign",
+        json!({"labels": {"app": "x"}, "ownerReferences": owner(&stranger)}),
+    )
+    .await;
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "composed", "ownerReferences": owner(&parent)}, "spec": {
+            "of": {"apiVersion": "v1", "kind": "ConfigMap",
+                   "resourceSelector": {"matchLabels": {"app": "x"}, "matchControllerRef": true}},
+            "reason": "composed together"}}),
+    )
+    .await;
+    wait_label(&client, "default", "sibling", true).await;
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    wait_for("status counts one match", DEADLINE, || async {
+        let u = usages.get("composed").await.ok()?;
+        (u.status?.of?.count == 1).then_some(())
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(!in_use(&cms.get("foreign").await.expect("foreign")));
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}
+
+#[tokio::test]
+async fn usage_with_by_holds_a_finalizer_is_owned_and_goes_with_its_user() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    create_cm(&client, "default", "cluster", json!({})).await;
+    let release = create_cm(&client, "default", "release", json!({})).await;
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "release-uses-cluster"}, "spec": {
+            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "cluster"}},
+            "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "release"}}}}),
+    )
+    .await;
+    wait_label(&client, "default", "cluster", true).await;
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    let release_uid = release.metadata.uid.clone().expect("uid");
+    wait_for("finalizer and owner reference", DEADLINE, || async {
+        let u = usages.get("release-uses-cluster").await.ok()?;
+        let fin = u.metadata.finalizers.clone().unwrap_or_default();
+        let owners = u.metadata.owner_references.clone().unwrap_or_default();
+        (fin.iter().any(|f| f == USAGE_FINALIZER)
+            && owners
+                .iter()
+                .any(|o| o.uid == release_uid && o.controller != Some(true)))
+        .then_some(())
+    })
+    .await;
+    let u = usages.get("release-uses-cluster").await.expect("usage");
+    let by = u.status.and_then(|s| s.by).expect("by matched");
+    assert_eq!(by.objects[0].uid, release_uid);
+    // The user goes: the garbage collector deletes the usage, the controller releases its
+    // finalizer, and the label goes.
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .delete("release", &DeleteParams::default())
+        .await
+        .expect("delete release");
+    wait_for("the usage to be gone", DEADLINE, || async {
+        matches!(usages.get_opt("release-uses-cluster").await, Ok(None)).then_some(())
+    })
+    .await;
+    wait_label(&client, "default", "cluster", false).await;
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}
+
+#[tokio::test]
+async fn objects_that_use_each_other_are_a_cycle() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    create_cm(&client, "default", "a", json!({})).await;
+    create_cm(&client, "default", "b", json!({})).await;
+    for (name, of, by) in [("a-uses-b", "b", "a"), ("b-uses-a", "a", "b")] {
+        create_usage(
+            &client,
+            "default",
+            json!({"metadata": {"name": name}, "spec": {
+                "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
+                "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": by}}}}),
+        )
+        .await;
+    }
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    for name in ["a-uses-b", "b-uses-a"] {
+        wait_for(&format!("{name} Ready=False Cycle"), DEADLINE, || async {
+            let u = usages.get(name).await.ok()?;
+            (condition(&u, "Ready") == Some(("False".into(), "Cycle".into()))).then_some(())
+        })
+        .await;
+    }
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_kind_and_missing_object_are_reported() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "ghost"}, "spec": {
+            "of": {"apiVersion": "nope.example.io/v1", "kind": "Ghost", "resourceRef": {"name": "x"}},
+            "reason": "r"}}),
+    )
+    .await;
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "missing"}, "spec": {
+            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "nothing"}},
+            "reason": "r"}}),
+    )
+    .await;
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    for (name, reason) in [("ghost", "UnknownKind"), ("missing", "NotFound")] {
+        wait_for(
+            &format!("{name} Ready=False {reason}"),
+            DEADLINE,
+            || async {
+                let u = usages.get(name).await.ok()?;
+                (condition(&u, "Ready") == Some(("False".into(), reason.into()))).then_some(())
+            },
+        )
+        .await;
+    }
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}

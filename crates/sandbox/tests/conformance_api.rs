@@ -1,0 +1,18 @@
+//! API-semantics conformance: each test checks one behaviour the Kubernetes documentation
+//! describes, through kube-rs against a sandbox of its own. The doc comment of every test names
+//! the page it checks.
+
+mod common;
+
+#[path = "conformance_api/admission.rs"]
+mod admission;
+#[path = "conformance_api/crd.rs"]
+mod crd;
+#[path = "conformance_api/list.rs"]
+mod list;
+#[path = "conformance_api/support.rs"]
+mod support;
+#[path = "conformance_api/watch.rs"]
+mod watch;
+#[path = "conformance_api/write.rs"]
+mod write;

@@ -1,0 +1,225 @@
+//! List semantics: label and field selectors, chunking with `limit`/`continue`.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, PostParams};
+
+use crate::common;
+use crate::support::{configmap, create_configmaps, names, status};
+
+/// "Labels and Selectors": equality-based (`=`, `==`, `!=`) and set-based (`in`, `notin`,
+/// exists, `!`) requirements, and comma-separated requirements ANDed. `!=` and `notin` also
+/// select objects without the label.
+#[tokio::test]
+async fn label_selector_operators() {
+    let sandbox = common::sandbox().await;
+    let cms: Api<ConfigMap> = Api::namespaced(common::client(&sandbox).await, "default");
+    for (name, labels) in [
+        ("prod-web", &[("env", "prod"), ("tier", "web")][..]),
+        ("prod-db", &[("env", "prod"), ("tier", "db")][..]),
+        ("staging-web", &[("env", "staging"), ("tier", "web")][..]),
+        ("dev", &[("env", "dev")][..]),
+        ("bare", &[][..]),
+    ] {
+        cms.create(&PostParams::default(), &configmap(name, labels))
+            .await
+            .expect("create");
+    }
+    let cases: &[(&str, &[&str])] = &[
+        ("env=prod", &["prod-db", "prod-web"]),
+        ("env==prod", &["prod-db", "prod-web"]),
+        ("env!=prod", &["bare", "dev", "staging-web"]),
+        (
+            "env in (prod,staging)",
+            &["prod-db", "prod-web", "staging-web"],
+        ),
+        ("env notin (prod,staging)", &["bare", "dev"]),
+        ("tier", &["prod-db", "prod-web", "staging-web"]),
+        ("!tier", &["bare", "dev"]),
+        ("env=prod,tier=web", &["prod-web"]),
+        ("env in (prod),tier notin (web)", &["prod-db"]),
+        ("env,!tier", &["dev"]),
+    ];
+    for (selector, want) in cases {
+        let got = cms
+            .list(&ListParams::default().labels(selector))
+            .await
+            .expect(selector);
+        let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        assert_eq!(names(&got.items), want, "selector {selector:?}");
+    }
+    let s = status(cms.list(&ListParams::default().labels("env in prod")).await);
+    assert_eq!(s.code, 400, "a malformed selector is a bad request: {s:?}");
+    sandbox.shutdown().await;
+}
+
+/// "Field Selectors": `metadata.name` and `metadata.namespace` with `=`, `==` and `!=`, chained
+/// with commas; a field a resource does not support is refused with 400.
+#[tokio::test]
+async fn field_selectors_on_name_and_namespace() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some("other".into());
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let here: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let there: Api<ConfigMap> = Api::namespaced(client.clone(), "other");
+    create_configmaps(&here, &["a", "b"]).await;
+    create_configmaps(&there, &["a", "c"]).await;
+    let everywhere: Api<ConfigMap> = Api::all(client);
+    let keyed = |items: &[ConfigMap]| {
+        let mut v: Vec<String> = items
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c.metadata.namespace.clone().unwrap_or_default(),
+                    c.metadata.name.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let cases: &[(&str, &[&str])] = &[
+        ("metadata.name=a", &["default/a", "other/a"]),
+        ("metadata.name==a", &["default/a", "other/a"]),
+        ("metadata.namespace=other", &["other/a", "other/c"]),
+        ("metadata.namespace=other,metadata.name!=a", &["other/c"]),
+        ("metadata.name!=a,metadata.namespace!=other", &["default/b"]),
+    ];
+    for (selector, want) in cases {
+        let got = everywhere
+            .list(&ListParams::default().fields(selector))
+            .await
+            .expect(selector);
+        let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        assert_eq!(keyed(&got.items), want, "field selector {selector:?}");
+    }
+    let s = status(
+        everywhere
+            .list(&ListParams::default().fields("data.a=b"))
+            .await,
+    );
+    assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"), "{s:?}");
+    sandbox.shutdown().await;
+}
+
+/// "API Concepts" (retrieving large results sets in chunks): pages of `limit` items chained by
+/// `continue` all come from the same snapshot (same resourceVersion) even when objects are
+/// created between pages; `remainingItemCount` counts what is left.
+#[tokio::test]
+async fn chunked_list_is_a_consistent_snapshot() {
+    let sandbox = common::sandbox().await;
+    let cms: Api<ConfigMap> = Api::namespaced(common::client(&sandbox).await, "default");
+    let originals = ["c0", "c1", "c2", "c3", "c4", "c5", "c6"];
+    create_configmaps(&cms, &originals).await;
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    let mut list_rv: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut lp = ListParams::default().limit(3);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = cms.list(&lp).await.expect("page");
+        pages += 1;
+        assert!(page.items.len() <= 3);
+        match &list_rv {
+            None => list_rv = page.metadata.resource_version.clone(),
+            Some(rv) => assert_eq!(
+                page.metadata.resource_version.as_ref(),
+                Some(rv),
+                "every chunk is read at the first one's resourceVersion"
+            ),
+        }
+        seen.extend(page.items.iter().filter_map(|c| c.metadata.name.clone()));
+        // Written between pages: must not show up in this list.
+        cms.create(
+            &PostParams::default(),
+            &configmap(&format!("a-new-{pages}"), &[]),
+        )
+        .await
+        .expect("create between pages");
+        cms.create(
+            &PostParams::default(),
+            &configmap(&format!("z-new-{pages}"), &[]),
+        )
+        .await
+        .expect("create between pages");
+        token = page.metadata.continue_.filter(|c| !c.is_empty());
+        match &token {
+            Some(_) => {
+                let remaining = page
+                    .metadata
+                    .remaining_item_count
+                    .expect("remainingItemCount");
+                assert_eq!(remaining as usize, originals.len() - seen.len());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        originals.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    );
+    assert_eq!(pages, 3);
+    sandbox.shutdown().await;
+}
+
+/// "API Concepts" (chunking) and ListMeta's `continue` documentation: once the snapshot a token
+/// reads from is compacted away, the server answers 410 Gone (reason Expired) with a fresh
+/// continue token in the Status' metadata for a client that accepts an inconsistent remainder.
+#[tokio::test]
+async fn expired_continue_token_is_gone() {
+    let sandbox = common::sandbox().await;
+    let cms: Api<ConfigMap> = Api::namespaced(common::client(&sandbox).await, "default");
+    create_configmaps(&cms, &["a", "b", "c", "d"]).await;
+    let first = cms
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("first page");
+    let token = first.metadata.continue_.clone().expect("continue");
+    cms.create(&PostParams::default(), &configmap("e", &[]))
+        .await
+        .expect("create");
+    sandbox.api().compact();
+    let s = status(
+        cms.list(&ListParams::default().limit(2).continue_token(&token))
+            .await,
+    );
+    assert_eq!((s.code, s.reason.as_str()), (410, "Expired"), "{s:?}");
+    assert!(
+        s.message.starts_with(
+            "The provided continue parameter is too old to display a consistent list result."
+        ),
+        "{}",
+        s.message
+    );
+    let fresh = s
+        .metadata
+        .as_ref()
+        .and_then(|m| m.continue_.clone())
+        .filter(|c| !c.is_empty())
+        .expect("the 410 carries an inconsistent continue token");
+    let mut rest = Vec::new();
+    let mut next = Some(fresh);
+    while let Some(t) = next {
+        let page = cms
+            .list(&ListParams::default().limit(2).continue_token(&t))
+            .await
+            .expect("inconsistent continue");
+        rest.extend(page.items.iter().filter_map(|c| c.metadata.name.clone()));
+        next = page.metadata.continue_.filter(|c| !c.is_empty());
+    }
+    assert_eq!(
+        rest,
+        vec!["c", "d", "e"],
+        "the remainder is read at the current state"
+    );
+    sandbox.shutdown().await;
+}

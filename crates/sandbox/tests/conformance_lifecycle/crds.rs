@@ -1,0 +1,183 @@
+//! CustomResourceDefinition lifecycle.
+//!
+//! Pages: "Extend the Kubernetes API with CustomResourceDefinitions" (create a CRD; delete a
+//! CRD: "the server will uninstall the RESTful API endpoint and delete all custom objects
+//! stored in it") and apiextensions-apiserver's CRD finalizer and custom resource handler.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionCondition,
+};
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
+
+use crate::common;
+use crate::support::{
+    HOLD, is_deleting, namespace, remove_finalizer, status, wait_gone, wait_until,
+};
+
+const CRD: &str = "widgets.lifecycle.test";
+
+fn crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD},
+        "spec": {
+            "group": "lifecycle.test",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}},
+                }},
+            }],
+        },
+    }))
+    .expect("CRD")
+}
+
+fn widgets(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("lifecycle.test", "v1", "Widget"),
+        "widgets",
+    );
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+fn widget(name: &str, finalizers: &[&str]) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "lifecycle.test/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "finalizers": finalizers},
+        "spec": {"size": 1},
+    }))
+    .expect("widget")
+}
+
+fn condition<'a>(
+    crd: &'a CustomResourceDefinition,
+    type_: &str,
+) -> Option<&'a CustomResourceDefinitionCondition> {
+    crd.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// "Extend the Kubernetes API with CustomResourceDefinitions" › Create a CustomResourceDefinition:
+/// the new endpoint is served once the CRD is `Established` (with `NamesAccepted`).
+#[tokio::test]
+async fn created_crd_is_established_and_served() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "crd-serve").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd())
+        .await
+        .expect("create CRD");
+    let established = wait_until(&crds, CRD, "Established", |c| {
+        condition(c, "Established").is_some_and(|e| e.status == "True")
+    })
+    .await;
+    let names = condition(&established, "NamesAccepted").expect("NamesAccepted");
+    assert_eq!(names.status, "True");
+    assert_eq!(names.reason.as_deref(), Some("NoConflicts"));
+    let e = condition(&established, "Established").expect("Established");
+    assert_eq!(e.reason.as_deref(), Some("InitialNamesAccepted"));
+    assert_eq!(
+        established.finalizers(),
+        ["customresourcecleanup.apiextensions.k8s.io"]
+    );
+
+    let api = widgets(&client, "crd-serve");
+    api.create(&PostParams::default(), &widget("w", &[]))
+        .await
+        .expect("create widget");
+    let read = api.get("w").await.expect("get widget");
+    assert_eq!(read.data["spec"]["size"], 1);
+    sandbox.shutdown().await;
+}
+
+/// "Extend the Kubernetes API with CustomResourceDefinitions" › Delete a CustomResourceDefinition:
+/// the CRD stays (`Terminating`, with the `customresourcecleanup.apiextensions.k8s.io`
+/// finalizer) while its objects are deleted — an object with a finalizer holds it — then the
+/// endpoint stops being served (404). While terminating, the endpoint refuses creates.
+#[tokio::test]
+async fn deleting_a_crd_deletes_its_objects_first_then_stops_serving() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "crd-a").await;
+    namespace(&client, "crd-b").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd())
+        .await
+        .expect("create CRD");
+    wait_until(&crds, CRD, "Established", |c| {
+        condition(c, "Established").is_some_and(|e| e.status == "True")
+    })
+    .await;
+    let in_a = widgets(&client, "crd-a");
+    let in_b = widgets(&client, "crd-b");
+    in_a.create(&PostParams::default(), &widget("plain", &[]))
+        .await
+        .expect("create widget");
+    in_b.create(&PostParams::default(), &widget("held", &[HOLD]))
+        .await
+        .expect("create held widget");
+
+    crds.delete(CRD, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    wait_gone(&in_a, "plain").await;
+    let held = wait_until(&in_b, "held", "being deleted", is_deleting).await;
+    assert_eq!(held.finalizers(), [HOLD]);
+
+    let terminating = wait_until(&crds, CRD, "Terminating", |c| {
+        condition(c, "Terminating").is_some_and(|t| t.status == "True")
+    })
+    .await;
+    assert!(is_deleting(&terminating));
+    assert_eq!(
+        terminating.finalizers(),
+        ["customresourcecleanup.apiextensions.k8s.io"]
+    );
+    let t = condition(&terminating, "Terminating").expect("Terminating");
+    assert_eq!(t.reason.as_deref(), Some("InstanceDeletionInProgress"));
+    assert_eq!(
+        t.message.as_deref(),
+        Some("CustomResource deletion is in progress")
+    );
+
+    // Still served for reads and finalizer removal, but not for new objects.
+    assert!(in_b.get_opt("held").await.expect("get").is_some());
+    let s = status(
+        in_a.create(&PostParams::default(), &widget("late", &[]))
+            .await,
+    );
+    assert_eq!(s.code, 405);
+    assert_eq!(s.reason, "MethodNotAllowed");
+    assert_eq!(
+        s.message,
+        "create not allowed while custom resource definition is terminating"
+    );
+
+    remove_finalizer(&in_b, "held", HOLD).await;
+    wait_gone(&in_b, "held").await;
+    wait_gone(&crds, CRD).await;
+    let s = status(in_a.list(&Default::default()).await);
+    assert_eq!(s.code, 404);
+    let s = status(in_b.get("held").await);
+    assert_eq!(s.code, 404);
+    assert_eq!(
+        s.message,
+        "the server could not find the requested resource"
+    );
+    sandbox.shutdown().await;
+}

@@ -1,0 +1,212 @@
+//! Namespace deletion.
+//!
+//! Pages: "Namespaces" (concepts/overview/working-with-objects/namespaces), "Namespaces
+//! Walkthrough" / deleting a namespace (tasks/administer-cluster/namespaces), the
+//! `NamespaceLifecycle` admission plugin, and kube-controller-manager's namespace controller
+//! (`namespaced_resources_deleter`, its status conditions).
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, NamespaceCondition};
+use kube::api::{Api, DeleteParams, PostParams};
+use lien_sandbox::testing::{TestWebhook, Verdict};
+use serde_json::json;
+
+use crate::common;
+use crate::support::{
+    DEADLINE, HOLD, configmap, is_deleting, namespace, present, remove_finalizer, status,
+    wait_gone, wait_until,
+};
+
+fn condition<'a>(ns: &'a Namespace, type_: &str) -> Option<&'a NamespaceCondition> {
+    ns.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn phase(ns: &Namespace) -> Option<&str> {
+    ns.status.as_ref()?.phase.as_deref()
+}
+
+/// "Namespaces" / deleting a namespace: the namespace enters phase `Terminating`, new content
+/// is refused by the `NamespaceLifecycle` admission plugin with its exact 403, and the
+/// namespace controller deletes the content through the API (so admission webhooks see it, as
+/// `system:serviceaccount:kube-system:namespace-controller`).
+#[tokio::test]
+async fn terminating_namespace_refuses_content_and_deletes_it_through_admission() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "doomed").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let webhook = TestWebhook::start(|_| Verdict::Allow)
+        .await
+        .expect("webhook starts");
+    let config = webhook.configuration(
+        "watch-deletes",
+        json!([{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]),
+        "Fail",
+        None,
+    );
+    let hooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    hooks
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(config).expect("webhook configuration"),
+        )
+        .await
+        .expect("create webhook configuration");
+    configmap(&cms, "content", vec![], &[], &[]).await;
+    configmap(&cms, "held", vec![], &[HOLD], &[]).await;
+
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    let terminating = present(&namespaces, "doomed").await;
+    assert!(is_deleting(&terminating));
+    assert_eq!(phase(&terminating), Some("Terminating"));
+
+    let mut fresh = ConfigMap::default();
+    fresh.metadata.name = Some("late".into());
+    let s = status(cms.create(&PostParams::default(), &fresh).await);
+    assert_eq!(s.code, 403);
+    assert_eq!(s.reason, "Forbidden");
+    assert_eq!(
+        s.message,
+        "configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
+    let details = s.details.as_ref().expect("details");
+    assert_eq!(details.name, "late");
+    assert_eq!(details.kind, "configmaps");
+    assert_eq!(details.causes.len(), 1);
+    assert_eq!(details.causes[0].reason, "NamespaceTerminating");
+    assert_eq!(
+        details.causes[0].message,
+        "namespace doomed is being terminated"
+    );
+    assert_eq!(details.causes[0].field, "metadata.namespace");
+    // With generateName, admission names the object by its prefix (no name is generated yet).
+    let mut generated = ConfigMap::default();
+    generated.metadata.generate_name = Some("gen-".into());
+    let s = status(cms.create(&PostParams::default(), &generated).await);
+    assert_eq!(
+        s.message,
+        "configmaps \"gen-\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
+
+    wait_gone(&cms, "content").await;
+    let deletes: Vec<_> = webhook
+        .requests()
+        .into_iter()
+        .filter(|r| r["operation"] == "DELETE" && r["name"] == "content")
+        .collect();
+    assert!(
+        !deletes.is_empty(),
+        "the content was deleted through admission"
+    );
+    for r in &deletes {
+        assert_eq!(r["namespace"], "doomed");
+        assert_eq!(
+            r["userInfo"]["username"],
+            "system:serviceaccount:kube-system:namespace-controller"
+        );
+    }
+    webhook.stop().await;
+    sandbox.shutdown().await;
+}
+
+/// kube-controller-manager's namespace controller: content with finalizers keeps the namespace
+/// `Terminating`, reported in the `NamespaceContentRemaining` and `NamespaceFinalizersRemaining`
+/// conditions; when the last finalizer is removed the content goes, then the namespace.
+#[tokio::test]
+async fn content_with_finalizers_holds_the_namespace_and_is_reported() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "held-open").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "held-open");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    configmap(&cms, "content", vec![], &[], &[]).await;
+    configmap(&cms, "held", vec![], &[HOLD, "lifecycle.test/other"], &[]).await;
+
+    namespaces
+        .delete("held-open", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    wait_gone(&cms, "content").await;
+    let ns = wait_until(&namespaces, "held-open", "content conditions", |ns| {
+        condition(ns, "NamespaceFinalizersRemaining").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(phase(&ns), Some("Terminating"));
+
+    let remaining = condition(&ns, "NamespaceContentRemaining").expect("content condition");
+    assert_eq!(remaining.status, "True");
+    assert_eq!(remaining.reason.as_deref(), Some("SomeResourcesRemain"));
+    // The controller names a resource "<resource>.<group>": "configmaps." for the core group.
+    assert_eq!(
+        remaining.message.as_deref(),
+        Some("Some resources are remaining: configmaps. has 1 resource instances")
+    );
+    let finalizers = condition(&ns, "NamespaceFinalizersRemaining").expect("finalizer condition");
+    assert_eq!(finalizers.reason.as_deref(), Some("SomeFinalizersRemain"));
+    assert_eq!(
+        finalizers.message.as_deref(),
+        Some(
+            "Some content in the namespace has finalizers remaining: lifecycle.test/hold in 1 resource instances, lifecycle.test/other in 1 resource instances"
+        )
+    );
+    let failure = condition(&ns, "NamespaceDeletionContentFailure").expect("failure condition");
+    assert_eq!(failure.status, "False");
+    assert_eq!(failure.reason.as_deref(), Some("ContentDeleted"));
+    let held = present(&cms, "held").await;
+    assert!(is_deleting(&held));
+
+    remove_finalizer(&cms, "held", "lifecycle.test/other").await;
+    let ns = wait_until(&namespaces, "held-open", "one finalizer reported", |ns| {
+        condition(ns, "NamespaceFinalizersRemaining")
+            .and_then(|c| c.message.as_deref())
+            .is_some_and(|m| !m.contains("lifecycle.test/other"))
+    })
+    .await;
+    assert_eq!(phase(&ns), Some("Terminating"));
+    remove_finalizer(&cms, "held", HOLD).await;
+    wait_gone(&cms, "held").await;
+    common::wait_for("the namespace to go", DEADLINE, || async {
+        namespaces
+            .get_opt("held-open")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    sandbox.shutdown().await;
+}
+
+/// "Namespaces" › Initial namespaces, and the `NamespaceLifecycle` admission plugin: `default`,
+/// `kube-system` and `kube-public` may not be deleted (`kube-node-lease` may).
+#[tokio::test]
+async fn initial_namespaces_may_not_be_deleted() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in ["default", "kube-system", "kube-public"] {
+        let s = status(namespaces.delete(name, &DeleteParams::default()).await);
+        assert_eq!(s.code, 403, "{name}");
+        assert_eq!(s.reason, "Forbidden");
+        assert_eq!(
+            s.message,
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")
+        );
+        let ns = present(&namespaces, name).await;
+        assert!(!is_deleting(&ns), "{name}");
+    }
+    namespaces
+        .delete("kube-node-lease", &DeleteParams::default())
+        .await
+        .expect("kube-node-lease may be deleted");
+    sandbox.shutdown().await;
+}
