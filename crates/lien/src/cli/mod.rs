@@ -1,6 +1,7 @@
 //! The command line: one binary, one subcommand per way of running Lien.
 
 mod crds;
+mod run;
 mod sandbox;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ pub enum Command {
     /// Run an embedded Kubernetes API server on 127.0.0.1: try everything with the real kubectl,
     /// no cluster needed.
     Sandbox(sandbox::SandboxArgs),
+    /// Run Lien (controller and admission webhook) against a cluster.
+    Run(run::RunArgs),
     /// Print the CustomResourceDefinitions Lien installs (or write one file per CRD).
     Crds(crds::CrdsArgs),
 }
@@ -48,6 +51,7 @@ pub fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Crds(args) => crds::run(args),
+            Command::Run(args) => run::run(args).await,
         }
     });
     match result {

@@ -1,9 +1,11 @@
-//! `lien sandbox`: the embedded API server, until Ctrl-C.
+//! `lien sandbox`: the embedded API server with Lien running inside it, until Ctrl-C.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use lien::runtime::SandboxWithLien;
+use lien_controller::ControllerConfig;
 use lien_sandbox::{Sandbox, SandboxConfig};
 
 #[derive(Debug, Args)]
@@ -18,18 +20,41 @@ pub struct SandboxArgs {
         env = "LIEN_SANDBOX_KUBECONFIG"
     )]
     pub kubeconfig: PathBuf,
+    /// Run the API server alone, without Lien.
+    #[arg(long)]
+    pub no_lien: bool,
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
-    let sandbox = Sandbox::start(SandboxConfig {
+    let config = SandboxConfig {
         port: args.port,
         ..Default::default()
-    })
-    .await
-    .context("starting the sandbox API server")?;
+    };
+    let (sandbox, lien) = if args.no_lien {
+        (
+            Sandbox::start(config)
+                .await
+                .context("starting the sandbox API server")?,
+            None,
+        )
+    } else {
+        // One process, one replica: no leader election needed.
+        let controller = ControllerConfig {
+            leader: None,
+            ..Default::default()
+        };
+        let both = SandboxWithLien::start(config, controller).await?;
+        (both.sandbox, Some(both.lien))
+    };
     sandbox.write_kubeconfig(&args.kubeconfig)?;
     let kubeconfig = args.kubeconfig.display();
     println!("Lien sandbox API server listening on {}", sandbox.url());
+    if let Some(lien) = &lien {
+        println!(
+            "Lien is running inside it (webhook on {}).",
+            lien.webhook_addr()
+        );
+    }
     println!(
         "Kubeconfig written to {kubeconfig} (contexts: sandbox = admin, sandbox-user = a second user)."
     );
@@ -37,18 +62,17 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
     println!("Try:");
     println!("  export KUBECONFIG={kubeconfig}");
     println!("  kubectl get namespaces");
-    // Not `kubectl create configmap`: kubectl's generators send protobuf, which the sandbox
-    // does not speak; manifests (JSON or YAML) work.
-    println!(
-        r#"  echo '{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"demo"}},"data":{{"a":"b"}}}}' | kubectl apply -f -"#
-    );
-    println!("  kubectl get configmaps --context sandbox-user");
+    println!("  kubectl apply -f examples/usage-protect-by-reason.yaml");
+    println!("  kubectl delete configmap production-settings     # refused: it is protected");
     println!();
     println!("Ctrl-C stops it.");
     tokio::signal::ctrl_c()
         .await
         .context("waiting for Ctrl-C")?;
     println!("Shutting down.");
+    if let Some(lien) = lien {
+        lien.shutdown().await;
+    }
     sandbox.shutdown().await;
     Ok(())
 }

@@ -1,0 +1,103 @@
+//! `lien run`: the controller and the webhook against a cluster (in-cluster config, or the
+//! kubeconfig / context kube-rs finds).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use lien::runtime::{Lien, LienConfig, install_crds};
+use lien_controller::{ControllerConfig, LeaderConfig};
+use lien_webhook::ClientConfig;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Address the webhook listens on.
+    #[arg(long, default_value = "0.0.0.0:8443", env = "LIEN_WEBHOOK_ADDR")]
+    pub webhook_addr: SocketAddr,
+    /// Namespace of the webhook's Service (and of the leader-election Lease).
+    #[arg(long, default_value = "lien-system", env = "LIEN_NAMESPACE")]
+    pub namespace: String,
+    /// Name of the webhook's Service.
+    #[arg(long, default_value = "lien-webhook")]
+    pub service_name: String,
+    /// Port of the webhook's Service.
+    #[arg(long, default_value_t = 443)]
+    pub service_port: u16,
+    /// This replica's identity in leader election (the pod name).
+    #[arg(long, env = "POD_NAME", default_value = "lien")]
+    pub identity: String,
+    /// Skip leader election (a single replica only).
+    #[arg(long)]
+    pub no_leader_election: bool,
+    /// Install or update Lien's CRDs at start.
+    #[arg(long)]
+    pub install_crds: bool,
+    /// Groups whose members may arm break-glass (empty disables break-glass).
+    #[arg(long = "break-glass-group")]
+    pub break_glass_groups: Vec<String>,
+    /// How long a refused DELETE stays replayable, in hours.
+    #[arg(long, default_value_t = 24)]
+    pub replay_ttl_hours: u64,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the cluster")?;
+    if args.install_crds {
+        install_crds(&client).await?;
+    }
+    let leader = (!args.no_leader_election).then(|| LeaderConfig {
+        namespace: args.namespace.clone(),
+        identity: args.identity.clone(),
+        ..LeaderConfig::default()
+    });
+    let mut policy = lien_webhook::validate::Policy::default();
+    policy.break_glass_groups = args.break_glass_groups.clone();
+    let service_dns = format!("{}.{}.svc", args.service_name, args.namespace);
+    let config = LienConfig {
+        webhook_addr: args.webhook_addr,
+        webhook_client: ClientConfig::Service {
+            namespace: args.namespace.clone(),
+            name: args.service_name.clone(),
+            port: args.service_port,
+        },
+        webhook_names: vec![service_dns.clone(), format!("{service_dns}.cluster.local")],
+        policy,
+        controller: ControllerConfig {
+            leader,
+            replay_ttl: Duration::from_secs(args.replay_ttl_hours * 3600),
+            ..ControllerConfig::default()
+        },
+    };
+    let lien = Lien::start(client, config).await?;
+    tracing::info!(webhook = %lien.webhook_addr(), "lien is running");
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    lien.shutdown().await;
+    Ok(())
+}
+
+/// SIGTERM (how Kubernetes stops a pod) or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

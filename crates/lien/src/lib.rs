@@ -1,0 +1,5 @@
+//! The `lien` binary's wiring: how the controller, the webhook and (for `lien sandbox`) the
+//! embedded API server are put together in one process. The parts themselves live in their own
+//! crates; this one only connects them.
+
+pub mod runtime;

@@ -1,0 +1,372 @@
+//! Lien running: one relation index shared by the controller (which keeps it up to date from
+//! watches and applies the writes) and the webhook (which answers DELETEs from it), the
+//! webhook's TLS with its CA bundle published into the ValidatingWebhookConfiguration, and the
+//! adapters between the two crates' small traits.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use futures::future::BoxFuture;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use lien_controller::{Controller, ControllerConfig, DenialSink};
+use lien_core::{Decision, ObjectKey, RelationIndex};
+use lien_webhook::validate::{KindResolver, Record, Scope};
+use lien_webhook::{
+    CertManager, ClientConfig, ConfigurationOptions, Server, TlsSettings,
+    validating_webhook_configuration,
+};
+use parking_lot::RwLock;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+/// The field manager of every write Lien makes.
+pub const FIELD_MANAGER: &str = "lien";
+
+/// How Lien runs.
+#[derive(Debug, Clone)]
+pub struct LienConfig {
+    /// Where the webhook listens.
+    pub webhook_addr: SocketAddr,
+    /// How the API server reaches the webhook.
+    pub webhook_client: ClientConfig,
+    /// Names in the webhook's serving certificate (service DNS names and/or IPs).
+    pub webhook_names: Vec<String>,
+    /// The webhook's policy (listing bound, trusted users, break-glass groups).
+    pub policy: lien_webhook::validate::Policy,
+    /// The controller's settings (leader election, replay TTL, retries).
+    pub controller: ControllerConfig,
+}
+
+/// A running Lien; dropping it stops it, `shutdown` stops it gracefully.
+pub struct Lien {
+    webhook_addr: SocketAddr,
+    index: Arc<RwLock<RelationIndex>>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    server: Option<Server>,
+}
+
+impl std::fmt::Debug for Lien {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lien")
+            .field("webhook_addr", &self.webhook_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The controller's live read, as the webhook asks for it.
+struct LiveCheckAdapter(lien_controller::live::ApiLiveCheck);
+
+impl lien_webhook::server::LiveCheck for LiveCheckAdapter {
+    fn check<'a>(
+        &'a self,
+        object: &'a ObjectKey,
+        uid: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Decision, lien_webhook::server::LiveCheckError>> {
+        use lien_controller::live::LiveCheck as _;
+        Box::pin(async move {
+            self.0
+                .check(object, uid)
+                .await
+                .map_err(|e| lien_webhook::server::LiveCheckError::Read(e.to_string()))
+        })
+    }
+}
+
+/// The controller's discovery snapshot, as the webhook's kind resolver.
+struct KindsAdapter(Arc<lien_controller::live::DiscoveryKinds>);
+
+impl KindResolver for KindsAdapter {
+    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope> {
+        use lien_controller::live::KindResolver as _;
+        self.0.scope(api_version, kind).map(|s| match s {
+            lien_controller::live::Scope::Namespaced => Scope::Namespaced,
+            lien_controller::live::Scope::Cluster => Scope::Cluster,
+        })
+    }
+}
+
+/// Forwards what the webhook saw to the controller: refusals become replay records and events.
+async fn forward_records(mut records: mpsc::Receiver<Record>, sink: DenialSink) {
+    while let Some(record) = records.recv().await {
+        match record {
+            Record::Denied(d) => sink.record(lien_controller::Denial {
+                object: d.object,
+                uid: d.uid,
+                propagation_policy: d.propagation_policy,
+                user: d.user,
+                time: d.time,
+                replay: d.replay,
+                message: d.message,
+            }),
+            Record::BreakGlass(b) => tracing::warn!(
+                object = %b.object,
+                user = b.user,
+                reason = b.reason,
+                overridden = b.overridden,
+                action = ?b.action,
+                "break-glass"
+            ),
+        }
+    }
+}
+
+/// Creates or updates the ValidatingWebhookConfiguration with the current CA bundle.
+async fn apply_configuration(
+    client: &kube::Client,
+    options: &ConfigurationOptions,
+    bundle: &str,
+) -> anyhow::Result<()> {
+    let gvk = GroupVersionKind::gvk(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+    let config = validating_webhook_configuration(options, bundle);
+    let name = config["metadata"]["name"]
+        .as_str()
+        .unwrap_or("lien")
+        .to_string();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&config),
+    )
+    .await
+    .with_context(|| format!("applying ValidatingWebhookConfiguration {name}"))?;
+    Ok(())
+}
+
+/// Installs Lien's CRDs (server-side apply), for the sandbox and for `lien run --install-crds`.
+pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    for crd in lien_api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("installing CRD {name}"))?;
+    }
+    Ok(())
+}
+
+impl Lien {
+    /// Starts the webhook and the controller against the cluster `client` talks to, and
+    /// registers the webhook with the API server.
+    pub async fn start(client: kube::Client, config: LienConfig) -> anyhow::Result<Lien> {
+        let listener = TcpListener::bind(config.webhook_addr)
+            .await
+            .with_context(|| format!("binding the webhook to {}", config.webhook_addr))?;
+        Self::start_with_listener(client, listener, config).await
+    }
+
+    /// As [`Lien::start`], serving the webhook on a listener already bound (its address must be
+    /// known before the webhook configuration can name it).
+    pub async fn start_with_listener(
+        client: kube::Client,
+        listener: TcpListener,
+        config: LienConfig,
+    ) -> anyhow::Result<Lien> {
+        let index = Arc::new(RwLock::new(RelationIndex::new()));
+        let controller = Controller::new(client.clone(), index.clone(), config.controller.clone());
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = Vec::new();
+
+        let kinds = Arc::new(lien_controller::live::DiscoveryKinds::new());
+        kinds
+            .refresh(&client)
+            .await
+            .context("discovering the API server's kinds")?;
+        // CRDs come and go; a Usage naming a kind installed later must be checked against it.
+        tasks.push(tokio::spawn(refresh_kinds(
+            client.clone(),
+            kinds.clone(),
+            stopped.clone(),
+        )));
+
+        let (records_tx, records_rx) = mpsc::channel(4096);
+        tasks.push(tokio::spawn(forward_records(
+            records_rx,
+            controller.denial_sink(),
+        )));
+
+        let certs = CertManager::new(TlsSettings::new(config.webhook_names.clone()))
+            .context("creating the webhook's CA")?;
+        let webhook = lien_webhook::Webhook::builder(index.clone())
+            .policy(config.policy.clone())
+            .live_check(
+                Arc::new(LiveCheckAdapter(lien_controller::live::ApiLiveCheck::new(
+                    client.clone(),
+                ))),
+                Duration::from_secs(3),
+            )
+            .kinds(Arc::new(KindsAdapter(kinds)))
+            .records(records_tx)
+            .build();
+        let server = Server::start(
+            listener,
+            certs.server_config().context("webhook TLS")?,
+            webhook.router(),
+        )
+        .context("starting the webhook server")?;
+        let webhook_addr = server.addr();
+        // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
+        tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
+        let options = ConfigurationOptions::new(config.webhook_client.clone());
+        apply_configuration(&client, &options, &certs.ca_bundle_base64()).await?;
+        let mut bundles = certs.watch_bundle();
+        let (bundle_client, mut bundle_stop) = (client.clone(), stopped.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = bundles.changed() => if changed.is_err() { return },
+                    _ = bundle_stop.changed() => return,
+                }
+                let bundle = bundles.borrow_and_update().clone();
+                if let Err(e) = apply_configuration(&bundle_client, &options, &bundle).await {
+                    tracing::error!(error = %e, "publishing the webhook's new CA bundle");
+                }
+            }
+        }));
+
+        let mut controller_stop = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = controller_stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = controller.run(shutdown).await {
+                tracing::error!(error = %e, "the controller stopped");
+            }
+        }));
+        Ok(Lien {
+            webhook_addr,
+            index,
+            stop,
+            tasks,
+            server: Some(server),
+        })
+    }
+
+    pub fn webhook_addr(&self) -> SocketAddr {
+        self.webhook_addr
+    }
+
+    /// The relation index the webhook answers from.
+    pub fn index(&self) -> Arc<RwLock<RelationIndex>> {
+        self.index.clone()
+    }
+
+    /// Stops the controller (releasing its Lease) and the webhook.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
+    }
+}
+
+impl Drop for Lien {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn refresh_kinds(
+    client: kube::Client,
+    kinds: Arc<lien_controller::live::DiscoveryKinds>,
+    mut stop: watch::Receiver<bool>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let mut changes = watcher(crds, watcher::Config::default())
+        .touched_objects()
+        .boxed();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            next = changes.next() => match next {
+                Some(Ok(_)) => {
+                    if let Err(e) = kinds.refresh(&client).await {
+                        tracing::warn!(error = %e, "refreshing discovery");
+                    }
+                }
+                Some(Err(e)) => tracing::debug!(error = %e, "CRD watch"),
+                None => return,
+            }
+        }
+    }
+}
+
+/// `lien sandbox`: the embedded API server with Lien running inside it.
+pub struct SandboxWithLien {
+    pub sandbox: lien_sandbox::Sandbox,
+    pub lien: Lien,
+}
+
+impl std::fmt::Debug for SandboxWithLien {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxWithLien").finish_non_exhaustive()
+    }
+}
+
+/// A kube-rs client for the sandbox's admin.
+pub async fn sandbox_client(sandbox: &lien_sandbox::Sandbox) -> anyhow::Result<kube::Client> {
+    let kubeconfig: kube::config::Kubeconfig =
+        serde_json::from_value(sandbox.kubeconfig()).context("sandbox kubeconfig")?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .context("client config for the sandbox")?;
+    kube::Client::try_from(config).context("client for the sandbox")
+}
+
+impl SandboxWithLien {
+    /// Starts a sandbox, installs Lien's CRDs and runs Lien in it, its webhook on 127.0.0.1.
+    pub async fn start(
+        sandbox: lien_sandbox::SandboxConfig,
+        controller: ControllerConfig,
+    ) -> anyhow::Result<Self> {
+        let sandbox = lien_sandbox::Sandbox::start(sandbox)
+            .await
+            .context("starting the sandbox")?;
+        let client = sandbox_client(&sandbox).await?;
+        install_crds(&client).await?;
+        // The webhook's address must be known before its configuration names it: bind first.
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding the webhook")?;
+        let addr = listener.local_addr().context("webhook address")?;
+        let config = LienConfig {
+            webhook_addr: addr,
+            webhook_client: ClientConfig::Url(format!("https://{addr}/validate")),
+            webhook_names: vec!["127.0.0.1".into(), "localhost".into()],
+            policy: lien_webhook::validate::Policy::default(),
+            controller,
+        };
+        let lien = Lien::start_with_listener(client, listener, config).await?;
+        Ok(SandboxWithLien { sandbox, lien })
+    }
+
+    pub async fn shutdown(self) {
+        self.lien.shutdown().await;
+        self.sandbox.shutdown().await;
+    }
+}
