@@ -53,8 +53,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         identity: args.identity.clone(),
         ..LeaderConfig::default()
     });
-    let mut policy = lien_webhook::validate::Policy::default();
-    policy.break_glass_groups = args.break_glass_groups.clone();
+    let policy = lien_webhook::validate::Policy {
+        break_glass_groups: args.break_glass_groups.clone(),
+        ..Default::default()
+    };
     let service_dns = format!("{}.{}.svc", args.service_name, args.namespace);
     let config = LienConfig {
         webhook_addr: args.webhook_addr,
