@@ -11,12 +11,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use futures::future::BoxFuture;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Discovery, Scope as KubeScope};
 use lien_api::{ClusterUsage, Usage};
+use lien_core::seams::{BoxFuture, KindResolver, LiveCheck, LiveCheckError, Scope};
 use lien_core::{Decision, ObjectKey, RelationIndex, decide_delete};
 use parking_lot::RwLock;
 
@@ -56,16 +56,6 @@ impl LiveError {
             Self::Index(_) => "index",
         }
     }
-}
-
-/// Decides a DELETE from live data.
-pub trait LiveCheck: Send + Sync {
-    /// The decision for deleting `object` (with `uid`).
-    fn check<'a>(
-        &'a self,
-        object: &'a ObjectKey,
-        uid: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Decision, LiveError>>;
 }
 
 /// [`LiveCheck`] against the API server.
@@ -156,24 +146,13 @@ impl LiveCheck for ApiLiveCheck {
         &'a self,
         object: &'a ObjectKey,
         uid: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Decision, LiveError>> {
-        Box::pin(self.decide(object, uid))
+    ) -> BoxFuture<'a, Result<Decision, LiveCheckError>> {
+        Box::pin(async move {
+            self.decide(object, uid)
+                .await
+                .map_err(|e| LiveCheckError::Read(e.to_string()))
+        })
     }
-}
-
-/// A kind's scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Namespaced.
-    Namespaced,
-    /// Cluster-scoped.
-    Cluster,
-}
-
-/// Does a kind exist, and with which scope.
-pub trait KindResolver: Send + Sync {
-    /// The scope of `kind` in `api_version` (`v1`, `group/version`), or `None` if not served.
-    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope>;
 }
 
 /// [`KindResolver`] from a discovery snapshot; call [`DiscoveryKinds::refresh`] at start and

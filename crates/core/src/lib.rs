@@ -23,9 +23,11 @@ mod index;
 mod intern;
 mod key;
 mod relation;
+pub mod seams;
 
 pub use decision::{Blocker, Decision, decide_delete, render_denial};
 pub use graph::{Cycle, deletion_order, find_cycles};
 pub use index::{Chain, FullError, IndexError, RelationIndex, RelationRef};
 pub use key::{KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
+pub use seams::{KindResolver, LiveCheck, LiveCheckError, Scope};

@@ -1,19 +1,18 @@
 //! Lien running: one relation index shared by the controller (which keeps it up to date from
 //! watches and applies the writes) and the webhook (which answers DELETEs from it), the
 //! webhook's TLS with its CA bundle published into the ValidatingWebhookConfiguration, and the
-//! adapters between the two crates' small traits.
+//! controller's answers to the webhook's questions (`lien_core::seams`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use lien_controller::{Controller, ControllerConfig, DenialSink};
-use lien_core::{Decision, ObjectKey, RelationIndex};
-use lien_webhook::validate::{KindResolver, Record, Scope};
+use lien_core::RelationIndex;
+use lien_webhook::validate::Record;
 use lien_webhook::{
     CertManager, ClientConfig, ConfigurationOptions, Server, TlsSettings,
     validating_webhook_configuration,
@@ -54,38 +53,6 @@ impl std::fmt::Debug for Lien {
         f.debug_struct("Lien")
             .field("webhook_addr", &self.webhook_addr)
             .finish_non_exhaustive()
-    }
-}
-
-/// The controller's live read, as the webhook asks for it.
-struct LiveCheckAdapter(lien_controller::live::ApiLiveCheck);
-
-impl lien_webhook::server::LiveCheck for LiveCheckAdapter {
-    fn check<'a>(
-        &'a self,
-        object: &'a ObjectKey,
-        uid: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Decision, lien_webhook::server::LiveCheckError>> {
-        use lien_controller::live::LiveCheck as _;
-        Box::pin(async move {
-            self.0
-                .check(object, uid)
-                .await
-                .map_err(|e| lien_webhook::server::LiveCheckError::Read(e.to_string()))
-        })
-    }
-}
-
-/// The controller's discovery snapshot, as the webhook's kind resolver.
-struct KindsAdapter(Arc<lien_controller::live::DiscoveryKinds>);
-
-impl KindResolver for KindsAdapter {
-    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope> {
-        use lien_controller::live::KindResolver as _;
-        self.0.scope(api_version, kind).map(|s| match s {
-            lien_controller::live::Scope::Namespaced => Scope::Namespaced,
-            lien_controller::live::Scope::Cluster => Scope::Cluster,
-        })
     }
 }
 
@@ -203,12 +170,10 @@ impl Lien {
         let webhook = lien_webhook::Webhook::builder(index.clone())
             .policy(config.policy.clone())
             .live_check(
-                Arc::new(LiveCheckAdapter(lien_controller::live::ApiLiveCheck::new(
-                    client.clone(),
-                ))),
+                Arc::new(lien_controller::live::ApiLiveCheck::new(client.clone())),
                 Duration::from_secs(3),
             )
-            .kinds(Arc::new(KindsAdapter(kinds)))
+            .kinds(kinds)
             .records(records_tx)
             .build();
         let server = Server::start(

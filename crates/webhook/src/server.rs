@@ -14,9 +14,7 @@
 //! caught and answered 500. With `failurePolicy: Fail` an error would deny anyway, but a message
 //! from Lien says why.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -55,34 +53,7 @@ pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 /// The relation index as shared by the controller (writer) and the webhook (reader).
 pub type SharedIndex = Arc<RwLock<RelationIndex>>;
 
-/// A boxed future, so [`LiveCheck`] can be used as a trait object.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Why a live check could not answer.
-#[derive(Debug, thiserror::Error)]
-pub enum LiveCheckError {
-    /// The read failed (API server unreachable, forbidden…).
-    #[error("live read failed: {0}")]
-    Read(String),
-    /// No answer in time.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    /// No live check is configured.
-    #[error("no live check is configured")]
-    Unavailable,
-}
-
-/// Confirms from the API server whether an object is in use, when the index says it is not but
-/// the object carries the in-use label. The controller implements it with a live read of the
-/// relations' sources, returning a [`Decision`] as `lien_core::decide_delete` would.
-pub trait LiveCheck: Send + Sync {
-    /// Decides a DELETE of `object` (with `uid`) from live data.
-    fn check<'a>(
-        &'a self,
-        object: &'a ObjectKey,
-        uid: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Decision, LiveCheckError>>;
-}
+pub use lien_core::seams::{BoxFuture, LiveCheck, LiveCheckError};
 
 /// The default live check: there is none, so labelled objects the index does not know are
 /// refused (fail closed) until the controller provides one.

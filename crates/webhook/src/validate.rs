@@ -57,21 +57,7 @@ impl Default for Policy {
     }
 }
 
-/// Whether a kind's objects live in a namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Namespaced.
-    Namespaced,
-    /// Cluster-scoped.
-    Cluster,
-}
-
-/// Which kinds the API server serves. Implemented by the controller over its discovery cache;
-/// it must answer without I/O (the validators are pure and run under no deadline of their own).
-pub trait KindResolver: Send + Sync {
-    /// The scope of `kind` in `apiVersion` (`v1`, `group/version`), or `None` if not served.
-    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope>;
-}
+pub use lien_core::seams::{KindResolver, Scope};
 
 /// A DELETE Lien refused (not a dry run). The controller records it on the object for replay
 /// and emits an event.
