@@ -174,3 +174,23 @@ impl Drop for TestWebhook {
         self.task.abort();
     }
 }
+
+/// Polls `check` every few milliseconds until it returns `Some`, and fails the test (panics)
+/// naming `what` after `deadline`: tests wait for a condition, never sleep as synchronisation.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,24 +108,9 @@ pub fn start(client: &kube::Client, config: ControllerConfig) -> Running {
     }
 }
 
-/// Polls `check` until it returns `Some`, failing the test with `what` after `deadline`.
-pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let end = tokio::time::Instant::now() + deadline;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+// Not every test binary waits for something.
+#[allow(unused_imports)]
+pub use lien_sandbox::testing::wait_for;
 
 pub async fn create_cm(client: &kube::Client, ns: &str, name: &str, labels: Value) -> ConfigMap {
     create_cm_with(client, ns, name, json!({"labels": labels})).await

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -46,21 +45,6 @@ pub async fn client(sandbox: &Sandbox) -> kube::Client {
     client_for(sandbox, "sandbox").await
 }
 
-/// Polls `check` until it returns `Some`, failing the test with `what` after `deadline`.
-pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let end = tokio::time::Instant::now() + deadline;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+// Not every test binary waits for something.
+#[allow(unused_imports)]
+pub use lien_sandbox::testing::wait_for;
