@@ -106,7 +106,8 @@ fn write_bodies(out: &std::path::Path) -> Result<(), Error> {
     let denied = std::fs::read_to_string(path)?;
     let allowed = denied
         .replace("web-5k", "api-5k")
-        .replace("\"lien.dev/in-use\":\"true\",", "");
+        .replace("\"lien.dev/in-use\":\"true\",", "")
+        .replace("\"f:lien.dev/in-use\":{},", "");
     if allowed.contains("lien.dev/in-use") || !allowed.contains("api-5k") {
         return Err("the 5 KB fixture changed shape; update write_bodies".into());
     }
@@ -143,6 +144,7 @@ async fn main() -> Result<(), Error> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = Server::start(listener, certs.server_config()?, webhook.router())?;
     memory("serving");
+    println!("pid {}", std::process::id());
     println!("port {}", server.addr().port());
     std::io::stdout().flush()?;
 
