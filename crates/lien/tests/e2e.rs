@@ -5,3 +5,11 @@
 mod harness;
 #[path = "e2e/protection.rs"]
 mod protection;
+#[path = "e2e/ordering.rs"]
+mod ordering;
+#[path = "e2e/faults.rs"]
+mod faults;
+#[path = "e2e/validation.rs"]
+mod validation;
+#[path = "e2e/latency.rs"]
+mod latency;
