@@ -21,15 +21,16 @@ async fn a_usage_cycle_is_reported_on_both_usages() {
     env.usage("b-uses-a", json!({"of": cm("a"), "by": cm("b")}))
         .await;
     for name in ["a-uses-b", "b-uses-a"] {
-        let (status, reason, message) = wait_for(&format!("{name}: Ready=False Cycle"), DEADLINE, || async {
-            env.usages()
-                .get(name)
-                .await
-                .ok()
-                .and_then(|u| condition(&u, "Ready"))
-                .filter(|c| c.1 == "Cycle")
-        })
-        .await;
+        let (status, reason, message) =
+            wait_for(&format!("{name}: Ready=False Cycle"), DEADLINE, || async {
+                env.usages()
+                    .get(name)
+                    .await
+                    .ok()
+                    .and_then(|u| condition(&u, "Ready"))
+                    .filter(|c| c.1 == "Cycle")
+            })
+            .await;
         assert_eq!(status, "False");
         assert_eq!(reason, "Cycle");
         assert!(message.contains(&format!("ConfigMap {ns}/a")), "{message}");
@@ -38,7 +39,10 @@ async fn a_usage_cycle_is_reported_on_both_usages() {
     let cms = env.configmaps();
     for (name, other) in [("a", "b"), ("b", "a")] {
         let msg = wait_refused(&cms, name).await;
-        assert!(msg.contains(&format!("in use by ConfigMap {ns}/{other}")), "{msg}");
+        assert!(
+            msg.contains(&format!("in use by ConfigMap {ns}/{other}")),
+            "{msg}"
+        );
     }
     let err = cms
         .delete("a", &DeleteParams::default())
