@@ -153,8 +153,16 @@ impl State {
                 out.entry(gk).or_insert_with(|| api_version.to_owned());
             }
         }
+        // A kind stays watched while an object of it carries the label or a recorded DELETE:
+        // both must be cleared (the label removed, the record replayed or forgotten) after the
+        // last usage referring to the kind is gone.
         for (gk, kind) in self.caches.kinds() {
-            if !out.contains_key(gk) && kind.objects.values().any(is_labelled) {
+            let pending = |o: &crate::cache::CachedObject| {
+                is_labelled(o)
+                    || o.annotations
+                        .contains_key(replay::DELETION_ATTEMPT_ANNOTATION)
+            };
+            if !out.contains_key(gk) && kind.objects.values().any(pending) {
                 out.insert(gk.clone(), kind.api_version.clone());
             }
         }

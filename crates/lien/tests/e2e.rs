@@ -1,0 +1,15 @@
+//! Lien end to end: a sandbox API server with Lien running inside it per test (or the cluster
+//! `LIEN_E2E_KUBECONFIG` names, Lien installed there), the scenarios of the Usage issue.
+
+#[path = "e2e/faults.rs"]
+mod faults;
+#[path = "e2e/harness.rs"]
+mod harness;
+#[path = "e2e/latency.rs"]
+mod latency;
+#[path = "e2e/ordering.rs"]
+mod ordering;
+#[path = "e2e/protection.rs"]
+mod protection;
+#[path = "e2e/validation.rs"]
+mod validation;

@@ -1,0 +1,407 @@
+//! The e2e harness: a sandbox with Lien running inside it per test (the default), or the
+//! cluster `LIEN_E2E_KUBECONFIG` names (Lien assumed installed there). Each scenario works in its
+//! own namespace, removed at the end (also when the test fails). Conditions are awaited with a
+//! deadline; nothing sleeps as synchronisation.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use lien::runtime::{Lien, LienConfig, SandboxWithLien, sandbox_client};
+use lien_controller::ControllerConfig;
+use lien_sandbox::apiserver::Config;
+use lien_sandbox::{Sandbox, SandboxConfig};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+pub const DEADLINE: Duration = Duration::from_secs(20);
+pub const LABEL: &str = lien_api::IN_USE_LABEL;
+
+/// How the sandbox runs (ignored against an external cluster).
+#[derive(Clone, Copy)]
+pub struct Options {
+    pub gc_backoff_max: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            gc_backoff_max: Duration::from_millis(200),
+        }
+    }
+}
+
+pub fn controller_config() -> ControllerConfig {
+    ControllerConfig {
+        leader: None,
+        retry_base: Duration::from_millis(20),
+        retry_max: Duration::from_millis(500),
+        ..ControllerConfig::default()
+    }
+}
+
+struct Local {
+    sandbox: Sandbox,
+    lien: Option<Lien>,
+}
+
+/// One scenario's world.
+pub struct Env {
+    pub client: kube::Client,
+    pub ns: String,
+    local: Option<Local>,
+    kubeconfig: Option<String>,
+    namespaces: Vec<String>,
+    cluster_objects: Vec<(ApiResource, String)>,
+    finished: bool,
+}
+
+fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let mut p: String = prefix.chars().take(40).collect();
+    p = p.trim_end_matches('-').to_string();
+    format!("{p}-{:x}{n}", nanos ^ std::process::id())
+}
+
+async fn external_client(path: &str) -> kube::Client {
+    let kubeconfig = Kubeconfig::read_from(path).expect("LIEN_E2E_KUBECONFIG reads");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("client config");
+    kube::Client::try_from(config).expect("client")
+}
+
+impl Env {
+    pub async fn start(name: &str) -> Env {
+        Env::start_with(name, Options::default()).await
+    }
+
+    pub async fn start_with(name: &str, options: Options) -> Env {
+        let (client, local, kubeconfig) = match std::env::var("LIEN_E2E_KUBECONFIG") {
+            Ok(path) if !path.is_empty() => (external_client(&path).await, None, Some(path)),
+            _ => {
+                let api = Config {
+                    gc_backoff_max: options.gc_backoff_max,
+                    namespace_requeue: Duration::from_millis(50),
+                    ..Config::default()
+                };
+                let SandboxWithLien { sandbox, lien } =
+                    SandboxWithLien::start(SandboxConfig { port: 0, api }, controller_config())
+                        .await
+                        .expect("sandbox with Lien starts");
+                let client = sandbox_client(&sandbox).await.expect("client");
+                (
+                    client,
+                    Some(Local {
+                        sandbox,
+                        lien: Some(lien),
+                    }),
+                    None,
+                )
+            }
+        };
+        let mut env = Env {
+            client,
+            ns: unique(name),
+            local,
+            kubeconfig,
+            namespaces: vec![],
+            cluster_objects: vec![],
+            finished: false,
+        };
+        let ns = env.ns.clone();
+        env.namespace(&ns).await;
+        env
+    }
+
+    /// Whether Lien runs in this process (so a test may stop and restart it).
+    pub fn is_local(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// Creates a namespace, removed at the end.
+    pub async fn namespace(&mut self, name: &str) {
+        Api::<Namespace>::all(self.client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns"),
+            )
+            .await
+            .expect("namespace created");
+        self.namespaces.push(name.to_string());
+    }
+
+    /// A fresh name for another namespace of this scenario.
+    pub fn another_namespace_name(&self, suffix: &str) -> String {
+        unique(&format!("{}-{suffix}", &self.ns[..self.ns.len().min(30)]))
+    }
+
+    /// A unique name for a cluster-scoped object of this scenario.
+    pub fn cluster_name(&self, suffix: &str) -> String {
+        format!("{}-{suffix}", self.ns)
+    }
+
+    /// Creates any object from JSON (`apiVersion`, `kind` set); cluster-scoped ones are removed
+    /// at the end.
+    pub async fn create(&mut self, object: Value) -> DynamicObject {
+        let ar = api_resource(&object);
+        let obj: DynamicObject = serde_json::from_value(object).expect("object");
+        let api: Api<DynamicObject> = match &obj.metadata.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        };
+        let created = api
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("creating {:?}: {e}", obj.metadata.name));
+        if obj.metadata.namespace.is_none() {
+            self.cluster_objects
+                .push((ar, obj.metadata.name.clone().unwrap_or_default()));
+        }
+        created
+    }
+
+    /// Tries to create an object; returns the API error.
+    pub async fn try_create(&mut self, object: Value) -> Result<DynamicObject, kube::Error> {
+        let ar = api_resource(&object);
+        let obj: DynamicObject = serde_json::from_value(object).expect("object");
+        let api: Api<DynamicObject> = match &obj.metadata.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        };
+        let created = api.create(&PostParams::default(), &obj).await?;
+        if obj.metadata.namespace.is_none() {
+            self.cluster_objects
+                .push((ar, obj.metadata.name.clone().unwrap_or_default()));
+        }
+        Ok(created)
+    }
+
+    /// A ConfigMap in the scenario's namespace.
+    pub async fn configmap(&mut self, name: &str, labels: Value) -> DynamicObject {
+        let ns = self.ns.clone();
+        self.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": labels}}))
+            .await
+    }
+
+    /// A Usage in the scenario's namespace, `spec` as given.
+    pub async fn usage(&mut self, name: &str, spec: Value) -> DynamicObject {
+        let ns = self.ns.clone();
+        self.create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}))
+            .await
+    }
+
+    pub fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn usages(&self) -> Api<lien_api::Usage> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Stops Lien but keeps its ValidatingWebhookConfiguration (failurePolicy Fail). `false`
+    /// against an external cluster.
+    pub async fn stop_lien(&mut self) -> bool {
+        match self.local.as_mut().and_then(|l| l.lien.take()) {
+            Some(lien) => {
+                lien.shutdown().await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Starts Lien again (a new process, as after a restart: empty index, new webhook port).
+    pub async fn start_lien(&mut self) {
+        let local = self.local.as_mut().expect("a local sandbox");
+        assert!(local.lien.is_none(), "Lien is running");
+        let client = sandbox_client(&local.sandbox).await.expect("client");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let config = LienConfig {
+            webhook_addr: addr,
+            webhook_client: lien_webhook::ClientConfig::Url(format!("https://{addr}/validate")),
+            webhook_names: vec!["127.0.0.1".into(), "localhost".into()],
+            policy: lien_webhook::validate::Policy::default(),
+            controller: controller_config(),
+        };
+        local.lien = Some(
+            Lien::start_with_listener(client, listener, config)
+                .await
+                .expect("Lien restarts"),
+        );
+    }
+
+    /// Removes what the scenario made and stops the sandbox.
+    pub async fn finish(mut self) {
+        self.finished = true;
+        cleanup(
+            &self.client,
+            std::mem::take(&mut self.cluster_objects),
+            std::mem::take(&mut self.namespaces),
+        )
+        .await;
+        if let Some(local) = self.local.take() {
+            if let Some(lien) = local.lien {
+                lien.shutdown().await;
+            }
+            local.sandbox.shutdown().await;
+        }
+    }
+}
+
+async fn cleanup(client: &kube::Client, cluster: Vec<(ApiResource, String)>, ns: Vec<String>) {
+    for (ar, name) in cluster.iter().rev() {
+        let _ = Api::<DynamicObject>::all_with(client.clone(), ar)
+            .delete(name, &DeleteParams::background())
+            .await;
+    }
+    for n in ns {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(&n, &DeleteParams::background())
+            .await;
+    }
+}
+
+impl Drop for Env {
+    /// A failed test still removes its namespaces from an external cluster (with a client of its
+    /// own: the test's runtime is unwinding).
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let Some(path) = self.kubeconfig.clone() else {
+            return;
+        };
+        let cluster = std::mem::take(&mut self.cluster_objects);
+        let ns = std::mem::take(&mut self.namespaces);
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let client = external_client(&path).await;
+                cleanup(&client, cluster, ns).await;
+            });
+        })
+        .join();
+    }
+}
+
+pub fn api_resource(object: &Value) -> ApiResource {
+    let api_version = object["apiVersion"].as_str().expect("apiVersion");
+    let kind = object["kind"].as_str().expect("kind");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let mut ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    // from_gvk guesses the plural by appending "s"; fix the ones the scenarios use.
+    ar.plural = match kind {
+        "StorageClass" => "storageclasses".into(),
+        "ClusterUsage" => "clusterusages".into(),
+        _ => ar.plural,
+    };
+    ar
+}
+
+/// Polls `check` until it returns `Some`, failing the test with `what` after `deadline`.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// (HTTP code, message) of an API error.
+pub fn api_error(e: kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+pub fn labelled(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|l| l.get(LABEL))
+        .is_some_and(|v| v == "true")
+}
+
+/// Waits until the ConfigMap's in-use label is `want`.
+pub async fn wait_label(api: &Api<ConfigMap>, name: &str, want: bool) {
+    wait_for(
+        &format!("{name}: in-use label = {want}"),
+        DEADLINE,
+        || async {
+            api.get(name)
+                .await
+                .ok()
+                .filter(|cm| labelled(cm.metadata.labels.as_ref()) == want)
+                .map(drop)
+        },
+    )
+    .await;
+}
+
+/// Waits until `name` is gone.
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, deadline: Duration)
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(&format!("{name} to be gone"), deadline, || async {
+        match api.get_opt(name).await {
+            Ok(None) => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+}
+
+/// The condition `type_` of a Usage: (status, reason, message).
+pub fn condition(u: &lien_api::Usage, type_: &str) -> Option<(String, String, String)> {
+    u.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Waits until a DELETE of the ConfigMap (dry run) is refused; the refusal's message.
+pub async fn wait_refused(api: &Api<ConfigMap>, name: &str) -> String {
+    wait_for(
+        &format!("a DELETE of {name} to be refused"),
+        DEADLINE,
+        || async {
+            match api.delete(name, &DeleteParams::default().dry_run()).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => Some(s.message),
+                _ => None,
+            }
+        },
+    )
+    .await
+}
