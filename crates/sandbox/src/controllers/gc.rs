@@ -84,7 +84,16 @@ fn observe(server: &ApiServer, change: &Change, queue: &mut WorkQueue) {
     }
     match change.event {
         EventType::Added | EventType::Modified => {
-            if !owner_refs(obj).is_empty() {
+            // kube-controller-manager's graph builder looks at a dependent again only when it
+            // appears, its ownerReferences change or its deletion starts — not on every update
+            // (a label change must not cut a backoff short).
+            let relevant = match &change.old {
+                None => true,
+                Some(old) => {
+                    owner_refs(old) != owner_refs(obj) || is_deleting(old) != is_deleting(obj)
+                }
+            };
+            if relevant && !owner_refs(obj).is_empty() {
                 queue.add(uid);
             }
             if is_deleting(obj) && (has_finalizer(obj, FOREGROUND) || has_finalizer(obj, ORPHAN)) {
