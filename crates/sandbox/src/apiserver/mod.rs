@@ -139,20 +139,19 @@ impl ApiServer {
 
     /// The namespaces every cluster starts with.
     fn bootstrap(&self) {
+        let Some(rt) = self.registry().get("", "namespaces").cloned() else {
+            return;
+        };
+        let key = rt.key();
         let mut store = self.store();
-        let key = (String::new(), "namespaces".to_string());
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let mut ns = serde_json::json!({
                 "apiVersion": "v1",
                 "kind": "Namespace",
                 "metadata": {"name": name},
             });
-            let reg = Registry::with_builtins();
-            let Some(rt) = reg.get("", "namespaces") else {
-                continue;
-            };
-            if meta::prepare_create(rt, "", &mut ns).is_ok() {
-                kinds::default_on_create(rt, &mut ns);
+            if meta::prepare_create(&rt, "", &mut ns).is_ok() {
+                kinds::default_on_create(&rt, &mut ns);
                 store.insert(&key, ns);
             }
         }
