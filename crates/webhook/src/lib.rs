@@ -16,6 +16,7 @@
 
 pub mod configuration;
 pub mod review;
+pub mod scan;
 pub mod server;
 pub mod tls;
 pub mod validate;

@@ -11,10 +11,12 @@
 //! - of `object` and `oldObject` only `metadata.uid`, `metadata.labels` and
 //!   `metadata.annotations`.
 //!
-//! Every other field — `spec`, `status`, `managedFields`, the rest of `metadata` — is skipped
-//! by serde's derive, which reads unknown fields into [`serde::de::IgnoredAny`]: the parser walks
-//! over them without allocating. Strings are `Cow<'a, str>`, borrowed from the body unless JSON
-//! escapes force a copy. The review lives as long as the request body.
+//! Every other field — `spec`, `status`, `managedFields`, the rest of `metadata` — is stepped
+//! over by the structural scanner in [`crate::scan`], which finds where a value ends with SIMD
+//! bracket counting instead of tokenising it: the bulk of a review is never decoded. The fields
+//! Lien reads are decoded by serde_json from their spans, so they are fully validated. Strings
+//! are `Cow<'a, str>`, borrowed from the body unless JSON escapes force a copy. The review lives
+//! as long as the request body. As in Go's `encoding/json`, a repeated member's last value wins.
 //!
 //! The answer is always a whole `AdmissionReview` ([`Answer::to_review_json`]): allowed,
 //! denied with a `status` (`code`, `reason`, `message`), plus `warnings`.
@@ -22,6 +24,8 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+
+use crate::scan::{self, ScanError};
 
 /// The API version of the reviews Lien reads and writes.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -32,25 +36,70 @@ pub enum ReviewError {
     /// Not JSON, or JSON of the wrong shape.
     #[error("malformed AdmissionReview: {0}")]
     Json(#[from] serde_json::Error),
+    /// Not JSON of an object's shape (unterminated, unbalanced, a member without a value…).
+    #[error("malformed AdmissionReview: {0}")]
+    Scan(#[from] ScanError),
+    /// A field Lien reads has the wrong type or is not valid JSON.
+    #[error("malformed AdmissionReview: {field}: {source}")]
+    Field {
+        /// The field's path, e.g. `request.userInfo`.
+        field: &'static str,
+        /// What serde_json found wrong.
+        source: serde_json::Error,
+    },
+    /// A required field is missing.
+    #[error("malformed AdmissionReview: {0} is required")]
+    Missing(&'static str),
     /// Valid JSON without a `request`.
     #[error("malformed AdmissionReview: no request")]
     NoRequest,
 }
 
-/// An `AdmissionReview` with only what Lien reads.
-#[derive(Debug, Deserialize)]
-pub struct Review<'a> {
-    /// The request; absent in a malformed review.
-    #[serde(borrow, default)]
-    pub request: Option<Request<'a>>,
+/// An `AdmissionReview`, read for its `request` only.
+#[derive(Debug)]
+pub struct Review;
+
+impl Review {
+    /// Parses a review body, borrowing from it.
+    pub fn parse(body: &[u8]) -> Result<Request<'_>, ReviewError> {
+        let mut request = None;
+        let end = scan::object(body, 0, |key, start| {
+            if &*scan::name(key) != b"request" || is_null(body, start) {
+                return Ok(None);
+            }
+            let (parsed, end) = Request::scan(body, start)?;
+            request = Some(parsed);
+            Ok::<_, ReviewError>(Some(end))
+        })?;
+        if let Some(at) = body[end..].iter().position(|b| !b.is_ascii_whitespace()) {
+            return Err(ScanError::Unexpected {
+                at: end + at,
+                found: char::from(body[end + at]),
+                expected: "the end of the review",
+            }
+            .into());
+        }
+        request.ok_or(ReviewError::NoRequest)
+    }
 }
 
-impl<'a> Review<'a> {
-    /// Parses a review body, borrowing from it.
-    pub fn parse(body: &'a [u8]) -> Result<Request<'a>, ReviewError> {
-        let review: Review<'a> = serde_json::from_slice(body)?;
-        review.request.ok_or(ReviewError::NoRequest)
-    }
+/// Decodes the value that starts at `start` with serde_json, naming the field when it is
+/// malformed; returns it with the index just past it.
+fn decode<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    start: usize,
+    field: &'static str,
+) -> Result<(T, usize), ReviewError> {
+    let span = scan::value(body, start)?;
+    let end = span.end;
+    serde_json::from_slice(&body[span])
+        .map(|v| (v, end))
+        .map_err(|source| ReviewError::Field { field, source })
+}
+
+/// Whether the value at `start` is `null`.
+fn is_null(body: &[u8], start: usize) -> bool {
+    body[start..].starts_with(b"null")
 }
 
 /// The admission operation.
@@ -199,70 +248,182 @@ impl<'de> Deserialize<'de> for BorrowedStr<'de> {
 }
 
 /// `metadata` of `object` / `oldObject`: the three fields Lien reads.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default)]
 pub struct Metadata<'a> {
     /// The object's UID.
-    #[serde(borrow, default)]
     pub uid: Option<Cow<'a, str>>,
     /// Labels.
-    #[serde(borrow, default, deserialize_with = "labels")]
     pub labels: StrMap<'a>,
     /// Annotations.
-    #[serde(borrow, default, deserialize_with = "labels")]
     pub annotations: StrMap<'a>,
 }
 
-fn labels<'de, D: serde::Deserializer<'de>>(d: D) -> Result<StrMap<'de>, D::Error> {
-    pairs::deserialize(d).map(StrMap)
+impl<'a> Metadata<'a> {
+    /// Reads the metadata that starts at `start`; returns it and where it ends.
+    fn scan(body: &'a [u8], start: usize) -> Result<(Self, usize), ReviewError> {
+        let mut meta = Metadata::default();
+        if is_null(body, start) {
+            return Ok((meta, start + 4));
+        }
+        let end = scan::object(body, start, |key, start| {
+            let end = match &*scan::name(key) {
+                b"uid" => {
+                    let (uid, end) =
+                        decode::<Option<BorrowedStr<'a>>>(body, start, "metadata.uid")?;
+                    meta.uid = uid.map(|s| s.0);
+                    end
+                }
+                b"labels" => {
+                    let (labels, end) = string_map(body, start, "metadata.labels")?;
+                    meta.labels = labels;
+                    end
+                }
+                b"annotations" => {
+                    let (annotations, end) = string_map(body, start, "metadata.annotations")?;
+                    meta.annotations = annotations;
+                    end
+                }
+                _ => return Ok(None),
+            };
+            Ok::<_, ReviewError>(Some(end))
+        })?;
+        Ok((meta, end))
+    }
+}
+
+fn string_map<'a>(
+    body: &'a [u8],
+    start: usize,
+    field: &'static str,
+) -> Result<(StrMap<'a>, usize), ReviewError> {
+    let span = scan::value(body, start)?;
+    let end = span.end;
+    let mut de = serde_json::Deserializer::from_slice(&body[span]);
+    pairs::deserialize(&mut de)
+        .map(|pairs| (StrMap(pairs), end))
+        .map_err(|source| ReviewError::Field { field, source })
 }
 
 /// `object` / `oldObject`, reduced to its metadata. Everything else is skipped unread.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default)]
 pub struct PartialObject<'a> {
     /// The object's metadata.
-    #[serde(borrow, default)]
     pub metadata: Metadata<'a>,
 }
 
+impl<'a> PartialObject<'a> {
+    /// Reads the object that starts at `start` (`None` for `null`); returns it and where it
+    /// ends. Only `metadata` is descended into; `spec`, `status` and the rest are skipped.
+    fn scan(body: &'a [u8], start: usize) -> Result<(Option<Self>, usize), ReviewError> {
+        if is_null(body, start) {
+            return Ok((None, start + 4));
+        }
+        let mut object = PartialObject::default();
+        let end = scan::object(body, start, |key, start| {
+            if &*scan::name(key) != b"metadata" {
+                return Ok(None);
+            }
+            let (metadata, end) = Metadata::scan(body, start)?;
+            object.metadata = metadata;
+            Ok::<_, ReviewError>(Some(end))
+        })?;
+        Ok((Some(object), end))
+    }
+}
+
 /// `request` of an `AdmissionReview`, reduced to what Lien decides from.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug)]
 pub struct Request<'a> {
     /// The request's UID, echoed in the response. Empty when missing (the answer still goes out).
-    #[serde(borrow, default)]
     pub uid: Cow<'a, str>,
     /// The kind being admitted.
-    #[serde(borrow, default)]
     pub kind: GroupVersionKind<'a>,
     /// The resource being admitted.
-    #[serde(borrow, default)]
     pub resource: GroupVersionResource<'a>,
     /// The subresource, if any.
-    #[serde(borrow, default)]
     pub sub_resource: Option<Cow<'a, str>>,
     /// The object's name (empty for a CREATE with `generateName`).
-    #[serde(borrow, default)]
     pub name: Cow<'a, str>,
     /// The object's namespace; absent for cluster-scoped objects.
-    #[serde(borrow, default)]
     pub namespace: Option<Cow<'a, str>>,
     /// The operation.
     pub operation: Operation,
     /// Who asked.
-    #[serde(borrow, default)]
     pub user_info: UserInfo<'a>,
     /// The new object (CREATE, UPDATE); `null` for DELETE.
-    #[serde(borrow, default)]
     pub object: Option<PartialObject<'a>>,
     /// The existing object (UPDATE, DELETE).
-    #[serde(borrow, default)]
     pub old_object: Option<PartialObject<'a>>,
     /// Whether the request is a dry run: decide, but record nothing.
-    #[serde(default)]
     pub dry_run: Option<bool>,
     /// The operation's options (`DeleteOptions` for a DELETE).
-    #[serde(borrow, default)]
     pub options: Option<Options<'a>>,
+}
+
+impl<'a> Request<'a> {
+    /// Reads the request that starts at `start`; returns it and where it ends.
+    fn scan(body: &'a [u8], start: usize) -> Result<(Self, usize), ReviewError> {
+        let mut uid = None;
+        let mut kind = None;
+        let mut resource = None;
+        let mut sub_resource = None;
+        let mut name = None;
+        let mut namespace = None;
+        let mut operation = None;
+        let mut user_info = None;
+        let mut object = None;
+        let mut old_object = None;
+        let mut dry_run = None;
+        let mut options = None;
+        // Each arm stores its field and returns where the value ended.
+        fn set<T>(slot: &mut T, (value, end): (T, usize)) -> usize {
+            *slot = value;
+            end
+        }
+        let end = scan::object(body, start, |key, at| {
+            let end = match &*scan::name(key) {
+                b"uid" => set(&mut uid, decode(body, at, "request.uid")?),
+                b"kind" => set(&mut kind, decode(body, at, "request.kind")?),
+                b"resource" => set(&mut resource, decode(body, at, "request.resource")?),
+                b"subResource" => set(&mut sub_resource, decode(body, at, "request.subResource")?),
+                b"name" => set(&mut name, decode(body, at, "request.name")?),
+                b"namespace" => set(&mut namespace, decode(body, at, "request.namespace")?),
+                b"operation" => set(&mut operation, decode(body, at, "request.operation")?),
+                b"userInfo" => set(&mut user_info, decode(body, at, "request.userInfo")?),
+                b"object" => set(&mut object, PartialObject::scan(body, at)?),
+                b"oldObject" => set(&mut old_object, PartialObject::scan(body, at)?),
+                b"dryRun" => set(&mut dry_run, decode(body, at, "request.dryRun")?),
+                b"options" => set(&mut options, decode(body, at, "request.options")?),
+                _ => return Ok(None),
+            };
+            Ok::<_, ReviewError>(Some(end))
+        })?;
+        let uid: Option<BorrowedStr<'a>> = uid.flatten();
+        let sub_resource: Option<BorrowedStr<'a>> = sub_resource.flatten();
+        let name: Option<BorrowedStr<'a>> = name.flatten();
+        let namespace: Option<BorrowedStr<'a>> = namespace.flatten();
+        let kind: Option<GroupVersionKind<'a>> = kind.flatten();
+        let resource: Option<GroupVersionResource<'a>> = resource.flatten();
+        let user_info: Option<UserInfo<'a>> = user_info.flatten();
+        let options: Option<Options<'a>> = options.flatten();
+        let dry_run: Option<bool> = dry_run.flatten();
+        let operation: Option<Operation> = operation;
+        let request = Request {
+            uid: uid.map(|s| s.0).unwrap_or_default(),
+            kind: kind.unwrap_or_default(),
+            resource: resource.unwrap_or_default(),
+            sub_resource: sub_resource.map(|s| s.0),
+            name: name.map(|s| s.0).unwrap_or_default(),
+            namespace: namespace.map(|s| s.0),
+            operation: operation.ok_or(ReviewError::Missing("request.operation"))?,
+            user_info: user_info.unwrap_or_default(),
+            object,
+            old_object,
+            dry_run,
+            options,
+        };
+        Ok((request, end))
+    }
 }
 
 impl Request<'_> {
@@ -464,13 +625,92 @@ mod tests {
     #[test]
     fn rejects_what_is_not_a_review() {
         assert!(matches!(Review::parse(b"{}"), Err(ReviewError::NoRequest)));
-        assert!(matches!(Review::parse(b"nope"), Err(ReviewError::Json(_))));
+        assert!(matches!(Review::parse(b"nope"), Err(ReviewError::Scan(_))));
         assert!(matches!(
             Review::parse(br#"{"request":{"uid":"u"}}"#),
-            Err(ReviewError::Json(_))
+            Err(ReviewError::Missing("request.operation"))
         ));
+        assert!(matches!(
+            Review::parse(br#"{"request":{"operation":"DELETE"}} trailing"#),
+            Err(ReviewError::Scan(_))
+        ));
+        // A field Lien reads is validated, and the error names it.
+        let err = Review::parse(br#"{"request":{"operation":"DELETE","userInfo":{"groups":"x"}}}"#)
+            .expect_err("groups is a list");
+        assert!(err.to_string().contains("request.userInfo"), "{err}");
+        let err = Review::parse(
+            br#"{"request":{"operation":"DELETE","oldObject":{"metadata":{"labels":{"a":1}}}}}"#,
+        )
+        .expect_err("label values are strings");
+        assert!(err.to_string().contains("metadata.labels"), "{err}");
         assert_eq!(salvage_uid(br#"{"request":{"uid":"u"}}"#), "u");
         assert_eq!(salvage_uid(b"garbage"), "");
+    }
+
+    /// The scanner's reading of every committed review agrees with a full serde_json decode.
+    #[test]
+    fn agrees_with_a_full_decode_on_every_fixture() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).expect("fixtures") {
+            let body = std::fs::read(entry.expect("entry").path()).expect("read");
+            let full: serde_json::Value = serde_json::from_slice(&body).expect("json");
+            let want = &full["request"];
+            let got = Review::parse(&body).expect("parses");
+            assert_eq!(got.uid, want["uid"].as_str().unwrap_or_default());
+            assert_eq!(got.name, want["name"].as_str().unwrap_or_default());
+            assert_eq!(got.namespace.as_deref(), want["namespace"].as_str());
+            assert_eq!(
+                got.kind.kind,
+                want["kind"]["kind"].as_str().unwrap_or_default()
+            );
+            assert_eq!(
+                got.operation.as_str(),
+                want["operation"].as_str().unwrap_or_default()
+            );
+            assert_eq!(got.is_dry_run(), want["dryRun"].as_bool().unwrap_or(false));
+            assert_eq!(
+                got.propagation_policy(),
+                want["options"]["propagationPolicy"].as_str()
+            );
+            assert_eq!(
+                got.user_info.username,
+                want["userInfo"]["username"].as_str().unwrap_or_default()
+            );
+            for (side, meta) in [
+                ("object", got.new_metadata()),
+                ("oldObject", got.old_metadata()),
+            ] {
+                let want = &want[side]["metadata"];
+                let Some(meta) = meta else {
+                    assert!(want.is_null(), "{side}");
+                    continue;
+                };
+                assert_eq!(meta.uid.as_deref(), want["uid"].as_str(), "{side}");
+                for (map, field) in [(&meta.labels, "labels"), (&meta.annotations, "annotations")] {
+                    let want: Vec<(&str, &str)> = want[field]
+                        .as_object()
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or("?")))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let got: Vec<(&str, &str)> = map
+                        .0
+                        .iter()
+                        .map(|(k, v)| (k.as_ref(), v.as_ref()))
+                        .collect();
+                    let mut want = want;
+                    want.sort_unstable();
+                    let mut got = got;
+                    got.sort_unstable();
+                    assert_eq!(got, want, "{side}.{field}");
+                }
+            }
+            seen += 1;
+        }
+        assert!(seen >= 5, "only {seen} fixtures");
     }
 
     #[test]
