@@ -20,7 +20,6 @@ pub mod patch;
 pub mod registry;
 pub mod sandbox;
 pub mod schema;
-pub mod serve;
 pub mod store;
 pub mod testing;
 pub mod tls;

@@ -112,7 +112,7 @@ impl Sandbox {
             auth: Arc::new(auth),
         });
         let (shutdown, stop) = watch::channel(false);
-        tasks.push(crate::serve::serve_tls(
+        tasks.push(lien_serve::serve_tls(
             listener,
             serving.server_config(&ca)?,
             app,

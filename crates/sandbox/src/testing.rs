@@ -97,7 +97,7 @@ impl TestWebhook {
             }
         };
         let (stop, stopped) = watch::channel(false);
-        let task = crate::serve::serve_tls(
+        let task = lien_serve::serve_tls(
             listener,
             tls,
             Router::new().fallback(post(handler)),

@@ -25,9 +25,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use lien_core::{Decision, ObjectKey, RelationIndex};
 use parking_lot::RwLock;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -37,8 +34,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio::task::{JoinHandle, JoinSet};
-use tokio_rustls::TlsAcceptor;
+use tokio::task::JoinHandle;
 
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
 use crate::validate::{
@@ -554,32 +550,8 @@ impl Server {
         app: Router,
     ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
-        let (stop, mut stopped) = watch::channel(false);
-        let acceptor = TlsAcceptor::from(tls);
-        let task = tokio::spawn(async move {
-            // Dropping the set when the loop ends aborts every open connection.
-            let mut connections = JoinSet::new();
-            loop {
-                let accepted = tokio::select! {
-                    a = listener.accept() => a,
-                    _ = stopped.changed() => return,
-                    // Reap finished connections so the set does not grow without bound.
-                    Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-                };
-                let Ok((tcp, _)) = accepted else { continue };
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                let service = TowerToHyperService::new(app.clone());
-                connections.spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let _ = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
+        let (stop, stopped) = watch::channel(false);
+        let task = lien_serve::serve_tls(listener, tls, app, stopped);
         Ok(Self { addr, stop, task })
     }
 
