@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::queue::WorkQueue;
+use super::queue::{self, Reconciler, Synced, WorkQueue};
 use crate::apiserver::kinds::CRD_CLEANUP_FINALIZER;
 use crate::apiserver::meta::{finalizers, has_finalizer, is_deleting, now};
 use crate::apiserver::{ApiServer, DeleteOptions, Target, WriteOptions, system_admin};
@@ -209,48 +209,46 @@ fn condition(old: &[Value], type_: &str, status: bool, reason: &str, message: &s
 }
 
 /// Cleans up deleted CRDs: deletes their objects, then releases the finalizer.
-pub async fn run(server: Arc<ApiServer>, mut feed: UnboundedReceiver<Arc<Change>>) {
-    let mut queue = WorkQueue::new(
+pub async fn run(server: Arc<ApiServer>, feed: UnboundedReceiver<Arc<Change>>) {
+    let queue = WorkQueue::new(
         std::time::Duration::from_millis(5),
         std::time::Duration::from_secs(30),
     );
-    loop {
-        let sleep = match queue.next_due() {
-            Some(at) => tokio::time::sleep_until(at),
-            None => tokio::time::sleep(std::time::Duration::from_secs(3600)),
-        };
-        tokio::select! {
-            change = feed.recv() => match change {
-                Some(change) => {
-                    let is_crd = change.resource.0 == CRD_KEY.0 && change.resource.1 == CRD_KEY.1;
-                    let name = change.object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-                    if is_crd && change.event == EventType::Deleted {
-                        on_crd_written(&server, &change.object);
-                    } else if is_crd && is_deleting(&change.object) {
-                        queue.add(&name);
-                    } else if change.event == EventType::Deleted {
-                        // An object of a terminating CRD went away: look again.
-                        let crd = server.registry().get(&change.resource.0, &change.resource.1).and_then(|rt| rt.crd.clone());
-                        if let Some(crd) = crd {
-                            queue.add(&crd);
-                        }
-                    }
-                }
-                None => return,
-            },
-            _ = sleep => {
-                for name in queue.pop_due(tokio::time::Instant::now()) {
-                    match cleanup(&server, &name).await {
-                        Ok(true) => queue.forget(&name),
-                        Ok(false) => {}
-                        Err(e) => {
-                            let delay = queue.retry(&name);
-                            tracing::debug!(crd = name, error = %e, ?delay, "CRD cleanup will retry");
-                        }
-                    }
-                }
+    queue::run(CrdCleanup(server), queue, feed).await
+}
+
+struct CrdCleanup(Arc<ApiServer>);
+
+impl Reconciler for CrdCleanup {
+    const NAME: &'static str = "crd-cleanup";
+
+    fn observe(&self, change: &Change, queue: &mut WorkQueue) {
+        let is_crd = change.resource.0 == CRD_KEY.0 && change.resource.1 == CRD_KEY.1;
+        if is_crd && change.event == EventType::Deleted {
+            on_crd_written(&self.0, &change.object);
+        } else if is_crd && is_deleting(&change.object) {
+            if let Some(name) = change.object["metadata"]["name"].as_str() {
+                queue.add(name);
+            }
+        } else if change.event == EventType::Deleted {
+            // An object of a terminating CRD went away: look again.
+            let crd = self
+                .0
+                .registry()
+                .get(&change.resource.0, &change.resource.1)
+                .and_then(|rt| rt.crd.clone());
+            if let Some(crd) = crd {
+                queue.add(&crd);
             }
         }
+    }
+
+    async fn sync(&self, name: &str, _: &mut WorkQueue) -> Result<Synced, ApiError> {
+        // Objects remain: each one's deletion enqueues the CRD again.
+        Ok(match cleanup(&self.0, name).await? {
+            true => Synced::Done,
+            false => Synced::Waiting,
+        })
     }
 }
 

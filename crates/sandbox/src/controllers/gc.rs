@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::queue::WorkQueue;
+use super::queue::{self, Reconciler, Synced, WorkQueue};
 use super::target_of;
 use crate::apiserver::meta::{finalizers, has_finalizer, is_deleting};
 use crate::apiserver::{ApiServer, DeleteOptions, Propagation, WriteOptions};
@@ -40,30 +40,22 @@ fn owner_refs(object: &Value) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-pub async fn run(server: Arc<ApiServer>, mut feed: UnboundedReceiver<Arc<Change>>) {
-    let mut queue = WorkQueue::new(server.config.gc_backoff_base, server.config.gc_backoff_max);
-    loop {
-        let sleep = match queue.next_due() {
-            Some(at) => tokio::time::sleep_until(at),
-            None => tokio::time::sleep(std::time::Duration::from_secs(3600)),
-        };
-        tokio::select! {
-            change = feed.recv() => match change {
-                Some(change) => observe(&server, &change, &mut queue),
-                None => return,
-            },
-            _ = sleep => {
-                for uid in queue.pop_due(tokio::time::Instant::now()) {
-                    match attempt(&server, &uid, &mut queue).await {
-                        Ok(()) => queue.forget(&uid),
-                        Err(e) => {
-                            let delay = queue.retry(&uid);
-                            tracing::debug!(uid, error = %e, ?delay, "garbage collector will retry");
-                        }
-                    }
-                }
-            }
-        }
+pub async fn run(server: Arc<ApiServer>, feed: UnboundedReceiver<Arc<Change>>) {
+    let queue = WorkQueue::new(server.config.gc_backoff_base, server.config.gc_backoff_max);
+    queue::run(GarbageCollector(server), queue, feed).await
+}
+
+struct GarbageCollector(Arc<ApiServer>);
+
+impl Reconciler for GarbageCollector {
+    const NAME: &'static str = "garbage-collector";
+
+    fn observe(&self, change: &Change, queue: &mut WorkQueue) {
+        observe(&self.0, change, queue)
+    }
+
+    async fn sync(&self, uid: &str, queue: &mut WorkQueue) -> Result<Synced, ApiError> {
+        attempt(&self.0, uid, queue).await.map(|()| Synced::Done)
     }
 }
 

@@ -9,48 +9,40 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::queue::WorkQueue;
+use super::queue::{self, Reconciler, Synced, WorkQueue};
 use crate::apiserver::meta::{finalizers, is_deleting, now};
 use crate::apiserver::{ApiServer, DeleteOptions, Propagation, Target, WriteOptions};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
 use crate::store::{Change, EventType};
 
-pub async fn run(server: Arc<ApiServer>, mut feed: UnboundedReceiver<Arc<Change>>) {
-    let mut queue = WorkQueue::new(
+pub async fn run(server: Arc<ApiServer>, feed: UnboundedReceiver<Arc<Change>>) {
+    let queue = WorkQueue::new(
         std::time::Duration::from_millis(5),
         std::time::Duration::from_secs(60),
     );
-    loop {
-        let sleep = match queue.next_due() {
-            Some(at) => tokio::time::sleep_until(at),
-            None => tokio::time::sleep(std::time::Duration::from_secs(3600)),
-        };
-        tokio::select! {
-            change = feed.recv() => match change {
-                Some(change) => {
-                    let is_ns = change.resource.0.is_empty() && change.resource.1 == "namespaces";
-                    if is_ns && change.event != EventType::Deleted && is_deleting(&change.object) {
-                        if let Some(name) = change.object["metadata"]["name"].as_str() {
-                            queue.add(name);
-                        }
-                    }
-                }
-                None => return,
-            },
-            _ = sleep => {
-                for name in queue.pop_due(tokio::time::Instant::now()) {
-                    match sync(&server, &name).await {
-                        Ok(true) => queue.forget(&name),
-                        Ok(false) => queue.add_after(&name, server.config.namespace_requeue),
-                        Err(e) => {
-                            let delay = queue.retry(&name);
-                            tracing::debug!(namespace = name, error = %e, ?delay, "namespace deletion will retry");
-                        }
-                    }
-                }
+    queue::run(NamespaceController(server), queue, feed).await
+}
+
+struct NamespaceController(Arc<ApiServer>);
+
+impl Reconciler for NamespaceController {
+    const NAME: &'static str = "namespace";
+
+    fn observe(&self, change: &Change, queue: &mut WorkQueue) {
+        let is_ns = change.resource.0.is_empty() && change.resource.1 == "namespaces";
+        if is_ns && change.event != EventType::Deleted && is_deleting(&change.object) {
+            if let Some(name) = change.object["metadata"]["name"].as_str() {
+                queue.add(name);
             }
         }
+    }
+
+    async fn sync(&self, name: &str, _: &mut WorkQueue) -> Result<Synced, ApiError> {
+        Ok(match sync(&self.0, name).await? {
+            true => Synced::Done,
+            false => Synced::RequeueAfter(self.0.config.namespace_requeue),
+        })
     }
 }
 

@@ -3,9 +3,76 @@
 //! `forget` resets an item's failures after a success.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
+
+use crate::error::ApiError;
+use crate::store::Change;
+
+/// What one sync of an item found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synced {
+    /// Finished: its failure count is reset.
+    Done,
+    /// Not finished, and no change will say when to look again: look after this delay.
+    RequeueAfter(Duration),
+    /// Not finished; a later change will enqueue it again.
+    Waiting,
+}
+
+/// One of the sandbox's controllers, as driven by [`run`].
+pub trait Reconciler {
+    /// Its name in logs.
+    const NAME: &'static str;
+
+    /// Enqueues what a change from the store makes actionable.
+    fn observe(&self, change: &Change, queue: &mut WorkQueue);
+
+    /// Works on one due item.
+    fn sync(
+        &self,
+        item: &str,
+        queue: &mut WorkQueue,
+    ) -> impl Future<Output = Result<Synced, ApiError>> + Send;
+}
+
+/// A controller's loop, as client-go's `processNextWorkItem` drives one: every change goes to
+/// [`Reconciler::observe`], every due item to [`Reconciler::sync`], and a failed sync is retried
+/// with the queue's backoff. Returns when the feed closes.
+pub async fn run<R: Reconciler>(
+    reconciler: R,
+    mut queue: WorkQueue,
+    mut feed: UnboundedReceiver<Arc<Change>>,
+) {
+    loop {
+        let sleep = match queue.next_due() {
+            Some(at) => tokio::time::sleep_until(at),
+            None => tokio::time::sleep(Duration::from_secs(3600)),
+        };
+        tokio::select! {
+            change = feed.recv() => match change {
+                Some(change) => reconciler.observe(&change, &mut queue),
+                None => return,
+            },
+            _ = sleep => {
+                for item in queue.pop_due(Instant::now()) {
+                    match reconciler.sync(&item, &mut queue).await {
+                        Ok(Synced::Done) => queue.forget(&item),
+                        Ok(Synced::RequeueAfter(delay)) => queue.add_after(&item, delay),
+                        Ok(Synced::Waiting) => {}
+                        Err(e) => {
+                            let delay = queue.retry(&item);
+                            tracing::debug!(controller = R::NAME, item, error = %e, ?delay, "will retry");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct WorkQueue {
