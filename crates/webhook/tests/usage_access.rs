@@ -66,7 +66,12 @@ fn kinds() -> StaticKinds {
     StaticKinds::default()
         .with("v1", "ConfigMap", Scope::Namespaced)
         .with("apps/v1", "Deployment", Scope::Namespaced)
-        .with_resource("storage.k8s.io/v1", "StorageClass", Scope::Cluster, "storageclasses")
+        .with_resource(
+            "storage.k8s.io/v1",
+            "StorageClass",
+            Scope::Cluster,
+            "storageclasses",
+        )
 }
 
 fn webhook(access: Arc<FakeAccess>) -> Webhook {
@@ -94,7 +99,13 @@ fn alice() -> Value {
 }
 
 /// A Usage review as kube-apiserver sends it.
-fn review(operation: &str, kind: &str, ns: Option<&str>, spec: Value, old: Option<Value>) -> Vec<u8> {
+fn review(
+    operation: &str,
+    kind: &str,
+    ns: Option<&str>,
+    spec: Value,
+    old: Option<Value>,
+) -> Vec<u8> {
     let mut object = json!({"apiVersion": "lien.dev/v1alpha1", "kind": kind,
         "metadata": {"name": "u"}, "spec": spec});
     if let Some(ns) = ns {
@@ -112,8 +123,10 @@ fn review(operation: &str, kind: &str, ns: Option<&str>, spec: Value, old: Optio
     if let Some(ns) = ns {
         request["namespace"] = json!(ns);
     }
-    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": request}))
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": request}),
+    )
     .expect("json")
 }
 
@@ -213,9 +226,16 @@ async fn a_selector_asks_for_every_object_of_the_kind_in_the_namespace() {
     let asked = access.asked();
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].name, None, "no name: every object");
-    assert_eq!(asked[0].namespace.as_deref(), Some("team-a"), "the Usage's own");
+    assert_eq!(
+        asked[0].namespace.as_deref(),
+        Some("team-a"),
+        "the Usage's own"
+    );
     let m = answer.status.expect("denied").message;
-    assert!(m.contains("update every object of configmaps in namespace \"team-a\""), "{m}");
+    assert!(
+        m.contains("update every object of configmaps in namespace \"team-a\""),
+        "{m}"
+    );
     assert!(m.contains("resourceSelector"), "{m}");
 }
 
@@ -334,7 +354,10 @@ fn the_validator_stays_pure_and_passes_extra_through() {
     };
     assert_eq!(request.user.username, "system:serviceaccount:ci:deployer");
     assert_eq!(
-        request.user.extra.get("authentication.kubernetes.io/pod-name"),
+        request
+            .user
+            .extra
+            .get("authentication.kubernetes.io/pod-name"),
         Some(&vec!["runner-1".to_string()])
     );
 }
