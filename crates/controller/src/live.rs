@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -277,6 +277,26 @@ pub fn subject_access_review(request: &AccessRequest) -> SubjectAccessReview {
     }
 }
 
+/// The decision a review's status carries. When an authorizer could not evaluate (a webhook
+/// authorizer was down…) an allow still stands — another authorizer decided — but a refusal
+/// may be wrong, so its reason says why.
+pub fn decision_of(status: SubjectAccessReviewStatus) -> AccessDecision {
+    if status.allowed {
+        return AccessDecision::Allowed;
+    }
+    let mut reasons: Vec<String> = status
+        .reason
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .collect();
+    if let Some(error) = status.evaluation_error.filter(|e| !e.is_empty()) {
+        reasons.push(format!("evaluation error: {error}"));
+    }
+    AccessDecision::Denied {
+        reason: reasons.join("; "),
+    }
+}
+
 impl AccessCheck for ApiAccessCheck {
     fn check<'a>(
         &'a self,
@@ -293,31 +313,67 @@ impl AccessCheck for ApiAccessCheck {
                     "the SubjectAccessReview came back without a status".into(),
                 )
             })?;
-            if let Some(error) = status.evaluation_error.filter(|e| !e.is_empty()) {
-                // An authorizer could not evaluate (e.g. a webhook authorizer was down). An
-                // allow still stands — some authorizer decided — but a refusal may be wrong,
-                // so say why in its reason.
-                if !status.allowed {
-                    return Ok(AccessDecision::Denied {
-                        reason: format!(
-                            "{}{}evaluation error: {error}",
-                            status.reason.as_deref().unwrap_or_default(),
-                            if status.reason.as_deref().unwrap_or_default().is_empty() {
-                                ""
-                            } else {
-                                "; "
-                            },
-                        ),
-                    });
-                }
-            }
-            Ok(if status.allowed {
-                AccessDecision::Allowed
-            } else {
-                AccessDecision::Denied {
-                    reason: status.reason.unwrap_or_default(),
-                }
-            })
+            Ok(decision_of(status))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lien_core::seams::Requester;
+
+    #[test]
+    fn reviews_ask_what_the_request_says_leaving_empty_fields_out() {
+        let mut extra = BTreeMap::new();
+        extra.insert("scopes".to_string(), vec!["a".to_string()]);
+        let request = AccessRequest {
+            user: Requester {
+                username: "alice".into(),
+                uid: String::new(),
+                groups: vec!["dev".into()],
+                extra,
+            },
+            verb: "update".into(),
+            group: String::new(),
+            resource: "configmaps".into(),
+            namespace: Some("team-b".into()),
+            name: None,
+        };
+        let json = serde_json::to_value(subject_access_review(&request)).expect("json");
+        assert_eq!(
+            json["spec"],
+            serde_json::json!({"user": "alice", "groups": ["dev"], "extra": {"scopes": ["a"]},
+                "resourceAttributes": {"verb": "update", "group": "", "resource": "configmaps",
+                    "namespace": "team-b"}})
+        );
+    }
+
+    #[test]
+    fn statuses_become_decisions() {
+        let status = |allowed: bool, reason: Option<&str>, error: Option<&str>| {
+            decision_of(SubjectAccessReviewStatus {
+                allowed,
+                reason: reason.map(str::to_owned),
+                evaluation_error: error.map(str::to_owned),
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            status(true, Some("RBAC: x"), Some("webhook down")),
+            AccessDecision::Allowed
+        );
+        assert_eq!(
+            status(false, None, None),
+            AccessDecision::Denied {
+                reason: String::new()
+            }
+        );
+        assert_eq!(
+            status(false, Some("no"), Some("webhook down")),
+            AccessDecision::Denied {
+                reason: "no; evaluation error: webhook down".into()
+            }
+        );
     }
 }
