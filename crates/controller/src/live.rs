@@ -5,18 +5,27 @@
 //!   read — list the usages, list the kinds they refer to (metadata only), resolve them with the
 //!   same pure [`resolve`] the controller uses into a scratch index, and decide. Slow and rare,
 //!   and never a stale allow.
-//! - [`KindResolver`]: does `apiVersion`/`kind` exist, and with which scope — from a discovery
-//!   snapshot ([`DiscoveryKinds`]), refreshed by the caller, so the webhook's question is a
-//!   synchronous map lookup.
+//! - [`KindResolver`]: does `apiVersion`/`kind` exist, with which scope and under which resource
+//!   — from a discovery snapshot ([`DiscoveryKinds`]), refreshed by the caller, so the webhook's
+//!   question is a synchronous map lookup.
+//! - [`AccessCheck`]: may the creator of a Usage update the object it protects — a
+//!   `SubjectAccessReview` ([`ApiAccessCheck`]), so the cluster's own authorizers (RBAC, webhook
+//!   authorizers…) decide, exactly as they would for the update itself.
 
 use std::collections::{BTreeMap, HashMap};
 
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
+};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Discovery, Scope as KubeScope};
 use lien_api::{ClusterUsage, Usage};
-use lien_core::seams::{BoxFuture, KindResolver, LiveCheck, LiveCheckError, Scope};
+use lien_core::seams::{
+    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, KindResolver,
+    LiveCheck, LiveCheckError, Scope,
+};
 use lien_core::{Decision, ObjectKey, RelationIndex, decide_delete};
 use parking_lot::RwLock;
 
@@ -159,7 +168,8 @@ impl LiveCheck for ApiLiveCheck {
 /// whenever CRDs change.
 #[derive(Default)]
 pub struct DiscoveryKinds {
-    kinds: RwLock<HashMap<(String, String), Scope>>,
+    /// `(apiVersion, kind)` → (scope, resource plural).
+    kinds: RwLock<HashMap<(String, String), (Scope, String)>>,
 }
 
 impl std::fmt::Debug for DiscoveryKinds {
@@ -190,7 +200,10 @@ impl DiscoveryKinds {
                         KubeScope::Namespaced => Scope::Namespaced,
                         KubeScope::Cluster => Scope::Cluster,
                     };
-                    kinds.insert((ar.api_version.clone(), ar.kind.clone()), scope);
+                    kinds.insert(
+                        (ar.api_version.clone(), ar.kind.clone()),
+                        (scope, ar.plural.clone()),
+                    );
                 }
             }
         }
@@ -205,6 +218,162 @@ impl KindResolver for DiscoveryKinds {
         self.kinds
             .read()
             .get(&(api_version.to_owned(), kind.to_owned()))
-            .copied()
+            .map(|(scope, _)| *scope)
+    }
+
+    fn resource(&self, api_version: &str, kind: &str) -> Option<String> {
+        self.kinds
+            .read()
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .map(|(_, plural)| plural.clone())
+    }
+}
+
+/// [`AccessCheck`] with a `SubjectAccessReview` (`authorization.k8s.io/v1`): the API server
+/// asks its authorizers whether the user may do what the request says, with the user's name,
+/// UID, groups and extra passed on as kube-apiserver received them. Lien's service account
+/// needs `create` on `subjectaccessreviews`.
+#[derive(Clone)]
+pub struct ApiAccessCheck {
+    client: Client,
+}
+
+impl std::fmt::Debug for ApiAccessCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiAccessCheck")
+    }
+}
+
+impl ApiAccessCheck {
+    /// An access check with `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+/// The `SubjectAccessReview` for `request`. Empty strings and collections are left out, as
+/// Go's `omitempty` would: an empty `namespace` means every namespace, an empty `name` every
+/// object.
+pub fn subject_access_review(request: &AccessRequest) -> SubjectAccessReview {
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let u = &request.user;
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: non_empty(&u.username),
+            uid: non_empty(&u.uid),
+            groups: (!u.groups.is_empty()).then(|| u.groups.clone()),
+            extra: (!u.extra.is_empty()).then(|| u.extra.clone()),
+            resource_attributes: Some(ResourceAttributes {
+                verb: non_empty(&request.verb),
+                group: Some(request.group.clone()),
+                resource: non_empty(&request.resource),
+                namespace: request.namespace.clone().filter(|ns| !ns.is_empty()),
+                name: request.name.clone().filter(|n| !n.is_empty()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    }
+}
+
+/// The decision a review's status carries. When an authorizer could not evaluate (a webhook
+/// authorizer was down…) an allow still stands — another authorizer decided — but a refusal
+/// may be wrong, so its reason says why.
+pub fn decision_of(status: SubjectAccessReviewStatus) -> AccessDecision {
+    if status.allowed {
+        return AccessDecision::Allowed;
+    }
+    let mut reasons: Vec<String> = status
+        .reason
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .collect();
+    if let Some(error) = status.evaluation_error.filter(|e| !e.is_empty()) {
+        reasons.push(format!("evaluation error: {error}"));
+    }
+    AccessDecision::Denied {
+        reason: reasons.join("; "),
+    }
+}
+
+impl AccessCheck for ApiAccessCheck {
+    fn check<'a>(
+        &'a self,
+        request: &'a AccessRequest,
+    ) -> BoxFuture<'a, Result<AccessDecision, AccessCheckError>> {
+        Box::pin(async move {
+            let review = subject_access_review(request);
+            let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+                .create(&PostParams::default(), &review)
+                .await
+                .map_err(|e| AccessCheckError::Review(e.to_string()))?;
+            let status = answer.status.ok_or_else(|| {
+                AccessCheckError::Review(
+                    "the SubjectAccessReview came back without a status".into(),
+                )
+            })?;
+            Ok(decision_of(status))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lien_core::seams::Requester;
+
+    #[test]
+    fn reviews_ask_what_the_request_says_leaving_empty_fields_out() {
+        let mut extra = BTreeMap::new();
+        extra.insert("scopes".to_string(), vec!["a".to_string()]);
+        let request = AccessRequest {
+            user: Requester {
+                username: "alice".into(),
+                uid: String::new(),
+                groups: vec!["dev".into()],
+                extra,
+            },
+            verb: "update".into(),
+            group: String::new(),
+            resource: "configmaps".into(),
+            namespace: Some("team-b".into()),
+            name: None,
+        };
+        let json = serde_json::to_value(subject_access_review(&request)).expect("json");
+        assert_eq!(
+            json["spec"],
+            serde_json::json!({"user": "alice", "groups": ["dev"], "extra": {"scopes": ["a"]},
+                "resourceAttributes": {"verb": "update", "group": "", "resource": "configmaps",
+                    "namespace": "team-b"}})
+        );
+    }
+
+    #[test]
+    fn statuses_become_decisions() {
+        let status = |allowed: bool, reason: Option<&str>, error: Option<&str>| {
+            decision_of(SubjectAccessReviewStatus {
+                allowed,
+                reason: reason.map(str::to_owned),
+                evaluation_error: error.map(str::to_owned),
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            status(true, Some("RBAC: x"), Some("webhook down")),
+            AccessDecision::Allowed
+        );
+        assert_eq!(
+            status(false, None, None),
+            AccessDecision::Denied {
+                reason: String::new()
+            }
+        );
+        assert_eq!(
+            status(false, Some("no"), Some("webhook down")),
+            AccessDecision::Denied {
+                reason: "no; evaluation error: webhook down".into()
+            }
+        );
     }
 }

@@ -30,4 +30,7 @@ pub use graph::{Cycle, deletion_order, find_cycles};
 pub use index::{Chain, FullError, IndexError, RelationIndex, RelationRef};
 pub use key::{KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
-pub use seams::{KindResolver, LiveCheck, LiveCheckError, Scope};
+pub use seams::{
+    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, KindResolver, LiveCheck,
+    LiveCheckError, Requester, Scope,
+};

@@ -1,10 +1,12 @@
-//! The two questions the admission webhook asks the controller, as traits both implement
-//! against: which kinds exist ([`KindResolver`]), and — when an object carries the in-use label
-//! but the index knows no relation — what a live read says ([`LiveCheck`]). They live here, in
-//! the crate both depend on, so neither depends on the other.
+//! The questions the admission webhook asks the controller, as traits both implement against:
+//! which kinds exist and under which resource name ([`KindResolver`]); when an object carries the
+//! in-use label but the index knows no relation, what a live read says ([`LiveCheck`]); and
+//! whether the creator of a Usage may update the object it protects ([`AccessCheck`]). They live
+//! here, in the crate both depend on, so neither depends on the other.
 //!
-//! `LiveCheck` returns a boxed future (std only: no async runtime is named here).
+//! `LiveCheck` and `AccessCheck` return boxed futures (std only: no async runtime is named here).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -29,6 +31,10 @@ pub enum Scope {
 pub trait KindResolver: Send + Sync {
     /// The scope of `kind` in `apiVersion` (`v1`, `group/version`), or `None` if not served.
     fn scope(&self, api_version: &str, kind: &str) -> Option<Scope>;
+
+    /// The resource (plural) name `kind` is served under in `apiVersion`, e.g. `configmaps` for
+    /// `v1`/`ConfigMap`, or `None` if not served. Authorization speaks resources, not kinds.
+    fn resource(&self, api_version: &str, kind: &str) -> Option<String>;
 }
 
 /// Why a live check could not answer.
@@ -54,4 +60,68 @@ pub trait LiveCheck: Send + Sync {
         object: &'a ObjectKey,
         uid: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Decision, LiveCheckError>>;
+}
+
+/// Who made a request: the API server's `userInfo`, as an authorizer reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requester {
+    /// `userInfo.username`.
+    pub username: String,
+    /// `userInfo.uid` (empty when the authenticator gives none).
+    pub uid: String,
+    /// `userInfo.groups`.
+    pub groups: Vec<String>,
+    /// `userInfo.extra`: service account tokens carry e.g. the pod and node they were bound to,
+    /// which some authorizers (the Node authorizer, webhooks) decide on.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// "May `user` `verb` these objects?": the resource attributes of a `SubjectAccessReview`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccessRequest {
+    /// Who.
+    pub user: Requester,
+    /// The verb, e.g. `update`.
+    pub verb: String,
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// The namespace; `None` for cluster-scoped resources, and for namespaced ones it means
+    /// every namespace.
+    pub namespace: Option<String>,
+    /// The object's name; `None` means every object of the resource (in the namespace).
+    pub name: Option<String>,
+}
+
+/// An authorizer's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessDecision {
+    /// Allowed.
+    Allowed,
+    /// Not allowed (no authorizer allowed it, or one denied it outright).
+    Denied {
+        /// The authorizer's reason; often empty (RBAC says nothing when no rule matches).
+        reason: String,
+    },
+}
+
+/// Why an access check could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessCheckError {
+    /// The review failed (API server unreachable, Lien not allowed to create reviews…).
+    #[error("SubjectAccessReview failed: {0}")]
+    Review(String),
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Answers [`AccessRequest`]s, e.g. with a `SubjectAccessReview` to the API server.
+pub trait AccessCheck: Send + Sync {
+    /// The decision, or why there is none.
+    fn check<'a>(
+        &'a self,
+        request: &'a AccessRequest,
+    ) -> BoxFuture<'a, Result<AccessDecision, AccessCheckError>>;
 }

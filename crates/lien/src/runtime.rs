@@ -37,6 +37,10 @@ pub struct LienConfig {
     pub policy: lien_webhook::validate::Policy,
     /// The controller's settings (leader election, replay TTL, retries).
     pub controller: ControllerConfig,
+    /// Whether the webhook asks the API server (a `SubjectAccessReview`) that whoever creates a
+    /// Usage, or changes its `spec.of`, may update the object it protects. On by default; off
+    /// only where every Usage creator is trusted.
+    pub usage_access_check: bool,
 }
 
 /// A running Lien; dropping it stops it, `shutdown` stops it gracefully.
@@ -167,15 +171,26 @@ impl Lien {
 
         let certs = CertManager::new(TlsSettings::new(config.webhook_names.clone()))
             .context("creating the webhook's CA")?;
-        let webhook = lien_webhook::Webhook::builder(index.clone())
+        let mut webhook = lien_webhook::Webhook::builder(index.clone())
             .policy(config.policy.clone())
             .live_check(
                 Arc::new(lien_controller::live::ApiLiveCheck::new(client.clone())),
                 Duration::from_secs(3),
             )
             .kinds(kinds)
-            .records(records_tx)
-            .build();
+            .records(records_tx);
+        if config.usage_access_check {
+            // 3 s, like the live check: well inside the configuration's timeoutSeconds.
+            webhook = webhook.access_check(
+                Arc::new(lien_controller::live::ApiAccessCheck::new(client.clone())),
+                Duration::from_secs(3),
+            );
+        } else {
+            tracing::warn!(
+                "--usage-access-check=false: any user who may create a Usage can protect any object"
+            );
+        }
+        let webhook = webhook.build();
         let server = Server::start(
             listener,
             certs.server_config().context("webhook TLS")?,
@@ -304,10 +319,20 @@ pub async fn sandbox_client(sandbox: &lien_sandbox::Sandbox) -> anyhow::Result<k
 }
 
 impl SandboxWithLien {
-    /// Starts a sandbox, installs Lien's CRDs and runs Lien in it, its webhook on 127.0.0.1.
+    /// Starts a sandbox, installs Lien's CRDs and runs Lien in it, its webhook on 127.0.0.1,
+    /// with the Usage access check on.
     pub async fn start(
         sandbox: lien_sandbox::SandboxConfig,
         controller: ControllerConfig,
+    ) -> anyhow::Result<Self> {
+        Self::start_with(sandbox, controller, true).await
+    }
+
+    /// As [`SandboxWithLien::start`], choosing whether the Usage access check runs.
+    pub async fn start_with(
+        sandbox: lien_sandbox::SandboxConfig,
+        controller: ControllerConfig,
+        usage_access_check: bool,
     ) -> anyhow::Result<Self> {
         let sandbox = lien_sandbox::Sandbox::start(sandbox)
             .await
@@ -325,6 +350,7 @@ impl SandboxWithLien {
             webhook_names: vec!["127.0.0.1".into(), "localhost".into()],
             policy: lien_webhook::validate::Policy::default(),
             controller,
+            usage_access_check,
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

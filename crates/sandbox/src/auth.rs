@@ -1,19 +1,22 @@
 //! Authentication: bearer tokens map to users, as kube-apiserver's static token file does.
 //!
-//! RBAC is out of scope (every authenticated user may do everything), but who made a request is
-//! not: `userInfo` in admission reviews is what webhooks — Lien's among them — audit and decide on.
+//! Who made a request matters twice: `userInfo` in admission reviews is what webhooks — Lien's
+//! among them — audit and decide on, and authorization (`crate::authz`) decides on it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 /// `authentication.k8s.io/v1` `UserInfo`, as it appears in an `AdmissionRequest`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UserInfo {
     pub username: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
     pub groups: Vec<String>,
+    /// Set by impersonation (`Impersonate-Extra-<key>`); token users carry none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -22,6 +25,7 @@ impl UserInfo {
             username: username.to_string(),
             uid: uid.to_string(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            extra: BTreeMap::new(),
         }
     }
 
@@ -36,6 +40,7 @@ impl UserInfo {
                 format!("system:serviceaccounts:{namespace}"),
                 "system:authenticated".to_string(),
             ],
+            extra: BTreeMap::new(),
         }
     }
 

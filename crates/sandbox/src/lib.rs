@@ -1,6 +1,7 @@
 //! An embedded Kubernetes API server, held to kube-apiserver's documented behaviour.
 //!
 //! `apiserver` holds the semantics (verbs, write pipeline, watch), `store` the revisioned data,
+//! `auth`/`authz` authentication and authorization (AlwaysAllow or RBAC),
 //! `controllers` the garbage collector and the namespace and CRD controllers, `admission` the
 //! validating webhook dispatcher, `http` the wire protocol kubectl and kube-rs speak, and
 //! `sandbox` puts them together behind TLS with a kubeconfig.
@@ -12,6 +13,7 @@
 pub mod admission;
 pub mod apiserver;
 pub mod auth;
+pub mod authz;
 pub mod controllers;
 pub mod error;
 pub mod http;

@@ -10,6 +10,8 @@ mod admission;
 mod crd;
 #[path = "conformance_api/list.rs"]
 mod list;
+#[path = "conformance_api/rbac.rs"]
+mod rbac;
 #[path = "conformance_api/support.rs"]
 mod support;
 #[path = "conformance_api/watch.rs"]

@@ -5,13 +5,14 @@
 //!
 //! - [`review`]: the borrowed, metadata-only view of an `AdmissionReview` and the answer.
 //! - [`validate`]: pure validators (`review + index → Outcome`), with the records they produce
-//!   ([`Denial`], [`BreakGlassUse`]) and the seams the controller fills in ([`KindResolver`]).
+//!   ([`Denial`], [`BreakGlassUse`]) and the seams the controller fills in ([`KindResolver`],
+//!   [`AccessCheck`]).
 //! - [`server`]: the axum router and TLS server; the [`LiveCheck`] seam for "no stale allow".
 //! - [`tls`]: Lien's own CA and rotating serving certificate.
 //! - [`configuration`]: the `ValidatingWebhookConfiguration` that sends reviews here.
 //!
 //! What the controller provides: the [`SharedIndex`] it keeps up to date, a [`LiveCheck`], a
-//! [`KindResolver`], and a receiver for [`Record`]s (events, replay). What it gets: a
+//! [`KindResolver`], an [`AccessCheck`], and a receiver for [`Record`]s (events, replay). What it gets: a
 //! [`Webhook`] to serve, a CA bundle to publish, and the configuration to apply.
 
 pub mod configuration;
@@ -24,11 +25,12 @@ pub mod validate;
 pub use configuration::{ClientConfig, ConfigurationOptions, validating_webhook_configuration};
 pub use review::{Answer, ReviewError};
 pub use server::{
-    BoxFuture, LiveCheck, LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, Server, SharedIndex,
-    StaticKinds, Webhook, WebhookBuilder,
+    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
+    LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, Requester, Server, SharedIndex, StaticKinds,
+    Webhook, WebhookBuilder,
 };
 pub use tls::{CertManager, Rotation, TlsError, TlsSettings};
 pub use validate::{
-    BREAK_GLASS_ANNOTATION, BreakGlassAction, BreakGlassUse, Confirm, Denial, KindResolver,
-    Outcome, Policy, Record, Scope,
+    Authorize, BREAK_GLASS_ANNOTATION, BreakGlassAction, BreakGlassUse, Confirm, Denial,
+    KindResolver, Outcome, Policy, Record, Scope,
 };

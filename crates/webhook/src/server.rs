@@ -5,7 +5,7 @@
 //!
 //! A [`Webhook`] is cheap to clone (one `Arc`) and holds what answering needs: the
 //! [`SharedIndex`] (written by the controller, read here for the lookup only), the [`Policy`],
-//! the injected [`LiveCheck`] and [`KindResolver`], the optional channel on which [`Record`]s go
+//! the injected [`LiveCheck`], [`KindResolver`] and (optional) [`AccessCheck`], the optional channel on which [`Record`]s go
 //! to the controller, the readiness flag and the metrics.
 //!
 //! The contract with kube-apiserver: **every** POST to `/validate` gets HTTP 200 and an
@@ -49,7 +49,10 @@ pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 /// The relation index as shared by the controller (writer) and the webhook (reader).
 pub type SharedIndex = Arc<RwLock<RelationIndex>>;
 
-pub use lien_core::seams::{BoxFuture, LiveCheck, LiveCheckError};
+pub use lien_core::seams::{
+    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
+    LiveCheckError, Requester,
+};
 
 /// The default live check: there is none, so labelled objects the index does not know are
 /// refused (fail closed) until the controller provides one.
@@ -66,25 +69,50 @@ impl LiveCheck for NoLiveCheck {
     }
 }
 
-/// A fixed table of kinds, for tests and for callers that know their kinds up front.
+/// A fixed table of kinds, for tests and for callers that know their kinds up front:
+/// `(apiVersion, kind, scope, resource)`.
 #[derive(Debug, Clone, Default)]
-pub struct StaticKinds(pub Vec<(String, String, Scope)>);
+pub struct StaticKinds(pub Vec<(String, String, Scope, String)>);
 
 impl StaticKinds {
-    /// With one more `(apiVersion, kind, scope)`.
-    pub fn with(mut self, api_version: &str, kind: &str, scope: Scope) -> Self {
-        self.0
-            .push((api_version.to_owned(), kind.to_owned(), scope));
+    /// With one more `(apiVersion, kind, scope)`, served as the lower-cased kind plus `s`
+    /// (right for most kinds; [`StaticKinds::with_resource`] for the others).
+    pub fn with(self, api_version: &str, kind: &str, scope: Scope) -> Self {
+        let resource = format!("{}s", kind.to_lowercase());
+        self.with_resource(api_version, kind, scope, &resource)
+    }
+
+    /// With one more `(apiVersion, kind, scope)` served as `resource`.
+    pub fn with_resource(
+        mut self,
+        api_version: &str,
+        kind: &str,
+        scope: Scope,
+        resource: &str,
+    ) -> Self {
+        self.0.push((
+            api_version.to_owned(),
+            kind.to_owned(),
+            scope,
+            resource.to_owned(),
+        ));
         self
+    }
+
+    fn find(&self, api_version: &str, kind: &str) -> Option<&(String, String, Scope, String)> {
+        self.0
+            .iter()
+            .find(|(v, k, _, _)| v == api_version && k == kind)
     }
 }
 
 impl KindResolver for StaticKinds {
     fn scope(&self, api_version: &str, kind: &str) -> Option<Scope> {
-        self.0
-            .iter()
-            .find(|(v, k, _)| v == api_version && k == kind)
-            .map(|(_, _, s)| *s)
+        self.find(api_version, kind).map(|(_, _, s, _)| *s)
+    }
+
+    fn resource(&self, api_version: &str, kind: &str) -> Option<String> {
+        self.find(api_version, kind).map(|(_, _, _, r)| r.clone())
     }
 }
 
@@ -116,6 +144,7 @@ struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily,
     live_checks: Family<ResultLabels, Counter>,
+    access_checks: Family<ResultLabels, Counter>,
     records_dropped: Counter,
 }
 
@@ -140,6 +169,12 @@ impl Metrics {
             "Live checks of labelled objects the index did not know, by result",
             live_checks.clone(),
         );
+        let access_checks = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "access_checks",
+            "Access checks of Usage creators (may they update spec.of?), by result",
+            access_checks.clone(),
+        );
         let records_dropped = Counter::default();
         registry.register(
             "records_dropped",
@@ -151,6 +186,7 @@ impl Metrics {
             requests,
             latency,
             live_checks,
+            access_checks,
             records_dropped,
         }
     }
@@ -162,6 +198,8 @@ struct Inner {
     live: Arc<dyn LiveCheck>,
     live_timeout: Duration,
     kinds: Arc<dyn KindResolver>,
+    access: Option<Arc<dyn AccessCheck>>,
+    access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
     ready: Arc<AtomicBool>,
     metrics: Metrics,
@@ -188,6 +226,8 @@ pub struct WebhookBuilder {
     live: Arc<dyn LiveCheck>,
     live_timeout: Duration,
     kinds: Arc<dyn KindResolver>,
+    access: Option<Arc<dyn AccessCheck>>,
+    access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
     ready: Arc<AtomicBool>,
 }
@@ -219,6 +259,16 @@ impl WebhookBuilder {
         self
     }
 
+    /// Checks, on Usage CREATE (and UPDATE of `spec.of`), that the user may update the object
+    /// the Usage protects, waiting at most `timeout` for an answer (a failure or timeout
+    /// refuses the Usage). Default: no check — only what callers that trust every Usage
+    /// creator (tests, `--usage-access-check=false`) should run with.
+    pub fn access_check(mut self, access: Arc<dyn AccessCheck>, timeout: Duration) -> Self {
+        self.access = Some(access);
+        self.access_timeout = timeout;
+        self
+    }
+
     /// Where denial and break-glass records go. Sends never wait: a full channel drops the
     /// record and counts it (`lien_webhook_records_dropped_total`).
     pub fn records(mut self, records: mpsc::Sender<Record>) -> Self {
@@ -242,6 +292,8 @@ impl WebhookBuilder {
                 live: self.live,
                 live_timeout: self.live_timeout,
                 kinds: self.kinds,
+                access: self.access,
+                access_timeout: self.access_timeout,
                 records: self.records,
                 ready: self.ready,
                 metrics: Metrics::new(),
@@ -272,6 +324,8 @@ impl Webhook {
             live: Arc::new(NoLiveCheck),
             live_timeout: Duration::from_secs(3),
             kinds: Arc::new(StaticKinds::default()),
+            access: None,
+            access_timeout: Duration::from_secs(3),
             records: None,
             ready: Arc::new(AtomicBool::new(false)),
         }
@@ -324,6 +378,7 @@ impl Webhook {
                             .inc();
                         confirm.resolve(checked, &self.inner.policy, SystemTime::now())
                     }
+                    Outcome::Authorize(authorize) => self.authorize(authorize).await,
                     final_outcome => final_outcome,
                 };
                 (self.finish(&req, outcome), req.operation.as_str())
@@ -340,6 +395,32 @@ impl Webhook {
             .get_or_create(&OperationLabels { operation })
             .observe(started.elapsed().as_secs_f64());
         answer
+    }
+
+    /// Asks the access check (validation only returns [`Outcome::Authorize`] when one is
+    /// configured) and finishes the Usage's decision.
+    async fn authorize(&self, authorize: crate::validate::Authorize) -> Outcome {
+        let Some(access) = &self.inner.access else {
+            return authorize.resolve(Err("no access check is configured"));
+        };
+        let timeout = self.inner.access_timeout;
+        let checked = tokio::time::timeout(timeout, access.check(&authorize.request))
+            .await
+            .unwrap_or(Err(AccessCheckError::Timeout(timeout)));
+        let result = match &checked {
+            Ok(AccessDecision::Allowed) => "allowed",
+            Ok(AccessDecision::Denied { .. }) => "denied",
+            Err(_) => "failed",
+        };
+        if let Err(e) = &checked {
+            tracing::warn!(error = %e, user = authorize.request.user.username, "access check failed");
+        }
+        self.inner
+            .metrics
+            .access_checks
+            .get_or_create(&ResultLabels { result })
+            .inc();
+        authorize.resolve(checked)
     }
 
     /// Routes to a validator, catching panics (a bug must not take the webhook down, and
@@ -375,7 +456,7 @@ impl Webhook {
                 Err(e) => Outcome::invalid(e),
             },
             Operation::Create | Operation::Update if is_usage_kind(req) => {
-                validate_usage(inner.kinds.as_ref(), req, body)
+                validate_usage(inner.kinds.as_ref(), req, body, inner.access.is_some())
             }
             Operation::Create | Operation::Update => {
                 validate_write(&inner.index.read(), &inner.policy, req, now)
@@ -405,6 +486,15 @@ impl Webhook {
                     500,
                     "InternalError",
                     format!("lien: unconfirmed decision for {}", c.object),
+                ),
+                None,
+            ),
+            Outcome::Authorize(_) => (
+                Answer::deny(
+                    req.uid.as_ref(),
+                    500,
+                    "InternalError",
+                    "lien: unfinished access check",
                 ),
                 None,
             ),

@@ -13,22 +13,27 @@
 //!   [`LiveCheck`](crate::LiveCheck) and finishes with [`Confirm::resolve`]. Fail closed.
 //! - [`Policy`] is the static configuration: how many blockers a message lists, who is Lien
 //!   (exempt from the tamper guard), which groups may break glass.
-//! - [`KindResolver`] answers "is this kind served, and at which scope" from the caller's
-//!   discovery cache, so Usage validation stays pure.
+//! - [`KindResolver`] answers "is this kind served, at which scope, under which resource" from
+//!   the caller's discovery cache, so Usage validation stays pure.
+//! - [`Outcome::Authorize`] means "the Usage is valid; may its creator protect `spec.of`?": the
+//!   HTTP layer asks the injected [`AccessCheck`](crate::AccessCheck) (a `SubjectAccessReview`)
+//!   and finishes with [`Authorize::resolve`]. Fail closed.
 //!
 //! Status codes: 409 `Conflict` when an object is in use (the state conflicts with the request
 //! and may change), 403 `Forbidden` when the user may not do it at all, 422 `Invalid` for a
-//! Usage that cannot be enforced as written, 500 `InternalError` when a live check could not
-//! confirm (retrying may help).
+//! Usage that cannot be enforced as written, 500 `InternalError` when a live check or an access
+//! check could not answer (retrying may help).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use lien_api::{IN_USE_LABEL, ResourceSpec};
+use lien_core::seams::{AccessDecision, AccessRequest, Requester};
 use lien_core::{Decision, ObjectKey, RelationIndex, SourceRef, decide_delete, render_denial};
 use serde::Deserialize;
 
-use crate::review::{Metadata, Request, Status};
+use crate::review::{Metadata, Operation, Request, Status};
 
 /// The annotation that, set by a member of a break-glass group, lets an object in use be
 /// deleted. Its value is the reason, recorded in the audit event.
@@ -135,6 +140,8 @@ pub enum Outcome {
     },
     /// Ask a live read, then [`Confirm::resolve`].
     Confirm(Confirm),
+    /// Ask an access check, then [`Authorize::resolve`].
+    Authorize(Authorize),
 }
 
 impl Outcome {
@@ -166,7 +173,7 @@ impl Outcome {
         match self {
             Self::Allow { .. } => Some(true),
             Self::Deny { .. } => Some(false),
-            Self::Confirm(_) => None,
+            Self::Confirm(_) | Self::Authorize(_) => None,
         }
     }
 }
@@ -558,9 +565,17 @@ struct UsageBody {
     request: UsageRequest,
 }
 
+/// The Usage path's own view of the request: unlike [`Request`] it decodes the spec and the
+/// whole `userInfo` (with `uid` and `extra`, which the access check passes on). Usages are
+/// small, so decoding them costs nothing that matters.
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct UsageRequest {
     object: Option<UsageObject>,
+    #[serde(default)]
+    old_object: Option<OldUsageObject>,
+    #[serde(default)]
+    user_info: Option<UsageUserInfo>,
 }
 
 #[derive(Deserialize)]
@@ -576,18 +591,155 @@ struct UsageSpecSides {
     by: Option<ResourceSpec>,
 }
 
+/// The stored Usage of an UPDATE: only `spec.of`, leniently (a Usage stored before a schema
+/// change must not make every update of it unreadable).
+#[derive(Deserialize)]
+struct OldUsageObject {
+    #[serde(default)]
+    spec: Option<OldUsageSpec>,
+}
+
+#[derive(Deserialize)]
+struct OldUsageSpec {
+    #[serde(default)]
+    of: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct UsageUserInfo {
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    groups: Option<Vec<String>>,
+    #[serde(default)]
+    extra: Option<BTreeMap<String, Vec<String>>>,
+}
+
+impl From<UsageUserInfo> for Requester {
+    fn from(u: UsageUserInfo) -> Self {
+        Requester {
+            username: u.username.unwrap_or_default(),
+            uid: u.uid.unwrap_or_default(),
+            groups: u.groups.unwrap_or_default(),
+            extra: u.extra.unwrap_or_default(),
+        }
+    }
+}
+
+/// A valid Usage whose creator must still be shown to be allowed to update `spec.of`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authorize {
+    /// The question for the access check.
+    pub request: AccessRequest,
+    /// The Usage's kind (`Usage`, `ClusterUsage`), for the message.
+    pub usage_kind: String,
+    /// The scope of `spec.of`'s kind: `request.namespace: None` means "cluster-scoped" for one
+    /// and "every namespace" for the other.
+    pub scope: Scope,
+}
+
+impl Authorize {
+    /// Finishes the decision with the access check's answer. An error denies (fail closed): a
+    /// refused Usage can be created again, a Usage wrongly admitted protects something its
+    /// creator had no say over.
+    pub fn resolve<E: std::fmt::Display>(self, checked: Result<AccessDecision, E>) -> Outcome {
+        let r = &self.request;
+        let what = describe_access(r, self.scope);
+        match checked {
+            Ok(AccessDecision::Allowed) => Outcome::allow(),
+            Ok(AccessDecision::Denied { reason }) => {
+                let mut message = format!(
+                    "spec.of: user {:?} may not {what}; a {kind} blocks deletion of its spec.of object and has Lien label it, so whoever creates the {kind} must be allowed to update that object (as Kubernetes requires permission on an owner before a dependent may set blockOwnerDeletion on it). Grant {:?} on {} {}, or ask someone who has it to create this {kind}",
+                    r.user.username,
+                    r.verb,
+                    qualified_resource(r),
+                    scope_phrase(r, self.scope),
+                    kind = self.usage_kind,
+                );
+                if !reason.trim().is_empty() {
+                    let _ = write!(message, " (authorizer: {})", reason.trim());
+                }
+                Outcome::deny(403, "Forbidden", message)
+            }
+            Err(e) => Outcome::deny(
+                500,
+                "InternalError",
+                format!(
+                    "spec.of: cannot check whether user {:?} may {what} ({e}); refusing the {} until Lien can check, retry shortly",
+                    r.user.username, self.usage_kind
+                ),
+            ),
+        }
+    }
+}
+
+/// `configmaps`, `widgets.example.org`: how kubectl and kube-apiserver name a resource.
+fn qualified_resource(r: &AccessRequest) -> String {
+    if r.group.is_empty() {
+        r.resource.clone()
+    } else {
+        format!("{}.{}", r.resource, r.group)
+    }
+}
+
+/// `in namespace "team-b"`, `in every namespace`, `at the cluster scope`.
+fn scope_phrase(r: &AccessRequest, scope: Scope) -> String {
+    match (scope, &r.namespace) {
+        (Scope::Cluster, _) => "at the cluster scope".to_owned(),
+        (Scope::Namespaced, Some(ns)) => format!("in namespace {ns:?}"),
+        (Scope::Namespaced, None) => "in every namespace".to_owned(),
+    }
+}
+
+/// `update configmaps "settings" in namespace "team-b"`, or for a selector `update every
+/// object of configmaps in namespace "team-b" (spec.of uses a resourceSelector, which may match
+/// any of them)`.
+fn describe_access(r: &AccessRequest, scope: Scope) -> String {
+    let resource = qualified_resource(r);
+    let scope = scope_phrase(r, scope);
+    match &r.name {
+        Some(name) => format!("{} {resource} {name:?} {scope}", r.verb),
+        None => format!(
+            "{} every object of {resource} {scope} (spec.of uses a resourceSelector, which may match any of them)",
+            r.verb
+        ),
+    }
+}
+
 /// CREATE or UPDATE of a `Usage` or `ClusterUsage`: the checks CEL cannot make — the kinds
-/// exist, and each side's namespace fits its kind's scope. `body` is the whole review (the
-/// Usage's spec is the one object Lien does decode; Usages are small).
-pub fn validate_usage(kinds: &dyn KindResolver, req: &Request<'_>, body: &[u8]) -> Outcome {
+/// exist, and each side's namespace fits its kind's scope — and then, when `check_access` is
+/// set, whether the user may protect `spec.of` ([`Outcome::Authorize`]). `body` is the whole
+/// review (the Usage's spec is the one object Lien does decode; Usages are small).
+///
+/// Why that permission: a Usage blocks the deletion of its `spec.of` object and makes Lien write
+/// a label onto it. Kubernetes itself requires permission on an owner (its `finalizers`
+/// subresource, or delete) before a dependent may set `blockOwnerDeletion` on it; for the same
+/// reason, a Usage may only be created by someone allowed to `update` the object it protects —
+/// otherwise anyone who may create Usages in some namespace could pin anyone else's objects.
+/// An UPDATE is checked only when `spec.of` changed (who may edit a Usage's `reason` is RBAC's
+/// business, not Lien's).
+pub fn validate_usage(
+    kinds: &dyn KindResolver,
+    req: &Request<'_>,
+    body: &[u8],
+    check_access: bool,
+) -> Outcome {
     let cluster_usage = req.kind.kind == "ClusterUsage";
-    let spec = match serde_json::from_slice::<UsageBody>(body) {
+    let (spec, old_of, user) = match serde_json::from_slice::<UsageBody>(body) {
         Ok(UsageBody {
             request:
                 UsageRequest {
                     object: Some(UsageObject { spec: Some(spec) }),
+                    old_object,
+                    user_info,
                 },
-        }) => spec,
+        }) => (
+            spec,
+            old_object.and_then(|o| o.spec).and_then(|s| s.of),
+            user_info,
+        ),
         Ok(_) => return Outcome::invalid(format!("{} has no spec", req.kind.kind)),
         Err(e) => return Outcome::invalid(format!("cannot read {}: {e}", req.kind.kind)),
     };
@@ -596,11 +748,80 @@ pub fn validate_usage(kinds: &dyn KindResolver, req: &Request<'_>, body: &[u8]) 
     if let Some(by) = &spec.by {
         check_side(kinds, "spec.by", by, cluster_usage, &mut problems);
     }
-    if problems.is_empty() {
-        Outcome::allow()
-    } else {
-        Outcome::deny(422, "Invalid", problems.join("; "))
+    if !problems.is_empty() {
+        return Outcome::deny(422, "Invalid", problems.join("; "));
     }
+    if !check_access {
+        return Outcome::allow();
+    }
+    let of_changed = match req.operation {
+        Operation::Update => {
+            old_of.and_then(|v| serde_json::from_value::<ResourceSpec>(v).ok())
+                != Some(spec.of.clone())
+        }
+        _ => true,
+    };
+    if !of_changed {
+        return Outcome::allow();
+    }
+    match access_request(kinds, req, &spec.of, user.unwrap_or_default().into()) {
+        Some((request, scope)) => Outcome::Authorize(Authorize {
+            request,
+            usage_kind: req.kind.kind.clone().into_owned(),
+            scope,
+        }),
+        // check_side vetted the kind a moment ago; a resolver that forgets it in between is
+        // refreshing, and the safe answer is to refuse for now.
+        None => Outcome::deny(
+            500,
+            "InternalError",
+            format!(
+                "spec.of: kind {} ({}) vanished from discovery while checking; retry shortly",
+                spec.of.kind, spec.of.api_version
+            ),
+        ),
+    }
+}
+
+/// The `SubjectAccessReview` question for `of`: may `user` update it — by name for a
+/// `resourceRef`, every object of the kind in the namespace for a `resourceSelector`.
+fn access_request(
+    kinds: &dyn KindResolver,
+    req: &Request<'_>,
+    of: &ResourceSpec,
+    user: Requester,
+) -> Option<(AccessRequest, Scope)> {
+    let scope = kinds.scope(&of.api_version, &of.kind)?;
+    let resource = kinds.resource(&of.api_version, &of.kind)?;
+    let group = of
+        .api_version
+        .rsplit_once('/')
+        .map_or("", |(group, _)| group)
+        .to_owned();
+    let namespace = match scope {
+        Scope::Cluster => None,
+        // An explicit namespace, else the Usage's own (a ClusterUsage has none: its selector
+        // without a namespace selects in every namespace, and `None` asks exactly that).
+        Scope::Namespaced => of
+            .explicit_namespace()
+            .filter(|ns| !ns.is_empty())
+            .map(str::to_owned)
+            .or_else(|| {
+                req.namespace
+                    .as_deref()
+                    .filter(|ns| !ns.is_empty())
+                    .map(str::to_owned)
+            }),
+    };
+    let request = AccessRequest {
+        user,
+        verb: "update".to_owned(),
+        group,
+        resource,
+        namespace,
+        name: of.resource_ref.as_ref().map(|r| r.name.clone()),
+    };
+    Some((request, scope))
 }
 
 fn check_side(

@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// How long a refused DELETE stays replayable, in hours.
     #[arg(long, default_value_t = 24)]
     pub replay_ttl_hours: u64,
+    /// Refuse a Usage whose creator may not `update` the object in its `spec.of` (asked with a
+    /// SubjectAccessReview). `--usage-access-check=false` turns the check off.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub usage_access_check: bool,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -72,6 +76,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             replay_ttl: Duration::from_secs(args.replay_ttl_hours * 3600),
             ..ControllerConfig::default()
         },
+        usage_access_check: args.usage_access_check,
     };
     let lien = Lien::start(client, config).await?;
     tracing::info!(webhook = %lien.webhook_addr(), "lien is running");

@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use lien::runtime::SandboxWithLien;
 use lien_controller::ControllerConfig;
+use lien_sandbox::apiserver::Authorization;
 use lien_sandbox::{Sandbox, SandboxConfig};
 
 #[derive(Debug, Args)]
@@ -23,13 +24,27 @@ pub struct SandboxArgs {
     /// Run the API server alone, without Lien.
     #[arg(long)]
     pub no_lien: bool,
+    /// How the API server authorizes requests: `AlwaysAllow` (every authenticated user may do
+    /// everything) or `RBAC` (Roles, ClusterRoles and their bindings, as kube-apiserver's
+    /// `--authorization-mode=RBAC`; `system:masters` may do everything).
+    #[arg(long, default_value = "AlwaysAllow", value_parser = parse_authorization)]
+    pub authorization_mode: Authorization,
+    /// Refuse a Usage whose creator may not `update` the object in its `spec.of`.
+    /// `--usage-access-check=false` turns the check off.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub usage_access_check: bool,
+}
+
+fn parse_authorization(mode: &str) -> Result<Authorization, String> {
+    mode.parse()
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
-    let config = SandboxConfig {
+    let mut config = SandboxConfig {
         port: args.port,
         ..Default::default()
     };
+    config.api.authorization = args.authorization_mode;
     let (sandbox, lien) = if args.no_lien {
         (
             Sandbox::start(config)
@@ -43,7 +58,7 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
             leader: None,
             ..Default::default()
         };
-        let both = SandboxWithLien::start(config, controller).await?;
+        let both = SandboxWithLien::start_with(config, controller, args.usage_access_check).await?;
         (both.sandbox, Some(both.lien))
     };
     sandbox.write_kubeconfig(&args.kubeconfig)?;

@@ -15,7 +15,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use lien::runtime::{Lien, LienConfig, SandboxWithLien, sandbox_client};
 use lien_controller::ControllerConfig;
-use lien_sandbox::apiserver::Config;
+use lien_sandbox::apiserver::{Authorization, Config};
 use lien_sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -27,12 +27,16 @@ pub const LABEL: &str = lien_api::IN_USE_LABEL;
 #[derive(Clone, Copy)]
 pub struct Options {
     pub gc_backoff_max: Duration,
+    /// How the sandbox authorizes requests. A scenario that needs RBAC creates its Roles and
+    /// bindings through the API, so it runs unchanged on a real cluster (which has RBAC).
+    pub authorization: Authorization,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             gc_backoff_max: Duration::from_millis(200),
+            authorization: Authorization::AlwaysAllow,
         }
     }
 }
@@ -94,6 +98,7 @@ impl Env {
                 let api = Config {
                     gc_backoff_max: options.gc_backoff_max,
                     namespace_requeue: Duration::from_millis(50),
+                    authorization: options.authorization,
                     ..Config::default()
                 };
                 let SandboxWithLien { sandbox, lien } =
@@ -123,6 +128,26 @@ impl Env {
         let ns = env.ns.clone();
         env.namespace(&ns).await;
         env
+    }
+
+    /// A client of the same admin that impersonates `user` in `groups` (kubectl's `--as` and
+    /// `--as-group`): how a scenario acts as an ordinary user, on the sandbox and on a real
+    /// cluster alike.
+    pub async fn client_as(&self, user: &str, groups: &[&str]) -> kube::Client {
+        let kubeconfig: Kubeconfig = match (&self.local, &self.kubeconfig) {
+            (Some(local), _) => {
+                serde_json::from_value(local.sandbox.kubeconfig()).expect("sandbox kubeconfig")
+            }
+            (None, Some(path)) => Kubeconfig::read_from(path).expect("LIEN_E2E_KUBECONFIG reads"),
+            (None, None) => unreachable!("an Env is local or has a kubeconfig"),
+        };
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .expect("client config");
+        config.auth_info.impersonate = Some(user.to_string());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+        kube::Client::try_from(config).expect("client")
     }
 
     /// Whether Lien runs in this process (so a test may stop and restart it).
@@ -237,6 +262,7 @@ impl Env {
             webhook_names: vec!["127.0.0.1".into(), "localhost".into()],
             policy: lien_webhook::validate::Policy::default(),
             controller: controller_config(),
+            usage_access_check: true,
         };
         local.lien = Some(
             Lien::start_with_listener(client, listener, config)

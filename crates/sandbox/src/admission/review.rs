@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 use super::Attributes;
 use crate::auth::UserInfo;
 
-/// `authentication.k8s.io/v1` `UserInfo` as Go marshals it: every field is `omitempty`, and
-/// the sandbox's users carry no `extra`.
+/// `authentication.k8s.io/v1` `UserInfo` as Go marshals it: every field is `omitempty`
+/// (`extra` is set only by impersonation).
 pub(super) fn user_info(user: &UserInfo) -> Value {
     let mut m = Map::new();
     if !user.username.is_empty() {
@@ -18,6 +18,9 @@ pub(super) fn user_info(user: &UserInfo) -> Value {
     }
     if !user.groups.is_empty() {
         m.insert("groups".into(), json!(user.groups));
+    }
+    if !user.extra.is_empty() {
+        m.insert("extra".into(), json!(user.extra));
     }
     Value::Object(m)
 }

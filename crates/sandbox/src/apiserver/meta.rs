@@ -47,8 +47,28 @@ fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
-/// Names of namespaces and services are DNS labels; everything else a DNS subdomain.
+/// Names of namespaces and services are DNS labels; RBAC objects' names path segments
+/// (`system:discovery`); everything else a DNS subdomain.
 pub fn validate_name(rt: &ResourceType, name: &str) -> Option<Cause> {
+    if rt.group == crate::authz::RBAC_GROUP {
+        // `path.IsValidPathSegmentName`, which `ValidateRBACName` applies.
+        let problem = if name == "." || name == ".." {
+            Some(format!("may not be '{name}'"))
+        } else if name.contains('/') {
+            Some("may not contain '/'".to_string())
+        } else if name.contains('%') {
+            Some("may not contain '%'".to_string())
+        } else {
+            None
+        };
+        return problem.map(|p| {
+            Cause::new(
+                "FieldValueInvalid",
+                "metadata.name",
+                format!("Invalid value: \"{name}\": {p}"),
+            )
+        });
+    }
     let label = rt.group.is_empty() && (rt.plural == "namespaces" || rt.plural == "services");
     if label {
         if is_dns1123_label(name) {
@@ -400,6 +420,15 @@ mod tests {
         let cm = reg.get("", "configmaps").expect("cm");
         assert!(validate_name(cm, "a.b").is_none());
         assert!(validate_name(cm, "A").is_some());
+        let role = reg
+            .get("rbac.authorization.k8s.io", "clusterroles")
+            .expect("rbac");
+        assert!(
+            validate_name(role, "system:discovery").is_none(),
+            "path segments"
+        );
+        assert!(validate_name(role, "a/b").is_some());
+        assert!(validate_name(role, "..").is_some());
         let mut obj = json!({"metadata": {}});
         let err = prepare_create(cm, "ns", &mut obj).expect_err("no name");
         assert_eq!(

@@ -26,6 +26,8 @@ pub use write::{
 };
 
 use crate::auth::UserInfo;
+pub use crate::authz::Authorization;
+use crate::authz::{Attributes, Decision, RbacPolicy};
 use crate::error::ApiError;
 use crate::registry::{Registry, ResourceType};
 use crate::store::Store;
@@ -50,6 +52,9 @@ pub struct Config {
     pub default_watch_timeout: Duration,
     /// Webhook `clientConfig.service` (namespace, name) → local address.
     pub webhook_services: HashMap<(String, String), SocketAddr>,
+    /// How requests and SubjectAccessReviews are authorized (default: every authenticated user
+    /// may do everything).
+    pub authorization: Authorization,
 }
 
 impl Default for Config {
@@ -63,6 +68,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             webhook_services: HashMap::new(),
+            authorization: Authorization::default(),
         }
     }
 }
@@ -137,8 +143,86 @@ impl ApiServer {
         server
     }
 
-    /// The namespaces every cluster starts with.
+    /// Whether `attrs` is allowed, by the configured [`Authorization`]. In RBAC mode the policy
+    /// is read from the store at each call: a binding applies from the moment it is written, as
+    /// kube-apiserver's informer-fed authorizer applies it a moment later.
+    pub fn authorize(&self, attrs: &Attributes) -> Decision {
+        match self.config.authorization {
+            Authorization::AlwaysAllow => {
+                Decision::Allow("the sandbox authorizes every authenticated user".to_string())
+            }
+            Authorization::Rbac => crate::authz::authorize(&self.rbac_policy(), attrs),
+        }
+    }
+
+    fn rbac_policy(&self) -> RbacPolicy {
+        let key = |plural: &str| (crate::authz::RBAC_GROUP.to_string(), plural.to_string());
+        let store = self.store();
+        let roles = |plural: &str| {
+            store
+                .list(&key(plural), None)
+                .iter()
+                .filter_map(|o| crate::authz::Role::from_object(o))
+                .collect()
+        };
+        let bindings = |plural: &str| {
+            store
+                .list(&key(plural), None)
+                .iter()
+                .filter_map(|o| crate::authz::Binding::from_object(o))
+                .collect()
+        };
+        RbacPolicy {
+            roles: roles("roles"),
+            cluster_roles: roles("clusterroles"),
+            role_bindings: bindings("rolebindings"),
+            cluster_role_bindings: bindings("clusterrolebindings"),
+        }
+    }
+
+    /// The answer to a `SubjectAccessReview` (about the user its spec names) or
+    /// `SelfSubjectAccessReview` (about `requester`), from the same authorizer that authorizes
+    /// requests.
+    pub(crate) fn review_access(
+        &self,
+        kind: &str,
+        mut review: Value,
+        requester: &UserInfo,
+    ) -> Result<Value, ApiError> {
+        let requester = (kind == "SelfSubjectAccessReview").then_some(requester);
+        let attrs = crate::authz::review_attributes(kind, &review, requester)?;
+        review["status"] = crate::authz::review_status(&self.authorize(&attrs));
+        Ok(review)
+    }
+
+    /// The namespaces every cluster starts with, and in RBAC mode the bootstrap roles.
     fn bootstrap(&self) {
+        if self.config.authorization == Authorization::Rbac {
+            self.bootstrap_rbac();
+        }
+        self.bootstrap_namespaces();
+    }
+
+    fn bootstrap_rbac(&self) {
+        let objects: Vec<_> = crate::authz::bootstrap_policy()
+            .into_iter()
+            .filter_map(|(plural, object)| {
+                let rt = self
+                    .registry()
+                    .get(crate::authz::RBAC_GROUP, plural)
+                    .cloned()?;
+                Some((rt, object))
+            })
+            .collect();
+        let mut store = self.store();
+        for (rt, mut object) in objects {
+            if meta::prepare_create(&rt, "", &mut object).is_ok() {
+                store.insert(&rt.key(), object);
+            }
+        }
+    }
+
+    fn bootstrap_namespaces(&self) {
         let Some(rt) = self.registry().get("", "namespaces").cloned() else {
             return;
         };

@@ -446,7 +446,7 @@ impl ApiServer {
         }
         Self::check_type(t, &body)?;
         if rt.group == "authorization.k8s.io" {
-            let mut review = kinds::review_access(body);
+            let mut review = self.review_access(&rt.kind, body, &write.user)?;
             review["apiVersion"] = json!(rt.api_version(&t.version));
             review["kind"] = json!(rt.kind);
             return Ok(Written {

@@ -59,8 +59,9 @@ async fn not_served() -> Response {
     error_response(&ApiError::path_not_found())
 }
 
-/// Requests need a known bearer token, except the health and version endpoints that
-/// kube-apiserver serves to everyone.
+/// kube-apiserver's filter chain, in its order: authentication (a known bearer token, except
+/// for the health and version endpoints served to everyone), impersonation (`Impersonate-*`
+/// headers, each authorized with verb `impersonate`), then authorization of the request itself.
 async fn authenticate(
     State(state): State<HttpState>,
     mut req: Request,
@@ -76,14 +77,81 @@ async fn authenticate(
                 .and_then(|v| v.to_str().ok()),
         )
         .cloned();
-    match user {
-        Some(user) => {
-            req.extensions_mut().insert(user);
+    let Some(user) = user else {
+        return if public {
             next.run(req).await
-        }
-        None if public => next.run(req).await,
-        None => error_response(&ApiError::unauthorized()),
+        } else {
+            error_response(&ApiError::unauthorized())
+        };
+    };
+    let user = match impersonate(&state.server, user, req.headers()) {
+        Ok(user) => user,
+        Err(e) => return error_response(&e),
+    };
+    let attrs = crate::authz::request_attributes(
+        &user,
+        req.method().as_str(),
+        req.uri().path(),
+        &query_map(&req),
+    );
+    let decision = state.server.authorize(&attrs);
+    if !decision.allowed() {
+        return error_response(&crate::authz::forbidden(&attrs, decision.reason()));
     }
+    req.extensions_mut().insert(user);
+    next.run(req).await
+}
+
+/// The user a request acts as: `user`, or whom its `Impersonate-*` headers name if `user` may
+/// impersonate them (kube-apiserver's impersonation filter).
+fn impersonate(
+    server: &ApiServer,
+    user: UserInfo,
+    headers: &HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let text = |v: &HeaderValue| v.to_str().unwrap_or_default().to_string();
+    let name = headers.get("impersonate-user").map(text);
+    let groups: Vec<String> = headers
+        .get_all("impersonate-group")
+        .iter()
+        .map(text)
+        .collect();
+    let uid = headers.get("impersonate-uid").map(text);
+    let mut extra: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (key, value) in headers {
+        if let Some(k) = key.as_str().strip_prefix("impersonate-extra-") {
+            extra
+                .entry(percent_decode(k).to_lowercase())
+                .or_default()
+                .push(text(value));
+        }
+    }
+    let Some(name) = name else {
+        if !groups.is_empty() || uid.is_some() || !extra.is_empty() {
+            return Err(ApiError::internal(
+                "requested impersonation of groups, uid or extra without impersonating a user",
+            ));
+        }
+        return Ok(user);
+    };
+    let requested = UserInfo {
+        username: name,
+        uid: uid.unwrap_or_default(),
+        groups,
+        extra,
+    };
+    for attrs in crate::authz::impersonation_attributes(&user, &requested) {
+        let decision = server.authorize(&attrs);
+        if !decision.allowed() {
+            return Err(crate::authz::forbidden(&attrs, decision.reason()));
+        }
+    }
+    Ok(crate::authz::impersonated_user(
+        &requested.username,
+        requested.groups,
+        requested.uid,
+        requested.extra,
+    ))
 }
 
 pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
