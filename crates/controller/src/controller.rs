@@ -719,6 +719,8 @@ struct Plan {
     metas: Vec<desired::UsageMetaWrite>,
     statuses: Vec<(Source, lien_api::UsageStatus, Option<String>)>,
     replays: Vec<ReplayAction>,
+    /// Usages to delete (with their UIDs) because their users are gone and nobody owns them.
+    orphans: Vec<(Source, String)>,
 }
 
 fn plan(shared: &Shared, config: &ControllerConfig) -> Plan {
@@ -735,6 +737,11 @@ fn plan(shared: &Shared, config: &ControllerConfig) -> Plan {
         let Some(res) = st.resolutions.get(source) else {
             continue;
         };
+        if desired::users_gone(view, res, &st.caches) {
+            // Its status still lists the users it saw; writing it now would forget them.
+            plan.orphans.push((source.clone(), view.uid.clone()));
+            continue;
+        }
         if let Some(w) = desired::usage_meta(view, res, &st.caches) {
             plan.metas.push(w);
         }
@@ -817,6 +824,19 @@ async fn write_loop(
             let r = writer.usage_meta(w).await;
             shared.metrics.write("usage_meta", r.is_ok());
             outcome(id, w.resource_version.clone(), r, &mut sent);
+        }
+        for (source, uid) in &plan.orphans {
+            let id = format!("orphan/{uid}");
+            keep.insert(id.clone());
+            if sent.contains_key(&id) {
+                continue;
+            }
+            let r = writer.delete_usage(source, uid).await;
+            shared.metrics.write("usage_delete", r.is_ok());
+            if r.is_ok() {
+                tracing::info!(usage = %source, "every user of the usage is gone and none owned it: deleted");
+            }
+            outcome(id, None, r, &mut sent);
         }
         for (source, status, rv) in &plan.statuses {
             let id = format!("status/{source}");

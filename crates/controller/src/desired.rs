@@ -17,7 +17,10 @@
 //! - **Owner references**: every matched `by` object becomes an owner (never the controller, and
 //!   without `blockOwnerDeletion`, which would deadlock a foreground delete of the user against
 //!   the Usage's finalizer) where scope allows, so the garbage collector removes the Usage when
-//!   its users are gone.
+//!   its users are gone. Where no user became an owner — scope forbids it (a ClusterUsage of a
+//!   namespaced user), or the users were deleted before the owner-reference write landed — and
+//!   every user seen is gone, Lien deletes the Usage itself ([`users_gone`]), as the garbage
+//!   collector would have.
 //! - **Status**: `Ready` and `InUse` conditions, observedGeneration, matched counts and a bounded
 //!   list of matched objects with UIDs.
 
@@ -183,6 +186,39 @@ pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option
         finalizers,
         owner_references: owners,
     })
+}
+
+/// Whether Lien must delete this Usage itself because its users are gone and no garbage
+/// collector will: it has `by`, is not being deleted, has no owner of the `by` kind, its status
+/// lists every user it matched (the count is not larger than the list), and none of those UIDs
+/// exists any more while nothing else matches. A Usage whose users were never seen (applied
+/// before them, as GitOps tools do) is left alone.
+pub fn users_gone(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
+    let Some(by) = &view.by else {
+        return false;
+    };
+    if view.deleting || !res.complete || !res.by.is_empty() {
+        return false;
+    }
+    let Some(seen) = view.status.as_ref().and_then(|s| s.by.as_ref()) else {
+        return false;
+    };
+    if seen.objects.is_empty()
+        || seen.count as usize != seen.objects.len()
+        || seen.objects.iter().any(|o| o.uid.is_empty())
+    {
+        return false;
+    }
+    let gk = GroupKind::from_api_version(&by.api_version, &by.kind);
+    let Some(kind) = caches.kind(&gk).filter(|k| k.synced) else {
+        return false;
+    };
+    let owned = view
+        .owner_references
+        .iter()
+        .any(|o| GroupKind::from_api_version(&o.api_version, &o.kind) == gk);
+    let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
+    !owned && seen.objects.iter().all(|o| !live.contains(o.uid.as_str()))
 }
 
 fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
@@ -386,6 +422,43 @@ mod tests {
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert!(w.finalizers.is_empty());
         assert_eq!(w.owner_references.len(), 1);
+    }
+
+    #[test]
+    fn a_usage_nobody_owns_is_deleted_once_every_user_it_saw_is_gone() {
+        let c = caches(&[("of", false), ("by", false)]);
+        let mut view = UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            uid: "uid-u".into(),
+            of: spec("of"),
+            by: Some(spec("by")),
+            ..Default::default()
+        };
+        // Applied before its user exists: never deleted for that.
+        let gone = caches(&[("of", false)]);
+        assert!(!users_gone(&view, &resolve(&view, &gone), &gone));
+        // The user is seen (status lists it), then deleted before it became an owner.
+        let res = resolve(&view, &c);
+        view.status = status(&view, &res, None, Timestamp::now());
+        assert!(!users_gone(&view, &res, &c), "the user is still there");
+        let res = resolve(&view, &gone);
+        assert!(users_gone(&view, &res, &gone));
+        // An owner of the `by` kind is the garbage collector's business.
+        let mut owned = view.clone();
+        owned.owner_references = usage_meta(&view, &resolve(&view, &c), &c)
+            .expect("a write")
+            .owner_references;
+        assert!(!users_gone(&owned, &res, &gone));
+        // Being deleted already, or a status that lists only some of the users: left alone.
+        let mut deleting = view.clone();
+        deleting.deleting = true;
+        assert!(!users_gone(&deleting, &res, &gone));
+        let mut partial = view.clone();
+        if let Some(by) = partial.status.as_mut().and_then(|s| s.by.as_mut()) {
+            by.count += 1;
+        }
+        assert!(!users_gone(&partial, &res, &gone));
     }
 
     #[test]

@@ -46,6 +46,15 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+    /// Deleting a Usage whose users are gone.
+    #[error("deleting {target}, whose users are gone: {source}")]
+    UsageDelete {
+        /// The usage.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
     /// Writing a Usage's status.
     #[error("writing the status of {target}: {source}")]
     Status {
@@ -89,6 +98,7 @@ impl WriteError {
         match self {
             Self::Label { .. } => "label",
             Self::UsageMeta { .. } => "usage_meta",
+            Self::UsageDelete { .. } => "usage_delete",
             Self::Status { .. } => "status",
             Self::Replay { .. } => "replay",
             Self::Record { .. } => "record",
@@ -102,6 +112,7 @@ impl WriteError {
         let source = match self {
             Self::Label { source, .. }
             | Self::UsageMeta { source, .. }
+            | Self::UsageDelete { source, .. }
             | Self::Status { source, .. }
             | Self::Replay { source, .. }
             | Self::Record { source, .. } => source,
@@ -221,6 +232,41 @@ impl Writer {
             })
         };
         self.timed(|| format!("updating {}", w.source), fut).await
+    }
+
+    /// Deletes a usage, if it is still the incarnation `uid`; one already gone counts as done.
+    pub async fn delete_usage(&self, source: &Source, uid: &str) -> Result<(), WriteError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let fut = async {
+            let r = match source {
+                Source::Usage { namespace, name } => {
+                    Api::<Usage>::namespaced(self.client.clone(), namespace)
+                        .delete(name, &params)
+                        .await
+                        .map(drop)
+                }
+                Source::ClusterUsage { name } | Source::Rule { name } => {
+                    Api::<ClusterUsage>::all(self.client.clone())
+                        .delete(name, &params)
+                        .await
+                        .map(drop)
+                }
+            };
+            match r {
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                r => r.map_err(|e| WriteError::UsageDelete {
+                    target: source.to_string(),
+                    source: e,
+                }),
+            }
+        };
+        self.timed(|| format!("deleting {source}"), fut).await
     }
 
     /// Writes a usage's status.

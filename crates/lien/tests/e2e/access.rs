@@ -107,8 +107,9 @@ async fn a_usage_needs_update_permission_on_what_it_protects() {
 
     // Tidy up in order: the user goes, and with it (as its owner) the Usage and the relation,
     // so that team-b's deletion is not refused (its ConfigMap is in use from outside it). Lien
-    // makes the user an owner in a write of its own: wait for it, because a user deleted before
-    // that leaves the Usage behind (see docs/ARCHITECTURE.md, "Known gaps").
+    // makes the user an owner in a write of its own; waiting for it keeps this scenario on the
+    // garbage collector's path (the other path, a user gone before it owned the Usage, is
+    // `a_cluster_usage_protects_across_namespaces`).
     wait_for("the user to own the Usage", DEADLINE, || async {
         let usage = env.usages().get("app-uses-settings").await.ok()?;
         usage

@@ -223,6 +223,10 @@ async fn a_cluster_usage_protects_across_namespaces() {
     cms.delete("shared", &DeleteParams::default())
         .await
         .expect("released");
+    // A ClusterUsage cannot be owned by a namespaced user, so no garbage collector removes it:
+    // Lien does, once every user it saw is gone.
+    let cluster_usages: Api<lien_api::ClusterUsage> = Api::all(env.client.clone());
+    wait_gone(&cluster_usages, &name, DEADLINE).await;
     env.finish().await;
 }
 
