@@ -198,12 +198,15 @@ impl<'de> Deserialize<'de> for BorrowedStr<'de> {
     }
 }
 
-/// `metadata` of `object` / `oldObject`: the three fields Lien reads.
+/// `metadata` of `object` / `oldObject`: the fields Lien reads.
 #[derive(Debug, Default, Deserialize)]
 pub struct Metadata<'a> {
     /// The object's UID.
     #[serde(borrow, default)]
     pub uid: Option<Cow<'a, str>>,
+    /// The object's resourceVersion (tells one state of the object from the next).
+    #[serde(borrow, default, rename = "resourceVersion")]
+    pub resource_version: Option<Cow<'a, str>>,
     /// Labels.
     #[serde(borrow, default, deserialize_with = "labels")]
     pub labels: StrMap<'a>,
