@@ -1,6 +1,8 @@
 //! Lien end to end: a sandbox API server with Lien running inside it per test (or the cluster
 //! `LIEN_E2E_KUBECONFIG` names, Lien installed there), the scenarios of the Usage issue.
 
+#[path = "e2e/events.rs"]
+mod events;
 #[path = "e2e/faults.rs"]
 mod faults;
 #[path = "e2e/harness.rs"]

@@ -296,6 +296,7 @@ async fn ordered_teardown_with_replay_against_the_gcs_real_backoff() {
     const BOUND: Duration = Duration::from_secs(60);
     let real = Options {
         gc_backoff_max: Duration::from_secs(1000),
+        ..Options::default()
     };
     for (foreground, hold) in [
         (false, None),
