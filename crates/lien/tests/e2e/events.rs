@@ -108,7 +108,7 @@ async fn a_refused_delete_is_a_warning_event_on_the_object_and_the_usage_and_a_d
 
     // The real refusal was recorded for replay; the dry run was not, and produced no event.
     let db = wait_for("the refusal to be recorded", DEADLINE, || async {
-        cms.get("db").await.ok().filter(|c| has_attempt(c))
+        cms.get("db").await.ok().filter(has_attempt)
     })
     .await;
     assert!(has_attempt(&db));
