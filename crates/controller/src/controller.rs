@@ -35,6 +35,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::audit::{self, BreakGlass};
 use crate::cache::{Caches, GroupKind};
 use crate::desired::{self, ObjectTarget, is_labelled};
 use crate::leader::{LeaderConfig, LeaderElector};
@@ -101,6 +102,13 @@ impl DenialSink {
         // A closed channel means the controller stopped; the denial then has no one to act on it.
         let _ = self.0.send(Msg::Denial(denial));
     }
+
+    /// Audits a break-glass override: the controller emits Warning events on the object and on
+    /// the usages whose relations it overrode. Never blocks.
+    pub fn break_glass(&self, record: BreakGlass) {
+        // As for denials: a closed channel means the controller stopped.
+        let _ = self.0.send(Msg::BreakGlass(record));
+    }
 }
 
 #[derive(Debug)]
@@ -111,6 +119,7 @@ enum Msg {
     KindFound(GroupKind, ApiResource, bool),
     KindUnknown(GroupKind),
     Denial(Denial),
+    BreakGlass(BreakGlass),
 }
 
 /// Everything the event loop maintains.
@@ -363,6 +372,20 @@ impl Controller {
                 });
                 continue;
             }
+            if let Msg::BreakGlass(record) = msg {
+                // Audited by whichever replica's webhook let the override through, leader or
+                // not, as denials are: only that replica knows of it, and an audit that waited
+                // for the leader would be lost. Each record reaches exactly one replica, so
+                // nothing is published twice. The references are taken now, in the order of
+                // events, while the caches still hold what the record is about.
+                let references = break_glass_references(&shared, &record);
+                let recorder = recorder.clone();
+                let shared2 = shared.clone();
+                tokio::spawn(async move {
+                    audit_break_glass(&recorder, &shared2, references, &record).await;
+                });
+                continue;
+            }
             let span = tracing::debug_span!("reconcile");
             let wanted = span.in_scope(|| handle(&shared, msg));
             // Start watches for new kinds, stop those no usage refers to.
@@ -550,7 +573,7 @@ fn handle(shared: &Shared, msg: Msg) -> BTreeMap<GroupKind, String> {
                 st.sources_referring_to(&gk)
             }
         }
-        Msg::Denial(_) => vec![],
+        Msg::Denial(_) | Msg::BreakGlass(_) => vec![],
     };
     if !touched.is_empty() {
         st.re_resolve(&touched, &shared.index, metrics);
@@ -674,12 +697,10 @@ async fn record_denial(
         shared.metrics.write_error(e.category());
         tracing::warn!(error = %e, "recording a denied deletion");
     }
-    let note = format!("DELETE by {} refused: {}", denial.user, denial.message);
-    let note: String = note.chars().take(1000).collect();
     let event = Event {
         type_: EventType::Warning,
-        reason: "DeletionRefused".into(),
-        note: Some(note),
+        reason: audit::DELETION_REFUSED_REASON.into(),
+        note: Some(audit::denial_note(&denial)),
         action: "Delete".into(),
         secondary: None,
     };
@@ -702,6 +723,61 @@ async fn record_denial(
     };
     for (source, uid) in usages {
         publish(recorder, shared, &event, &usage_reference(&source, &uid)).await;
+    }
+}
+
+/// The object a break-glass record is about and the usages it overrode, as event references.
+fn break_glass_references(
+    shared: &Shared,
+    record: &BreakGlass,
+) -> (ObjectReference, Vec<ObjectReference>) {
+    let st = shared.state.lock();
+    let key = &record.object;
+    let gk = GroupKind::new(&key.group, &key.kind);
+    // A deleted object may have left the caches already; its kind (and so its apiVersion) is
+    // still watched while a usage refers to it. An object not in use may be of a kind Lien does
+    // not watch: its Event then names it without an apiVersion, which the API accepts.
+    let kind = st.caches.kind(&gk);
+    let uid = record.uid.clone().or_else(|| {
+        kind.and_then(|k| k.objects.get(&(key.namespace.clone(), key.name.clone())))
+            .map(|o| o.uid.clone())
+    });
+    let object = ObjectReference {
+        api_version: kind.map(|k| k.api_version.clone()),
+        kind: Some(key.kind.clone()),
+        namespace: key.namespace.clone(),
+        name: Some(key.name.clone()),
+        uid,
+        ..Default::default()
+    };
+    let usages = record
+        .sources
+        .iter()
+        .filter_map(|s| st.usages.get(s).map(|u| usage_reference(s, &u.uid)))
+        .collect();
+    (object, usages)
+}
+
+async fn audit_break_glass(
+    recorder: &Recorder,
+    shared: &Shared,
+    (object, usages): (ObjectReference, Vec<ObjectReference>),
+    record: &BreakGlass,
+) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: audit::BREAK_GLASS_REASON.into(),
+        note: Some(audit::break_glass_note(record)),
+        action: record.action.event_action().into(),
+        secondary: None,
+    };
+    publish(recorder, shared, &event, &object).await;
+    let event = Event {
+        secondary: Some(object),
+        ..event
+    };
+    for usage in &usages {
+        publish(recorder, shared, &event, usage).await;
     }
 }
 

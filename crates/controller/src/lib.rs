@@ -15,12 +15,14 @@
 //! - [`replay`]: refused DELETEs recorded on the objects and re-issued when the last relation
 //!   goes.
 //! - [`writer`], [`leader`]: the I/O edges.
+//! - [`audit`]: the Events of refused DELETEs and break-glass overrides (their wording).
 //! - [`Controller`]: wires it together; [`live`]: what the webhook asks of the controller.
 //!
 //! What `lien run` does: build a [`Controller`] with the client, the index it shares with the
-//! webhook and a [`ControllerConfig`]; give the webhook [`Controller::denial_sink`],
+//! webhook and a [`ControllerConfig`]; give the webhook [`Controller::denial_sink`] (denials and break-glass records),
 //! [`live::ApiLiveCheck`] and [`live::DiscoveryKinds`]; then `run(shutdown)`.
 
+pub mod audit;
 pub mod cache;
 mod controller;
 pub mod desired;
@@ -31,6 +33,7 @@ pub mod replay;
 pub mod resolve;
 pub mod writer;
 
+pub use audit::{BreakGlass, BreakGlassAction};
 pub use controller::{Controller, ControllerConfig, ControllerError, DenialSink, State};
 pub use leader::{LeaderConfig, LeaderElector};
 pub use metrics::Metrics;

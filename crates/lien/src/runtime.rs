@@ -12,7 +12,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use lien_controller::{Controller, ControllerConfig, DenialSink};
 use lien_core::RelationIndex;
-use lien_webhook::validate::Record;
+use lien_webhook::validate::{BreakGlassAction, Record};
 use lien_webhook::{
     CertManager, ClientConfig, ConfigurationOptions, Server, TlsSettings,
     validating_webhook_configuration,
@@ -60,7 +60,8 @@ impl std::fmt::Debug for Lien {
     }
 }
 
-/// Forwards what the webhook saw to the controller: refusals become replay records and events.
+/// Forwards what the webhook saw to the controller: refusals become replay records and events,
+/// break-glass overrides audit events.
 async fn forward_records(mut records: mpsc::Receiver<Record>, sink: DenialSink) {
     while let Some(record) = records.recv().await {
         match record {
@@ -73,14 +74,30 @@ async fn forward_records(mut records: mpsc::Receiver<Record>, sink: DenialSink) 
                 replay: d.replay,
                 message: d.message,
             }),
-            Record::BreakGlass(b) => tracing::warn!(
-                object = %b.object,
-                user = b.user,
-                reason = b.reason,
-                overridden = b.overridden,
-                action = ?b.action,
-                "break-glass"
-            ),
+            Record::BreakGlass(b) => {
+                // The log line stays: it is the audit when events cannot be written.
+                tracing::warn!(
+                    object = %b.object,
+                    user = b.user,
+                    reason = b.reason,
+                    overridden = b.overridden,
+                    action = ?b.action,
+                    "break-glass"
+                );
+                sink.break_glass(lien_controller::BreakGlass {
+                    action: match b.action {
+                        BreakGlassAction::Armed => lien_controller::BreakGlassAction::Armed,
+                        BreakGlassAction::Used => lien_controller::BreakGlassAction::Used,
+                    },
+                    object: b.object,
+                    uid: b.uid,
+                    user: b.user,
+                    reason: b.reason,
+                    overridden: b.overridden,
+                    sources: b.sources,
+                    time: b.time,
+                });
+            }
         }
     }
 }

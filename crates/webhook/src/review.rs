@@ -247,11 +247,13 @@ impl<'de> Deserialize<'de> for BorrowedStr<'de> {
     }
 }
 
-/// `metadata` of `object` / `oldObject`: the three fields Lien reads.
+/// `metadata` of `object` / `oldObject`: the fields Lien reads.
 #[derive(Debug, Default)]
 pub struct Metadata<'a> {
     /// The object's UID.
     pub uid: Option<Cow<'a, str>>,
+    /// The object's resourceVersion (tells one state of the object from the next).
+    pub resource_version: Option<Cow<'a, str>>,
     /// Labels.
     pub labels: StrMap<'a>,
     /// Annotations.
@@ -271,6 +273,12 @@ impl<'a> Metadata<'a> {
                     let (uid, end) =
                         decode::<Option<BorrowedStr<'a>>>(body, start, "metadata.uid")?;
                     meta.uid = uid.map(|s| s.0);
+                    end
+                }
+                b"resourceVersion" => {
+                    let (rv, end) =
+                        decode::<Option<BorrowedStr<'a>>>(body, start, "metadata.resourceVersion")?;
+                    meta.resource_version = rv.map(|s| s.0);
                     end
                 }
                 b"labels" => {

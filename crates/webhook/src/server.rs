@@ -38,8 +38,8 @@ use tokio::task::JoinHandle;
 
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
 use crate::validate::{
-    KindResolver, Outcome, Policy, Record, Scope, decide, finish_delete, object_key,
-    validate_namespace_delete, validate_usage, validate_write,
+    BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, finish_delete,
+    object_key, validate_namespace_delete, validate_usage, validate_write,
 };
 
 /// kube-apiserver caps request bodies at 3 MiB of object, sent twice for an UPDATE plus the
@@ -132,6 +132,11 @@ struct ResultLabels {
     result: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: &'static str,
+}
+
 type HistogramFamily = Family<OperationLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -146,6 +151,7 @@ struct Metrics {
     live_checks: Family<ResultLabels, Counter>,
     access_checks: Family<ResultLabels, Counter>,
     records_dropped: Counter,
+    break_glass: Family<ActionLabels, Counter>,
 }
 
 impl Metrics {
@@ -181,6 +187,12 @@ impl Metrics {
             "Denial and break-glass records dropped because the controller's channel was full or closed",
             records_dropped.clone(),
         );
+        let break_glass = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "break_glass",
+            "Break-glass overrides let through (not dry runs), by action: armed (the annotation set on an object in use or not), used (an object in use deleted under it)",
+            break_glass.clone(),
+        );
         Self {
             registry,
             requests,
@@ -188,6 +200,7 @@ impl Metrics {
             live_checks,
             access_checks,
             records_dropped,
+            break_glass,
         }
     }
 }
@@ -203,7 +216,13 @@ struct Inner {
     records: Option<mpsc::Sender<Record>>,
     ready: Arc<AtomicBool>,
     metrics: Metrics,
+    /// The break-glass overrides audited lately ([`Webhook::first_audit`]), most recent last.
+    audited: parking_lot::Mutex<std::collections::VecDeque<String>>,
 }
+
+/// How many recent break-glass overrides [`Webhook::first_audit`] remembers: the hooks' calls
+/// for one request arrive together, so a short memory suffices.
+const AUDITED_REQUESTS: usize = 256;
 
 /// The admission webhook; see the module docs.
 #[derive(Clone)]
@@ -297,6 +316,7 @@ impl WebhookBuilder {
                 records: self.records,
                 ready: self.ready,
                 metrics: Metrics::new(),
+                audited: parking_lot::Mutex::new(std::collections::VecDeque::new()),
             }),
         }
     }
@@ -500,9 +520,67 @@ impl Webhook {
             ),
         };
         if let Some(record) = record {
+            if matches!(record, Record::BreakGlass(_)) && !self.first_audit(req) {
+                return answer;
+            }
+            // Counted here, where every override passes, and not where records are delivered:
+            // a record dropped on a full channel was still a use of break-glass.
+            if let Record::BreakGlass(b) = &record {
+                let action = match b.action {
+                    BreakGlassAction::Armed => "armed",
+                    BreakGlassAction::Used => "used",
+                };
+                self.inner
+                    .metrics
+                    .break_glass
+                    .get_or_create(&ActionLabels { action })
+                    .inc();
+            }
             self.send(record);
         }
         answer
+    }
+
+    /// Whether `req`'s break-glass override is new here. An UPDATE that arms break-glass on an
+    /// object in use reaches two hooks (`tamper.lien.dev` and `break-glass.lien.dev`), as a
+    /// Namespace DELETE reaches `delete.lien.dev` and `namespaces.lien.dev`: one override, to be
+    /// audited once. kube-apiserver gives each webhook call its own `request.uid`, so the
+    /// override is known by what it changes instead: the operation, the object, the state it
+    /// starts from (`oldObject`'s resourceVersion; a CREATE's new UID), who and why — a state can
+    /// be overridden once. (Should the two calls land on different replicas, each audits it: a
+    /// duplicate event, never a missing one.)
+    fn first_audit(&self, req: &Request<'_>) -> bool {
+        let rv = req
+            .old_metadata()
+            .and_then(|m| m.resource_version.as_deref());
+        let uid = req.new_metadata().and_then(|m| m.uid.as_deref());
+        let glass = |m: Option<&crate::review::Metadata<'_>>| {
+            m.and_then(|m| m.annotations.get(crate::validate::BREAK_GLASS_ANNOTATION))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let key = format!(
+            "{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+            req.operation.as_str(),
+            req.kind.group,
+            req.kind.kind,
+            req.namespace.as_deref().unwrap_or_default(),
+            req.name,
+            rv.unwrap_or_default(),
+            uid.unwrap_or_default(),
+            req.user_info.username,
+            // The reason being armed (new object) or used (old object).
+            glass(req.new_metadata().or(req.old_metadata())),
+        );
+        let mut audited = self.inner.audited.lock();
+        if audited.iter().any(|k| *k == key) {
+            return false;
+        }
+        if audited.len() == AUDITED_REQUESTS {
+            audited.pop_front();
+        }
+        audited.push_back(key);
+        true
     }
 
     fn send(&self, record: Record) {

@@ -30,7 +30,9 @@ use std::time::SystemTime;
 
 use lien_api::{IN_USE_LABEL, ResourceSpec};
 use lien_core::seams::{AccessDecision, AccessRequest, Requester};
-use lien_core::{Decision, ObjectKey, RelationIndex, SourceRef, decide_delete, render_denial};
+use lien_core::{
+    Decision, ObjectKey, RelationIndex, Source, SourceRef, decide_delete, render_denial,
+};
 use serde::Deserialize;
 
 use crate::review::{Metadata, Operation, Request, Status};
@@ -108,6 +110,9 @@ pub struct BreakGlassUse {
     pub reason: String,
     /// What was overridden: the denial the object would otherwise have got (empty if nothing).
     pub overridden: String,
+    /// The sources (Usages, ClusterUsages, rules) of the overridden relations, so that the audit
+    /// reaches each of them even after the object and its relations are gone.
+    pub sources: Vec<Source>,
     /// When.
     pub time: SystemTime,
 }
@@ -306,6 +311,18 @@ fn break_glass<'m>(meta: Option<&'m Metadata<'_>>) -> Option<&'m str> {
         .filter(|v| !v.trim().is_empty())
 }
 
+/// The distinct sources of a decision's blockers, sorted.
+fn blocking_sources(decision: &Decision) -> Vec<Source> {
+    let mut sources: Vec<Source> = decision
+        .blockers()
+        .iter()
+        .map(|b| b.source.clone())
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    sources
+}
+
 fn in_groups(req: &Request<'_>, groups: &[String]) -> bool {
     req.user_info
         .groups
@@ -374,6 +391,7 @@ pub fn finish_delete(
                             user: req.user_info.username.clone().into_owned(),
                             reason: reason.to_owned(),
                             overridden: message.clone(),
+                            sources: blocking_sources(&denied_decision),
                             time: now,
                         })
                     });
@@ -547,6 +565,7 @@ pub fn validate_write(
                 user: user.to_owned(),
                 reason: reason.to_owned(),
                 overridden,
+                sources: blocking_sources(&decision),
                 time: now,
             })
         });

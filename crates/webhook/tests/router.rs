@@ -359,6 +359,10 @@ async fn break_glass_is_authorised_and_audited() {
     };
     assert_eq!(armed.action, BreakGlassAction::Armed);
     assert_eq!(armed.reason, "INC-1234 restore from backup");
+    assert_eq!(armed.sources, [Source::usage(NS, "web-uses-settings")]);
+    // The same request again (as the tamper hook sends it too): allowed, audited once.
+    assert_eq!(post(&h.router, &member).await["allowed"], true);
+    assert!(h.records.try_recv().is_err(), "one override, one record");
 
     // Deleting under the annotation: allowed, warned, audited.
     let del = with_break_glass(review("delete-configmap.json"), "oldObject", "INC-1234");
@@ -374,6 +378,18 @@ async fn break_glass_is_authorised_and_audited() {
     };
     assert_eq!(used.action, BreakGlassAction::Used);
     assert_eq!(used.overridden, SETTINGS_DENIAL);
+    // The overridden Usages travel with the record: the audit must reach them after the
+    // object (and with it its relations) is gone.
+    assert_eq!(used.sources, [Source::usage(NS, "web-uses-settings")]);
+    let (_, metrics) = get(&h.router, "/metrics").await;
+    for action in ["armed", "used"] {
+        assert!(
+            metrics.contains(&format!(
+                "lien_webhook_break_glass_total{{action=\"{action}\"}} 1"
+            )),
+            "{metrics}"
+        );
+    }
 
     // Break-glass off: the annotation is ignored and cannot be set.
     let h = harness_with(

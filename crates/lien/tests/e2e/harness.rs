@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
-use lien::runtime::{Lien, LienConfig, SandboxWithLien, sandbox_client};
+use lien::runtime::{Lien, LienConfig, install_crds, sandbox_client};
 use lien_controller::ControllerConfig;
 use lien_sandbox::apiserver::{Authorization, Config};
 use lien_sandbox::{Sandbox, SandboxConfig};
@@ -23,13 +24,16 @@ use tokio::net::TcpListener;
 pub const DEADLINE: Duration = Duration::from_secs(20);
 pub const LABEL: &str = lien_api::IN_USE_LABEL;
 
-/// How the sandbox runs (ignored against an external cluster).
+/// How the sandbox and Lien run (ignored against an external cluster, where Lien is installed
+/// already).
 #[derive(Clone, Copy)]
 pub struct Options {
     pub gc_backoff_max: Duration,
     /// How the sandbox authorizes requests. A scenario that needs RBAC creates its Roles and
     /// bindings through the API, so it runs unchanged on a real cluster (which has RBAC).
     pub authorization: Authorization,
+    /// The webhook's break-glass groups (empty: break-glass off, Lien's default).
+    pub break_glass_groups: &'static [&'static str],
 }
 
 impl Default for Options {
@@ -37,6 +41,7 @@ impl Default for Options {
         Options {
             gc_backoff_max: Duration::from_millis(200),
             authorization: Authorization::AlwaysAllow,
+            break_glass_groups: &[],
         }
     }
 }
@@ -53,6 +58,26 @@ pub fn controller_config() -> ControllerConfig {
 struct Local {
     sandbox: Sandbox,
     lien: Option<Lien>,
+    policy: lien_webhook::validate::Policy,
+}
+
+/// Starts Lien against the sandbox with `policy`, its webhook on 127.0.0.1 (a new process, as
+/// after a restart: empty index, new webhook port).
+async fn start_local_lien(sandbox: &Sandbox, policy: lien_webhook::validate::Policy) -> Lien {
+    let client = sandbox_client(sandbox).await.expect("client");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let config = LienConfig {
+        webhook_addr: addr,
+        webhook_client: lien_webhook::ClientConfig::Url(format!("https://{addr}/validate")),
+        webhook_names: vec!["127.0.0.1".into(), "localhost".into()],
+        policy,
+        controller: controller_config(),
+        usage_access_check: true,
+    };
+    Lien::start_with_listener(client, listener, config)
+        .await
+        .expect("Lien starts")
 }
 
 /// One scenario's world.
@@ -101,16 +126,26 @@ impl Env {
                     authorization: options.authorization,
                     ..Config::default()
                 };
-                let SandboxWithLien { sandbox, lien } =
-                    SandboxWithLien::start(SandboxConfig { port: 0, api }, controller_config())
-                        .await
-                        .expect("sandbox with Lien starts");
+                let sandbox = Sandbox::start(SandboxConfig { port: 0, api })
+                    .await
+                    .expect("the sandbox starts");
                 let client = sandbox_client(&sandbox).await.expect("client");
+                install_crds(&client).await.expect("Lien's CRDs install");
+                let policy = lien_webhook::validate::Policy {
+                    break_glass_groups: options
+                        .break_glass_groups
+                        .iter()
+                        .map(|g| g.to_string())
+                        .collect(),
+                    ..lien_webhook::validate::Policy::default()
+                };
+                let lien = start_local_lien(&sandbox, policy.clone()).await;
                 (
                     client,
                     Some(Local {
                         sandbox,
                         lien: Some(lien),
+                        policy,
                     }),
                     None,
                 )
@@ -253,22 +288,76 @@ impl Env {
     pub async fn start_lien(&mut self) {
         let local = self.local.as_mut().expect("a local sandbox");
         assert!(local.lien.is_none(), "Lien is running");
-        let client = sandbox_client(&local.sandbox).await.expect("client");
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let config = LienConfig {
-            webhook_addr: addr,
-            webhook_client: lien_webhook::ClientConfig::Url(format!("https://{addr}/validate")),
-            webhook_names: vec!["127.0.0.1".into(), "localhost".into()],
-            policy: lien_webhook::validate::Policy::default(),
-            controller: controller_config(),
-            usage_access_check: true,
-        };
-        local.lien = Some(
-            Lien::start_with_listener(client, listener, config)
-                .await
-                .expect("Lien restarts"),
+        local.lien = Some(start_local_lien(&local.sandbox, local.policy.clone()).await);
+    }
+
+    /// The user this scenario's client authenticates as, as admission sees it.
+    pub async fn user(&self) -> String {
+        if self.is_local() {
+            return lien_sandbox::sandbox::ADMIN_USER.to_string();
+        }
+        // `kubectl auth whoami`: a SelfSubjectReview (authentication.k8s.io/v1, Kubernetes 1.28+).
+        let ar = api_resource(
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
         );
+        let review: DynamicObject = serde_json::from_value(
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                   "metadata": {}}),
+        )
+        .expect("review");
+        let answer = Api::<DynamicObject>::all_with(self.client.clone(), &ar)
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("SelfSubjectReview");
+        answer.data["status"]["userInfo"]["username"]
+            .as_str()
+            .expect("a username")
+            .to_string()
+    }
+
+    /// A client for the sandbox's second user (`sandbox-user`, group `developers`) and its name;
+    /// `None` against an external cluster, where the harness has one identity only.
+    pub async fn second_user(&self) -> Option<(kube::Client, String)> {
+        let local = self.local.as_ref()?;
+        let kubeconfig: Kubeconfig =
+            serde_json::from_value(local.sandbox.kubeconfig()).expect("kubeconfig");
+        let options = KubeConfigOptions {
+            context: Some("sandbox-user".into()),
+            ..KubeConfigOptions::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .expect("client config");
+        let client = kube::Client::try_from(config).expect("client");
+        Some((client, lien_sandbox::sandbox::SECOND_USER.to_string()))
+    }
+
+    /// The `events.k8s.io/v1` Events of this scenario's namespace regarding `kind`/`name` with
+    /// `reason`.
+    pub async fn events(&self, kind: &str, name: &str, reason: &str) -> Vec<Event> {
+        Api::<Event>::namespaced(self.client.clone(), &self.ns)
+            .list(&Default::default())
+            .await
+            .expect("events list")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().is_some_and(|r| {
+                        r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                    })
+            })
+            .collect()
+    }
+
+    /// Waits until an Event regarding `kind`/`name` with `reason` exists; returns them all.
+    pub async fn wait_events(&self, kind: &str, name: &str, reason: &str) -> Vec<Event> {
+        wait_for(
+            &format!("a {reason} event regarding {kind} {name}"),
+            DEADLINE,
+            || async { Some(self.events(kind, name, reason).await).filter(|e| !e.is_empty()) },
+        )
+        .await
     }
 
     /// Removes what the scenario made and stops the sandbox.

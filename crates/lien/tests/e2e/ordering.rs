@@ -288,9 +288,9 @@ async fn composition_teardown_deletes_the_user_before_the_used_object() {
 }
 
 /// Ordered teardown with the GC's real backoff (5 ms doubling to 1000 s): Lien's replay against
-/// the GC's retries alone, bounded by the test's deadline, with a user that goes at once and one
-/// whose own teardown takes 5 s (while it lasts, the GC's refused retries of the used object back
-/// off). Prints the numbers (docs/benchmarks.md "Ordered teardown").
+/// the GC's retries alone (`replayDeletion: false`), bounded by the test's deadline, with a user
+/// that goes at once and one whose own teardown takes 5 s or 7 s (while it lasts, the GC's refused
+/// retries of the used object back off). Prints the numbers (docs/benchmarks.md "Ordered teardown").
 #[tokio::test]
 async fn ordered_teardown_with_replay_against_the_gcs_real_backoff() {
     const BOUND: Duration = Duration::from_secs(60);
@@ -303,6 +303,10 @@ async fn ordered_teardown_with_replay_against_the_gcs_real_backoff() {
         (true, None),
         (false, Some(Duration::from_secs(5))),
         (true, Some(Duration::from_secs(5))),
+        // The GC retries the refused used object at 5 ms × (2^n − 1) after the parent's DELETE:
+        // …, 2.555 s, 5.115 s, 10.235 s. A 5 s teardown ends just before a retry; a 7 s one ends
+        // after it, and the used object waits for the next (10.2 s) without replay.
+        (false, Some(Duration::from_secs(7))),
     ] {
         let policy = if foreground {
             "foreground"

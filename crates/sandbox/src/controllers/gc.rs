@@ -101,7 +101,27 @@ fn observe(server: &ApiServer, change: &Change, queue: &mut WorkQueue) {
             }
         }
     }
-    // An owner waiting in foreground deletion re-checks whenever a dependent changes.
+    // An owner waiting in foreground deletion re-checks when a dependent may have stopped
+    // blocking it, as kube-controller-manager's graph builder decides: the dependent is gone, or
+    // an owner reference was removed or stopped blocking (`addUnblockedOwnersToDeleteQueue`).
+    // Not on any other update: re-checking the owner retries its dependents at once, which would
+    // cut their backoff short.
+    let owners: Vec<String> = match (&change.event, &change.old) {
+        (EventType::Deleted, _) => owners,
+        (_, Some(old)) => {
+            let now = owner_refs(obj);
+            owner_refs(old)
+                .into_iter()
+                .filter(|r| r["blockOwnerDeletion"] == true)
+                .filter(|r| {
+                    !now.iter()
+                        .any(|n| n["uid"] == r["uid"] && n["blockOwnerDeletion"] == true)
+                })
+                .filter_map(|r| r["uid"].as_str().map(str::to_string))
+                .collect()
+        }
+        (_, None) => Vec::new(),
+    };
     let store = server.store();
     for owner in owners {
         if let Some((_, o)) = store.by_uid(&owner) {
