@@ -127,6 +127,12 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
         json!([rule(&["DELETE"], &["*"], &["*/*"], "*")]),
     );
     delete["objectSelector"] = in_use.clone();
+    // A Namespace is answered by the namespaces hook, which also checks its own relations;
+    // reaching both would refuse (and record, and audit) one DELETE twice.
+    delete["matchConditions"] = json!([{
+        "name": "not-a-namespace",
+        "expression": "!(request.resource.group == '' && request.resource.resource == 'namespaces')",
+    }]);
     let mut tamper = hook(
         names::TAMPER,
         json!([rule(&["UPDATE"], &["*"], &["*"], "*")]),
@@ -212,6 +218,11 @@ mod tests {
             json!({"matchLabels": {"lien.dev/in-use": "true"}})
         );
         assert_eq!(hooks[0]["rules"][0]["resources"], json!(["*/*"]));
+        assert!(
+            hooks[0]["matchConditions"][0]["expression"]
+                .as_str()
+                .is_some_and(|e| e.contains("request.resource.resource == 'namespaces'"))
+        );
         assert!(hooks[4].get("objectSelector").is_none());
         assert!(
             hooks[2]["matchConditions"][0]["expression"]

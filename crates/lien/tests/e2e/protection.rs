@@ -1,6 +1,6 @@
 //! Protection: by reason, by selector (continuously), by controller, across namespaces.
 
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -269,5 +269,70 @@ async fn a_namespaced_usage_of_a_cluster_scoped_object_blocks_its_deletion() {
         "{msg}"
     );
     assert!(pvs.get_opt(&pv).await.expect("get").is_some());
+    env.finish().await;
+}
+
+/// A Namespace in use is refused once, by the namespaces hook alone (the DELETE hook leaves
+/// Namespaces to it), with the message that names the relation; the refusal is recorded once.
+#[tokio::test]
+async fn a_namespace_in_use_is_refused_by_one_hook() {
+    let mut env = Env::start("ns-in-use").await;
+    let target = env.another_namespace_name("used");
+    env.namespace(&target).await;
+    let name = env.cluster_name("keep-ns");
+    env.create(
+        json!({"apiVersion": "lien.dev/v1alpha1", "kind": "ClusterUsage",
+        "metadata": {"name": name},
+        "spec": {"of": {"apiVersion": "v1", "kind": "Namespace", "resourceRef": {"name": target}},
+                 "reason": "holds the team's databases"}}),
+    )
+    .await;
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    wait_for("the namespace to be labelled", DEADLINE, || async {
+        namespaces
+            .get(&target)
+            .await
+            .ok()
+            .filter(|n| labelled(n.metadata.labels.as_ref()))
+    })
+    .await;
+    let err = namespaces
+        .delete(&target, &DeleteParams::default())
+        .await
+        .expect_err("refused");
+    let (code, msg) = api_error(err);
+    assert_eq!(code, 409, "{msg}");
+    // Exactly one webhook refused it: kube-apiserver reports the first refusal, so a second
+    // hook would not show here; the single record below is what proves it.
+    assert!(
+        msg.starts_with("admission webhook \"namespaces.lien.dev\" denied the request"),
+        "{msg}"
+    );
+    assert!(msg.contains("holds the team's databases"), "{msg}");
+    let live = namespaces.get(&target).await.expect("still there");
+    assert!(live.metadata.deletion_timestamp.is_none());
+    // The refusal was recorded once: one deletion-attempt annotation, written by one record.
+    let recorded = wait_for("the refusal to be recorded", DEADLINE, || async {
+        namespaces.get(&target).await.ok().and_then(|n| {
+            n.metadata
+                .annotations
+                .and_then(|a| a.get("lien.dev/deletion-attempt").cloned())
+        })
+    })
+    .await;
+    assert!(recorded.contains("\"replay\""), "{recorded}");
+    let cluster_usages: Api<lien_api::ClusterUsage> = Api::all(env.client.clone());
+    cluster_usages
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("protection lifted");
+    wait_for("the namespace to be unlabelled", DEADLINE, || async {
+        namespaces
+            .get(&target)
+            .await
+            .ok()
+            .filter(|n| !labelled(n.metadata.labels.as_ref()))
+    })
+    .await;
     env.finish().await;
 }
