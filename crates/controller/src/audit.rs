@@ -11,10 +11,6 @@
 //!
 //! Notes are built here, purely, and bounded to what the API server accepts.
 
-use std::time::SystemTime;
-
-use lien_core::{ObjectKey, Source};
-
 use crate::replay::Denial;
 
 /// The reason of the Event a refused DELETE produces.
@@ -29,44 +25,15 @@ pub const BREAK_GLASS_ANNOTATION: &str = "lien.dev/break-glass";
 /// kube-apiserver refuses an Event whose note exceeds 1024 bytes (`NoteLengthLimit`).
 const NOTE_MAX_BYTES: usize = 1024;
 
-/// What a break-glass record is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakGlassAction {
-    /// The annotation was set on the object by a member of a break-glass group.
-    Armed,
-    /// The object, in use, was deleted under the annotation.
-    Used,
-}
+/// A break-glass override, as the webhook reports it (the record type both share).
+pub use lien_core::seams::{BreakGlassAction, BreakGlassUse as BreakGlass};
 
-impl BreakGlassAction {
-    /// The Event's `action`: what was done to the object.
-    pub fn event_action(self) -> &'static str {
-        match self {
-            Self::Armed => "Update",
-            Self::Used => "Delete",
-        }
+/// The Event's `action` for a break-glass record: what was done to the object.
+pub fn event_action(action: BreakGlassAction) -> &'static str {
+    match action {
+        BreakGlassAction::Armed => "Update",
+        BreakGlassAction::Used => "Delete",
     }
-}
-
-/// A break-glass override the webhook let through (never a dry run).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BreakGlass {
-    /// Armed or used.
-    pub action: BreakGlassAction,
-    /// The object.
-    pub object: ObjectKey,
-    /// Its UID, as the admission request carried it.
-    pub uid: Option<String>,
-    /// Who set the annotation (armed) or deleted the object (used).
-    pub user: String,
-    /// The annotation's value: why glass was broken.
-    pub reason: String,
-    /// The denial the request would otherwise have got (empty if the object was not in use).
-    pub overridden: String,
-    /// The sources of the overridden relations.
-    pub sources: Vec<Source>,
-    /// When.
-    pub time: SystemTime,
 }
 
 /// The note of a refused DELETE's Event.
@@ -117,6 +84,10 @@ fn bounded(mut note: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
+    use lien_core::{ObjectKey, Source};
+
     use super::*;
 
     fn glass(action: BreakGlassAction, overridden: &str) -> BreakGlass {
@@ -157,8 +128,8 @@ mod tests {
             "lien.dev/break-glass set by alice (reason: \"INC-42 restore from backup\"): the \
              object may be deleted even once it is in use"
         );
-        assert_eq!(BreakGlassAction::Armed.event_action(), "Update");
-        assert_eq!(BreakGlassAction::Used.event_action(), "Delete");
+        assert_eq!(event_action(BreakGlassAction::Armed), "Update");
+        assert_eq!(event_action(BreakGlassAction::Used), "Delete");
     }
 
     #[test]

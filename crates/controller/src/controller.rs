@@ -768,7 +768,7 @@ async fn audit_break_glass(
         type_: EventType::Warning,
         reason: audit::BREAK_GLASS_REASON.into(),
         note: Some(audit::break_glass_note(record)),
-        action: record.action.event_action().into(),
+        action: audit::event_action(record.action).into(),
         secondary: None,
     };
     publish(recorder, shared, &event, &object).await;

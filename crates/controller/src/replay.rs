@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use lien_core::{ObjectKey, RelationIndex};
+use lien_core::RelationIndex;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Caches;
@@ -32,25 +32,8 @@ pub const DELETION_ATTEMPT_ANNOTATION: &str = "lien.dev/deletion-attempt";
 /// delete by surprise.
 pub const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// A refused DELETE, as the webhook reports it (mirrors `lien_webhook::Denial`; the binary maps
-/// one onto the other, so neither crate depends on the other).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
-    /// The object whose DELETE was refused.
-    pub object: ObjectKey,
-    /// Its UID (from the admission request's `oldObject`).
-    pub uid: Option<String>,
-    /// The request's `propagationPolicy`, if it gave one.
-    pub propagation_policy: Option<String>,
-    /// Who tried (`userInfo.username`).
-    pub user: String,
-    /// When.
-    pub time: std::time::SystemTime,
-    /// Whether a blocking relation asked for replay.
-    pub replay: bool,
-    /// The message the user got.
-    pub message: String,
-}
+/// A refused DELETE, as the webhook reports it (the record type both share, from `lien_core`).
+pub use lien_core::seams::Denial;
 
 /// The durable record of a refused DELETE.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +145,8 @@ pub fn replay_actions(
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use lien_core::{Relation, Source};
+
+    use lien_core::ObjectKey;
 
     use super::*;
     use crate::cache::GroupKind;

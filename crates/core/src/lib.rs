@@ -31,6 +31,6 @@ pub use index::{Chain, FullError, IndexError, RelationIndex, RelationRef};
 pub use key::{KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
 pub use seams::{
-    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, KindResolver, LiveCheck,
-    LiveCheckError, Requester, Scope,
+    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BreakGlassAction, BreakGlassUse,
+    Denial, KindResolver, LiveCheck, LiveCheckError, Requester, Scope,
 };

@@ -4,15 +4,71 @@
 //! whether the creator of a Usage may update the object it protects ([`AccessCheck`]). They live
 //! here, in the crate both depend on, so neither depends on the other.
 //!
+//! What the webhook tells the controller travels the other way as plain records: a refused
+//! DELETE ([`Denial`]: an event and a durable replay record) and a break-glass override
+//! ([`BreakGlassUse`]: an audit event).
+//!
 //! `LiveCheck` and `AccessCheck` return boxed futures (std only: no async runtime is named here).
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::decision::Decision;
 use crate::key::ObjectKey;
+use crate::relation::Source;
+
+/// A DELETE Lien refused (not a dry run). The controller records it on the object for replay
+/// and emits an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The object whose deletion was refused.
+    pub object: ObjectKey,
+    /// Its UID (`oldObject.metadata.uid`), for the replay's precondition.
+    pub uid: Option<String>,
+    /// `DeleteOptions.propagationPolicy` as the client sent it, to replay the same DELETE.
+    pub propagation_policy: Option<String>,
+    /// Who asked (`userInfo.username`).
+    pub user: String,
+    /// When.
+    pub time: SystemTime,
+    /// Whether a blocking relation asks for replay.
+    pub replay: bool,
+    /// The message the user got.
+    pub message: String,
+}
+
+/// What a break-glass record is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakGlassAction {
+    /// The annotation was set (by a member of a break-glass group) on the object.
+    Armed,
+    /// An object in use was deleted under the annotation.
+    Used,
+}
+
+/// A break-glass override the webhook let through (never a dry run), to be audited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakGlassUse {
+    /// Armed or used.
+    pub action: BreakGlassAction,
+    /// The object.
+    pub object: ObjectKey,
+    /// Its UID, as the admission request carried it.
+    pub uid: Option<String>,
+    /// Who set the annotation (armed) or deleted the object (used).
+    pub user: String,
+    /// The annotation's value: why glass was broken.
+    pub reason: String,
+    /// What was overridden: the denial the object would otherwise have got (empty if nothing).
+    pub overridden: String,
+    /// The sources (Usages, ClusterUsages, rules) of the overridden relations, so that the audit
+    /// reaches each of them even after the object and its relations are gone.
+    pub sources: Vec<Source>,
+    /// When.
+    pub time: SystemTime,
+}
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -12,7 +12,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use lien_controller::{Controller, ControllerConfig, DenialSink};
 use lien_core::RelationIndex;
-use lien_webhook::validate::{BreakGlassAction, Record};
+use lien_webhook::validate::Record;
 use lien_webhook::{
     CertManager, ClientConfig, ConfigurationOptions, Server, TlsSettings,
     validating_webhook_configuration,
@@ -65,15 +65,7 @@ impl std::fmt::Debug for Lien {
 async fn forward_records(mut records: mpsc::Receiver<Record>, sink: DenialSink) {
     while let Some(record) = records.recv().await {
         match record {
-            Record::Denied(d) => sink.record(lien_controller::Denial {
-                object: d.object,
-                uid: d.uid,
-                propagation_policy: d.propagation_policy,
-                user: d.user,
-                time: d.time,
-                replay: d.replay,
-                message: d.message,
-            }),
+            Record::Denied(d) => sink.record(d),
             Record::BreakGlass(b) => {
                 // The log line stays: it is the audit when events cannot be written.
                 tracing::warn!(
@@ -84,19 +76,7 @@ async fn forward_records(mut records: mpsc::Receiver<Record>, sink: DenialSink) 
                     action = ?b.action,
                     "break-glass"
                 );
-                sink.break_glass(lien_controller::BreakGlass {
-                    action: match b.action {
-                        BreakGlassAction::Armed => lien_controller::BreakGlassAction::Armed,
-                        BreakGlassAction::Used => lien_controller::BreakGlassAction::Used,
-                    },
-                    object: b.object,
-                    uid: b.uid,
-                    user: b.user,
-                    reason: b.reason,
-                    overridden: b.overridden,
-                    sources: b.sources,
-                    time: b.time,
-                });
+                sink.break_glass(b);
             }
         }
     }

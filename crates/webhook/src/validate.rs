@@ -66,56 +66,7 @@ impl Default for Policy {
 
 pub use lien_core::seams::{KindResolver, Scope};
 
-/// A DELETE Lien refused (not a dry run). The controller records it on the object for replay
-/// and emits an event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
-    /// The object whose deletion was refused.
-    pub object: ObjectKey,
-    /// Its UID (`oldObject.metadata.uid`), for the replay's precondition.
-    pub uid: Option<String>,
-    /// `DeleteOptions.propagationPolicy` as the client sent it, to replay the same DELETE.
-    pub propagation_policy: Option<String>,
-    /// Who asked.
-    pub user: String,
-    /// When.
-    pub time: SystemTime,
-    /// Whether a blocking relation asks for replay.
-    pub replay: bool,
-    /// The message the user got.
-    pub message: String,
-}
-
-/// What a break-glass record is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakGlassAction {
-    /// The annotation was set (by an authorised user) on an object in use.
-    Armed,
-    /// An object in use was deleted under the annotation.
-    Used,
-}
-
-/// An audited break-glass event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BreakGlassUse {
-    /// Armed or used.
-    pub action: BreakGlassAction,
-    /// The object.
-    pub object: ObjectKey,
-    /// Its UID.
-    pub uid: Option<String>,
-    /// Who set the annotation (armed) or deleted the object (used).
-    pub user: String,
-    /// The annotation's value.
-    pub reason: String,
-    /// What was overridden: the denial the object would otherwise have got (empty if nothing).
-    pub overridden: String,
-    /// The sources (Usages, ClusterUsages, rules) of the overridden relations, so that the audit
-    /// reaches each of them even after the object and its relations are gone.
-    pub sources: Vec<Source>,
-    /// When.
-    pub time: SystemTime,
-}
+pub use lien_core::seams::{BreakGlassAction, BreakGlassUse, Denial};
 
 /// Something the controller must act on: an event, a replay record.
 #[derive(Debug, Clone, PartialEq, Eq)]
