@@ -354,6 +354,18 @@ mod tests {
         }
     }
 
+    /// Usage `ns/u`: `of` used by `by`.
+    fn usage_of_by() -> UsageView {
+        UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            uid: "uid-u".into(),
+            of: spec("of"),
+            by: Some(spec("by")),
+            ..Default::default()
+        }
+    }
+
     fn caches(names: &[(&str, bool)]) -> Caches {
         let gk = GroupKind::new("", "ConfigMap");
         let mut c = Caches::new();
@@ -395,14 +407,7 @@ mod tests {
     #[test]
     fn finalizer_and_owner_for_a_usage_with_by_until_the_users_are_gone() {
         let c = caches(&[("of", false), ("by", false)]);
-        let mut view = UsageView {
-            namespace: Some("ns".into()),
-            name: "u".into(),
-            uid: "uid-u".into(),
-            of: spec("of"),
-            by: Some(spec("by")),
-            ..Default::default()
-        };
+        let mut view = usage_of_by();
         let res = resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert_eq!(w.finalizers, [USAGE_FINALIZER]);
@@ -427,14 +432,7 @@ mod tests {
     #[test]
     fn a_usage_nobody_owns_is_deleted_once_every_user_it_saw_is_gone() {
         let c = caches(&[("of", false), ("by", false)]);
-        let mut view = UsageView {
-            namespace: Some("ns".into()),
-            name: "u".into(),
-            uid: "uid-u".into(),
-            of: spec("of"),
-            by: Some(spec("by")),
-            ..Default::default()
-        };
+        let mut view = usage_of_by();
         // Applied before its user exists: never deleted for that.
         let gone = caches(&[("of", false)]);
         assert!(!users_gone(&view, &resolve(&view, &gone), &gone));

@@ -137,6 +137,21 @@ impl std::fmt::Debug for Writer {
     }
 }
 
+/// The API of a Usage or ClusterUsage, untyped (every write here only needs its name), and
+/// its name.
+fn usage_api<'s>(client: &Client, source: &'s Source) -> (Api<DynamicObject>, &'s str) {
+    match source {
+        Source::Usage { namespace, name } => (
+            Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<Usage>(&())),
+            name,
+        ),
+        Source::ClusterUsage { name } | Source::Rule { name } => (
+            Api::all_with(client.clone(), &ApiResource::erase::<ClusterUsage>(&())),
+            name,
+        ),
+    }
+}
+
 fn api_for(client: &Client, t: &ObjectTarget) -> Api<DynamicObject> {
     let (group, version) = match t.api_version.split_once('/') {
         Some((g, v)) => (g, v),
@@ -211,21 +226,12 @@ impl Writer {
             "ownerReferences": w.owner_references,
         }});
         let target = w.source.to_string();
+        let (api, name) = usage_api(&self.client, &w.source);
         let fut = async {
-            let r = match &w.source {
-                Source::Usage { namespace, name } => {
-                    Api::<Usage>::namespaced(self.client.clone(), namespace)
-                        .patch(name, &Self::params(), &Patch::Merge(&patch))
-                        .await
-                        .map(drop)
-                }
-                Source::ClusterUsage { name } | Source::Rule { name } => {
-                    Api::<ClusterUsage>::all(self.client.clone())
-                        .patch(name, &Self::params(), &Patch::Merge(&patch))
-                        .await
-                        .map(drop)
-                }
-            };
+            let r = api
+                .patch(name, &Self::params(), &Patch::Merge(&patch))
+                .await
+                .map(drop);
             r.map_err(|source| WriteError::UsageMeta {
                 target: target.clone(),
                 source,
@@ -243,21 +249,9 @@ impl Writer {
             }),
             ..Default::default()
         };
+        let (api, name) = usage_api(&self.client, source);
         let fut = async {
-            let r = match source {
-                Source::Usage { namespace, name } => {
-                    Api::<Usage>::namespaced(self.client.clone(), namespace)
-                        .delete(name, &params)
-                        .await
-                        .map(drop)
-                }
-                Source::ClusterUsage { name } | Source::Rule { name } => {
-                    Api::<ClusterUsage>::all(self.client.clone())
-                        .delete(name, &params)
-                        .await
-                        .map(drop)
-                }
-            };
+            let r = api.delete(name, &params).await.map(drop);
             match r {
                 Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
                 r => r.map_err(|e| WriteError::UsageDelete {
@@ -272,21 +266,12 @@ impl Writer {
     /// Writes a usage's status.
     pub async fn status(&self, source: &Source, status: &UsageStatus) -> Result<(), WriteError> {
         let patch = json!({"status": status});
+        let (api, name) = usage_api(&self.client, source);
         let fut = async {
-            let r = match source {
-                Source::Usage { namespace, name } => {
-                    Api::<Usage>::namespaced(self.client.clone(), namespace)
-                        .patch_status(name, &Self::params(), &Patch::Merge(&patch))
-                        .await
-                        .map(drop)
-                }
-                Source::ClusterUsage { name } | Source::Rule { name } => {
-                    Api::<ClusterUsage>::all(self.client.clone())
-                        .patch_status(name, &Self::params(), &Patch::Merge(&patch))
-                        .await
-                        .map(drop)
-                }
-            };
+            let r = api
+                .patch_status(name, &Self::params(), &Patch::Merge(&patch))
+                .await
+                .map(drop);
             r.map_err(|e| WriteError::Status {
                 target: source.to_string(),
                 source: e,

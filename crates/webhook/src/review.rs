@@ -83,18 +83,32 @@ impl Review {
     }
 }
 
-/// Decodes the value that starts at `start` with serde_json, naming the field when it is
-/// malformed; returns it with the index just past it.
+/// Decodes the value that starts at `start` with serde_json (`null` is `None`), naming the field
+/// when it is malformed; returns it with the index just past it.
 fn decode<'a, T: Deserialize<'a>>(
     body: &'a [u8],
     start: usize,
     field: &'static str,
-) -> Result<(T, usize), ReviewError> {
+) -> Result<(Option<T>, usize), ReviewError> {
     let span = scan::value(body, start)?;
     let end = span.end;
     serde_json::from_slice(&body[span])
         .map(|v| (v, end))
         .map_err(|source| ReviewError::Field { field, source })
+}
+
+/// Stores a decoded value in its slot and says where the value ended: one line per field in
+/// the walkers below.
+fn set<T>(slot: &mut T, (value, end): (T, usize)) -> usize {
+    *slot = value;
+    end
+}
+
+/// A borrowed string field, `None` when absent or `null`.
+type Text<'a> = Option<BorrowedStr<'a>>;
+
+fn text(t: Text<'_>) -> Option<Cow<'_, str>> {
+    t.map(|s| s.0)
 }
 
 /// Whether the value at `start` is `null`.
@@ -267,34 +281,25 @@ impl<'a> Metadata<'a> {
         if is_null(body, start) {
             return Ok((meta, start + 4));
         }
-        let end = scan::object(body, start, |key, start| {
+        let (mut uid, mut resource_version): (Text<'a>, Text<'a>) = (None, None);
+        let end = scan::object(body, start, |key, at| {
             let end = match &*scan::name(key) {
-                b"uid" => {
-                    let (uid, end) =
-                        decode::<Option<BorrowedStr<'a>>>(body, start, "metadata.uid")?;
-                    meta.uid = uid.map(|s| s.0);
-                    end
-                }
-                b"resourceVersion" => {
-                    let (rv, end) =
-                        decode::<Option<BorrowedStr<'a>>>(body, start, "metadata.resourceVersion")?;
-                    meta.resource_version = rv.map(|s| s.0);
-                    end
-                }
-                b"labels" => {
-                    let (labels, end) = string_map(body, start, "metadata.labels")?;
-                    meta.labels = labels;
-                    end
-                }
-                b"annotations" => {
-                    let (annotations, end) = string_map(body, start, "metadata.annotations")?;
-                    meta.annotations = annotations;
-                    end
-                }
+                b"uid" => set(&mut uid, decode(body, at, "metadata.uid")?),
+                b"resourceVersion" => set(
+                    &mut resource_version,
+                    decode(body, at, "metadata.resourceVersion")?,
+                ),
+                b"labels" => set(&mut meta.labels, string_map(body, at, "metadata.labels")?),
+                b"annotations" => set(
+                    &mut meta.annotations,
+                    string_map(body, at, "metadata.annotations")?,
+                ),
                 _ => return Ok(None),
             };
             Ok::<_, ReviewError>(Some(end))
         })?;
+        meta.uid = text(uid);
+        meta.resource_version = text(resource_version);
         Ok((meta, end))
     }
 }
@@ -371,23 +376,19 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     /// Reads the request that starts at `start`; returns it and where it ends.
     fn scan(body: &'a [u8], start: usize) -> Result<(Self, usize), ReviewError> {
-        let mut uid = None;
-        let mut kind = None;
-        let mut resource = None;
-        let mut sub_resource = None;
-        let mut name = None;
-        let mut namespace = None;
-        let mut operation = None;
-        let mut user_info = None;
-        let mut object = None;
-        let mut old_object = None;
-        let mut dry_run = None;
-        let mut options = None;
-        // Each arm stores its field and returns where the value ended.
-        fn set<T>(slot: &mut T, (value, end): (T, usize)) -> usize {
-            *slot = value;
-            end
-        }
+        let (mut uid, mut sub_resource, mut name, mut namespace): (
+            Text<'a>,
+            Text<'a>,
+            Text<'a>,
+            Text<'a>,
+        ) = (None, None, None, None);
+        let mut kind: Option<GroupVersionKind<'a>> = None;
+        let mut resource: Option<GroupVersionResource<'a>> = None;
+        let mut operation: Option<Operation> = None;
+        let mut user_info: Option<UserInfo<'a>> = None;
+        let (mut object, mut old_object) = (None, None);
+        let mut dry_run: Option<bool> = None;
+        let mut options: Option<Options<'a>> = None;
         let end = scan::object(body, start, |key, at| {
             let end = match &*scan::name(key) {
                 b"uid" => set(&mut uid, decode(body, at, "request.uid")?),
@@ -406,23 +407,13 @@ impl<'a> Request<'a> {
             };
             Ok::<_, ReviewError>(Some(end))
         })?;
-        let uid: Option<BorrowedStr<'a>> = uid.flatten();
-        let sub_resource: Option<BorrowedStr<'a>> = sub_resource.flatten();
-        let name: Option<BorrowedStr<'a>> = name.flatten();
-        let namespace: Option<BorrowedStr<'a>> = namespace.flatten();
-        let kind: Option<GroupVersionKind<'a>> = kind.flatten();
-        let resource: Option<GroupVersionResource<'a>> = resource.flatten();
-        let user_info: Option<UserInfo<'a>> = user_info.flatten();
-        let options: Option<Options<'a>> = options.flatten();
-        let dry_run: Option<bool> = dry_run.flatten();
-        let operation: Option<Operation> = operation;
         let request = Request {
-            uid: uid.map(|s| s.0).unwrap_or_default(),
+            uid: text(uid).unwrap_or_default(),
             kind: kind.unwrap_or_default(),
             resource: resource.unwrap_or_default(),
-            sub_resource: sub_resource.map(|s| s.0),
-            name: name.map(|s| s.0).unwrap_or_default(),
-            namespace: namespace.map(|s| s.0),
+            sub_resource: text(sub_resource),
+            name: text(name).unwrap_or_default(),
+            namespace: text(namespace),
             operation: operation.ok_or(ReviewError::Missing("request.operation"))?,
             user_info: user_info.unwrap_or_default(),
             object,
