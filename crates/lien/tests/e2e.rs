@@ -15,5 +15,7 @@ mod latency;
 mod ordering;
 #[path = "e2e/protection.rs"]
 mod protection;
+#[path = "e2e/stress.rs"]
+mod stress;
 #[path = "e2e/validation.rs"]
 mod validation;

@@ -169,6 +169,20 @@ impl Env {
     /// `--as-group`): how a scenario acts as an ordinary user, on the sandbox and on a real
     /// cluster alike.
     pub async fn client_as(&self, user: &str, groups: &[&str]) -> kube::Client {
+        let mut config = self.admin_config().await;
+        config.auth_info.impersonate = Some(user.to_string());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// A new client of the scenario's admin. A client's connection task runs on the runtime
+    /// it is created on, so a test can drive the API server from a runtime of its own (one
+    /// that keeps running if the server's runtime stops).
+    pub async fn new_client(&self) -> kube::Client {
+        kube::Client::try_from(self.admin_config().await).expect("client")
+    }
+
+    async fn admin_config(&self) -> kube::Config {
         let kubeconfig: Kubeconfig = match (&self.local, &self.kubeconfig) {
             (Some(local), _) => {
                 serde_json::from_value(local.sandbox.kubeconfig()).expect("sandbox kubeconfig")
@@ -176,13 +190,9 @@ impl Env {
             (None, Some(path)) => Kubeconfig::read_from(path).expect("LIEN_E2E_KUBECONFIG reads"),
             (None, None) => unreachable!("an Env is local or has a kubeconfig"),
         };
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .expect("client config");
-        config.auth_info.impersonate = Some(user.to_string());
-        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
-        kube::Client::try_from(config).expect("client")
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("client config")
     }
 
     /// Whether Lien runs in this process (so a test may stop and restart it).
