@@ -10,10 +10,27 @@
 //! refers to a kind and stop when none does (and no object of it still carries Lien's label).
 //! Nothing polls: every decision follows a watch event.
 //!
-//! The write pass (leader only) reads the state, computes the desired writes with the pure
-//! functions of `desired` and `replay`, applies them, and if any failed, runs again after a
-//! backoff. A write already sent for the resourceVersion the cache still shows is not sent
-//! again, so a burst of events does not repeat writes the watch has not echoed yet.
+//! The write pass (leader only) asks the event loop for a plan — the desired writes, computed
+//! with the pure functions of `desired` and `replay` — applies it, and if any write failed, runs
+//! again after a backoff. A write already sent for the resourceVersion the cache still shows is
+//! not sent again, so a burst of events does not repeat writes the watch has not echoed yet.
+//!
+//! # Locks and ownership
+//!
+//! The event loop is the only owner of the [`State`]: nothing else reads or writes it, so it
+//! has no lock. Whatever another task needs from it is computed by the loop and handed over as
+//! data — the plan of a write pass (asked for over the event channel), the target of a refused
+//! DELETE and the usages that blocked it, the references of a break-glass audit — before that
+//! task runs.
+//!
+//! The only lock is the index's `RwLock`, shared with the webhook, and no other lock is ever
+//! taken while holding it. The webhook holds the read lock for one decision (microseconds).
+//! The event loop resolves usages from its own state with no lock held, then takes the write
+//! lock only to replace the relations of the sources whose resolution changed (work in the
+//! size of those sources, not of the index). The whole-graph work — the cycle search and a
+//! plan's scan of the caches — runs under the read lock, which never stalls the webhook's
+//! reads: the event loop is the index's only writer, so no writer waits meanwhile. Cycles are
+//! searched only when a write pass needs them and the index changed since the last search.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -29,9 +46,9 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, watcher};
 use lien_api::{ClusterUsage, GROUP, Usage, VERSION};
-use lien_core::{RelationIndex, Source};
-use parking_lot::{Mutex, RwLock};
-use tokio::sync::{Notify, mpsc, watch};
+use lien_core::{Relation, RelationIndex, Source};
+use parking_lot::RwLock;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -120,6 +137,8 @@ enum Msg {
     KindUnknown(GroupKind),
     Denial(Denial),
     BreakGlass(BreakGlass),
+    /// The write loop asks for a plan; the event loop answers from its state.
+    Plan(oneshot::Sender<Plan>),
 }
 
 /// Everything the event loop maintains.
@@ -131,8 +150,13 @@ pub struct State {
     pub usages: BTreeMap<Source, UsageView>,
     /// The latest resolution of each usage.
     pub resolutions: BTreeMap<Source, Resolution>,
-    /// The usages that take part in a cycle.
+    /// The usages that take part in a cycle, as of the last search.
     pub cycles: BTreeMap<Source, Problem>,
+    /// Whether the index changed since `cycles` was computed.
+    cycles_stale: bool,
+    /// Sources whose last complete resolution did not reach the index (it was full), so that
+    /// the next one is applied even if it is the same.
+    unapplied: BTreeSet<Source>,
     usages_listed: bool,
     cluster_usages_listed: bool,
     usage_buffer: Vec<Usage>,
@@ -178,27 +202,59 @@ impl State {
         out
     }
 
-    /// Re-resolves `sources` and applies complete resolutions to the index.
+    /// Re-resolves `sources` and applies complete resolutions that changed to the index.
+    ///
+    /// Resolution reads only the state, so it runs with no lock held; the write lock is taken
+    /// once, for the per-source replacements (work in the size of the sources that changed).
     fn re_resolve(&mut self, sources: &[Source], index: &RwLock<RelationIndex>, metrics: &Metrics) {
-        let mut index = index.write();
+        // `None`: the source is gone.
+        let mut updates: Vec<(&Source, Option<Vec<Relation>>)> = Vec::new();
         for source in sources {
             let Some(view) = self.usages.get(source) else {
-                index.delete(source);
                 self.resolutions.remove(source);
+                updates.push((source, None));
                 continue;
             };
             let res = resolve(view, &self.caches);
             // An incomplete resolution keeps the previous relations: a watch that is still
-            // listing must not lift protection.
+            // listing must not lift protection. A complete one equal to the last applied one
+            // (an echo of Lien's own write, an unrelated change of the kind) leaves the index
+            // alone.
             if res.complete {
-                if let Err(e) = index.apply(source, res.relations.clone()) {
-                    metrics.index_error();
-                    tracing::error!(%source, error = %e, "applying relations");
+                let applied = self.resolutions.get(source).is_some_and(|old| {
+                    old.complete
+                        && old.relations == res.relations
+                        && !self.unapplied.contains(source)
+                });
+                if !applied {
+                    updates.push((source, Some(res.relations.clone())));
                 }
             }
             self.resolutions.insert(source.clone(), res);
         }
-        self.cycles = cycle_problems(&index);
+        if updates.is_empty() {
+            return;
+        }
+        self.cycles_stale = true;
+        let mut index = index.write();
+        for (source, relations) in updates {
+            match relations {
+                None => {
+                    index.delete(source);
+                    self.unapplied.remove(source);
+                }
+                Some(relations) => match index.apply(source, relations) {
+                    Ok(_) => {
+                        self.unapplied.remove(source);
+                    }
+                    Err(e) => {
+                        self.unapplied.insert(source.clone());
+                        metrics.index_error();
+                        tracing::error!(%source, error = %e, "applying relations");
+                    }
+                },
+            }
+        }
         metrics.set_relations(index.len());
     }
 
@@ -245,8 +301,9 @@ impl std::fmt::Debug for Controller {
     }
 }
 
+/// What the event loop shares with the tasks it starts. Deliberately not the [`State`]: see the
+/// module documentation.
 struct Shared {
-    state: Mutex<State>,
     index: Arc<RwLock<RelationIndex>>,
     wake: Notify,
     metrics: Metrics,
@@ -266,7 +323,6 @@ impl Controller {
             client,
             config,
             shared: Arc::new(Shared {
-                state: Mutex::new(State::default()),
                 index,
                 wake: Notify::new(),
                 metrics: Metrics::default(),
@@ -339,6 +395,7 @@ impl Controller {
         let writer = tokio::spawn(write_loop(
             Writer::new(client.clone(), config.write_timeout),
             shared.clone(),
+            tx.clone(),
             config.clone(),
             stop_rx.clone(),
         ));
@@ -350,6 +407,8 @@ impl Controller {
             },
         );
         let mut kind_tasks: HashMap<GroupKind, JoinHandle<()>> = HashMap::new();
+        // Owned by this loop alone (see the module documentation).
+        let mut st = State::default();
         tokio::pin!(shutdown);
         let result = loop {
             let msg = tokio::select! {
@@ -359,8 +418,17 @@ impl Controller {
             let Some(msg) = msg else {
                 break Err(ControllerError::ChannelClosed);
             };
+            if let Msg::Plan(reply) = msg {
+                let span = tracing::debug_span!("plan");
+                let plan = span.in_scope(|| plan(&mut st, &shared.index, &config));
+                // The write loop stopped waiting only when it stops.
+                let _ = reply.send(plan);
+                continue;
+            }
             if let Msg::Denial(denial) = msg {
-                let target = denial_target(&shared, &denial);
+                // What the record needs from the state is taken now, in the order of events.
+                let target = denial_target(&st, &denial);
+                let usages = blocking_usages(&st, &shared.index, &denial);
                 let writer = Writer::new(client.clone(), config.write_timeout);
                 let recorder = recorder.clone();
                 let shared2 = shared.clone();
@@ -368,7 +436,7 @@ impl Controller {
                 // or not: only that replica knows of it, and the record is what makes the replay
                 // survive anything.
                 tokio::spawn(async move {
-                    record_denial(&writer, &recorder, &shared2, target, denial).await;
+                    record_denial(&writer, &recorder, &shared2, target, usages, denial).await;
                 });
                 continue;
             }
@@ -378,7 +446,7 @@ impl Controller {
                 // for the leader would be lost. Each record reaches exactly one replica, so
                 // nothing is published twice. The references are taken now, in the order of
                 // events, while the caches still hold what the record is about.
-                let references = break_glass_references(&shared, &record);
+                let references = break_glass_references(&st, &record);
                 let recorder = recorder.clone();
                 let shared2 = shared.clone();
                 tokio::spawn(async move {
@@ -387,7 +455,7 @@ impl Controller {
                 continue;
             }
             let span = tracing::debug_span!("reconcile");
-            let wanted = span.in_scope(|| handle(&shared, msg));
+            let wanted = span.in_scope(|| handle(&mut st, &shared, msg));
             // Start watches for new kinds, stop those no usage refers to.
             for (gk, api_version) in &wanted {
                 if !kind_tasks.contains_key(gk) {
@@ -407,7 +475,7 @@ impl Controller {
                 let keep = wanted.contains_key(gk);
                 if !keep {
                     task.abort();
-                    shared.state.lock().caches.remove_kind(gk);
+                    st.caches.remove_kind(gk);
                     tracing::info!(kind = %gk, "no usage refers to the kind any more: watch stopped");
                 }
                 keep
@@ -520,19 +588,16 @@ fn spawn_kind_watch(
 }
 
 /// Applies one event to the state and the index; returns the kinds to watch.
-fn handle(shared: &Shared, msg: Msg) -> BTreeMap<GroupKind, String> {
-    let mut st = shared.state.lock();
+fn handle(st: &mut State, shared: &Shared, msg: Msg) -> BTreeMap<GroupKind, String> {
     let metrics = &shared.metrics;
     metrics.event();
     let touched: Vec<Source> = match msg {
-        Msg::Usage(ev) => usage_event(&mut st, ev, false, UsageView::from_usage, |st| {
+        Msg::Usage(ev) => usage_event(st, ev, false, UsageView::from_usage, |st| {
             &mut st.usage_buffer
         }),
-        Msg::ClusterUsage(ev) => {
-            usage_event(&mut st, ev, true, UsageView::from_cluster_usage, |st| {
-                &mut st.cluster_usage_buffer
-            })
-        }
+        Msg::ClusterUsage(ev) => usage_event(st, ev, true, UsageView::from_cluster_usage, |st| {
+            &mut st.cluster_usage_buffer
+        }),
         Msg::Object(gk, ev) => {
             let changed = match ev {
                 watcher::Event::Apply(m) => st.caches.apply(&gk, &m),
@@ -573,7 +638,7 @@ fn handle(shared: &Shared, msg: Msg) -> BTreeMap<GroupKind, String> {
                 st.sources_referring_to(&gk)
             }
         }
-        Msg::Denial(_) | Msg::BreakGlass(_) => vec![],
+        Msg::Denial(_) | Msg::BreakGlass(_) | Msg::Plan(_) => vec![],
     };
     if !touched.is_empty() {
         st.re_resolve(&touched, &shared.index, metrics);
@@ -629,8 +694,7 @@ fn usage_event<K>(
     }
 }
 
-fn denial_target(shared: &Shared, denial: &Denial) -> Option<ObjectTarget> {
-    let st = shared.state.lock();
+fn denial_target(st: &State, denial: &Denial) -> Option<ObjectTarget> {
     let key = &denial.object;
     let gk = GroupKind::new(&key.group, &key.kind);
     let kind = st.caches.kind(&gk)?;
@@ -679,6 +743,7 @@ async fn record_denial(
     recorder: &Recorder,
     shared: &Shared,
     target: Option<ObjectTarget>,
+    usages: Vec<(Source, String)>,
     denial: Denial,
 ) {
     let Some(target) = target else {
@@ -705,18 +770,6 @@ async fn record_denial(
         secondary: None,
     };
     publish(recorder, shared, &event, &object_reference(&target)).await;
-    let usages: Vec<(Source, String)> = {
-        let index = shared.index.read();
-        let st = shared.state.lock();
-        let sources: BTreeSet<Source> = index
-            .blockers(&denial.object)
-            .map(|r| r.source().to_source())
-            .collect();
-        sources
-            .into_iter()
-            .filter_map(|s| st.usages.get(&s).map(|u| (s, u.uid.clone())))
-            .collect()
-    };
     let event = Event {
         secondary: Some(object_reference(&target)),
         ..event
@@ -726,12 +779,28 @@ async fn record_denial(
     }
 }
 
+/// The usages (with their UIDs) whose relations blocked a refused DELETE, for its events.
+fn blocking_usages(
+    st: &State,
+    index: &RwLock<RelationIndex>,
+    denial: &Denial,
+) -> Vec<(Source, String)> {
+    let sources: BTreeSet<Source> = index
+        .read()
+        .blockers(&denial.object)
+        .map(|r| r.source().to_source())
+        .collect();
+    sources
+        .into_iter()
+        .filter_map(|s| st.usages.get(&s).map(|u| (s, u.uid.clone())))
+        .collect()
+}
+
 /// The object a break-glass record is about and the usages it overrode, as event references.
 fn break_glass_references(
-    shared: &Shared,
+    st: &State,
     record: &BreakGlass,
 ) -> (ObjectReference, Vec<ObjectReference>) {
-    let st = shared.state.lock();
     let key = &record.object;
     let gk = GroupKind::new(&key.group, &key.kind);
     // A deleted object may have left the caches already; its kind (and so its apiVersion) is
@@ -788,7 +857,7 @@ async fn publish(recorder: &Recorder, shared: &Shared, event: &Event, reference:
     }
 }
 
-/// Everything one write pass will do, computed under the locks and executed without them.
+/// Everything one write pass will do, computed by the event loop and executed by the write loop.
 #[derive(Debug, Default)]
 struct Plan {
     labels: Vec<desired::LabelWrite>,
@@ -799,9 +868,15 @@ struct Plan {
     orphans: Vec<(Source, String)>,
 }
 
-fn plan(shared: &Shared, config: &ControllerConfig) -> Plan {
-    let st = shared.state.lock();
-    let index = shared.index.read();
+fn plan(st: &mut State, index: &RwLock<RelationIndex>, config: &ControllerConfig) -> Plan {
+    // The read lock: the event loop, which calls this, is the index's only writer, so the
+    // webhook's reads go on meanwhile.
+    let index = index.read();
+    if st.cycles_stale {
+        // The whole-graph search, once per write pass at most and only after a change.
+        st.cycles = cycle_problems(&index);
+        st.cycles_stale = false;
+    }
     let settled = st.settled();
     let now = Timestamp::now();
     let mut plan = Plan {
@@ -832,6 +907,7 @@ fn plan(shared: &Shared, config: &ControllerConfig) -> Plan {
 async fn write_loop(
     writer: Writer,
     shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<Msg>,
     config: ControllerConfig,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -857,8 +933,19 @@ async fn write_loop(
         if !*leader.borrow_and_update() {
             continue;
         }
-        let span = tracing::debug_span!("write_pass");
-        let plan = span.in_scope(|| plan(&shared, &config));
+        // The plan comes from the event loop, after the events queued before this request.
+        let (reply, planned) = oneshot::channel();
+        if events.send(Msg::Plan(reply)).is_err() {
+            return;
+        }
+        let plan = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            plan = planned => match plan {
+                Ok(plan) => plan,
+                // The event loop ended.
+                Err(_) => return,
+            },
+        };
         let timer = shared.metrics.pass_timer();
         let mut failed = false;
         let mut keep: HashSet<String> = HashSet::new();
