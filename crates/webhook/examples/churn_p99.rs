@@ -1,0 +1,283 @@
+//! The webhook's decision latency while Usages churn, at 100k relations (issue 7 §1;
+//! docs/benchmarks.md "Webhook under Usage churn"):
+//!
+//! ```text
+//! cargo run --release -p lien-webhook --example churn_p99 -- --seconds 10 --rate 500
+//! ```
+//!
+//! The index holds the `lien-core` fixture (100,000 relations, see
+//! `crates/core/benches/fixture/mod.rs`) plus three users of the 5 KB DELETE fixture's
+//! Deployment, shared with a [`Webhook`] as `lien run` shares it. One reader thread answers the
+//! committed 5 KB DELETE review (parse, index lookup under the read lock, 409 rendered) over and
+//! over and records each answer's latency, in three phases of `--seconds` each:
+//!
+//! - `idle`: nothing writes the index;
+//! - `churn`: a writer thread creates and deletes Usages (20 relations each, 100 alive at a time)
+//!   at `--rate` changes per second the way the controller now applies them: the relations are
+//!   built with no lock held, the write lock is taken for the one source's replacement, and the
+//!   whole-graph cycle search runs under the read lock at most once per write pass (every
+//!   50 ms here);
+//! - `churn, old locking`: the same churn the way the controller applied it before issue 7: the
+//!   write lock held across building the relations, the replacement and the cycle search, for
+//!   every change (so the rate it reaches is what the lock allows).
+//!
+//! It prints p50/p99/p99.9/max per phase and the churn p99 against the target (2× the idle p99).
+
+#[path = "../../core/benches/fixture/mod.rs"]
+mod fixture;
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lien_core::{ObjectKey, Relation, RelationIndex, Source, find_cycles};
+use lien_webhook::Webhook;
+use parking_lot::RwLock;
+
+type Error = Box<dyn std::error::Error>;
+
+/// How often the churning writer runs the cycle search (the controller: once per write pass).
+const WRITE_PASS: Duration = Duration::from_millis(50);
+/// Churned Usages alive at a time.
+const ALIVE: usize = 100;
+
+fn index() -> Result<RelationIndex, Error> {
+    let mut idx = RelationIndex::new();
+    for (source, relations) in fixture::all() {
+        idx.apply(&source, relations)?;
+    }
+    let of = ObjectKey::new("apps", "Deployment", Some("fixtures"), "web-5k");
+    for u in 0..3 {
+        let source = Source::usage("fixtures", format!("web-5k-user-{u}"));
+        let by = ObjectKey::new(
+            "helm.example.io",
+            "Release",
+            Some("fixtures"),
+            format!("r{u}"),
+        );
+        let relation =
+            Relation::uses(source.clone(), of.clone(), by).with_reason("serves the release");
+        idx.apply(&source, [relation])?;
+    }
+    Ok(idx)
+}
+
+/// The relations of churned Usage `i`: 20 Deployments of a namespace use a database, as the
+/// fixture's `apps-use-database` does — what resolving such a Usage yields.
+fn churn_usage(i: usize) -> (Source, Vec<Relation>) {
+    let ns = i % fixture::NAMESPACES;
+    let namespace = format!("team-{ns}");
+    let source = Source::usage(&namespace, format!("churn-{i}"));
+    let db_name = format!("db-churn-{i}");
+    let db = ObjectKey::new(
+        "postgres.example.io",
+        "Database",
+        Some(&namespace),
+        &db_name,
+    );
+    let db_uid = fixture::uid("Database", ns, &db_name);
+    let relations = (0..20)
+        .map(|a| {
+            let app = format!("app-{a}");
+            let by = ObjectKey::new("apps", "Deployment", Some(&namespace), &app);
+            Relation::uses(source.clone(), db.clone(), by)
+                .with_uids(Some(&db_uid), Some(&fixture::uid("Deployment", ns, &app)))
+                .with_reason("the app stores its data here")
+        })
+        .collect();
+    (source, relations)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Locking {
+    /// Relations built outside the lock, a short write per change, the cycle search under the
+    /// read lock once per write pass.
+    Now,
+    /// Everything under the write lock, the cycle search per change.
+    Before,
+}
+
+/// Churns until `stop`; returns how many changes it applied.
+fn churn(index: &RwLock<RelationIndex>, rate: u32, locking: Locking, stop: &AtomicBool) -> usize {
+    let mut alive: VecDeque<Source> = VecDeque::new();
+    let mut changes = 0usize;
+    let mut next = 0usize;
+    let started = Instant::now();
+    let mut last_pass = Instant::now();
+    let interval = Duration::from_secs(1) / rate.max(1);
+    while !stop.load(Ordering::Relaxed) {
+        // Paced at `rate` changes per second (as fast as the lock allows if it cannot keep up).
+        let due = started + interval * u32::try_from(changes).unwrap_or(u32::MAX);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let delete = alive.len() >= ALIVE;
+        match locking {
+            Locking::Now => {
+                if delete {
+                    let source = alive.pop_front().expect("alive");
+                    index.write().delete(&source);
+                } else {
+                    let (source, relations) = churn_usage(next);
+                    next += 1;
+                    index.write().apply(&source, relations).expect("apply");
+                    alive.push_back(source);
+                }
+                if last_pass.elapsed() >= WRITE_PASS {
+                    black_box(find_cycles(&index.read()));
+                    last_pass = Instant::now();
+                }
+            }
+            Locking::Before => {
+                let mut idx = index.write();
+                if delete {
+                    let source = alive.pop_front().expect("alive");
+                    idx.delete(&source);
+                } else {
+                    let (source, relations) = churn_usage(next);
+                    next += 1;
+                    idx.apply(&source, relations).expect("apply");
+                    alive.push_back(source);
+                }
+                black_box(find_cycles(&idx));
+            }
+        }
+        changes += 1;
+    }
+    // Leave the index as it was, for the next phase.
+    let mut idx = index.write();
+    for source in alive {
+        idx.delete(&source);
+    }
+    changes
+}
+
+struct Phase {
+    name: &'static str,
+    samples: Vec<u64>,
+    changes: usize,
+    seconds: f64,
+}
+
+impl Phase {
+    fn at(&self, q: f64) -> f64 {
+        let i = ((self.samples.len() as f64 * q) as usize).min(self.samples.len() - 1);
+        self.samples[i] as f64 / 1000.0
+    }
+}
+
+fn run_phase(
+    name: &'static str,
+    webhook: &Webhook,
+    index: &Arc<RwLock<RelationIndex>>,
+    body: &[u8],
+    seconds: u64,
+    churn_with: Option<(u32, Locking)>,
+) -> Phase {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let stop = Arc::new(AtomicBool::new(false));
+    let changes = Arc::new(AtomicUsize::new(0));
+    let writer = churn_with.map(|(rate, locking)| {
+        let (index, stop, changes) = (index.clone(), stop.clone(), changes.clone());
+        std::thread::spawn(move || {
+            changes.store(churn(&index, rate, locking, &stop), Ordering::Relaxed);
+        })
+    });
+    let started = Instant::now();
+    let end = started + Duration::from_secs(seconds);
+    let mut samples = Vec::with_capacity(1 << 20);
+    while Instant::now() < end {
+        let t = Instant::now();
+        let answer = rt.block_on(webhook.answer(black_box(body)));
+        samples.push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        assert!(!answer.allowed, "the fixture's Deployment is in use");
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(w) = writer {
+        w.join().expect("the writer");
+    }
+    samples.sort_unstable();
+    Phase {
+        name,
+        samples,
+        changes: changes.load(Ordering::Relaxed),
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn main() -> Result<(), Error> {
+    let (mut seconds, mut rate) = (10u64, 500u32);
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--seconds" => seconds = it.next().ok_or("--seconds needs a number")?.parse()?,
+            "--rate" => rate = it.next().ok_or("--rate needs a number")?.parse()?,
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    let idx = index()?;
+    println!(
+        "index: {} relations, {} objects, {} sources",
+        idx.len(),
+        idx.key_count(),
+        idx.source_count()
+    );
+    let t = Instant::now();
+    let cycles = find_cycles(&idx).len();
+    println!(
+        "cycle search over the whole index: {:.2} ms ({cycles} cyclic groups)",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let index = Arc::new(RwLock::new(idx));
+    let webhook = Webhook::builder(index.clone()).ready(true).build();
+    let body = support::fixture("delete-deployment-5k.json");
+
+    let phases = [
+        run_phase("idle", &webhook, &index, &body, seconds, None),
+        run_phase(
+            "churn",
+            &webhook,
+            &index,
+            &body,
+            seconds,
+            Some((rate, Locking::Now)),
+        ),
+        run_phase(
+            "churn, old locking",
+            &webhook,
+            &index,
+            &body,
+            seconds,
+            Some((rate, Locking::Before)),
+        ),
+    ];
+    println!(
+        "{:<20} {:>10} {:>12} {:>9} {:>9} {:>9} {:>10}",
+        "phase", "decisions", "changes/s", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+    );
+    for p in &phases {
+        println!(
+            "{:<20} {:>10} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>10.0}",
+            p.name,
+            p.samples.len(),
+            p.changes as f64 / p.seconds,
+            p.at(0.50),
+            p.at(0.99),
+            p.at(0.999),
+            p.at(1.0),
+        );
+    }
+    let (idle, churn) = (phases[0].at(0.99), phases[1].at(0.99));
+    println!(
+        "churn p99 / idle p99 = {:.2} (target ≤ 2)",
+        churn / idle.max(f64::MIN_POSITIVE)
+    );
+    Ok(())
+}
