@@ -17,7 +17,9 @@
 //! - **Owner references**: every matched `by` object becomes an owner (never the controller, and
 //!   without `blockOwnerDeletion`, which would deadlock a foreground delete of the user against
 //!   the Usage's finalizer) where scope allows, so the garbage collector removes the Usage when
-//!   its users are gone. Where no user became an owner — scope forbids it (a ClusterUsage of a
+//!   its users are gone. Lien records the UIDs of the references it added (`lien.dev/owners`)
+//!   and adds or removes only those ([`owner_references`]); every other reference stays as it
+//!   is. Where no user became an owner — scope forbids it (a ClusterUsage of a
 //!   namespaced user), or the users were deleted before the owner-reference write landed — and
 //!   every user seen is gone, Lien deletes the Usage itself ([`users_gone`]), as the garbage
 //!   collector would have.
@@ -119,7 +121,9 @@ pub fn label_writes(index: &RelationIndex, caches: &Caches, settled: bool) -> Ve
 }
 
 /// The metadata a Usage should carry: its whole finalizer list and owner references (a JSON
-/// merge patch replaces lists whole, guarded by `resource_version`).
+/// merge patch replaces lists whole, guarded by `resource_version`, so a concurrent change —
+/// the garbage collector stripping a dangling reference — makes it fail with 409 rather than
+/// be undone), and the record of which owner references are Lien's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageMetaWrite {
     /// The usage.
@@ -132,6 +136,55 @@ pub struct UsageMetaWrite {
     pub finalizers: Vec<String>,
     /// The owner references to set.
     pub owner_references: Vec<OwnerReference>,
+    /// The UIDs of the owner references Lien added (the `lien.dev/owners` annotation; empty:
+    /// remove it). Written in the same request as the references.
+    pub lien_owners: BTreeSet<String>,
+}
+
+/// The owner references a Usage should have, and which of them are Lien's. Pure.
+///
+/// Lien touches only the references it added — those whose UID is in `lien_owned` (its own
+/// record) and that are not `controller: true` (someone made it theirs). Every other reference
+/// is kept byte for byte and in place, whatever its kind: the Usage's controller above all,
+/// which may be of the same kind as `by`. Of its own, Lien removes the ones to objects that
+/// still exist (`live`) but are no longer `wanted`; one whose object is gone stays, because the
+/// garbage collector deletes the Usage when all its owners are gone, and removing the
+/// reference first would orphan the Usage instead. With `may_add`, each wanted reference whose
+/// UID is not an owner yet is appended, while the list has fewer than [`OWNER_LIMIT`] entries.
+pub fn owner_references(
+    existing: &[OwnerReference],
+    lien_owned: &BTreeSet<String>,
+    live: &BTreeSet<&str>,
+    wanted: &[OwnerReference],
+    may_add: bool,
+) -> (Vec<OwnerReference>, BTreeSet<String>) {
+    let is_liens = |o: &OwnerReference| lien_owned.contains(&o.uid) && o.controller != Some(true);
+    let wanted_uids: BTreeSet<&str> = wanted.iter().map(|o| o.uid.as_str()).collect();
+    let mut owners: Vec<OwnerReference> = existing
+        .iter()
+        .filter(|o| {
+            !(is_liens(o) && live.contains(o.uid.as_str()) && !wanted_uids.contains(o.uid.as_str()))
+        })
+        .cloned()
+        .collect();
+    let mut record: BTreeSet<String> = owners
+        .iter()
+        .filter(|o| is_liens(o))
+        .map(|o| o.uid.clone())
+        .collect();
+    if may_add {
+        let present: BTreeSet<String> = owners.iter().map(|o| o.uid.clone()).collect();
+        let room = OWNER_LIMIT.saturating_sub(owners.len());
+        for o in wanted
+            .iter()
+            .filter(|o| !present.contains(&o.uid))
+            .take(room)
+        {
+            record.insert(o.uid.clone());
+            owners.push(o.clone());
+        }
+    }
+    (owners, record)
 }
 
 /// The finalizer and owner-reference write a usage needs, if any.
@@ -150,46 +203,39 @@ pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option
     }
 
     let mut owners = view.owner_references.clone();
+    let mut lien_owners = view.lien_owners.clone();
     if let Some(by) = &view.by {
         let gk = GroupKind::from_api_version(&by.api_version, &by.kind);
         if let Some(kind) = caches.kind(&gk).filter(|k| k.synced) {
             // A cluster-scoped Usage may only have cluster-scoped owners; a namespaced Usage's
             // `by` is in its own namespace or cluster-scoped, so it may own it.
             let allowed = !kind.namespaced || view.namespace.is_some();
-            let matched: BTreeSet<&str> = res.by.iter().map(|m| m.uid.as_str()).collect();
             let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-            // Drop owners of this kind that still exist but no longer match. An owner that is
-            // gone stays: the garbage collector deletes the Usage when all its owners are gone,
-            // and removing the reference first would orphan the Usage instead.
-            owners.retain(|o| {
-                !(GroupKind::from_api_version(&o.api_version, &o.kind) == gk
-                    && live.contains(o.uid.as_str())
-                    && !matched.contains(o.uid.as_str()))
-            });
-            if allowed && !view.deleting {
-                let present: BTreeSet<String> = owners.iter().map(|o| o.uid.clone()).collect();
-                let room = OWNER_LIMIT.saturating_sub(owners.len());
-                owners.extend(
-                    res.by
-                        .iter()
-                        .filter(|m| !present.contains(&m.uid))
-                        .take(room)
-                        .map(|m| owner_ref(kind, m)),
-                );
-            }
+            let wanted: Vec<OwnerReference> = res.by.iter().map(|m| owner_ref(kind, m)).collect();
+            (owners, lien_owners) = owner_references(
+                &view.owner_references,
+                &view.lien_owners,
+                &live,
+                &wanted,
+                allowed && !view.deleting,
+            );
         }
     }
-    (finalizers != view.finalizers || owners != view.owner_references).then(|| UsageMetaWrite {
+    let changed = finalizers != view.finalizers
+        || owners != view.owner_references
+        || lien_owners != view.lien_owners;
+    changed.then(|| UsageMetaWrite {
         source: view.source(),
         uid: view.uid.clone(),
         resource_version: view.resource_version.clone(),
         finalizers,
         owner_references: owners,
+        lien_owners,
     })
 }
 
 /// Whether Lien must delete this Usage itself because its users are gone and no garbage
-/// collector will: it has `by`, is not being deleted, has no owner of the `by` kind, its status
+/// collector will: it has `by`, is not being deleted, no user it saw is its owner, its status
 /// lists every user it matched (the count is not larger than the list), and none of those UIDs
 /// exists any more while nothing else matches. A Usage whose users were never seen (applied
 /// before them, as GitOps tools do) is left alone.
@@ -213,12 +259,17 @@ pub fn users_gone(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
     let Some(kind) = caches.kind(&gk).filter(|k| k.synced) else {
         return false;
     };
+    // A reference to a user it saw makes the garbage collector act on the Usage (delete it, or
+    // strip the dangling reference, after which this decides again). Only those count: the
+    // Usage's controller may be of the `by` kind too, and it is not a user.
+    let seen_uids: BTreeSet<&str> = seen.objects.iter().map(|o| o.uid.as_str()).collect();
     let owned = view
         .owner_references
         .iter()
-        .any(|o| GroupKind::from_api_version(&o.api_version, &o.kind) == gk);
+        .any(|o| o.controller != Some(true) && seen_uids.contains(o.uid.as_str()));
+    // A user being deleted (Terminating) still exists: it is a user until it is gone.
     let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-    !owned && seen.objects.iter().all(|o| !live.contains(o.uid.as_str()))
+    !owned && seen_uids.iter().all(|uid| !live.contains(uid))
 }
 
 fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
@@ -329,6 +380,9 @@ pub fn status(
         of: Some(matched_objects(&res.of)),
         by: view.by.as_ref().map(|_| matched_objects(&res.by)),
         observed_generation: view.generation,
+        // Recorded while the reference exists, kept after the garbage collector removed it
+        // (see `UsageView::selecting_controller_uid`).
+        controller_uid: view.selecting_controller_uid().map(str::to_owned),
     };
     (previous != Some(&desired)).then_some(desired)
 }

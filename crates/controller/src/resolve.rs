@@ -15,6 +15,10 @@
 //! A ClusterUsage names namespaces explicitly on both sides (a selector without one selects in
 //! every namespace).
 //!
+//! A `by` object is a user until it is **gone**: one being deleted (`deletionTimestamp` set,
+//! held by its finalizers) still matches, still counts in status and still blocks, because its
+//! own teardown may still need what it uses. Nothing here looks at `deleting`.
+//!
 //! A side whose kind has not been listed yet is *pending*: the resolution is then incomplete and
 //! the controller keeps the source's previous relations rather than dropping protection while a
 //! watch starts.
@@ -23,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use lien_api::{ClusterUsage, ResourceSpec, Usage, UsageStatus};
+use lien_api::{ClusterUsage, ResourceSpec, USAGE_OWNERS_ANNOTATION, Usage, UsageStatus};
 use lien_core::{ObjectKey, Relation, RelationIndex, Source, find_cycles};
 
 use crate::cache::{Caches, GroupKind};
@@ -43,8 +47,14 @@ pub struct UsageView {
     pub generation: Option<i64>,
     /// `metadata.resourceVersion`.
     pub resource_version: Option<String>,
-    /// UID of the usage's own controller (for `matchControllerRef`).
+    /// UID of the usage's own controller, from its ownerReferences now.
     pub controller_uid: Option<String>,
+    /// The controller UID recorded in status (or seen by this process before the reference
+    /// went): what `matchControllerRef` selects by once the reference is gone. See
+    /// [`UsageView::selecting_controller_uid`].
+    pub recorded_controller_uid: Option<String>,
+    /// UIDs of the owner references Lien added (the `lien.dev/owners` annotation).
+    pub lien_owners: BTreeSet<String>,
     /// Whether `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// `metadata.finalizers`.
@@ -83,6 +93,12 @@ impl UsageView {
             deleting: meta.deletion_timestamp.is_some(),
             finalizers: meta.finalizers.clone().unwrap_or_default(),
             owner_references: owners,
+            lien_owners: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(USAGE_OWNERS_ANNOTATION))
+                .map(|v| parse_owner_record(v))
+                .unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -95,6 +111,7 @@ impl UsageView {
             by: u.spec.by.clone(),
             reason: u.spec.reason.clone(),
             replay: u.spec.replay_deletion,
+            recorded_controller_uid: u.status.as_ref().and_then(|s| s.controller_uid.clone()),
             status: u.status.clone(),
             ..Self::from_parts(source, &u.metadata)
         })
@@ -109,9 +126,35 @@ impl UsageView {
             by: u.spec.by.clone(),
             reason: u.spec.reason.clone(),
             replay: u.spec.replay_deletion,
+            recorded_controller_uid: u.status.as_ref().and_then(|s| s.controller_uid.clone()),
             status: u.status.clone(),
             ..Self::from_parts(source, &u.metadata)
         })
+    }
+
+    /// The controller `matchControllerRef` selects by: the Usage's controller reference while
+    /// it has one, else the controller recorded earlier. The garbage collector removes the
+    /// reference to a deleted parent from a Usage that has another owner (Lien makes every
+    /// user an owner), so during a composition's teardown the reference is gone while the
+    /// parent's children — the objects in use and their users — still exist; the record keeps
+    /// the relation between them until they are gone. Nothing the garbage collector may edit
+    /// is trusted alone.
+    pub fn selecting_controller_uid(&self) -> Option<&str> {
+        self.controller_uid
+            .as_deref()
+            .or(self.recorded_controller_uid.as_deref())
+    }
+
+    /// This view, remembering the controller `previous` (an earlier version of the same Usage)
+    /// selected by when this version has neither a reference nor a record: the reference went
+    /// before Lien's status write recorded it.
+    pub fn remembering(mut self, previous: Option<&UsageView>) -> Self {
+        if self.selecting_controller_uid().is_none() {
+            if let Some(p) = previous.filter(|p| p.uid == self.uid) {
+                self.recorded_controller_uid = p.selecting_controller_uid().map(str::to_owned);
+            }
+        }
+        self
     }
 
     /// The source, for views built with `from_usage` / `from_cluster_usage`.
@@ -133,6 +176,16 @@ impl UsageView {
             )
         })
     }
+}
+
+/// The UIDs of a `lien.dev/owners` annotation (comma-separated; blanks ignored).
+pub fn parse_owner_record(value: &str) -> BTreeSet<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// One matched object.
@@ -295,7 +348,8 @@ fn resolve_side(view: &UsageView, spec: &ResourceSpec, is_by: bool, caches: &Cac
         };
     }
     let selector = spec.resource_selector.clone().unwrap_or_default();
-    if selector.match_controller_ref && view.controller_uid.is_none() {
+    let controller = view.selecting_controller_uid();
+    if selector.match_controller_ref && controller.is_none() {
         return Side::problem(
             true,
             ProblemReason::NotFound,
@@ -310,7 +364,9 @@ fn resolve_side(view: &UsageView, spec: &ResourceSpec, is_by: bool, caches: &Cac
     let matched: Vec<Matched> = kind
         .in_namespace(scope)
         .filter(|(_, o)| o.matches_labels(&selector.match_labels))
-        .filter(|(_, o)| !selector.match_controller_ref || o.controller_uid == view.controller_uid)
+        .filter(|(_, o)| {
+            !selector.match_controller_ref || o.controller_uid.as_deref() == controller
+        })
         .map(|((ns, name), o)| Matched {
             key: key_of(ns, name),
             uid: o.uid.clone(),
