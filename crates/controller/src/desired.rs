@@ -547,4 +547,270 @@ mod tests {
             "stable: no rewrite"
         );
     }
+
+    fn owner(kind: &str, uid: &str, controller: Option<bool>) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            name: format!("name-{uid}"),
+            uid: uid.into(),
+            controller,
+            block_owner_deletion: controller,
+        }
+    }
+
+    /// The Usage's controller may be of the `by` kind (a ConfigMap parent of ConfigMap users):
+    /// it is not Lien's to remove, though it exists and is not a user.
+    #[test]
+    fn the_usages_controller_of_the_by_kind_keeps_its_reference() {
+        let c = caches(&[("of", false), ("by", false), ("parent", false)]);
+        let mut view = usage_of_by();
+        let parent = owner("ConfigMap", "uid-parent", Some(true));
+        view.owner_references = vec![parent.clone()];
+        view.controller_uid = Some("uid-parent".into());
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        assert_eq!(w.owner_references[0], parent, "kept first, byte for byte");
+        assert_eq!(w.owner_references.len(), 2);
+        assert_eq!(w.owner_references[1].uid, "uid-by");
+        // Converged: nothing more to write, the controller still there.
+        view.finalizers = w.finalizers;
+        view.owner_references = w.owner_references;
+        view.lien_owners = w.lien_owners;
+        assert_eq!(usage_meta(&view, &res, &c), None);
+    }
+
+    /// An owner reference someone else added to an object of the `by` kind that Lien does not
+    /// match stays; Lien's own reference to a user that stopped matching goes.
+    #[test]
+    fn lien_removes_only_the_references_it_recorded() {
+        let c = caches(&[("of", false), ("by", false), ("theirs", false), ("old", false)]);
+        let mut view = usage_of_by();
+        let theirs = owner("ConfigMap", "uid-theirs", None);
+        let old = OwnerReference {
+            controller: None,
+            block_owner_deletion: None,
+            ..owner("ConfigMap", "uid-old", None)
+        };
+        view.owner_references = vec![theirs.clone(), old];
+        view.lien_owners = ["uid-old".to_owned()].into();
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        let uids: Vec<&str> = w.owner_references.iter().map(|o| o.uid.as_str()).collect();
+        assert_eq!(uids, ["uid-theirs", "uid-by"]);
+        assert_eq!(w.owner_references[0], theirs);
+        assert_eq!(w.lien_owners, ["uid-by".to_owned()].into());
+    }
+
+    #[test]
+    fn status_records_the_controller_and_keeps_it_after_the_reference_goes() {
+        let c = caches(&[("of", false), ("by", false)]);
+        let mut view = usage_of_by();
+        view.controller_uid = Some("uid-parent".into());
+        let res = resolve(&view, &c);
+        let s = status(&view, &res, None, Timestamp::UNIX_EPOCH).expect("a status");
+        assert_eq!(s.controller_uid.as_deref(), Some("uid-parent"));
+        // The garbage collector strips the reference: the status read back still has it, and
+        // the next status keeps it.
+        view.controller_uid = None;
+        view.recorded_controller_uid = s.controller_uid.clone();
+        view.status = Some(s);
+        assert_eq!(status(&view, &res, None, Timestamp::now()), None);
+    }
+
+    /// A user being deleted (Terminating, held by its own finalizer) counts until it is gone:
+    /// in status, for the Usage's finalizer, for replay and for deleting an unowned Usage.
+    #[test]
+    fn a_terminating_user_counts_until_it_is_gone() {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut c = Caches::new();
+        c.add_kind(gk.clone(), true, "v1", "configmaps");
+        let record = crate::replay::DeletionAttempt {
+            uid: "uid-of".into(),
+            propagation_policy: None,
+            user: "someone".into(),
+            time: Timestamp::now(),
+            replay: true,
+        };
+        let of = ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("of".into()),
+            uid: Some("uid-of".into()),
+            annotations: Some(
+                [(
+                    crate::replay::DELETION_ATTEMPT_ANNOTATION.to_owned(),
+                    serde_json::to_string(&record).expect("json"),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let by = ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("by".into()),
+            uid: Some("uid-by".into()),
+            deletion_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
+            finalizers: Some(vec!["example.org/slow-teardown".into()]),
+            ..Default::default()
+        };
+        c.reset(&gk, &[of.clone(), by]);
+        let mut view = usage_of_by();
+        view.replay = true;
+        let res = resolve(&view, &c);
+        view.status = status(&view, &res, None, Timestamp::now());
+        assert_eq!(view.status.as_ref().and_then(|s| s.by.as_ref()).map(|b| b.count), Some(1));
+        assert!(!users_gone(&view, &res, &c));
+        let mut deleting = view.clone();
+        deleting.deleting = true;
+        deleting.finalizers = vec![USAGE_FINALIZER.into()];
+        assert_eq!(usage_meta(&deleting, &res, &c), None, "the finalizer stays");
+        let mut index = RelationIndex::new();
+        index.apply(&view.source(), res.relations.clone()).expect("applies");
+        let actions = crate::replay::replay_actions(
+            &index,
+            &c,
+            true,
+            Timestamp::now(),
+            std::time::Duration::from_secs(60),
+        );
+        assert!(actions.is_empty(), "{actions:?}");
+        // Gone: now the replay fires.
+        c.reset(&gk, &[of]);
+        let res = resolve(&view, &c);
+        let mut index = RelationIndex::new();
+        index.apply(&view.source(), res.relations.clone()).expect("applies");
+        let actions = crate::replay::replay_actions(
+            &index,
+            &c,
+            true,
+            Timestamp::now(),
+            std::time::Duration::from_secs(60),
+        );
+        assert!(matches!(actions[..], [crate::replay::ReplayAction::Delete { .. }]));
+    }
+
+    mod owner_refs {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// An existing owner reference: kind (0: the `by` kind), controller, blockOwnerDeletion,
+        /// whether Lien's record lists it, whether its object exists.
+        type Entry = (u8, Option<bool>, Option<bool>, bool, bool);
+
+        fn reference(i: usize, (kind, controller, bod, _, _): Entry) -> OwnerReference {
+            let (api_version, kind) = match kind {
+                0 => ("v1", "ConfigMap"),
+                1 => ("v1", "Secret"),
+                _ => ("example.org/v1", "ConfigMap"),
+            };
+            OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: format!("owner-{i}"),
+                uid: format!("e{i}"),
+                controller,
+                block_owner_deletion: bod,
+            }
+        }
+
+        fn lien_ref(uid: &str) -> OwnerReference {
+            OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: format!("user-{uid}"),
+                uid: uid.into(),
+                controller: None,
+                block_owner_deletion: None,
+            }
+        }
+
+        fn not_liens(refs: &[OwnerReference], record: &BTreeSet<String>) -> Vec<String> {
+            refs.iter()
+                .filter(|o| !record.contains(&o.uid) || o.controller == Some(true))
+                .map(|o| serde_json::to_string(o).expect("json"))
+                .collect()
+        }
+
+        proptest! {
+            /// Every reference Lien did not add survives byte for byte and in order; the
+            /// result holds exactly Lien's wanted references (room allowing) plus its own
+            /// dangling ones, and deciding again changes nothing.
+            #[test]
+            fn lien_touches_only_its_own_owner_references(
+                entries in prop::collection::vec(
+                    (0u8..3, any::<Option<bool>>(), any::<Option<bool>>(), any::<bool>(), any::<bool>()),
+                    0..56,
+                ),
+                // Users wanted: an existing entry's UID (index) or a new one.
+                wanted in prop::collection::btree_set(0usize..70, 0..10),
+                gone_in_record in prop::collection::btree_set(0usize..5, 0..3),
+                may_add in any::<bool>(),
+            ) {
+                let existing: Vec<OwnerReference> =
+                    entries.iter().enumerate().map(|(i, e)| reference(i, *e)).collect();
+                let mut record: BTreeSet<String> = entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.3)
+                    .map(|(i, _)| format!("e{i}"))
+                    .collect();
+                record.extend(gone_in_record.iter().map(|j| format!("gone{j}")));
+                let wanted: Vec<OwnerReference> = wanted
+                    .iter()
+                    .map(|&w| if w < entries.len() { format!("e{w}") } else { format!("w{w}") })
+                    .map(|uid| lien_ref(&uid))
+                    .collect();
+                let mut live: BTreeSet<&str> = entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.4)
+                    .map(|(i, _)| existing[i].uid.as_str())
+                    .collect();
+                live.extend(wanted.iter().map(|o| o.uid.as_str()));
+
+                let (out, new_record) =
+                    owner_references(&existing, &record, &live, &wanted, may_add);
+
+                // Others' references: byte for byte, in order.
+                prop_assert_eq!(not_liens(&out, &new_record), not_liens(&existing, &record));
+                // The record names exactly Lien's references in the result.
+                let liens: Vec<&OwnerReference> = out
+                    .iter()
+                    .filter(|o| new_record.contains(&o.uid) && o.controller != Some(true))
+                    .collect();
+                let lien_uids: BTreeSet<String> = liens.iter().map(|o| o.uid.clone()).collect();
+                prop_assert_eq!(&lien_uids, &new_record);
+                // No UID twice.
+                let uids: BTreeSet<&str> = out.iter().map(|o| o.uid.as_str()).collect();
+                prop_assert_eq!(uids.len(), out.len());
+                // Lien's references: wanted ones, or its own to objects that are gone.
+                let wanted_uids: BTreeSet<&str> = wanted.iter().map(|o| o.uid.as_str()).collect();
+                for o in &liens {
+                    prop_assert!(
+                        wanted_uids.contains(o.uid.as_str())
+                            || (record.contains(&o.uid) && !live.contains(o.uid.as_str())),
+                        "{:?}", o
+                    );
+                }
+                // Every wanted user is an owner, when adding is allowed and room remains.
+                if may_add && out.len() < OWNER_LIMIT {
+                    for w in &wanted {
+                        prop_assert!(uids.contains(w.uid.as_str()), "{} missing", w.uid);
+                    }
+                }
+                // A reference Lien adds is exactly its own form.
+                for o in &out {
+                    if !existing.iter().any(|e| e.uid == o.uid) {
+                        prop_assert!(wanted.contains(o));
+                    }
+                }
+                // Deciding again on the result changes nothing (no write loop).
+                let (again, again_record) =
+                    owner_references(&out, &new_record, &live, &wanted, may_add);
+                prop_assert_eq!(again, out);
+                prop_assert_eq!(again_record, new_record);
+            }
+        }
+    }
 }

@@ -598,6 +598,96 @@ mod tests {
         assert_eq!(res.relations[0].reason.as_deref(), Some("why"));
     }
 
+    /// The garbage collector strips the reference to a deleted parent from a Usage that has
+    /// another owner; the relation between the parent's children must outlive it.
+    #[test]
+    fn match_controller_ref_keeps_the_recorded_controller_after_the_reference_goes() {
+        let c = caches(&[
+            ("ns", "a", &[], Some("parent")),
+            ("ns", "b", &[], Some("stranger")),
+        ]);
+        let names = |u: &UsageView| {
+            resolve(u, &c)
+                .of
+                .iter()
+                .map(|m| m.key.name.clone())
+                .collect::<Vec<_>>()
+        };
+        // As read back after a restart: no reference any more, the UID recorded in status.
+        let mut u = usage(by_labels(&[], true), None);
+        u.recorded_controller_uid = Some("parent".into());
+        assert_eq!(names(&u), ["a"]);
+        // A reference on the Usage wins over the record (the Usage was adopted).
+        u.controller_uid = Some("stranger".into());
+        assert_eq!(names(&u), ["b"]);
+        // A process that saw the reference remembers it when the next version lacks both.
+        let mut seen = usage(by_labels(&[], true), None);
+        seen.controller_uid = Some("parent".into());
+        let stripped = usage(by_labels(&[], true), None).remembering(Some(&seen));
+        assert_eq!(stripped.selecting_controller_uid(), Some("parent"));
+        assert_eq!(names(&stripped), ["a"]);
+        // … but never from another incarnation of the Usage.
+        let mut other = usage(by_labels(&[], true), None);
+        other.uid = "another".into();
+        assert_eq!(other.remembering(Some(&seen)).selecting_controller_uid(), None);
+    }
+
+    #[test]
+    fn the_recorded_controller_is_read_from_status() {
+        let mut u = lien_api::Usage::new(
+            "u",
+            lien_api::UsageSpec {
+                of: by_labels(&[], true),
+                ..Default::default()
+            },
+        );
+        u.metadata.namespace = Some("ns".into());
+        u.status = Some(UsageStatus {
+            controller_uid: Some("parent".into()),
+            ..Default::default()
+        });
+        let view = UsageView::from_usage(&u).expect("a view");
+        assert_eq!(view.controller_uid, None);
+        assert_eq!(view.selecting_controller_uid(), Some("parent"));
+    }
+
+    /// A user being deleted (Terminating, held by a finalizer) is a user until it is gone, by
+    /// name and by selector.
+    #[test]
+    fn a_terminating_user_still_matches() {
+        let mut c = caches(&[]);
+        let gk = GroupKind::new("", "ConfigMap");
+        let meta = |name: &str, labels: &[(&str, &str)]| ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+            ),
+            deletion_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::UNIX_EPOCH,
+            )),
+            finalizers: Some(vec!["example.org/slow-teardown".into()]),
+            ..Default::default()
+        };
+        c.reset(
+            &gk,
+            &[
+                meta("used", &[("role", "used")]),
+                meta("using", &[("role", "using")]),
+            ],
+        );
+        for by in [by_ref("using"), by_labels(&[("role", "using")], false)] {
+            let res = resolve(&usage(by_ref("used"), Some(by)), &c);
+            assert!(res.problems.is_empty(), "{:?}", res.problems);
+            assert_eq!(res.by.len(), 1);
+            assert_eq!(res.relations.len(), 1);
+        }
+    }
+
     #[test]
     fn scope_rules() {
         let c = caches(&[("other", "a", &[], None), ("ns", "b", &[], None)]);
