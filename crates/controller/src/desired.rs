@@ -584,7 +584,12 @@ mod tests {
     /// match stays; Lien's own reference to a user that stopped matching goes.
     #[test]
     fn lien_removes_only_the_references_it_recorded() {
-        let c = caches(&[("of", false), ("by", false), ("theirs", false), ("old", false)]);
+        let c = caches(&[
+            ("of", false),
+            ("by", false),
+            ("theirs", false),
+            ("old", false),
+        ]);
         let mut view = usage_of_by();
         let theirs = owner("ConfigMap", "uid-theirs", None);
         let old = OwnerReference {
@@ -658,14 +663,22 @@ mod tests {
         view.replay = true;
         let res = resolve(&view, &c);
         view.status = status(&view, &res, None, Timestamp::now());
-        assert_eq!(view.status.as_ref().and_then(|s| s.by.as_ref()).map(|b| b.count), Some(1));
+        assert_eq!(
+            view.status
+                .as_ref()
+                .and_then(|s| s.by.as_ref())
+                .map(|b| b.count),
+            Some(1)
+        );
         assert!(!users_gone(&view, &res, &c));
         let mut deleting = view.clone();
         deleting.deleting = true;
         deleting.finalizers = vec![USAGE_FINALIZER.into()];
         assert_eq!(usage_meta(&deleting, &res, &c), None, "the finalizer stays");
         let mut index = RelationIndex::new();
-        index.apply(&view.source(), res.relations.clone()).expect("applies");
+        index
+            .apply(&view.source(), res.relations.clone())
+            .expect("applies");
         let actions = crate::replay::replay_actions(
             &index,
             &c,
@@ -678,7 +691,9 @@ mod tests {
         c.reset(&gk, &[of]);
         let res = resolve(&view, &c);
         let mut index = RelationIndex::new();
-        index.apply(&view.source(), res.relations.clone()).expect("applies");
+        index
+            .apply(&view.source(), res.relations.clone())
+            .expect("applies");
         let actions = crate::replay::replay_actions(
             &index,
             &c,
@@ -686,7 +701,10 @@ mod tests {
             Timestamp::now(),
             std::time::Duration::from_secs(60),
         );
-        assert!(matches!(actions[..], [crate::replay::ReplayAction::Delete { .. }]));
+        assert!(matches!(
+            actions[..],
+            [crate::replay::ReplayAction::Delete { .. }]
+        ));
     }
 
     mod owner_refs {

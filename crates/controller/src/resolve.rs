@@ -629,7 +629,10 @@ mod tests {
         // … but never from another incarnation of the Usage.
         let mut other = usage(by_labels(&[], true), None);
         other.uid = "another".into();
-        assert_eq!(other.remembering(Some(&seen)).selecting_controller_uid(), None);
+        assert_eq!(
+            other.remembering(Some(&seen)).selecting_controller_uid(),
+            None
+        );
     }
 
     #[test]

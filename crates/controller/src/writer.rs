@@ -224,7 +224,13 @@ impl Writer {
         let record = if w.lien_owners.is_empty() {
             json!(null)
         } else {
-            json!(w.lien_owners.iter().map(String::as_str).collect::<Vec<_>>().join(","))
+            json!(
+                w.lien_owners
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
         };
         let patch = json!({"metadata": {
             "resourceVersion": w.resource_version,

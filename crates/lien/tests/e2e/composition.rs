@@ -120,7 +120,11 @@ async fn teardown_keeps_the_used_object_until_the_user_is_gone(name: &str, foreg
     }
     // The Usage lost its reference to the deleted parent meanwhile (the GC strips references
     // to absent or foreground-deleting owners while another owner is solid).
-    let usage = env.usages().get("using-uses-used").await.expect("the Usage");
+    let usage = env
+        .usages()
+        .get("using-uses-used")
+        .await
+        .expect("the Usage");
     let owners = usage.metadata.owner_references.unwrap_or_default();
     assert!(
         owners.iter().all(|o| o.kind != "Secret"),
