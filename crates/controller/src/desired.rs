@@ -624,30 +624,17 @@ mod tests {
     }
 
     /// A user being deleted (Terminating, held by its own finalizer) counts until it is gone:
-    /// in status, for the Usage's finalizer, for replay and for deleting an unowned Usage.
+    /// in status, for the Usage's finalizer, for deleting an unowned Usage, and in the index
+    /// (which is what holds back the replay of a refused DELETE of the used object).
     #[test]
     fn a_terminating_user_counts_until_it_is_gone() {
         let gk = GroupKind::new("", "ConfigMap");
         let mut c = Caches::new();
         c.add_kind(gk.clone(), true, "v1", "configmaps");
-        let record = crate::replay::DeletionAttempt {
-            uid: "uid-of".into(),
-            propagation_policy: None,
-            user: "someone".into(),
-            time: Timestamp::now(),
-            replay: true,
-        };
         let of = ObjectMeta {
             namespace: Some("ns".into()),
             name: Some("of".into()),
             uid: Some("uid-of".into()),
-            annotations: Some(
-                [(
-                    crate::replay::DELETION_ATTEMPT_ANNOTATION.to_owned(),
-                    serde_json::to_string(&record).expect("json"),
-                )]
-                .into(),
-            ),
             ..Default::default()
         };
         let by = ObjectMeta {
@@ -660,51 +647,35 @@ mod tests {
         };
         c.reset(&gk, &[of.clone(), by]);
         let mut view = usage_of_by();
-        view.replay = true;
         let res = resolve(&view, &c);
         view.status = status(&view, &res, None, Timestamp::now());
-        assert_eq!(
-            view.status
+        let count = |v: &UsageView| {
+            v.status
                 .as_ref()
                 .and_then(|s| s.by.as_ref())
-                .map(|b| b.count),
-            Some(1)
-        );
+                .map(|b| b.count)
+        };
+        assert_eq!(count(&view), Some(1));
         assert!(!users_gone(&view, &res, &c));
         let mut deleting = view.clone();
         deleting.deleting = true;
         deleting.finalizers = vec![USAGE_FINALIZER.into()];
         assert_eq!(usage_meta(&deleting, &res, &c), None, "the finalizer stays");
+        let used = gk.key(Some("ns"), "of");
         let mut index = RelationIndex::new();
         index
             .apply(&view.source(), res.relations.clone())
             .expect("applies");
-        let actions = crate::replay::replay_actions(
-            &index,
-            &c,
-            true,
-            Timestamp::now(),
-            std::time::Duration::from_secs(60),
-        );
-        assert!(actions.is_empty(), "{actions:?}");
-        // Gone: now the replay fires.
+        assert!(index.is_in_use(&used));
+        // Gone: no user, no relation, the finalizer goes.
         c.reset(&gk, &[of]);
         let res = resolve(&view, &c);
-        let mut index = RelationIndex::new();
         index
             .apply(&view.source(), res.relations.clone())
             .expect("applies");
-        let actions = crate::replay::replay_actions(
-            &index,
-            &c,
-            true,
-            Timestamp::now(),
-            std::time::Duration::from_secs(60),
-        );
-        assert!(matches!(
-            actions[..],
-            [crate::replay::ReplayAction::Delete { .. }]
-        ));
+        assert!(!index.is_in_use(&used));
+        let w = usage_meta(&deleting, &res, &c).expect("a write");
+        assert!(w.finalizers.is_empty());
     }
 
     mod owner_refs {
