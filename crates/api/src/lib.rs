@@ -27,6 +27,11 @@ pub const VERSION: &str = "v1alpha1";
 pub const IN_USE_LABEL: &str = "lien.dev/in-use";
 /// The finalizer that keeps a Usage with `by` until every user is gone.
 pub const USAGE_FINALIZER: &str = "lien.dev/usage";
+/// The annotation on a Usage listing (comma-separated, sorted) the UIDs of the owner references
+/// Lien added to it. Lien adds and removes only these: every other owner reference (the
+/// Usage's controller above all) is someone else's. It is written in the same request as the
+/// references, so the two never disagree.
+pub const USAGE_OWNERS_ANNOTATION: &str = "lien.dev/owners";
 
 /// A reference to one object by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
@@ -140,6 +145,18 @@ pub struct UsageStatus {
     /// The generation this status was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// UID of the Usage's controller (its ownerReference with `controller: true`), recorded
+    /// when Lien first sees it. `matchControllerRef` keeps selecting the objects this controller
+    /// controls after the reference is gone from the Usage: the garbage collector removes it
+    /// when the parent is deleted while another owner remains, which is exactly when a
+    /// composition is torn down and the relation matters most. A new controller reference on
+    /// the Usage replaces it.
+    #[serde(
+        default,
+        rename = "controllerUID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub controller_uid: Option<String>,
 }
 
 /// A namespaced usage relation: the objects `of` are in use by the objects `by` (or protected

@@ -273,6 +273,13 @@ impl State {
             .filter(|s| matches!(s, Source::ClusterUsage { .. }) == cluster)
             .cloned()
             .collect();
+        let views: Vec<UsageView> = views
+            .into_iter()
+            .map(|v| {
+                let previous = self.usages.get(&v.source());
+                v.remembering(previous)
+            })
+            .collect();
         self.usages
             .retain(|s, _| matches!(s, Source::ClusterUsage { .. }) != cluster);
         for v in views {
@@ -657,6 +664,7 @@ fn usage_event<K>(
         watcher::Event::Apply(u) => match view(&u) {
             Some(v) => {
                 let s = v.source();
+                let v = v.remembering(st.usages.get(&s));
                 st.usages.insert(s.clone(), v);
                 vec![s]
             }

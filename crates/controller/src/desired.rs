@@ -17,7 +17,9 @@
 //! - **Owner references**: every matched `by` object becomes an owner (never the controller, and
 //!   without `blockOwnerDeletion`, which would deadlock a foreground delete of the user against
 //!   the Usage's finalizer) where scope allows, so the garbage collector removes the Usage when
-//!   its users are gone. Where no user became an owner — scope forbids it (a ClusterUsage of a
+//!   its users are gone. Lien records the UIDs of the references it added (`lien.dev/owners`)
+//!   and adds or removes only those ([`owner_references`]); every other reference stays as it
+//!   is. Where no user became an owner — scope forbids it (a ClusterUsage of a
 //!   namespaced user), or the users were deleted before the owner-reference write landed — and
 //!   every user seen is gone, Lien deletes the Usage itself ([`users_gone`]), as the garbage
 //!   collector would have.
@@ -119,7 +121,9 @@ pub fn label_writes(index: &RelationIndex, caches: &Caches, settled: bool) -> Ve
 }
 
 /// The metadata a Usage should carry: its whole finalizer list and owner references (a JSON
-/// merge patch replaces lists whole, guarded by `resource_version`).
+/// merge patch replaces lists whole, guarded by `resource_version`, so a concurrent change —
+/// the garbage collector stripping a dangling reference — makes it fail with 409 rather than
+/// be undone), and the record of which owner references are Lien's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageMetaWrite {
     /// The usage.
@@ -132,6 +136,55 @@ pub struct UsageMetaWrite {
     pub finalizers: Vec<String>,
     /// The owner references to set.
     pub owner_references: Vec<OwnerReference>,
+    /// The UIDs of the owner references Lien added (the `lien.dev/owners` annotation; empty:
+    /// remove it). Written in the same request as the references.
+    pub lien_owners: BTreeSet<String>,
+}
+
+/// The owner references a Usage should have, and which of them are Lien's. Pure.
+///
+/// Lien touches only the references it added — those whose UID is in `lien_owned` (its own
+/// record) and that are not `controller: true` (someone made it theirs). Every other reference
+/// is kept byte for byte and in place, whatever its kind: the Usage's controller above all,
+/// which may be of the same kind as `by`. Of its own, Lien removes the ones to objects that
+/// still exist (`live`) but are no longer `wanted`; one whose object is gone stays, because the
+/// garbage collector deletes the Usage when all its owners are gone, and removing the
+/// reference first would orphan the Usage instead. With `may_add`, each wanted reference whose
+/// UID is not an owner yet is appended, while the list has fewer than [`OWNER_LIMIT`] entries.
+pub fn owner_references(
+    existing: &[OwnerReference],
+    lien_owned: &BTreeSet<String>,
+    live: &BTreeSet<&str>,
+    wanted: &[OwnerReference],
+    may_add: bool,
+) -> (Vec<OwnerReference>, BTreeSet<String>) {
+    let is_liens = |o: &OwnerReference| lien_owned.contains(&o.uid) && o.controller != Some(true);
+    let wanted_uids: BTreeSet<&str> = wanted.iter().map(|o| o.uid.as_str()).collect();
+    let mut owners: Vec<OwnerReference> = existing
+        .iter()
+        .filter(|o| {
+            !(is_liens(o) && live.contains(o.uid.as_str()) && !wanted_uids.contains(o.uid.as_str()))
+        })
+        .cloned()
+        .collect();
+    let mut record: BTreeSet<String> = owners
+        .iter()
+        .filter(|o| is_liens(o))
+        .map(|o| o.uid.clone())
+        .collect();
+    if may_add {
+        let present: BTreeSet<String> = owners.iter().map(|o| o.uid.clone()).collect();
+        let room = OWNER_LIMIT.saturating_sub(owners.len());
+        for o in wanted
+            .iter()
+            .filter(|o| !present.contains(&o.uid))
+            .take(room)
+        {
+            record.insert(o.uid.clone());
+            owners.push(o.clone());
+        }
+    }
+    (owners, record)
 }
 
 /// The finalizer and owner-reference write a usage needs, if any.
@@ -150,46 +203,39 @@ pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option
     }
 
     let mut owners = view.owner_references.clone();
+    let mut lien_owners = view.lien_owners.clone();
     if let Some(by) = &view.by {
         let gk = GroupKind::from_api_version(&by.api_version, &by.kind);
         if let Some(kind) = caches.kind(&gk).filter(|k| k.synced) {
             // A cluster-scoped Usage may only have cluster-scoped owners; a namespaced Usage's
             // `by` is in its own namespace or cluster-scoped, so it may own it.
             let allowed = !kind.namespaced || view.namespace.is_some();
-            let matched: BTreeSet<&str> = res.by.iter().map(|m| m.uid.as_str()).collect();
             let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-            // Drop owners of this kind that still exist but no longer match. An owner that is
-            // gone stays: the garbage collector deletes the Usage when all its owners are gone,
-            // and removing the reference first would orphan the Usage instead.
-            owners.retain(|o| {
-                !(GroupKind::from_api_version(&o.api_version, &o.kind) == gk
-                    && live.contains(o.uid.as_str())
-                    && !matched.contains(o.uid.as_str()))
-            });
-            if allowed && !view.deleting {
-                let present: BTreeSet<String> = owners.iter().map(|o| o.uid.clone()).collect();
-                let room = OWNER_LIMIT.saturating_sub(owners.len());
-                owners.extend(
-                    res.by
-                        .iter()
-                        .filter(|m| !present.contains(&m.uid))
-                        .take(room)
-                        .map(|m| owner_ref(kind, m)),
-                );
-            }
+            let wanted: Vec<OwnerReference> = res.by.iter().map(|m| owner_ref(kind, m)).collect();
+            (owners, lien_owners) = owner_references(
+                &view.owner_references,
+                &view.lien_owners,
+                &live,
+                &wanted,
+                allowed && !view.deleting,
+            );
         }
     }
-    (finalizers != view.finalizers || owners != view.owner_references).then(|| UsageMetaWrite {
+    let changed = finalizers != view.finalizers
+        || owners != view.owner_references
+        || lien_owners != view.lien_owners;
+    changed.then(|| UsageMetaWrite {
         source: view.source(),
         uid: view.uid.clone(),
         resource_version: view.resource_version.clone(),
         finalizers,
         owner_references: owners,
+        lien_owners,
     })
 }
 
 /// Whether Lien must delete this Usage itself because its users are gone and no garbage
-/// collector will: it has `by`, is not being deleted, has no owner of the `by` kind, its status
+/// collector will: it has `by`, is not being deleted, no user it saw is its owner, its status
 /// lists every user it matched (the count is not larger than the list), and none of those UIDs
 /// exists any more while nothing else matches. A Usage whose users were never seen (applied
 /// before them, as GitOps tools do) is left alone.
@@ -213,12 +259,17 @@ pub fn users_gone(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
     let Some(kind) = caches.kind(&gk).filter(|k| k.synced) else {
         return false;
     };
+    // A reference to a user it saw makes the garbage collector act on the Usage (delete it, or
+    // strip the dangling reference, after which this decides again). Only those count: the
+    // Usage's controller may be of the `by` kind too, and it is not a user.
+    let seen_uids: BTreeSet<&str> = seen.objects.iter().map(|o| o.uid.as_str()).collect();
     let owned = view
         .owner_references
         .iter()
-        .any(|o| GroupKind::from_api_version(&o.api_version, &o.kind) == gk);
+        .any(|o| o.controller != Some(true) && seen_uids.contains(o.uid.as_str()));
+    // A user being deleted (Terminating) still exists: it is a user until it is gone.
     let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-    !owned && seen.objects.iter().all(|o| !live.contains(o.uid.as_str()))
+    !owned && seen_uids.iter().all(|uid| !live.contains(uid))
 }
 
 fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
@@ -329,6 +380,9 @@ pub fn status(
         of: Some(matched_objects(&res.of)),
         by: view.by.as_ref().map(|_| matched_objects(&res.by)),
         observed_generation: view.generation,
+        // Recorded while the reference exists, kept after the garbage collector removed it
+        // (see `UsageView::selecting_controller_uid`).
+        controller_uid: view.selecting_controller_uid().map(str::to_owned),
     };
     (previous != Some(&desired)).then_some(desired)
 }
@@ -492,5 +546,260 @@ mod tests {
             None,
             "stable: no rewrite"
         );
+    }
+
+    fn owner(kind: &str, uid: &str, controller: Option<bool>) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            name: format!("name-{uid}"),
+            uid: uid.into(),
+            controller,
+            block_owner_deletion: controller,
+        }
+    }
+
+    /// The Usage's controller may be of the `by` kind (a ConfigMap parent of ConfigMap users):
+    /// it is not Lien's to remove, though it exists and is not a user.
+    #[test]
+    fn the_usages_controller_of_the_by_kind_keeps_its_reference() {
+        let c = caches(&[("of", false), ("by", false), ("parent", false)]);
+        let mut view = usage_of_by();
+        let parent = owner("ConfigMap", "uid-parent", Some(true));
+        view.owner_references = vec![parent.clone()];
+        view.controller_uid = Some("uid-parent".into());
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        assert_eq!(w.owner_references[0], parent, "kept first, byte for byte");
+        assert_eq!(w.owner_references.len(), 2);
+        assert_eq!(w.owner_references[1].uid, "uid-by");
+        // Converged: nothing more to write, the controller still there.
+        view.finalizers = w.finalizers;
+        view.owner_references = w.owner_references;
+        view.lien_owners = w.lien_owners;
+        assert_eq!(usage_meta(&view, &res, &c), None);
+    }
+
+    /// An owner reference someone else added to an object of the `by` kind that Lien does not
+    /// match stays; Lien's own reference to a user that stopped matching goes.
+    #[test]
+    fn lien_removes_only_the_references_it_recorded() {
+        let c = caches(&[
+            ("of", false),
+            ("by", false),
+            ("theirs", false),
+            ("old", false),
+        ]);
+        let mut view = usage_of_by();
+        let theirs = owner("ConfigMap", "uid-theirs", None);
+        let old = OwnerReference {
+            controller: None,
+            block_owner_deletion: None,
+            ..owner("ConfigMap", "uid-old", None)
+        };
+        view.owner_references = vec![theirs.clone(), old];
+        view.lien_owners = ["uid-old".to_owned()].into();
+        let res = resolve(&view, &c);
+        let w = usage_meta(&view, &res, &c).expect("a write");
+        let uids: Vec<&str> = w.owner_references.iter().map(|o| o.uid.as_str()).collect();
+        assert_eq!(uids, ["uid-theirs", "uid-by"]);
+        assert_eq!(w.owner_references[0], theirs);
+        assert_eq!(w.lien_owners, ["uid-by".to_owned()].into());
+    }
+
+    #[test]
+    fn status_records_the_controller_and_keeps_it_after_the_reference_goes() {
+        let c = caches(&[("of", false), ("by", false)]);
+        let mut view = usage_of_by();
+        view.controller_uid = Some("uid-parent".into());
+        let res = resolve(&view, &c);
+        let s = status(&view, &res, None, Timestamp::UNIX_EPOCH).expect("a status");
+        assert_eq!(s.controller_uid.as_deref(), Some("uid-parent"));
+        // The garbage collector strips the reference: the status read back still has it, and
+        // the next status keeps it.
+        view.controller_uid = None;
+        view.recorded_controller_uid = s.controller_uid.clone();
+        view.status = Some(s);
+        assert_eq!(status(&view, &res, None, Timestamp::now()), None);
+    }
+
+    /// A user being deleted (Terminating, held by its own finalizer) counts until it is gone:
+    /// in status, for the Usage's finalizer, for deleting an unowned Usage, and in the index
+    /// (which is what holds back the replay of a refused DELETE of the used object).
+    #[test]
+    fn a_terminating_user_counts_until_it_is_gone() {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut c = Caches::new();
+        c.add_kind(gk.clone(), true, "v1", "configmaps");
+        let of = ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("of".into()),
+            uid: Some("uid-of".into()),
+            ..Default::default()
+        };
+        let by = ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("by".into()),
+            uid: Some("uid-by".into()),
+            deletion_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
+            finalizers: Some(vec!["example.org/slow-teardown".into()]),
+            ..Default::default()
+        };
+        c.reset(&gk, &[of.clone(), by]);
+        let mut view = usage_of_by();
+        let res = resolve(&view, &c);
+        view.status = status(&view, &res, None, Timestamp::now());
+        let count = |v: &UsageView| {
+            v.status
+                .as_ref()
+                .and_then(|s| s.by.as_ref())
+                .map(|b| b.count)
+        };
+        assert_eq!(count(&view), Some(1));
+        assert!(!users_gone(&view, &res, &c));
+        let mut deleting = view.clone();
+        deleting.deleting = true;
+        deleting.finalizers = vec![USAGE_FINALIZER.into()];
+        assert_eq!(usage_meta(&deleting, &res, &c), None, "the finalizer stays");
+        let used = gk.key(Some("ns"), "of");
+        let mut index = RelationIndex::new();
+        index
+            .apply(&view.source(), res.relations.clone())
+            .expect("applies");
+        assert!(index.is_in_use(&used));
+        // Gone: no user, no relation, the finalizer goes.
+        c.reset(&gk, &[of]);
+        let res = resolve(&view, &c);
+        index
+            .apply(&view.source(), res.relations.clone())
+            .expect("applies");
+        assert!(!index.is_in_use(&used));
+        let w = usage_meta(&deleting, &res, &c).expect("a write");
+        assert!(w.finalizers.is_empty());
+    }
+
+    mod owner_refs {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// An existing owner reference: kind (0: the `by` kind), controller, blockOwnerDeletion,
+        /// whether Lien's record lists it, whether its object exists.
+        type Entry = (u8, Option<bool>, Option<bool>, bool, bool);
+
+        fn reference(i: usize, (kind, controller, bod, _, _): Entry) -> OwnerReference {
+            let (api_version, kind) = match kind {
+                0 => ("v1", "ConfigMap"),
+                1 => ("v1", "Secret"),
+                _ => ("example.org/v1", "ConfigMap"),
+            };
+            OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: format!("owner-{i}"),
+                uid: format!("e{i}"),
+                controller,
+                block_owner_deletion: bod,
+            }
+        }
+
+        fn lien_ref(uid: &str) -> OwnerReference {
+            OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: format!("user-{uid}"),
+                uid: uid.into(),
+                controller: None,
+                block_owner_deletion: None,
+            }
+        }
+
+        fn not_liens(refs: &[OwnerReference], record: &BTreeSet<String>) -> Vec<String> {
+            refs.iter()
+                .filter(|o| !record.contains(&o.uid) || o.controller == Some(true))
+                .map(|o| serde_json::to_string(o).expect("json"))
+                .collect()
+        }
+
+        proptest! {
+            /// Every reference Lien did not add survives byte for byte and in order; the
+            /// result holds exactly Lien's wanted references (room allowing) plus its own
+            /// dangling ones, and deciding again changes nothing.
+            #[test]
+            fn lien_touches_only_its_own_owner_references(
+                entries in prop::collection::vec(
+                    (0u8..3, any::<Option<bool>>(), any::<Option<bool>>(), any::<bool>(), any::<bool>()),
+                    0..56,
+                ),
+                // Users wanted: an existing entry's UID (index) or a new one.
+                wanted in prop::collection::btree_set(0usize..70, 0..10),
+                gone_in_record in prop::collection::btree_set(0usize..5, 0..3),
+                may_add in any::<bool>(),
+            ) {
+                let existing: Vec<OwnerReference> =
+                    entries.iter().enumerate().map(|(i, e)| reference(i, *e)).collect();
+                let mut record: BTreeSet<String> = entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.3)
+                    .map(|(i, _)| format!("e{i}"))
+                    .collect();
+                record.extend(gone_in_record.iter().map(|j| format!("gone{j}")));
+                let wanted: Vec<OwnerReference> = wanted
+                    .iter()
+                    .map(|&w| if w < entries.len() { format!("e{w}") } else { format!("w{w}") })
+                    .map(|uid| lien_ref(&uid))
+                    .collect();
+                let mut live: BTreeSet<&str> = entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.4)
+                    .map(|(i, _)| existing[i].uid.as_str())
+                    .collect();
+                live.extend(wanted.iter().map(|o| o.uid.as_str()));
+
+                let (out, new_record) =
+                    owner_references(&existing, &record, &live, &wanted, may_add);
+
+                // Others' references: byte for byte, in order.
+                prop_assert_eq!(not_liens(&out, &new_record), not_liens(&existing, &record));
+                // The record names exactly Lien's references in the result.
+                let liens: Vec<&OwnerReference> = out
+                    .iter()
+                    .filter(|o| new_record.contains(&o.uid) && o.controller != Some(true))
+                    .collect();
+                let lien_uids: BTreeSet<String> = liens.iter().map(|o| o.uid.clone()).collect();
+                prop_assert_eq!(&lien_uids, &new_record);
+                // No UID twice.
+                let uids: BTreeSet<&str> = out.iter().map(|o| o.uid.as_str()).collect();
+                prop_assert_eq!(uids.len(), out.len());
+                // Lien's references: wanted ones, or its own to objects that are gone.
+                let wanted_uids: BTreeSet<&str> = wanted.iter().map(|o| o.uid.as_str()).collect();
+                for o in &liens {
+                    prop_assert!(
+                        wanted_uids.contains(o.uid.as_str())
+                            || (record.contains(&o.uid) && !live.contains(o.uid.as_str())),
+                        "{:?}", o
+                    );
+                }
+                // Every wanted user is an owner, when adding is allowed and room remains.
+                if may_add && out.len() < OWNER_LIMIT {
+                    for w in &wanted {
+                        prop_assert!(uids.contains(w.uid.as_str()), "{} missing", w.uid);
+                    }
+                }
+                // A reference Lien adds is exactly its own form.
+                for o in &out {
+                    if !existing.iter().any(|e| e.uid == o.uid) {
+                        prop_assert!(wanted.contains(o));
+                    }
+                }
+                // Deciding again on the result changes nothing (no write loop).
+                let (again, again_record) =
+                    owner_references(&out, &new_record, &live, &wanted, may_add);
+                prop_assert_eq!(again, out);
+                prop_assert_eq!(again_record, new_record);
+            }
+        }
     }
 }

@@ -15,6 +15,10 @@
 //! A ClusterUsage names namespaces explicitly on both sides (a selector without one selects in
 //! every namespace).
 //!
+//! A `by` object is a user until it is **gone**: one being deleted (`deletionTimestamp` set,
+//! held by its finalizers) still matches, still counts in status and still blocks, because its
+//! own teardown may still need what it uses. Nothing here looks at `deleting`.
+//!
 //! A side whose kind has not been listed yet is *pending*: the resolution is then incomplete and
 //! the controller keeps the source's previous relations rather than dropping protection while a
 //! watch starts.
@@ -23,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use lien_api::{ClusterUsage, ResourceSpec, Usage, UsageStatus};
+use lien_api::{ClusterUsage, ResourceSpec, USAGE_OWNERS_ANNOTATION, Usage, UsageStatus};
 use lien_core::{ObjectKey, Relation, RelationIndex, Source, find_cycles};
 
 use crate::cache::{Caches, GroupKind};
@@ -43,8 +47,14 @@ pub struct UsageView {
     pub generation: Option<i64>,
     /// `metadata.resourceVersion`.
     pub resource_version: Option<String>,
-    /// UID of the usage's own controller (for `matchControllerRef`).
+    /// UID of the usage's own controller, from its ownerReferences now.
     pub controller_uid: Option<String>,
+    /// The controller UID recorded in status (or seen by this process before the reference
+    /// went): what `matchControllerRef` selects by once the reference is gone. See
+    /// [`UsageView::selecting_controller_uid`].
+    pub recorded_controller_uid: Option<String>,
+    /// UIDs of the owner references Lien added (the `lien.dev/owners` annotation).
+    pub lien_owners: BTreeSet<String>,
     /// Whether `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// `metadata.finalizers`.
@@ -83,6 +93,12 @@ impl UsageView {
             deleting: meta.deletion_timestamp.is_some(),
             finalizers: meta.finalizers.clone().unwrap_or_default(),
             owner_references: owners,
+            lien_owners: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(USAGE_OWNERS_ANNOTATION))
+                .map(|v| parse_owner_record(v))
+                .unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -95,6 +111,7 @@ impl UsageView {
             by: u.spec.by.clone(),
             reason: u.spec.reason.clone(),
             replay: u.spec.replay_deletion,
+            recorded_controller_uid: u.status.as_ref().and_then(|s| s.controller_uid.clone()),
             status: u.status.clone(),
             ..Self::from_parts(source, &u.metadata)
         })
@@ -109,9 +126,35 @@ impl UsageView {
             by: u.spec.by.clone(),
             reason: u.spec.reason.clone(),
             replay: u.spec.replay_deletion,
+            recorded_controller_uid: u.status.as_ref().and_then(|s| s.controller_uid.clone()),
             status: u.status.clone(),
             ..Self::from_parts(source, &u.metadata)
         })
+    }
+
+    /// The controller `matchControllerRef` selects by: the Usage's controller reference while
+    /// it has one, else the controller recorded earlier. The garbage collector removes the
+    /// reference to a deleted parent from a Usage that has another owner (Lien makes every
+    /// user an owner), so during a composition's teardown the reference is gone while the
+    /// parent's children — the objects in use and their users — still exist; the record keeps
+    /// the relation between them until they are gone. Nothing the garbage collector may edit
+    /// is trusted alone.
+    pub fn selecting_controller_uid(&self) -> Option<&str> {
+        self.controller_uid
+            .as_deref()
+            .or(self.recorded_controller_uid.as_deref())
+    }
+
+    /// This view, remembering the controller `previous` (an earlier version of the same Usage)
+    /// selected by when this version has neither a reference nor a record: the reference went
+    /// before Lien's status write recorded it.
+    pub fn remembering(mut self, previous: Option<&UsageView>) -> Self {
+        if self.selecting_controller_uid().is_none() {
+            if let Some(p) = previous.filter(|p| p.uid == self.uid) {
+                self.recorded_controller_uid = p.selecting_controller_uid().map(str::to_owned);
+            }
+        }
+        self
     }
 
     /// The source, for views built with `from_usage` / `from_cluster_usage`.
@@ -133,6 +176,16 @@ impl UsageView {
             )
         })
     }
+}
+
+/// The UIDs of a `lien.dev/owners` annotation (comma-separated; blanks ignored).
+pub fn parse_owner_record(value: &str) -> BTreeSet<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// One matched object.
@@ -295,7 +348,8 @@ fn resolve_side(view: &UsageView, spec: &ResourceSpec, is_by: bool, caches: &Cac
         };
     }
     let selector = spec.resource_selector.clone().unwrap_or_default();
-    if selector.match_controller_ref && view.controller_uid.is_none() {
+    let controller = view.selecting_controller_uid();
+    if selector.match_controller_ref && controller.is_none() {
         return Side::problem(
             true,
             ProblemReason::NotFound,
@@ -310,7 +364,9 @@ fn resolve_side(view: &UsageView, spec: &ResourceSpec, is_by: bool, caches: &Cac
     let matched: Vec<Matched> = kind
         .in_namespace(scope)
         .filter(|(_, o)| o.matches_labels(&selector.match_labels))
-        .filter(|(_, o)| !selector.match_controller_ref || o.controller_uid == view.controller_uid)
+        .filter(|(_, o)| {
+            !selector.match_controller_ref || o.controller_uid.as_deref() == controller
+        })
         .map(|((ns, name), o)| Matched {
             key: key_of(ns, name),
             uid: o.uid.clone(),
@@ -540,6 +596,99 @@ mod tests {
         );
         assert_eq!(res.relations.len(), 1);
         assert_eq!(res.relations[0].reason.as_deref(), Some("why"));
+    }
+
+    /// The garbage collector strips the reference to a deleted parent from a Usage that has
+    /// another owner; the relation between the parent's children must outlive it.
+    #[test]
+    fn match_controller_ref_keeps_the_recorded_controller_after_the_reference_goes() {
+        let c = caches(&[
+            ("ns", "a", &[], Some("parent")),
+            ("ns", "b", &[], Some("stranger")),
+        ]);
+        let names = |u: &UsageView| {
+            resolve(u, &c)
+                .of
+                .iter()
+                .map(|m| m.key.name.clone())
+                .collect::<Vec<_>>()
+        };
+        // As read back after a restart: no reference any more, the UID recorded in status.
+        let mut u = usage(by_labels(&[], true), None);
+        u.recorded_controller_uid = Some("parent".into());
+        assert_eq!(names(&u), ["a"]);
+        // A reference on the Usage wins over the record (the Usage was adopted).
+        u.controller_uid = Some("stranger".into());
+        assert_eq!(names(&u), ["b"]);
+        // A process that saw the reference remembers it when the next version lacks both.
+        let mut seen = usage(by_labels(&[], true), None);
+        seen.controller_uid = Some("parent".into());
+        let stripped = usage(by_labels(&[], true), None).remembering(Some(&seen));
+        assert_eq!(stripped.selecting_controller_uid(), Some("parent"));
+        assert_eq!(names(&stripped), ["a"]);
+        // … but never from another incarnation of the Usage.
+        let mut other = usage(by_labels(&[], true), None);
+        other.uid = "another".into();
+        assert_eq!(
+            other.remembering(Some(&seen)).selecting_controller_uid(),
+            None
+        );
+    }
+
+    #[test]
+    fn the_recorded_controller_is_read_from_status() {
+        let mut u = lien_api::Usage::new(
+            "u",
+            lien_api::UsageSpec {
+                of: by_labels(&[], true),
+                ..Default::default()
+            },
+        );
+        u.metadata.namespace = Some("ns".into());
+        u.status = Some(UsageStatus {
+            controller_uid: Some("parent".into()),
+            ..Default::default()
+        });
+        let view = UsageView::from_usage(&u).expect("a view");
+        assert_eq!(view.controller_uid, None);
+        assert_eq!(view.selecting_controller_uid(), Some("parent"));
+    }
+
+    /// A user being deleted (Terminating, held by a finalizer) is a user until it is gone, by
+    /// name and by selector.
+    #[test]
+    fn a_terminating_user_still_matches() {
+        let mut c = caches(&[]);
+        let gk = GroupKind::new("", "ConfigMap");
+        let meta = |name: &str, labels: &[(&str, &str)]| ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+            ),
+            deletion_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::UNIX_EPOCH,
+            )),
+            finalizers: Some(vec!["example.org/slow-teardown".into()]),
+            ..Default::default()
+        };
+        c.reset(
+            &gk,
+            &[
+                meta("used", &[("role", "used")]),
+                meta("using", &[("role", "using")]),
+            ],
+        );
+        for by in [by_ref("using"), by_labels(&[("role", "using")], false)] {
+            let res = resolve(&usage(by_ref("used"), Some(by)), &c);
+            assert!(res.problems.is_empty(), "{:?}", res.problems);
+            assert_eq!(res.by.len(), 1);
+            assert_eq!(res.relations.len(), 1);
+        }
     }
 
     #[test]

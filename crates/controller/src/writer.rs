@@ -15,7 +15,7 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::core::{ApiResource, GroupVersionKind};
-use lien_api::{ClusterUsage, IN_USE_LABEL, Usage, UsageStatus};
+use lien_api::{ClusterUsage, IN_USE_LABEL, USAGE_OWNERS_ANNOTATION, Usage, UsageStatus};
 use lien_core::Source;
 use serde_json::json;
 
@@ -220,10 +220,23 @@ impl Writer {
 
     /// Sets a usage's finalizers and owner references.
     pub async fn usage_meta(&self, w: &UsageMetaWrite) -> Result<(), WriteError> {
+        // The record of Lien's references travels in the same request as the references.
+        let record = if w.lien_owners.is_empty() {
+            json!(null)
+        } else {
+            json!(
+                w.lien_owners
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        };
         let patch = json!({"metadata": {
             "resourceVersion": w.resource_version,
             "finalizers": w.finalizers,
             "ownerReferences": w.owner_references,
+            "annotations": {USAGE_OWNERS_ANNOTATION: record},
         }});
         let target = w.source.to_string();
         let (api, name) = usage_api(&self.client, &w.source);

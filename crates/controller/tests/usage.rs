@@ -263,3 +263,139 @@ async fn unknown_kind_and_missing_object_are_reported() {
     ctl.stop().await;
     sandbox.shutdown().await;
 }
+
+/// The controller restarts after the garbage collector stripped the Usage's reference to its
+/// (deleted) parent: the UID recorded in status keeps `matchControllerRef` selecting the
+/// parent's children, so the used object stays protected while its user exists.
+#[tokio::test]
+async fn a_restarted_controller_keeps_selecting_by_the_recorded_controller() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    let parent = create_cm(&client, "default", "parent", json!({})).await;
+    let owned = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+        "uid": parent.metadata.uid, "controller": true}]);
+    for (name, role) in [("used", "used"), ("using", "using")] {
+        create_cm_with(
+            &client,
+            "default",
+            name,
+            json!({"labels": {"role": role}, "ownerReferences": owned}),
+        )
+        .await;
+    }
+    let selector = |role: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "resourceSelector": {"matchLabels": {"role": role}, "matchControllerRef": true}})
+    };
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "composed", "ownerReferences": owned},
+               "spec": {"of": selector("used"), "by": selector("using")}}),
+    )
+    .await;
+    wait_label(&client, "default", "used", true).await;
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    let recorded = wait_for("the controller UID in status", DEADLINE, || async {
+        usages.get("composed").await.ok()?.status?.controller_uid
+    })
+    .await;
+    assert_eq!(Some(recorded), parent.metadata.uid);
+    ctl.stop().await;
+    // While Lien is down, the parent's reference goes from the Usage (as the garbage collector
+    // strips it when the parent is deleted and Lien's owner, the user, remains).
+    let u = usages.get("composed").await.expect("the usage");
+    let kept: Vec<_> = u
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| o.controller != Some(true))
+        .collect();
+    usages
+        .patch(
+            "composed",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"ownerReferences": kept}})),
+        )
+        .await
+        .expect("reference removed");
+    let ctl = start(&client, test_config());
+    // A second child of the parent appears: the restarted controller counts it with the first,
+    // which it can only do by the UID recorded in status.
+    create_cm_with(
+        &client,
+        "default",
+        "using-2",
+        json!({"labels": {"role": "using"}, "ownerReferences": owned}),
+    )
+    .await;
+    let u = wait_for("both users counted after the restart", DEADLINE, || async {
+        let u = usages.get("composed").await.ok()?;
+        (u.status.as_ref()?.by.as_ref()?.count == 2).then_some(u)
+    })
+    .await;
+    assert_eq!(condition(&u, "Ready").map(|(s, _)| s), Some("True".into()));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(
+        in_use(&cms.get("used").await.expect("used")),
+        "still protected"
+    );
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}
+
+/// Lien's owner-reference write carries the resourceVersion it decided on: when the garbage
+/// collector (or anyone) changed the references meanwhile, the write is refused (409) instead
+/// of undoing that change.
+#[tokio::test]
+async fn the_owner_reference_write_never_clobbers_a_concurrent_change() {
+    let (sandbox, client) = sandbox().await;
+    let user = create_cm(&client, "default", "user", json!({})).await;
+    let other = create_cm(&client, "default", "other", json!({})).await;
+    let u = create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "u", "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "other",
+                 "uid": other.metadata.uid}]},
+               "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap",
+                               "resourceRef": {"name": "other"}},
+                        "by": {"apiVersion": "v1", "kind": "ConfigMap",
+                               "resourceRef": {"name": "user"}}}}),
+    )
+    .await;
+    // Someone strips the reference after Lien read the Usage.
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    usages
+        .patch(
+            "u",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"ownerReferences": null}})),
+        )
+        .await
+        .expect("stripped");
+    let stale = lien_controller::desired::UsageMetaWrite {
+        source: lien_core::Source::usage("default", "u"),
+        uid: u.metadata.uid.clone().expect("uid"),
+        resource_version: u.metadata.resource_version.clone(),
+        finalizers: vec![],
+        owner_references: vec![
+            u.metadata.owner_references.clone().expect("owners")[0].clone(),
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: "user".into(),
+                uid: user.metadata.uid.clone().expect("uid"),
+                ..Default::default()
+            },
+        ],
+        lien_owners: [user.metadata.uid.clone().expect("uid")].into(),
+    };
+    let writer = lien_controller::writer::Writer::new(client.clone(), DEADLINE);
+    let err = writer.usage_meta(&stale).await.expect_err("a stale write");
+    assert!(err.is_stale(), "{err}");
+    let now = usages.get("u").await.expect("u");
+    assert_eq!(now.metadata.owner_references, None, "the change stands");
+    sandbox.shutdown().await;
+}
