@@ -28,6 +28,13 @@ pub const IN_USE_LABEL: &str = "lien.dev/in-use";
 /// The finalizer that keeps a Usage with `by` until every user is gone.
 pub const USAGE_FINALIZER: &str = "lien.dev/usage";
 
+/// The longest `spec.reason`, in characters: a reason is a sentence or two a person reads in the
+/// refusal of a DELETE, and every refusal carries it.
+pub const MAX_REASON_CHARS: usize = 1024;
+/// The most `matchLabels` one selector may have: far more than any real selector needs, small
+/// enough that every object the selector is matched against stays cheap to test.
+pub const MAX_MATCH_LABELS: usize = 32;
+
 /// A reference to one object by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]

@@ -33,7 +33,7 @@ pub struct LienConfig {
     pub webhook_client: ClientConfig,
     /// Names in the webhook's serving certificate (service DNS names and/or IPs).
     pub webhook_names: Vec<String>,
-    /// The webhook's policy (listing bound, trusted users, break-glass groups).
+    /// The webhook's policy (listing bound, break-glass groups).
     pub policy: lien_webhook::validate::Policy,
     /// The controller's settings (leader election, replay TTL, retries).
     pub controller: ControllerConfig,

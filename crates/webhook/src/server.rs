@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
 use crate::validate::{
     BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, finish_delete,
-    object_key, validate_namespace_delete, validate_usage, validate_write,
+    is_lien_kind, object_key, validate_namespace_delete, validate_usage, validate_write,
 };
 
 /// kube-apiserver caps request bodies at 3 MiB of object, sent twice for an UPDATE plus the
@@ -467,6 +467,11 @@ impl Webhook {
             Operation::Delete if req.kind.group.is_empty() && req.kind.kind == "Namespace" => {
                 validate_namespace_delete(&inner.index.read(), &inner.policy, req, now)
             }
+            // Lien's own objects are never protected (`validate::is_lien_kind`).
+            Operation::Delete if is_lien_kind(req) => Outcome::Allow {
+                warnings: Vec::new(),
+                record: None,
+            },
             Operation::Delete => match object_key(req) {
                 Ok(key) => {
                     // The lock is held for the lookup only; rendering happens after.
