@@ -15,5 +15,7 @@ mod latency;
 mod ordering;
 #[path = "e2e/protection.rs"]
 mod protection;
+#[path = "e2e/tampering.rs"]
+mod tampering;
 #[path = "e2e/validation.rs"]
 mod validation;
