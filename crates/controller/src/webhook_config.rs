@@ -300,13 +300,19 @@ impl Reconciler {
                     kind: Some("ValidatingWebhookConfiguration".into()),
                     name: Some(name.clone()),
                     uid: seen.and_then(|a| a["metadata"]["uid"].as_str().map(str::to_owned)),
+                    // The recorder folds Events with the same reference, reason and action into
+                    // one series keeping the first note: each edited state is its own Event.
+                    resource_version: actual
+                        .as_ref()
+                        .and_then(|a| a["metadata"]["resourceVersion"].as_str())
+                        .map(str::to_owned),
                     ..ObjectReference::default()
                 };
                 let event = Event {
                     type_: EventType::Warning,
                     reason: CHANGED_REASON.into(),
                     note: Some(note),
-                    action: "Restore".into(),
+                    action: if actual.is_some() { "Restore" } else { "Recreate" }.into(),
                     secondary: None,
                 };
                 if let Err(e) = recorder.publish(&event, &reference).await {
