@@ -48,7 +48,10 @@ pub struct ResourceRef {
     /// ClusterUsage must name it), and nothing for cluster-scoped kinds. A namespaced Usage may
     /// name another namespace here only in `of`, and only together with `by`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 63), regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"))]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")
+    )]
     pub namespace: Option<String>,
 }
 
@@ -71,7 +74,10 @@ pub struct ResourceSelector {
     /// Namespace to select in. Empty means the Usage's own namespace for namespaced kinds; for a
     /// ClusterUsage, empty selects in every namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 63), regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"))]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")
+    )]
     pub namespace: Option<String>,
 }
 
@@ -93,7 +99,10 @@ pub struct ResourceSpec {
     pub api_version: String,
     /// Kind, e.g. `Cluster`.
     #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
-    #[schemars(length(max = 63), regex(pattern = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$"))]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$")
+    )]
     pub kind: String,
     /// The object, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -826,13 +826,9 @@ fn plan(shared: &Shared, config: &ControllerConfig) -> Plan {
         if let Some(w) = desired::usage_meta(view, res, &st.caches) {
             plan.metas.push(w);
         }
-        if let Some(status) = desired::status(
-            view,
-            res,
-            st.cycles.get(source),
-            unenforced.as_deref(),
-            now,
-        ) {
+        if let Some(status) =
+            desired::status(view, res, st.cycles.get(source), unenforced.as_deref(), now)
+        {
             plan.statuses
                 .push((source.clone(), status, view.resource_version.clone()));
         }

@@ -95,7 +95,9 @@ pub fn drift(desired: &Value, actual: Option<&Value>) -> Option<String> {
     let Some(actual) = actual else {
         return Some(format!("ValidatingWebhookConfiguration {name} is missing"));
     };
-    let want = desired["webhooks"].as_array().map_or(&[][..], Vec::as_slice);
+    let want = desired["webhooks"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
     let have = actual["webhooks"].as_array().map_or(&[][..], Vec::as_slice);
     let mut changes = Vec::new();
     for w in want {
@@ -312,7 +314,12 @@ impl Reconciler {
                     type_: EventType::Warning,
                     reason: CHANGED_REASON.into(),
                     note: Some(note),
-                    action: if actual.is_some() { "Restore" } else { "Recreate" }.into(),
+                    action: if actual.is_some() {
+                        "Restore"
+                    } else {
+                        "Recreate"
+                    }
+                    .into(),
                     secondary: None,
                 };
                 if let Err(e) = recorder.publish(&event, &reference).await {
@@ -370,7 +377,9 @@ impl Reconciler {
         };
         match &result {
             Ok(()) => tracing::info!(configuration = name, "restored the webhook configuration"),
-            Err(e) => tracing::warn!(error = %e, configuration = name, "restoring the webhook configuration; will retry"),
+            Err(e) => {
+                tracing::warn!(error = %e, configuration = name, "restoring the webhook configuration; will retry")
+            }
         }
         result
     }

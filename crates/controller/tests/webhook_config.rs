@@ -140,8 +140,14 @@ async fn an_edited_or_deleted_configuration_is_reported_and_restored() {
         enforcement.problem()
     })
     .await;
-    assert!(why.contains("webhooks[delete.lien.dev].failurePolicy differs"), "{why}");
-    assert!(why.contains("webhooks[delete.lien.dev].objectSelector differs"), "{why}");
+    assert!(
+        why.contains("webhooks[delete.lien.dev].failurePolicy differs"),
+        "{why}"
+    );
+    assert!(
+        why.contains("webhooks[delete.lien.dev].objectSelector differs"),
+        "{why}"
+    );
     let not_configured = Some(("False".to_owned(), "WebhookNotConfigured".to_owned()));
     wait_for("InUse=False WebhookNotConfigured", DEADLINE, || async {
         (usage_condition(&client, "InUse").await == not_configured).then_some(())
@@ -165,7 +171,9 @@ async fn an_edited_or_deleted_configuration_is_reported_and_restored() {
     })
     .await;
     assert!(
-        notes.iter().any(|n| n.contains("failurePolicy differs") && n.contains("\"mallory\"")),
+        notes
+            .iter()
+            .any(|n| n.contains("failurePolicy differs") && n.contains("\"mallory\"")),
         "{notes:?}"
     );
     wait_for("InUse=True again", DEADLINE, || async {

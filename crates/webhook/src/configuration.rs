@@ -10,8 +10,8 @@
 //! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"`; matchConditions: the update removes that label | Fail |
 //! | `break-glass.lien.dev` | CREATE, UPDATE | `*` | matchConditions: the break-glass annotation is set or changed | Fail |
 //! | `usages.lien.dev` | CREATE, UPDATE | `lien.dev` `usages`, `clusterusages` | — | Fail |
-//! | `in-use-namespaces.lien.dev` | DELETE | `namespaces` | objectSelector `lien.dev/in-use: "true"` | Fail |
-//! | `namespaces.lien.dev` | DELETE | `namespaces` | objectSelector: not `lien.dev/in-use: "true"` | Ignore |
+//! | `namespaces.lien.dev` | DELETE | `namespaces` | objectSelector `lien.dev/in-use: "true"` | Fail |
+//! | `namespace-contents.lien.dev` | DELETE | `namespaces` | objectSelector: not `lien.dev/in-use: "true"` | Ignore |
 //!
 //! The object selector keeps the cluster's cost proportional to what is in use: kube-apiserver
 //! only calls Lien for labelled objects. The break-glass hook has no object selector (the
@@ -89,10 +89,11 @@ pub mod names {
     pub const BREAK_GLASS: &str = "break-glass.lien.dev";
     /// Usage / ClusterUsage CREATE and UPDATE.
     pub const USAGES: &str = "usages.lien.dev";
-    /// DELETE of a Namespace that is not itself in use (fails open).
-    pub const NAMESPACES: &str = "namespaces.lien.dev";
     /// DELETE of a Namespace that is itself in use (fails closed).
-    pub const IN_USE_NAMESPACES: &str = "in-use-namespaces.lien.dev";
+    pub const NAMESPACES: &str = "namespaces.lien.dev";
+    /// DELETE of a Namespace that is not itself in use, for its contents used from outside
+    /// (fails open).
+    pub const NAMESPACE_CONTENTS: &str = "namespace-contents.lien.dev";
 }
 
 fn client_config(client: &ClientConfig, ca_bundle: &str) -> Value {
@@ -187,9 +188,9 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
         )]),
     );
     let namespace_rule = json!([rule(&["DELETE"], &[""], &["namespaces"], "Cluster")]);
-    let mut in_use_namespaces = hook(names::IN_USE_NAMESPACES, namespace_rule.clone());
+    let mut in_use_namespaces = hook(names::NAMESPACES, namespace_rule.clone());
     in_use_namespaces["objectSelector"] = in_use;
-    let mut namespaces = hook(names::NAMESPACES, namespace_rule);
+    let mut namespaces = hook(names::NAMESPACE_CONTENTS, namespace_rule);
     namespaces["objectSelector"] = json!({"matchExpressions": [
         {"key": lien_api::IN_USE_LABEL, "operator": "NotIn", "values": ["true"]}
     ]});
@@ -243,12 +244,12 @@ mod tests {
                 names::TAMPER,
                 names::BREAK_GLASS,
                 names::USAGES,
-                names::IN_USE_NAMESPACES,
-                names::NAMESPACES
+                names::NAMESPACES,
+                names::NAMESPACE_CONTENTS
             ]
         );
         for h in hooks {
-            let open = h["name"] == names::NAMESPACES;
+            let open = h["name"] == names::NAMESPACE_CONTENTS;
             assert_eq!(h["failurePolicy"], if open { "Ignore" } else { "Fail" });
             assert_eq!(h["sideEffects"], "NoneOnDryRun");
             assert_eq!(h["admissionReviewVersions"], json!(["v1"]));

@@ -897,7 +897,10 @@ fn check_wellformed(field: &str, side: &ResourceSpec, problems: &mut Vec<String>
         ));
     }
     if let Some(why) = wellformed::kind(&side.kind) {
-        problems.push(format!("{field}.kind: invalid value {:?}: {why}", side.kind));
+        problems.push(format!(
+            "{field}.kind: invalid value {:?}: {why}",
+            side.kind
+        ));
     }
     let namespace = |path: &str, ns: Option<&String>, problems: &mut Vec<String>| {
         if let Some(ns) = ns.filter(|ns| !ns.is_empty()) {

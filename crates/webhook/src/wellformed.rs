@@ -152,7 +152,10 @@ pub fn api_version(s: &str) -> Option<String> {
         None => (None, s),
     };
     let group_ok = group.is_none_or(|g| dns1123_subdomain(g).is_none());
-    let version_ok = version.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+    let version_ok = version
+        .as_bytes()
+        .first()
+        .is_some_and(u8::is_ascii_lowercase)
         && dns1123_label(version).is_none();
     (!(group_ok && version_ok)).then(|| {
         "must be 'version' or 'group/version', the group a DNS subdomain and the version a lowercase name starting with a letter (e.g. 'v1', 'apps/v1', 'eks.example.io/v1beta1')".to_owned()

@@ -292,8 +292,10 @@ async fn stripping_the_label_of_an_object_in_use_is_refused() {
     // state, and Lien never removes the label while a relation holds.
     let mut by_lien = rv.clone();
     by_lien["request"]["userInfo"]["username"] = json!("system:serviceaccount:lien-system:lien");
-    by_lien["request"]["userInfo"]["groups"] =
-        json!(["system:serviceaccounts", "system:serviceaccounts:lien-system"]);
+    by_lien["request"]["userInfo"]["groups"] = json!([
+        "system:serviceaccounts",
+        "system:serviceaccounts:lien-system"
+    ]);
     let r = post(&h.router, &by_lien).await;
     assert_eq!(r["allowed"], false, "{r}");
     assert_eq!(r["status"]["code"], 409);
@@ -607,7 +609,10 @@ async fn malformed_usages_are_refused_naming_the_field(
     assert_eq!(r["allowed"], false, "{r}");
     assert_eq!(r["status"]["code"], 422, "{r}");
     let got = r["status"]["message"].as_str().expect("message");
-    assert!(got.starts_with(message), "{got:?} does not start with {message:?}");
+    assert!(
+        got.starts_with(message),
+        "{got:?} does not start with {message:?}"
+    );
 }
 
 /// RBAC's kinds are named like paths (`system:…`), as kube-apiserver allows.
@@ -615,7 +620,11 @@ async fn malformed_usages_are_refused_naming_the_field(
 async fn rbac_names_are_path_segments() {
     let kinds = StaticKinds::default()
         .with("apps/v1", "Deployment", Scope::Namespaced)
-        .with("rbac.authorization.k8s.io/v1", "ClusterRole", Scope::Cluster);
+        .with(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            Scope::Cluster,
+        );
     let router = Webhook::builder(index())
         .kinds(Arc::new(kinds))
         .ready(true)

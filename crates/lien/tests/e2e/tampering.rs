@@ -25,7 +25,10 @@ async fn impersonating_lien_does_not_strip_the_label() {
     let as_lien = env
         .client_as(
             "system:serviceaccount:lien-system:lien",
-            &["system:serviceaccounts", "system:serviceaccounts:lien-system"],
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:lien-system",
+            ],
         )
         .await;
     let err = Api::<ConfigMap>::namespaced(as_lien, &env.ns)

@@ -132,13 +132,21 @@ async fn malformed_usages_are_refused_by_the_schema_and_the_webhook() {
     let many: serde_json::Map<String, Value> =
         (0..33).map(|i| (format!("k{i}"), json!("v"))).collect();
     let schema_cases: Vec<(&str, Value, &str)> = vec![
-        ("blank-reason", json!({"of": cm_ref("x"), "reason": "   "}), "spec.reason"),
+        (
+            "blank-reason",
+            json!({"of": cm_ref("x"), "reason": "   "}),
+            "spec.reason",
+        ),
         (
             "long-reason",
             json!({"of": cm_ref("x"), "reason": "x".repeat(1025)}),
             "spec.reason",
         ),
-        ("empty-selector", of_selector(json!({})), "spec.of.resourceSelector"),
+        (
+            "empty-selector",
+            of_selector(json!({})),
+            "spec.of.resourceSelector",
+        ),
         (
             "bad-label-value",
             of_selector(json!({"matchLabels": {"app": "-x"}})),
