@@ -59,8 +59,9 @@ pub struct ConfigurationOptions {
     /// `timeoutSeconds` (1–30).
     pub timeout_seconds: u8,
     /// A namespace label that, set to `"true"`, takes the namespace out of every hook (a
-    /// `namespaceSelector`); `None` excludes nothing. Lien's own writes are not excluded here:
-    /// they go through the hooks and are exempted by user in the validators.
+    /// `namespaceSelector`); `None` excludes nothing. Lien's own writes are not excluded: they go
+    /// through the hooks and are decided by state like anyone's (Lien never removes the in-use
+    /// label while a relation holds).
     pub ignore_namespaces_label: Option<String>,
 }
 
