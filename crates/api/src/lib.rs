@@ -33,27 +33,44 @@ pub const USAGE_FINALIZER: &str = "lien.dev/usage";
 /// references, so the two never disagree.
 pub const USAGE_OWNERS_ANNOTATION: &str = "lien.dev/owners";
 
+/// The longest `spec.reason`, in characters: a reason is a sentence or two a person reads in the
+/// refusal of a DELETE, and every refusal carries it.
+pub const MAX_REASON_CHARS: usize = 1024;
+/// The most `matchLabels` one selector may have: far more than any real selector needs, small
+/// enough that every object the selector is matched against stays cheap to test.
+pub const MAX_MATCH_LABELS: usize = 32;
+
 /// A reference to one object by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRef {
-    /// Name of the object.
+    /// Name of the object (at most 253 characters; a DNS subdomain for every kind but RBAC's,
+    /// whose names may be any path segment, e.g. `system:aggregate-to-edit`).
     #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    #[schemars(length(max = 253))]
     pub name: String,
     /// Namespace of the object. Empty means the Usage's own namespace for namespaced kinds (a
     /// ClusterUsage must name it), and nothing for cluster-scoped kinds. A namespaced Usage may
     /// name another namespace here only in `of`, and only together with `by`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")
+    )]
     pub namespace: Option<String>,
 }
 
-/// Selects objects by labels and/or by sharing the Usage's controller.
+/// Selects objects by labels and/or by sharing the Usage's controller. An empty selector
+/// (neither) would select every object of the kind, and is refused.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchControllerRef) && self.matchControllerRef)").message("an empty selector selects every object of the kind: set matchLabels or matchControllerRef: true, or use resourceRef for one object"))]
 pub struct ResourceSelector {
-    /// Labels an object must carry to be selected. Every matching object is selected, and the
-    /// selection is kept up to date as objects come, go and change labels.
+    /// Labels an object must carry to be selected (at most 32; keys and values follow
+    /// Kubernetes' label syntax). Every matching object is selected, and the selection is kept
+    /// up to date as objects come, go and change labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "match_labels_schema")]
     pub match_labels: BTreeMap<String, String>,
     /// Select only objects whose controller (the ownerReference with `controller: true`) is the
     /// Usage's own controller — the objects composed by the same parent.
@@ -62,6 +79,10 @@ pub struct ResourceSelector {
     /// Namespace to select in. Empty means the Usage's own namespace for namespaced kinds; for a
     /// ClusterUsage, empty selects in every namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")
+    )]
     pub namespace: Option<String>,
 }
 
@@ -74,9 +95,19 @@ pub struct ResourceSpec {
     /// API version of the kind, e.g. `eks.example.io/v1` (the version does not matter for
     /// matching: an object is the same object at every served version).
     #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    #[schemars(
+        length(max = 317),
+        regex(
+            pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z]([-a-z0-9]*[a-z0-9])?$"
+        )
+    )]
     pub api_version: String,
     /// Kind, e.g. `Cluster`.
     #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$")
+    )]
     pub kind: String,
     /// The object, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,8 +236,11 @@ pub struct UsageSpec {
     /// Who uses it. Without `by`, the Usage protects `of` for `reason` until it is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<ResourceSpec>,
-    /// Why, in words a person reads in the refusal of a DELETE. Required without `by`.
+    /// Why, in words a person reads in the refusal of a DELETE (at most 1024 characters, not
+    /// blank). Required without `by`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    #[x_kube(validation = Rule::new("self.trim() != ''").message("must not be blank: say why the object must stay, or remove spec.reason"))]
     pub reason: Option<String>,
     /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -257,12 +291,30 @@ pub struct ClusterUsageSpec {
     /// deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<ResourceSpec>,
-    /// Why, in words a person reads in the refusal of a DELETE. Required without `by`.
+    /// Why, in words a person reads in the refusal of a DELETE (at most 1024 characters, not
+    /// blank). Required without `by`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    #[x_kube(validation = Rule::new("self.trim() != ''").message("must not be blank: say why the object must stay, or remove spec.reason"))]
     pub reason: Option<String>,
     /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay_deletion: bool,
+}
+
+/// `matchLabels`: a map of label values, bounded. Label keys cannot be constrained in a
+/// structural schema (no `propertyNames`) and a CEL rule over every key costs more than
+/// kube-apiserver's budget allows for a map of unbounded keys, so the webhook checks keys.
+fn match_labels_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": MAX_MATCH_LABELS,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": 63,
+            "pattern": "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+        },
+    })
 }
 
 /// Every CRD Lien installs, in a stable order.

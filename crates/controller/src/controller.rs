@@ -76,6 +76,9 @@ pub struct ControllerConfig {
     pub retry_max: Duration,
     /// Events' reporting controller.
     pub reporter: String,
+    /// Whether Lien's webhook configuration is in place (`crate::webhook_config`); statuses
+    /// read it. Default: always.
+    pub webhook: crate::webhook_config::Enforcement,
 }
 
 impl Default for ControllerConfig {
@@ -87,6 +90,7 @@ impl Default for ControllerConfig {
             retry_base: Duration::from_millis(50),
             retry_max: Duration::from_secs(10),
             reporter: "lien-controller".into(),
+            webhook: crate::webhook_config::Enforcement::default(),
         }
     }
 }
@@ -887,6 +891,7 @@ fn plan(st: &mut State, index: &RwLock<RelationIndex>, config: &ControllerConfig
     }
     let settled = st.settled();
     let now = Timestamp::now();
+    let unenforced = config.webhook.problem();
     let mut plan = Plan {
         labels: desired::label_writes(&index, &st.caches, settled),
         replays: replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl),
@@ -904,7 +909,9 @@ fn plan(st: &mut State, index: &RwLock<RelationIndex>, config: &ControllerConfig
         if let Some(w) = desired::usage_meta(view, res, &st.caches) {
             plan.metas.push(w);
         }
-        if let Some(status) = desired::status(view, res, st.cycles.get(source), now) {
+        if let Some(status) =
+            desired::status(view, res, st.cycles.get(source), unenforced.as_deref(), now)
+        {
             plan.statuses
                 .push((source.clone(), status, view.resource_version.clone()));
         }
@@ -920,6 +927,7 @@ async fn write_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut leader = shared.leader_tx.subscribe();
+    let mut enforcement = config.webhook.subscribe();
     let mut delay = config.retry_base;
     // What was sent, keyed by target, with the resourceVersion it was decided on.
     let mut sent: HashMap<String, Option<String>> = HashMap::new();
@@ -935,6 +943,8 @@ async fn write_loop(
             _ = stop.wait_for(|s| *s) => return,
             () = shared.wake.notified() => {}
             _ = leader.changed() => {}
+            // Statuses say whether the webhook configuration is in place.
+            Ok(()) = enforcement.changed() => {}
             () = retry => {}
         }
         retry_at = None;

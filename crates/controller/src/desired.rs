@@ -323,14 +323,37 @@ fn condition(
     }
 }
 
-/// The status a usage should have; `None` when it already has it.
+/// The status a usage should have; `None` when it already has it. `unenforced`: why Lien's
+/// webhook configuration is missing or differs (`crate::webhook_config`), in which case
+/// kube-apiserver is not asking Lien and nothing is protected, whatever the relations say.
 pub fn status(
     view: &UsageView,
     res: &Resolution,
     cycle: Option<&Problem>,
+    unenforced: Option<&str>,
     now: Timestamp,
 ) -> Option<UsageStatus> {
     let previous = view.status.as_ref();
+    if let Some(why) = unenforced {
+        let not_configured = |type_: &str| {
+            condition(
+                previous,
+                type_,
+                false,
+                crate::webhook_config::NOT_CONFIGURED_REASON,
+                format!("{why}: DELETEs are not checked by Lien until it is restored"),
+                view.generation,
+                now,
+            )
+        };
+        let desired = UsageStatus {
+            conditions: vec![not_configured("Ready"), not_configured("InUse")],
+            of: Some(matched_objects(&res.of)),
+            by: view.by.as_ref().map(|_| matched_objects(&res.by)),
+            observed_generation: view.generation,
+        };
+        return (previous != Some(&desired)).then_some(desired);
+    }
     // A cycle is the most useful thing to report: it means the objects can never be deleted.
     let problem = cycle.or_else(|| res.problems.first());
     let ready = match problem {
@@ -492,7 +515,7 @@ mod tests {
         assert!(!users_gone(&view, &resolve(&view, &gone), &gone));
         // The user is seen (status lists it), then deleted before it became an owner.
         let res = resolve(&view, &c);
-        view.status = status(&view, &res, None, Timestamp::now());
+        view.status = status(&view, &res, None, None, Timestamp::now());
         assert!(!users_gone(&view, &res, &c), "the user is still there");
         let res = resolve(&view, &gone);
         assert!(users_gone(&view, &res, &gone));
@@ -527,7 +550,7 @@ mod tests {
         let res = resolve(&view, &c);
         assert_eq!(usage_meta(&view, &res, &c), None);
         let now = Timestamp::UNIX_EPOCH;
-        let s = status(&view, &res, None, now).expect("a status");
+        let s = status(&view, &res, None, None, now).expect("a status");
         assert_eq!(s.observed_generation, Some(3));
         assert_eq!(s.conditions[0].type_, "Ready");
         assert_eq!(s.conditions[0].status, "True");
@@ -542,7 +565,7 @@ mod tests {
             ..view
         };
         assert_eq!(
-            status(&view, &res, None, Timestamp::now()),
+            status(&view, &res, None, None, Timestamp::now()),
             None,
             "stable: no rewrite"
         );
@@ -613,14 +636,14 @@ mod tests {
         let mut view = usage_of_by();
         view.controller_uid = Some("uid-parent".into());
         let res = resolve(&view, &c);
-        let s = status(&view, &res, None, Timestamp::UNIX_EPOCH).expect("a status");
+        let s = status(&view, &res, None, None, Timestamp::UNIX_EPOCH).expect("a status");
         assert_eq!(s.controller_uid.as_deref(), Some("uid-parent"));
         // The garbage collector strips the reference: the status read back still has it, and
         // the next status keeps it.
         view.controller_uid = None;
         view.recorded_controller_uid = s.controller_uid.clone();
         view.status = Some(s);
-        assert_eq!(status(&view, &res, None, Timestamp::now()), None);
+        assert_eq!(status(&view, &res, None, None, Timestamp::now()), None);
     }
 
     /// A user being deleted (Terminating, held by its own finalizer) counts until it is gone:
@@ -648,7 +671,7 @@ mod tests {
         c.reset(&gk, &[of.clone(), by]);
         let mut view = usage_of_by();
         let res = resolve(&view, &c);
-        view.status = status(&view, &res, None, Timestamp::now());
+        view.status = status(&view, &res, None, None, Timestamp::now());
         let count = |v: &UsageView| {
             v.status
                 .as_ref()
@@ -800,6 +823,30 @@ mod tests {
                 prop_assert_eq!(again, out);
                 prop_assert_eq!(again_record, new_record);
             }
+        }
+    }
+
+    /// Issue 7 §4: while Lien's webhook configuration is missing or differs, a Usage does not
+    /// claim `InUse=True`.
+    #[test]
+    fn a_usage_is_not_in_use_while_the_webhook_is_not_configured() {
+        let c = caches(&[("of", false)]);
+        let view = UsageView {
+            namespace: Some("ns".into()),
+            name: "u".into(),
+            of: spec("of"),
+            reason: Some("prod".into()),
+            ..Default::default()
+        };
+        let res = resolve(&view, &c);
+        let why = "ValidatingWebhookConfiguration lien is missing";
+        let s = status(&view, &res, None, Some(why), Timestamp::UNIX_EPOCH).expect("a status");
+        for (c, type_) in s.conditions.iter().zip(["Ready", "InUse"]) {
+            assert_eq!(
+                (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+                (type_, "False", "WebhookNotConfigured")
+            );
+            assert!(c.message.starts_with(why), "{}", c.message);
         }
     }
 }

@@ -15,6 +15,8 @@
 //! - [`replay`]: refused DELETEs recorded on the objects and re-issued when the last relation
 //!   goes.
 //! - [`writer`], [`leader`]: the I/O edges.
+//! - [`webhook_config`]: Lien's own ValidatingWebhookConfiguration, watched and restored; while
+//!   it is missing or differs, every Usage reports that its protection is not enforced.
 //! - [`audit`]: the Events of refused DELETEs and break-glass overrides (their wording).
 //! - [`Controller`]: wires it together; [`live`]: what the webhook asks of the controller.
 //!
@@ -31,6 +33,7 @@ pub mod live;
 mod metrics;
 pub mod replay;
 pub mod resolve;
+pub mod webhook_config;
 pub mod writer;
 
 pub use audit::{BreakGlass, BreakGlassAction};

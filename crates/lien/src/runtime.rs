@@ -33,7 +33,7 @@ pub struct LienConfig {
     pub webhook_client: ClientConfig,
     /// Names in the webhook's serving certificate (service DNS names and/or IPs).
     pub webhook_names: Vec<String>,
-    /// The webhook's policy (listing bound, trusted users, break-glass groups).
+    /// The webhook's policy (listing bound, break-glass groups).
     pub policy: lien_webhook::validate::Policy,
     /// The controller's settings (leader election, replay TTL, retries).
     pub controller: ControllerConfig,
@@ -144,7 +144,14 @@ impl Lien {
         config: LienConfig,
     ) -> anyhow::Result<Lien> {
         let index = Arc::new(RwLock::new(RelationIndex::new()));
-        let controller = Controller::new(client.clone(), index.clone(), config.controller.clone());
+        // The reconciler of Lien's webhook configuration sets this; the controller's statuses
+        // read it.
+        let (enforcement_tx, enforcement) = lien_controller::webhook_config::Enforcement::channel();
+        let controller_config = ControllerConfig {
+            webhook: enforcement,
+            ..config.controller.clone()
+        };
+        let controller = Controller::new(client.clone(), index.clone(), controller_config.clone());
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
 
@@ -199,8 +206,14 @@ impl Lien {
         tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
         let options = ConfigurationOptions::new(config.webhook_client.clone());
         apply_configuration(&client, &options, &certs.ca_bundle_base64()).await?;
+        // The configuration as it should be, for its reconciler: rebuilt with every CA bundle.
+        let (desired_tx, desired_rx) = watch::channel(validating_webhook_configuration(
+            &options,
+            &certs.ca_bundle_base64(),
+        ));
+        // A new CA bundle changes the desired configuration; the reconciler publishes it.
         let mut bundles = certs.watch_bundle();
-        let (bundle_client, mut bundle_stop) = (client.clone(), stopped.clone());
+        let mut bundle_stop = stopped.clone();
         tasks.push(tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -208,11 +221,25 @@ impl Lien {
                     _ = bundle_stop.changed() => return,
                 }
                 let bundle = bundles.borrow_and_update().clone();
-                if let Err(e) = apply_configuration(&bundle_client, &options, &bundle).await {
-                    tracing::error!(error = %e, "publishing the webhook's new CA bundle");
-                }
+                desired_tx.send_replace(validating_webhook_configuration(&options, &bundle));
             }
         }));
+        // Deleted or edited, the configuration is restored, and Usages say so meanwhile.
+        let reconciler = lien_controller::webhook_config::Reconciler::new(
+            client.clone(),
+            desired_rx,
+            enforcement_tx,
+            controller.leader(),
+            FIELD_MANAGER,
+            kube::runtime::events::Reporter {
+                controller: controller_config.reporter.clone(),
+                instance: controller_config
+                    .leader
+                    .as_ref()
+                    .map(|l| l.identity.clone()),
+            },
+        );
+        tasks.push(tokio::spawn(reconciler.run(stopped.clone())));
 
         let mut controller_stop = stopped.clone();
         tasks.push(tokio::spawn(async move {

@@ -19,5 +19,7 @@ mod ordering;
 mod protection;
 #[path = "e2e/stress.rs"]
 mod stress;
+#[path = "e2e/tampering.rs"]
+mod tampering;
 #[path = "e2e/validation.rs"]
 mod validation;

@@ -7,6 +7,10 @@
 //!   connections, and Nagle's algorithm with delayed ACKs would add up to 40 ms to an answer.
 //! - A TLS handshake must finish within [`HANDSHAKE_TIMEOUT`]; otherwise a client that opens a
 //!   TCP connection and says nothing holds a task and a file descriptor forever.
+//! - With [`serve_tls_with`], an HTTP/1 request's headers must arrive within
+//!   [`Timeouts::header_read`]; otherwise a client that sends half a request line and stalls
+//!   holds a connection forever (slowloris). (A stalled *body* is the application's to bound:
+//!   only it knows when it reads one.)
 //! - A failed `accept` (out of file descriptors, most often) is retried after a short pause
 //!   instead of spinning on a CPU.
 //! - Stopping closes every open connection, watches included; finished connections are reaped
@@ -17,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -31,6 +35,27 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait before accepting again after `accept` failed.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
+/// How long a client may take over the parts of a connection the loop reads itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// The TLS handshake.
+    pub handshake: Duration,
+    /// An HTTP/1 request's head (request line and headers), from when the connection is ready
+    /// for the next request; so it also closes a keep-alive connection idle that long. `None`:
+    /// no bound.
+    pub header_read: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    /// [`HANDSHAKE_TIMEOUT`], and no header bound (what [`serve_tls`] serves with).
+    fn default() -> Self {
+        Self {
+            handshake: HANDSHAKE_TIMEOUT,
+            header_read: None,
+        }
+    }
+}
+
 /// Serves `app` over TLS on `listener` until `stop` turns true (or its sender is dropped); then
 /// every open connection is closed. Each connection takes its certificate from `tls` at
 /// handshake time, so a rotating certificate resolver applies at once.
@@ -38,7 +63,18 @@ pub fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Router,
+    stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    serve_tls_with(listener, tls, app, stop, Timeouts::default())
+}
+
+/// As [`serve_tls`], with `timeouts`.
+pub fn serve_tls_with(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Router,
     mut stop: watch::Receiver<bool>,
+    timeouts: Timeouts,
 ) -> JoinHandle<()> {
     let acceptor = TlsAcceptor::from(tls);
     tokio::spawn(async move {
@@ -63,11 +99,18 @@ pub fn serve_tls(
             let service = TowerToHyperService::new(app.clone());
             connections.spawn(async move {
                 let Ok(Ok(tls)) =
-                    tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                    tokio::time::timeout(timeouts.handshake, acceptor.accept(tcp)).await
                 else {
                     return;
                 };
-                let _ = auto::Builder::new(TokioExecutor::new())
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                // hyper's own default (30 s) only applies with a timer, so it is set explicitly
+                // or not at all.
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(timeouts.header_read);
+                let _ = builder
                     .serve_connection_with_upgrades(TokioIo::new(tls), service)
                     .await;
             });
@@ -122,6 +165,45 @@ mod tests {
         let mut out = String::new();
         tls.read_to_string(&mut out).await?;
         Ok(out)
+    }
+
+    /// A client that sends part of a request head and stalls is disconnected once
+    /// `header_read` has passed; before the bound existed it held the connection forever.
+    #[tokio::test]
+    async fn a_stalled_request_head_is_disconnected() {
+        let (server, client) = tls_pair();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (_stop, stopped) = watch::channel(false);
+        let app = Router::new().route("/ok", get(|| async { "served" }));
+        let timeouts = Timeouts {
+            header_read: Some(Duration::from_millis(300)),
+            ..Timeouts::default()
+        };
+        let _task = serve_tls_with(listener, server, app, stopped, timeouts);
+
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        let mut tls = TlsConnector::from(client.clone())
+            .connect(name, tcp)
+            .await
+            .expect("handshake");
+        tls.write_all(b"POST /ok HTTP/1.1\r\nhost: localhost\r\n")
+            .await
+            .expect("write");
+        let mut out = Vec::new();
+        // Generous against a slow machine, far below "forever".
+        let read = tokio::time::timeout(Duration::from_secs(20), tls.read_to_end(&mut out))
+            .await
+            .expect("disconnected, not held");
+        assert!(
+            read.is_err() || out.is_empty() || out.starts_with(b"HTTP/1.1 408"),
+            "{read:?} {}",
+            String::from_utf8_lossy(&out)
+        );
+        // Others are still served.
+        let answer = get_ok(addr, client).await.expect("request");
+        assert!(answer.ends_with("served"), "{answer}");
     }
 
     #[tokio::test]

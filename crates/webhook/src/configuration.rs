@@ -2,21 +2,29 @@
 //!
 //! # Data model
 //!
-//! One configuration, five webhooks, all answered by `/validate` and all `failurePolicy: Fail`
-//! (an unreachable Lien must not mean unprotected objects):
+//! One configuration, six webhooks, all answered by `/validate`:
 //!
-//! | webhook | operations | resources | selection |
-//! | --- | --- | --- | --- |
-//! | `delete.lien.dev` | DELETE | `*/*`, both scopes | objectSelector `lien.dev/in-use: "true"` |
-//! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"` (matches old *or* new) |
-//! | `break-glass.lien.dev` | CREATE, UPDATE | `*` | matchConditions: the break-glass annotation is set or changed |
-//! | `usages.lien.dev` | CREATE, UPDATE | `lien.dev` `usages`, `clusterusages` | — |
-//! | `namespaces.lien.dev` | DELETE | `namespaces` | none: a namespace's contents decide |
+//! | webhook | operations | resources | selection | failurePolicy |
+//! | --- | --- | --- | --- | --- |
+//! | `delete.lien.dev` | DELETE | `*/*`, both scopes | objectSelector `lien.dev/in-use: "true"`; not Namespaces | Fail |
+//! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"`; matchConditions: the update removes that label | Fail |
+//! | `break-glass.lien.dev` | CREATE, UPDATE | `*` | matchConditions: the break-glass annotation is set or changed | Fail |
+//! | `usages.lien.dev` | CREATE, UPDATE | `lien.dev` `usages`, `clusterusages` | — | Fail |
+//! | `namespaces.lien.dev` | DELETE | `namespaces` | objectSelector `lien.dev/in-use: "true"` | Fail |
+//! | `namespace-contents.lien.dev` | DELETE | `namespaces` | objectSelector: not `lien.dev/in-use: "true"` | Ignore |
 //!
 //! The object selector keeps the cluster's cost proportional to what is in use: kube-apiserver
 //! only calls Lien for labelled objects. The break-glass hook has no object selector (the
 //! annotation may be set before an object is in use, and must be vetted all the same); its CEL
 //! match conditions run in the API server, so only writes touching the annotation reach Lien.
+//!
+//! What fails closed while the webhook is down is kept to what protection needs (the reasons
+//! are in `docs/ARCHITECTURE.md`, "When the webhook is down"): the tamper hook only receives
+//! updates that remove the in-use label (not every update of an object in use), and a Namespace
+//! DELETE fails open unless the Namespace itself is in use — its contents in use are still
+//! refused one by one by `delete.lien.dev`, so the worst case is a namespace left Terminating,
+//! never an object lost. The two namespace hooks have disjoint object selectors, so a DELETE
+//! reaches exactly one.
 //!
 //! `sideEffects: NoneOnDryRun`: a real denial produces a record (event, replay annotation); a dry
 //! run produces nothing.
@@ -51,18 +59,21 @@ pub struct ConfigurationOptions {
     /// `timeoutSeconds` (1–30).
     pub timeout_seconds: u8,
     /// A namespace label that, set to `"true"`, takes the namespace out of every hook (a
-    /// `namespaceSelector`); `None` excludes nothing. Lien's own writes are not excluded here:
-    /// they go through the hooks and are exempted by user in the validators.
+    /// `namespaceSelector`); `None` excludes nothing. Lien's own writes are not excluded: they go
+    /// through the hooks and are decided by state like anyone's (Lien never removes the in-use
+    /// label while a relation holds).
     pub ignore_namespaces_label: Option<String>,
 }
 
 impl ConfigurationOptions {
-    /// Defaults: name `lien`, 10 s timeout.
+    /// Defaults: name `lien`, 5 s timeout (Lien answers from memory in microseconds; its live
+    /// and access checks give up after 3 s; a hung webhook stalls each write no longer than
+    /// this).
     pub fn new(client: ClientConfig) -> Self {
         Self {
             name: "lien".to_owned(),
             client,
-            timeout_seconds: 10,
+            timeout_seconds: 5,
             ignore_namespaces_label: None,
         }
     }
@@ -79,8 +90,11 @@ pub mod names {
     pub const BREAK_GLASS: &str = "break-glass.lien.dev";
     /// Usage / ClusterUsage CREATE and UPDATE.
     pub const USAGES: &str = "usages.lien.dev";
-    /// Namespace DELETE.
+    /// DELETE of a Namespace that is itself in use (fails closed).
     pub const NAMESPACES: &str = "namespaces.lien.dev";
+    /// DELETE of a Namespace that is not itself in use, for its contents used from outside
+    /// (fails open).
+    pub const NAMESPACE_CONTENTS: &str = "namespace-contents.lien.dev";
 }
 
 fn client_config(client: &ClientConfig, ca_bundle: &str) -> Value {
@@ -137,7 +151,20 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
         names::TAMPER,
         json!([rule(&["UPDATE"], &["*"], &["*"], "*")]),
     );
-    tamper["objectSelector"] = in_use;
+    tamper["objectSelector"] = in_use.clone();
+    // Only updates that remove the label: every other update of an object in use (a scale, a
+    // status write) then never waits on Lien, nor fails while Lien is down. Arming break-glass
+    // is the break-glass hook's.
+    let l = lien_api::IN_USE_LABEL;
+    let labelled = |o: &str| {
+        format!(
+            "(has({o}.metadata.labels) && '{l}' in {o}.metadata.labels && {o}.metadata.labels['{l}'] == 'true')"
+        )
+    };
+    tamper["matchConditions"] = json!([{
+        "name": "removes-in-use-label",
+        "expression": format!("{} && !{}", labelled("oldObject"), labelled("object")),
+    }]);
     let mut break_glass = hook(
         names::BREAK_GLASS,
         json!([rule(&["CREATE", "UPDATE"], &["*"], &["*"], "*")]),
@@ -161,11 +188,26 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
             "*"
         )]),
     );
-    let namespaces = hook(
-        names::NAMESPACES,
-        json!([rule(&["DELETE"], &[""], &["namespaces"], "Cluster")]),
-    );
-    let mut webhooks = vec![delete, tamper, break_glass, usages, namespaces];
+    let namespace_rule = json!([rule(&["DELETE"], &[""], &["namespaces"], "Cluster")]);
+    let mut in_use_namespaces = hook(names::NAMESPACES, namespace_rule.clone());
+    in_use_namespaces["objectSelector"] = in_use;
+    let mut namespaces = hook(names::NAMESPACE_CONTENTS, namespace_rule);
+    namespaces["objectSelector"] = json!({"matchExpressions": [
+        {"key": lien_api::IN_USE_LABEL, "operator": "NotIn", "values": ["true"]}
+    ]});
+    // Lien down: deleting a namespace not itself in use goes ahead. Its objects in use are
+    // still refused one by one (`delete.lien.dev` fails closed), so at worst the namespace
+    // stays Terminating until their users go — nothing is lost, and the cluster's namespace
+    // churn (CI, previews) does not stop with Lien.
+    namespaces["failurePolicy"] = json!("Ignore");
+    let mut webhooks = vec![
+        delete,
+        tamper,
+        break_glass,
+        usages,
+        in_use_namespaces,
+        namespaces,
+    ];
     if let Some(label) = &opts.ignore_namespaces_label {
         let selector = json!({"matchExpressions": [
             {"key": label, "operator": "NotIn", "values": ["true"]}
@@ -187,7 +229,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn five_fail_closed_hooks() {
+    fn six_hooks_failing_closed_where_protection_needs_it() {
         let opts = ConfigurationOptions::new(ClientConfig::Service {
             namespace: "lien-system".into(),
             name: "lien-webhook".into(),
@@ -203,11 +245,13 @@ mod tests {
                 names::TAMPER,
                 names::BREAK_GLASS,
                 names::USAGES,
-                names::NAMESPACES
+                names::NAMESPACES,
+                names::NAMESPACE_CONTENTS
             ]
         );
         for h in hooks {
-            assert_eq!(h["failurePolicy"], "Fail");
+            let open = h["name"] == names::NAMESPACE_CONTENTS;
+            assert_eq!(h["failurePolicy"], if open { "Ignore" } else { "Fail" });
             assert_eq!(h["sideEffects"], "NoneOnDryRun");
             assert_eq!(h["admissionReviewVersions"], json!(["v1"]));
             assert_eq!(h["clientConfig"]["caBundle"], "Q0E=");
@@ -223,7 +267,16 @@ mod tests {
                 .as_str()
                 .is_some_and(|e| e.contains("request.resource.resource == 'namespaces'"))
         );
-        assert!(hooks[4].get("objectSelector").is_none());
+        assert_eq!(hooks[4]["objectSelector"], hooks[0]["objectSelector"]);
+        assert_eq!(
+            hooks[5]["objectSelector"]["matchExpressions"][0]["operator"],
+            "NotIn"
+        );
+        assert!(
+            hooks[1]["matchConditions"][0]["expression"]
+                .as_str()
+                .is_some_and(|e| e.contains("!(has(object.metadata.labels)"))
+        );
         assert!(
             hooks[2]["matchConditions"][0]["expression"]
                 .as_str()

@@ -10,6 +10,7 @@
 //! - [`server`]: the axum router and TLS server; the [`LiveCheck`] seam for "no stale allow".
 //! - [`tls`]: Lien's own CA and rotating serving certificate.
 //! - [`configuration`]: the `ValidatingWebhookConfiguration` that sends reviews here.
+//! - [`wellformed`]: Kubernetes' syntax rules for names, label keys and values, kinds.
 //!
 //! What the controller provides: the [`SharedIndex`] it keeps up to date, a [`LiveCheck`], a
 //! [`KindResolver`], an [`AccessCheck`], and a receiver for [`Record`]s (events, replay). What it gets: a
@@ -21,6 +22,7 @@ pub mod scan;
 pub mod server;
 pub mod tls;
 pub mod validate;
+pub mod wellformed;
 
 pub use configuration::{ClientConfig, ConfigurationOptions, validating_webhook_configuration};
 pub use review::{Answer, ReviewError};

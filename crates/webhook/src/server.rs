@@ -39,12 +39,23 @@ use tokio::task::JoinHandle;
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
 use crate::validate::{
     BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, finish_delete,
-    object_key, validate_namespace_delete, validate_usage, validate_write,
+    is_lien_kind, object_key, validate_namespace_delete, validate_usage, validate_write,
 };
 
 /// kube-apiserver caps request bodies at 3 MiB of object, sent twice for an UPDATE plus the
 /// review around them; controller-runtime's webhooks accept 7 MiB for the same reason.
 pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+/// How long a request's body may take to arrive once its headers have: kube-apiserver sends a
+/// review in one go and gives up after the hook's `timeoutSeconds` (5 s in Lien's
+/// configuration), so a body still incomplete after that is from a client holding a connection
+/// open (100 such clients used to hold 100 connections and tasks indefinitely). Answered 408
+/// and the connection closed.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an HTTP/1 request's head may take (and so how long a keep-alive connection may
+/// idle): kube-apiserver's own `ReadHeaderTimeout` is 32 s.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The relation index as shared by the controller (writer) and the webhook (reader).
 pub type SharedIndex = Arc<RwLock<RelationIndex>>;
@@ -215,6 +226,7 @@ struct Inner {
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
     ready: Arc<AtomicBool>,
+    body_timeout: Duration,
     metrics: Metrics,
     /// The break-glass overrides audited lately ([`Webhook::first_audit`]), most recent last.
     audited: parking_lot::Mutex<std::collections::VecDeque<String>>,
@@ -249,6 +261,7 @@ pub struct WebhookBuilder {
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
     ready: Arc<AtomicBool>,
+    body_timeout: Duration,
 }
 
 impl std::fmt::Debug for WebhookBuilder {
@@ -295,6 +308,12 @@ impl WebhookBuilder {
         self
     }
 
+    /// How long a request body may take once its headers are in (default [`BODY_TIMEOUT`]).
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Starts ready (default: not ready until [`Webhook::set_ready`], i.e. until the
     /// controller's index has synced).
     pub fn ready(self, ready: bool) -> Self {
@@ -315,6 +334,7 @@ impl WebhookBuilder {
                 access_timeout: self.access_timeout,
                 records: self.records,
                 ready: self.ready,
+                body_timeout: self.body_timeout,
                 metrics: Metrics::new(),
                 audited: parking_lot::Mutex::new(std::collections::VecDeque::new()),
             }),
@@ -329,7 +349,7 @@ fn is_usage_kind(req: &Request<'_>) -> bool {
 fn outcome_label(answer: &Answer) -> &'static str {
     match (&answer.allowed, answer.status.as_ref().map(|s| s.code)) {
         (true, _) => "allowed",
-        (false, Some(400 | 413 | 415)) => "invalid",
+        (false, Some(400 | 408 | 413 | 415)) => "invalid",
         (false, Some(c)) if c >= 500 => "error",
         (false, _) => "denied",
     }
@@ -348,6 +368,7 @@ impl Webhook {
             access_timeout: Duration::from_secs(3),
             records: None,
             ready: Arc::new(AtomicBool::new(false)),
+            body_timeout: BODY_TIMEOUT,
         }
     }
 
@@ -467,6 +488,11 @@ impl Webhook {
             Operation::Delete if req.kind.group.is_empty() && req.kind.kind == "Namespace" => {
                 validate_namespace_delete(&inner.index.read(), &inner.policy, req, now)
             }
+            // Lien's own objects are never protected (`validate::is_lien_kind`).
+            Operation::Delete if is_lien_kind(req) => Outcome::Allow {
+                warnings: Vec::new(),
+                record: None,
+            },
             Operation::Delete => match object_key(req) {
                 Ok(key) => {
                     // The lock is held for the lookup only; rendering happens after.
@@ -639,9 +665,26 @@ async fn validate_handler(
         webhook.count_rejected(&answer);
         return review_response(&answer);
     }
-    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
+    let read = tokio::time::timeout(
+        webhook.inner.body_timeout,
+        axum::body::to_bytes(body, MAX_BODY_BYTES),
+    );
+    let bytes = match read.await {
+        Ok(Ok(bytes)) => bytes,
         Err(_) => {
+            // Not an AdmissionReview: nobody who sends a review stalls, and the connection is
+            // closed so that the client cannot hold it with the next request either.
+            tracing::debug!(timeout = ?webhook.inner.body_timeout, "request body timed out");
+            let answer = Answer::deny("", 408, "Timeout", "lien: request body timed out");
+            webhook.count_rejected(&answer);
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                [(header::CONNECTION, "close")],
+                "lien: request body timed out\n",
+            )
+                .into_response();
+        }
+        Ok(Err(_)) => {
             let answer = too_large();
             webhook.count_rejected(&answer);
             return review_response(&answer);
@@ -717,9 +760,24 @@ impl Server {
         tls: Arc<rustls::ServerConfig>,
         app: Router,
     ) -> std::io::Result<Self> {
+        let timeouts = lien_serve::Timeouts {
+            header_read: Some(HEADER_READ_TIMEOUT),
+            ..lien_serve::Timeouts::default()
+        };
+        Self::start_with(listener, tls, app, timeouts)
+    }
+
+    /// As [`Server::start`], with other connection timeouts (the request body's is the
+    /// [`Webhook`]'s: [`WebhookBuilder::body_timeout`]).
+    pub fn start_with(
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+        app: Router,
+        timeouts: lien_serve::Timeouts,
+    ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
-        let task = lien_serve::serve_tls(listener, tls, app, stopped);
+        let task = lien_serve::serve_tls_with(listener, tls, app, stopped, timeouts);
         Ok(Self { addr, stop, task })
     }
 

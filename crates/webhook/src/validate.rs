@@ -11,8 +11,9 @@
 //! - [`Outcome::Confirm`] means "the object says it is in use but the index knows nothing":
 //!   the index may be behind (a restart, a watch gap), so the HTTP layer asks the injected
 //!   [`LiveCheck`](crate::LiveCheck) and finishes with [`Confirm::resolve`]. Fail closed.
-//! - [`Policy`] is the static configuration: how many blockers a message lists, who is Lien
-//!   (exempt from the tamper guard), which groups may break glass.
+//! - [`Policy`] is the static configuration: how many blockers a message lists and which
+//!   groups may break glass. Nobody is exempt from the tamper guard by name: it decides by
+//!   state (see [`validate_write`]).
 //! - [`KindResolver`] answers "is this kind served, at which scope, under which resource" from
 //!   the caller's discovery cache, so Usage validation stays pure.
 //! - [`Outcome::Authorize`] means "the Usage is valid; may its creator protect `spec.of`?": the
@@ -46,9 +47,6 @@ pub const BREAK_GLASS_ANNOTATION: &str = "lien.dev/break-glass";
 pub struct Policy {
     /// How many blockers a denial lists before "and N more".
     pub max_listed: usize,
-    /// Users exempt from the tamper guard: Lien's own service account, which removes the label
-    /// when the last relation goes (its index may be ahead of this replica's).
-    pub trusted_users: Vec<String>,
     /// Groups whose members may set [`BREAK_GLASS_ANNOTATION`]. Empty: break-glass is off and
     /// the annotation is ignored.
     pub break_glass_groups: Vec<String>,
@@ -58,7 +56,6 @@ impl Default for Policy {
     fn default() -> Self {
         Self {
             max_listed: 10,
-            trusted_users: vec!["system:serviceaccount:lien-system:lien".to_owned()],
             break_glass_groups: Vec::new(),
         }
     }
@@ -227,6 +224,14 @@ fn denied(
     }
 }
 
+/// Whether the object under review is one of Lien's own (group `lien.dev`). A Usage is never
+/// itself protected: Usages of Usages are refused at CREATE ([`validate_usage`]), and one that
+/// got into the index anyway (created before that check, or with the webhook down) must not
+/// block the deletion of a Usage — two of them would hold their namespace in `Terminating`.
+pub fn is_lien_kind(req: &Request<'_>) -> bool {
+    req.kind.group == lien_api::GROUP
+}
+
 fn is_core_namespace(req: &Request<'_>) -> bool {
     req.kind.group.is_empty() && req.kind.kind == "Namespace"
 }
@@ -293,6 +298,9 @@ pub fn validate_delete(
 ) -> Outcome {
     if is_core_namespace(req) {
         return validate_namespace_delete(index, policy, req, now);
+    }
+    if is_lien_kind(req) {
+        return Outcome::allow();
     }
     match object_key(req) {
         Ok(key) => {
@@ -392,7 +400,8 @@ pub fn validate_namespace_delete(
     let mut replay = false;
     for r in index.relations() {
         let of = r.of();
-        if of.namespace != Some(ns) {
+        // Lien's own objects are never protected (see `is_lien_kind`).
+        if of.namespace != Some(ns) || of.group == lien_api::GROUP {
             continue;
         }
         let from_outside = match r.by() {
@@ -475,7 +484,13 @@ pub fn validate_write(
     };
     let decision = decide(index, &key, req);
     let user = req.user_info.username.as_ref();
-    if stripped && !decision.is_allowed() && !policy.trusted_users.iter().any(|u| u == user) {
+    // By state, whoever asks: Lien's controller itself only removes the label once no relation
+    // holds (`lien_controller::desired::label_writes`), so a removal while one holds is never
+    // Lien's own — an exemption by user name would let anyone who may impersonate Lien's
+    // service account unprotect (and then delete) the object. On a second replica whose index
+    // lags the leader's, the leader's removal is refused until this index catches up; the
+    // writer retries it.
+    if stripped && !decision.is_allowed() {
         let rendered = render_denial(&decision, policy.max_listed);
         let prefix = format!("cannot delete {key}: ");
         let why = rendered.strip_prefix(&prefix).unwrap_or(&rendered);
@@ -559,6 +574,8 @@ struct UsageSpecSides {
     of: ResourceSpec,
     #[serde(default)]
     by: Option<ResourceSpec>,
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 /// The stored Usage of an UPDATE: only `spec.of`, leniently (a Usage stored before a schema
@@ -714,9 +731,12 @@ pub fn validate_usage(
         Err(e) => return Outcome::invalid(format!("cannot read {}: {e}", req.kind.kind)),
     };
     let mut problems = Vec::new();
-    check_side(kinds, "spec.of", &spec.of, cluster_usage, &mut problems);
-    if let Some(by) = &spec.by {
-        check_side(kinds, "spec.by", by, cluster_usage, &mut problems);
+    check_spec(&spec, req, &mut problems);
+    if problems.is_empty() {
+        check_side(kinds, "spec.of", &spec.of, cluster_usage, &mut problems);
+        if let Some(by) = &spec.by {
+            check_side(kinds, "spec.by", by, cluster_usage, &mut problems);
+        }
     }
     if !problems.is_empty() {
         return Outcome::deny(422, "Invalid", problems.join("; "));
@@ -792,6 +812,152 @@ fn access_request(
         name: of.resource_ref.as_ref().map(|r| r.name.clone()),
     };
     Some((request, scope))
+}
+
+/// The API group of an `apiVersion` (`""` for the core group's `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+/// The rules that need no discovery: well-formed names, label keys and values, bounded sizes, a
+/// non-blank reason, no Usage of a Lien object, no Usage of itself. The CRD's schema refuses
+/// most of them before Lien sees the Usage (maxLength, maxProperties, patterns, CEL); this
+/// checks them all again, because a Usage stored under an older CRD, or a cluster whose CRD
+/// is not Lien's current one, must not be enforced unchecked, and because what CEL cannot
+/// express within kube-apiserver's cost budget (label keys, `of` equal to `by`) is only here.
+fn check_spec(spec: &UsageSpecSides, req: &Request<'_>, problems: &mut Vec<String>) {
+    if let Some(reason) = &spec.reason {
+        if reason.trim().is_empty() {
+            problems.push(
+                "spec.reason: must not be blank; say in words why the object must stay (it is shown in every refused DELETE), or remove spec.reason when spec.by is set".to_owned(),
+            );
+        }
+        let chars = reason.chars().count();
+        if chars > lien_api::MAX_REASON_CHARS {
+            problems.push(format!(
+                "spec.reason: {chars} characters is too long: at most {} (it is shown in every refused DELETE); shorten it",
+                lien_api::MAX_REASON_CHARS
+            ));
+        }
+    }
+    check_wellformed("spec.of", &spec.of, problems);
+    if let Some(by) = &spec.by {
+        check_wellformed("spec.by", by, problems);
+    }
+    if group_of(&spec.of.api_version) == lien_api::GROUP {
+        problems.push(format!(
+            "spec.of: {} ({}) is one of Lien's own kinds, and a Usage is never itself protected (Usages of Usages would block each other's deletion and hold their namespace in Terminating); point spec.of at the object the other Usage protects instead",
+            spec.of.kind, spec.of.api_version
+        ));
+    }
+    if let Some(by) = &spec.by {
+        if same_objects(&spec.of, by, req) {
+            problems.push(
+                "spec.by: is identical to spec.of, and an object cannot be in use by itself; name the object that uses spec.of in spec.by, or remove spec.by and give a spec.reason to protect spec.of on its own".to_owned(),
+            );
+        }
+    }
+}
+
+/// Whether two sides name the same objects: the same kind (an object is the same object at
+/// every served version) and the same reference or selector, a missing namespace being the
+/// Usage's own.
+fn same_objects(of: &ResourceSpec, by: &ResourceSpec, req: &Request<'_>) -> bool {
+    let own = req.namespace.as_deref().filter(|ns| !ns.is_empty());
+    fn ns<'a>(n: Option<&'a String>, own: Option<&'a str>) -> Option<&'a str> {
+        n.map(String::as_str).filter(|n| !n.is_empty()).or(own)
+    }
+    if group_of(&of.api_version) != group_of(&by.api_version) || of.kind != by.kind {
+        return false;
+    }
+    match (
+        (&of.resource_ref, &of.resource_selector),
+        (&by.resource_ref, &by.resource_selector),
+    ) {
+        ((Some(a), _), (Some(b), _)) => {
+            a.name == b.name && ns(a.namespace.as_ref(), own) == ns(b.namespace.as_ref(), own)
+        }
+        ((None, Some(a)), (None, Some(b))) => {
+            a.match_labels == b.match_labels
+                && a.match_controller_ref == b.match_controller_ref
+                && ns(a.namespace.as_ref(), own) == ns(b.namespace.as_ref(), own)
+        }
+        _ => false,
+    }
+}
+
+/// Syntax and size: `apiVersion`, `kind`, names, namespaces, label keys and values, and a
+/// selector that selects something less than every object of the kind.
+fn check_wellformed(field: &str, side: &ResourceSpec, problems: &mut Vec<String>) {
+    use crate::wellformed;
+    if let Some(why) = wellformed::api_version(&side.api_version) {
+        problems.push(format!(
+            "{field}.apiVersion: invalid value {:?}: {why}",
+            side.api_version
+        ));
+    }
+    if let Some(why) = wellformed::kind(&side.kind) {
+        problems.push(format!(
+            "{field}.kind: invalid value {:?}: {why}",
+            side.kind
+        ));
+    }
+    let namespace = |path: &str, ns: Option<&String>, problems: &mut Vec<String>| {
+        if let Some(ns) = ns.filter(|ns| !ns.is_empty()) {
+            if let Some(why) = wellformed::dns1123_label(ns) {
+                problems.push(format!("{path}: invalid namespace {ns:?}: {why}"));
+            }
+        }
+    };
+    if let Some(r) = &side.resource_ref {
+        // RBAC's kinds take any path segment (`system:controller:…`), as kube-apiserver's RBAC
+        // validation does; every other kind's names are DNS subdomains.
+        let why = if group_of(&side.api_version) == "rbac.authorization.k8s.io" {
+            wellformed::path_segment_name(&r.name)
+        } else {
+            wellformed::dns1123_subdomain(&r.name)
+        };
+        if let Some(why) = why {
+            problems.push(format!(
+                "{field}.resourceRef.name: invalid name {:?}: {why}",
+                r.name
+            ));
+        }
+        namespace(
+            &format!("{field}.resourceRef.namespace"),
+            r.namespace.as_ref(),
+            problems,
+        );
+    }
+    if let Some(s) = &side.resource_selector {
+        let path = format!("{field}.resourceSelector");
+        namespace(&format!("{path}.namespace"), s.namespace.as_ref(), problems);
+        if s.match_labels.is_empty() && !s.match_controller_ref {
+            problems.push(format!(
+                "{path}: an empty selector selects every {} in its namespace (or the cluster); set matchLabels or matchControllerRef: true, or use resourceRef for one object",
+                side.kind
+            ));
+        }
+        if s.match_labels.len() > lien_api::MAX_MATCH_LABELS {
+            problems.push(format!(
+                "{path}.matchLabels: {} labels is too many: at most {}; select by fewer labels",
+                s.match_labels.len(),
+                lien_api::MAX_MATCH_LABELS
+            ));
+        }
+        for (key, value) in &s.match_labels {
+            if let Some(why) = wellformed::qualified_name(key) {
+                problems.push(format!(
+                    "{path}.matchLabels: invalid label key {key:?}: {why}"
+                ));
+            }
+            if let Some(why) = wellformed::label_value(value) {
+                problems.push(format!(
+                    "{path}.matchLabels[{key}]: invalid label value {value:?}: {why}"
+                ));
+            }
+        }
+    }
 }
 
 fn check_side(

@@ -288,10 +288,17 @@ async fn stripping_the_label_of_an_object_in_use_is_refused() {
              and it is in use by apps/Deployment fixtures/web (Usage fixtures/web-uses-settings); \
              the label goes when the last relation does"})
     );
-    // Lien's own service account may (its index may be ahead of this replica's).
+    // Nor may Lien's own service account (or whoever impersonates it): the guard decides by
+    // state, and Lien never removes the label while a relation holds.
     let mut by_lien = rv.clone();
     by_lien["request"]["userInfo"]["username"] = json!("system:serviceaccount:lien-system:lien");
-    assert_eq!(post(&h.router, &by_lien).await["allowed"], true);
+    by_lien["request"]["userInfo"]["groups"] = json!([
+        "system:serviceaccounts",
+        "system:serviceaccounts:lien-system"
+    ]);
+    let r = post(&h.router, &by_lien).await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(r["status"]["code"], 409);
     // Not in use: anyone may.
     let h = harness_with(empty_index(), policy(), Arc::new(lien_webhook::NoLiveCheck));
     assert_eq!(post(&h.router, &rv).await["allowed"], true);
@@ -526,4 +533,108 @@ async fn health_readiness_and_metrics() {
         text.contains("lien_webhook_request_duration_seconds_bucket"),
         "{text}"
     );
+}
+
+/// Issue 7 §4: a Usage is never itself protected.
+#[tokio::test]
+async fn a_usage_of_a_usage_is_refused_naming_spec_of() {
+    let h = harness();
+    let mut rv = review("create-usage.json");
+    rv["request"]["object"]["spec"]["of"] = json!({
+        "apiVersion": "lien.dev/v1alpha1", "kind": "Usage", "resourceRef": {"name": "other"}
+    });
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(r["status"]["code"], 422);
+    let message = r["status"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("spec.of: Usage (lien.dev/v1alpha1) is one of Lien's own kinds"),
+        "{message}"
+    );
+}
+
+/// Issue 7 §4: a relation of a Usage that got into the index (created before the check, or with
+/// the webhook down) never blocks the deletion of the Usage, nor of its namespace.
+#[tokio::test]
+async fn deleting_a_lien_object_is_never_blocked() {
+    let idx = index();
+    let usage = ObjectKey::new("lien.dev", "Usage", Some(NS), "web-uses-settings");
+    {
+        let mut idx = idx.write();
+        let s = Source::usage("other", "uses-a-usage");
+        let by = ObjectKey::new("apps", "Deployment", Some("other"), "api");
+        idx.apply(&s, [Relation::uses(s.clone(), usage, by)])
+            .expect("apply");
+    }
+    let h = harness_with(idx, policy(), Arc::new(lien_webhook::NoLiveCheck));
+    let mut rv = review("delete-configmap.json");
+    rv["request"]["kind"] = json!({"group": "lien.dev", "version": "v1alpha1", "kind": "Usage"});
+    rv["request"]["resource"] =
+        json!({"group": "lien.dev", "version": "v1alpha1", "resource": "usages"});
+    rv["request"]["name"] = json!("web-uses-settings");
+    rv["request"]["oldObject"]["metadata"]["name"] = json!("web-uses-settings");
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    let r = post(&h.router, &review("delete-namespace.json")).await;
+    assert_eq!(r["allowed"], true, "{r}");
+}
+
+/// Issue 7 §4: what the schema cannot hold back, the webhook refuses, naming the field.
+#[rstest]
+#[case::blank_reason(json!({"reason": "   "}), "spec.reason: must not be blank")]
+#[case::long_reason(json!({"reason": "x".repeat(1025)}), "spec.reason: 1025 characters is too long: at most 1024")]
+#[case::of_is_by(json!({"by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "settings"}}}), "spec.by: is identical to spec.of")]
+#[case::of_is_by_at_another_version(json!({"by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "settings", "namespace": "fixtures"}}}), "spec.by: is identical to spec.of")]
+#[case::empty_selector(json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": {}}}), "spec.of.resourceSelector: an empty selector selects every ConfigMap")]
+#[case::namespace_only_selector(json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": {"namespace": "fixtures"}}}), "spec.of.resourceSelector: an empty selector")]
+#[case::bad_label_key(json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": {"matchLabels": {"bad key!": "x"}}}}), "spec.of.resourceSelector.matchLabels: invalid label key \"bad key!\"")]
+#[case::bad_label_value(json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": {"matchLabels": {"app": "-x"}}}}), "spec.of.resourceSelector.matchLabels[app]: invalid label value \"-x\"")]
+#[case::too_many_labels(json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": {"matchLabels": (0..33).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}}}), "spec.of.resourceSelector.matchLabels: 33 labels is too many: at most 32")]
+#[case::bad_name(json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "Not_A_Name"}}}), "spec.of.resourceRef.name: invalid name \"Not_A_Name\"")]
+#[case::bad_namespace(json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "s", "namespace": "a.b"}}, "by": {"apiVersion": "apps/v1", "kind": "Deployment", "resourceRef": {"name": "web"}}}), "spec.of.resourceRef.namespace: invalid namespace \"a.b\"")]
+#[case::bad_kind(json!({"of": {"apiVersion": "v1", "kind": "Config Map", "resourceRef": {"name": "s"}}}), "spec.of.kind: invalid value \"Config Map\"")]
+#[case::bad_api_version(json!({"of": {"apiVersion": "Apps/v1/", "kind": "ConfigMap", "resourceRef": {"name": "s"}}}), "spec.of.apiVersion: invalid value \"Apps/v1/\"")]
+#[tokio::test]
+async fn malformed_usages_are_refused_naming_the_field(
+    #[case] patch: Value,
+    #[case] message: &str,
+) {
+    let h = harness();
+    let mut rv = review("create-usage.json");
+    let spec = &mut rv["request"]["object"]["spec"];
+    for (k, v) in patch.as_object().expect("object") {
+        spec[k] = v.clone();
+    }
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(r["status"]["code"], 422, "{r}");
+    let got = r["status"]["message"].as_str().expect("message");
+    assert!(
+        got.starts_with(message),
+        "{got:?} does not start with {message:?}"
+    );
+}
+
+/// RBAC's kinds are named like paths (`system:…`), as kube-apiserver allows.
+#[tokio::test]
+async fn rbac_names_are_path_segments() {
+    let kinds = StaticKinds::default()
+        .with("apps/v1", "Deployment", Scope::Namespaced)
+        .with(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            Scope::Cluster,
+        );
+    let router = Webhook::builder(index())
+        .kinds(Arc::new(kinds))
+        .ready(true)
+        .build()
+        .router();
+    let mut rv = review("create-usage.json");
+    rv["request"]["object"]["spec"]["of"] = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "resourceRef": {"name": "system:aggregate-to-edit"}
+    });
+    let r = post(&router, &rv).await;
+    assert_eq!(r["allowed"], true, "{r}");
 }

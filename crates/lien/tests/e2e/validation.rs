@@ -117,3 +117,105 @@ async fn invalid_usages_are_refused_naming_the_field() {
     }
     env.finish().await;
 }
+
+/// Issue 7 §4: malformed Usages are refused at apply time, naming the field — by the CRD's
+/// schema alone (Lien stopped: kube-apiserver validates the schema before calling webhooks),
+/// and what the schema cannot check by the webhook.
+#[tokio::test]
+async fn malformed_usages_are_refused_by_the_schema_and_the_webhook() {
+    let mut env = Env::start("malformed").await;
+    let ns = env.ns.clone();
+    let of_selector = |selector: Value| {
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": selector},
+               "reason": "r"})
+    };
+    let many: serde_json::Map<String, Value> =
+        (0..33).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let schema_cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "blank-reason",
+            json!({"of": cm_ref("x"), "reason": "   "}),
+            "spec.reason",
+        ),
+        (
+            "long-reason",
+            json!({"of": cm_ref("x"), "reason": "x".repeat(1025)}),
+            "spec.reason",
+        ),
+        (
+            "empty-selector",
+            of_selector(json!({})),
+            "spec.of.resourceSelector",
+        ),
+        (
+            "bad-label-value",
+            of_selector(json!({"matchLabels": {"app": "-x"}})),
+            "spec.of.resourceSelector.matchLabels",
+        ),
+        (
+            "too-many-labels",
+            of_selector(json!({"matchLabels": many})),
+            "spec.of.resourceSelector.matchLabels",
+        ),
+        (
+            "bad-kind",
+            json!({"of": {"apiVersion": "v1", "kind": "Config Map",
+                          "resourceRef": {"name": "x"}}, "reason": "r"}),
+            "spec.of.kind",
+        ),
+        (
+            "bad-api-version",
+            json!({"of": {"apiVersion": "Apps/v1/", "kind": "ConfigMap",
+                          "resourceRef": {"name": "x"}}, "reason": "r"}),
+            "spec.of.apiVersion",
+        ),
+    ];
+    let stopped = env.stop_lien().await;
+    for (name, spec, field) in schema_cases {
+        let err = env
+            .try_create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+                "metadata": {"name": name, "namespace": ns}, "spec": spec}))
+            .await
+            .expect_err(name);
+        let (code, msg) = api_error(err);
+        assert_eq!(code, 422, "{name}: {msg}");
+        assert!(msg.contains(field), "{name}: names {field}: {msg}");
+    }
+    if stopped {
+        env.start_lien().await;
+    }
+    let webhook_cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "of-is-by",
+            json!({"of": cm_ref("x"), "by": cm_ref("x")}),
+            "spec.by: is identical to spec.of",
+        ),
+        (
+            "bad-label-key",
+            of_selector(json!({"matchLabels": {"bad key": "x"}})),
+            "spec.of.resourceSelector.matchLabels: invalid label key",
+        ),
+        (
+            "bad-name",
+            json!({"of": cm_ref("Not_A_Name"), "reason": "r"}),
+            "spec.of.resourceRef.name: invalid name",
+        ),
+        (
+            "usage-of-a-usage",
+            json!({"of": {"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+                          "resourceRef": {"name": "other"}}, "reason": "r"}),
+            "spec.of: Usage (lien.dev/v1alpha1) is one of Lien's own kinds",
+        ),
+    ];
+    for (name, spec, text) in webhook_cases {
+        let err = env
+            .try_create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+                "metadata": {"name": name, "namespace": ns}, "spec": spec}))
+            .await
+            .expect_err(name);
+        let (code, msg) = api_error(err);
+        assert_eq!(code, 422, "{name}: {msg}");
+        assert!(msg.contains(text), "{name}: says {text:?}: {msg}");
+    }
+    env.finish().await;
+}
