@@ -7,6 +7,8 @@ mod access;
 mod events;
 #[path = "e2e/faults.rs"]
 mod faults;
+#[path = "e2e/forgery.rs"]
+mod forgery;
 #[path = "e2e/harness.rs"]
 mod harness;
 #[path = "e2e/latency.rs"]
