@@ -723,24 +723,6 @@ async fn validate_handler(
 ) -> Response {
     // Present only when the TLS layer verified the client's certificate against the client CA.
     let authenticated = peer.is_some();
-    if webhook.inner.review_auth == ReviewAuth::ClientCertificate && !authenticated {
-        webhook
-            .inner
-            .metrics
-            .unauthenticated
-            .get_or_create(&UnauthenticatedLabels { action: "refused" })
-            .inc();
-        let answer = Answer::deny(
-            "",
-            401,
-            "Unauthorized",
-            "lien: this webhook answers the API server only, which must present a client \
-             certificate issued by the CA in Lien's --client-ca-file (the AdmissionConfiguration's \
-             kubeConfigFile names it for the webhook's host)",
-        );
-        webhook.count_rejected(&answer);
-        return review_response(&answer);
-    }
     if !is_json(&headers) {
         let got = headers
             .get(header::CONTENT_TYPE)
@@ -774,6 +756,26 @@ async fn validate_handler(
     };
     if bytes.is_empty() {
         let answer = Answer::deny("", 400, "BadRequest", "lien: empty request body");
+        webhook.count_rejected(&answer);
+        return review_response(&answer);
+    }
+    if webhook.inner.review_auth == ReviewAuth::ClientCertificate && !authenticated {
+        webhook
+            .inner
+            .metrics
+            .unauthenticated
+            .get_or_create(&UnauthenticatedLabels { action: "refused" })
+            .inc();
+        // The request's uid, so that a misconfigured API server shows this message rather
+        // than "expected response.uid".
+        let answer = Answer::deny(
+            salvage_uid(&bytes),
+            401,
+            "Unauthorized",
+            "lien: this webhook answers the API server only, which must present a client \
+             certificate issued by the CA in Lien's --client-ca-file (the AdmissionConfiguration's \
+             kubeConfigFile names it for the webhook's host)",
+        );
         webhook.count_rejected(&answer);
         return review_response(&answer);
     }
