@@ -57,7 +57,7 @@ use crate::cache::{Caches, GroupKind};
 use crate::desired::{self, ObjectTarget, is_labelled};
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
-use crate::replay::{self, DEFAULT_REPLAY_TTL, DeletionAttempt, Denial, ReplayAction};
+use crate::replay::{self, DEFAULT_REPLAY_TTL, DeletionAttempt, Denial, ReplayAction, ReplayKey};
 use crate::resolve::{Problem, Resolution, UsageView, cycle_problems, resolve};
 use crate::writer::{WriteError, Writer};
 
@@ -79,6 +79,9 @@ pub struct ControllerConfig {
     /// Whether Lien's webhook configuration is in place (`crate::webhook_config`); statuses
     /// read it. Default: always.
     pub webhook: crate::webhook_config::Enforcement,
+    /// The key replay records are sealed with (`replay`'s module docs); every replica must
+    /// have the same. `None`: refused DELETEs are not recorded and no record is replayed.
+    pub replay_key: Option<ReplayKey>,
 }
 
 impl Default for ControllerConfig {
@@ -91,6 +94,7 @@ impl Default for ControllerConfig {
             retry_max: Duration::from_secs(10),
             reporter: "lien-controller".into(),
             webhook: crate::webhook_config::Enforcement::default(),
+            replay_key: None,
         }
     }
 }
@@ -443,11 +447,21 @@ impl Controller {
                 let writer = Writer::new(client.clone(), config.write_timeout);
                 let recorder = recorder.clone();
                 let shared2 = shared.clone();
+                let key = config.replay_key.clone();
                 // Denials are written by whichever replica's webhook refused the DELETE, leader
                 // or not: only that replica knows of it, and the record is what makes the replay
                 // survive anything.
                 tokio::spawn(async move {
-                    record_denial(&writer, &recorder, &shared2, target, usages, denial).await;
+                    record_denial(
+                        &writer,
+                        &recorder,
+                        &shared2,
+                        key.as_ref(),
+                        target,
+                        usages,
+                        denial,
+                    )
+                    .await;
                 });
                 continue;
             }
@@ -754,6 +768,7 @@ async fn record_denial(
     writer: &Writer,
     recorder: &Recorder,
     shared: &Shared,
+    key: Option<&ReplayKey>,
     target: Option<ObjectTarget>,
     usages: Vec<(Source, String)>,
     denial: Denial,
@@ -770,9 +785,17 @@ async fn record_denial(
         time: Timestamp::try_from(denial.time).unwrap_or_else(|_| Timestamp::now()),
         replay: denial.replay,
     };
-    if let Err(e) = writer.record(&target, Some(&attempt)).await {
-        shared.metrics.write_error(e.category());
-        tracing::warn!(error = %e, "recording a denied deletion");
+    match key {
+        Some(key) => {
+            let sealed = attempt.seal(key, &denial.object);
+            if let Err(e) = writer.record(&target, Some(&sealed)).await {
+                shared.metrics.write_error(e.category());
+                tracing::warn!(error = %e, "recording a denied deletion");
+            }
+        }
+        None => {
+            tracing::debug!(object = %denial.object, "no replay key: the refusal is not recorded");
+        }
     }
     let event = Event {
         type_: EventType::Warning,
@@ -894,7 +917,12 @@ fn plan(st: &mut State, index: &RwLock<RelationIndex>, config: &ControllerConfig
     let unenforced = config.webhook.problem();
     let mut plan = Plan {
         labels: desired::label_writes(&index, &st.caches, settled),
-        replays: replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl),
+        replays: match &config.replay_key {
+            Some(key) => {
+                replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl, key)
+            }
+            None => Vec::new(),
+        },
         ..Default::default()
     };
     for (source, view) in &st.usages {
@@ -1052,6 +1080,19 @@ async fn write_loop(
                         continue;
                     }
                     tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), why, "forgetting a recorded deletion");
+                    let r = writer.record(target, None).await;
+                    outcome(id, target.resource_version.clone(), r, &mut sent);
+                }
+                ReplayAction::Forged { target, why } => {
+                    let id = format!("forget/{}", target.uid);
+                    keep.insert(id.clone());
+                    if sent.get(&id) == Some(&target.resource_version) {
+                        continue;
+                    }
+                    // Who wrote it is unknown (the record's `user` is whatever the writer
+                    // chose): the API server's audit log knows.
+                    tracing::warn!(object = %target.gk.key(target.namespace.as_deref(), &target.name), %why, "ignoring and removing a deletion record Lien did not write");
+                    shared.metrics.forged_record();
                     let r = writer.record(target, None).await;
                     outcome(id, target.resource_version.clone(), r, &mut sent);
                 }

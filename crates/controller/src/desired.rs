@@ -351,6 +351,8 @@ pub fn status(
             of: Some(matched_objects(&res.of)),
             by: view.by.as_ref().map(|_| matched_objects(&res.by)),
             observed_generation: view.generation,
+            // Kept while unenforced too: the controller must not be forgotten meanwhile.
+            controller_uid: view.selecting_controller_uid().map(str::to_owned),
         };
         return (previous != Some(&desired)).then_some(desired);
     }

@@ -40,4 +40,6 @@ pub use audit::{BreakGlass, BreakGlassAction};
 pub use controller::{Controller, ControllerConfig, ControllerError, DenialSink, State};
 pub use leader::{LeaderConfig, LeaderElector};
 pub use metrics::Metrics;
-pub use replay::{DEFAULT_REPLAY_TTL, DELETION_ATTEMPT_ANNOTATION, DeletionAttempt, Denial};
+pub use replay::{
+    DEFAULT_REPLAY_TTL, DELETION_ATTEMPT_ANNOTATION, DeletionAttempt, Denial, ReplayKey,
+};

@@ -28,6 +28,7 @@ pub struct Metrics {
     writes: Family<WriteLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     replays: Counter,
+    forged_records: Counter,
     index_errors: Counter,
     relations: Gauge,
     watched_kinds: Gauge,
@@ -42,6 +43,7 @@ impl Default for Metrics {
             writes: Family::default(),
             errors: Family::default(),
             replays: Counter::default(),
+            forged_records: Counter::default(),
             index_errors: Counter::default(),
             relations: Gauge::default(),
             watched_kinds: Gauge::default(),
@@ -72,6 +74,11 @@ impl Metrics {
             "replays",
             "Refused deletions replayed",
             self.replays.clone(),
+        );
+        r.register(
+            "forged_records",
+            "Deletion records Lien did not write (unsigned or badly signed): ignored and removed",
+            self.forged_records.clone(),
         );
         r.register(
             "index_errors",
@@ -110,6 +117,9 @@ impl Metrics {
     }
     pub(crate) fn replayed(&self) {
         self.replays.inc();
+    }
+    pub(crate) fn forged_record(&self) {
+        self.forged_records.inc();
     }
     pub(crate) fn index_error(&self) {
         self.index_errors.inc();

@@ -16,11 +16,26 @@
 //! incarnation, replay not asked for and nothing blocks any more). The writer re-issues the
 //! DELETE with a UID precondition and the recorded propagation policy, and keeps retrying until
 //! the object is gone, because every failed pass schedules another.
+//!
+//! # Only Lien's own records count
+//!
+//! The annotation lives on the user's object, so anyone who may `update` the object can write
+//! one — including a user who may not `delete` it. A record is therefore **sealed**: an
+//! HMAC-SHA256 ([`ReplayKey`], ring's `hmac`) over everything the replay acts on — the
+//! object's group, kind, namespace and name, its UID, the propagation policy, the user, the time
+//! and the replay flag — in a length-prefixed encoding under a domain tag, so no two different
+//! records sign the same bytes. [`replay_actions`] verifies the seal before anything else and
+//! turns an unsigned or badly signed record into [`ReplayAction::Forged`]: it is never
+//! replayed, and Lien removes it (the annotation key is Lien's) with a Warning. The key is
+//! shared by every replica and survives restarts (`lien run` keeps it in a Secret only Lien's
+//! service account may read); see "Threat model" in `docs/ARCHITECTURE.md`.
 
 use std::time::Duration;
 
+use base64::Engine;
 use jiff::Timestamp;
-use lien_core::RelationIndex;
+use lien_core::{ObjectKey, RelationIndex};
+use ring::hmac;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Caches;
@@ -59,6 +74,160 @@ impl DeletionAttempt {
         let age = now.duration_since(self.time);
         age.as_secs() >= 0 && age.unsigned_abs() > ttl
     }
+
+    /// The record as the annotation holds it, sealed with `key` for `object` (see the module
+    /// docs).
+    pub fn seal(&self, key: &ReplayKey, object: &ObjectKey) -> SealedRecord {
+        let tag = hmac::sign(&key.0, &signed_bytes(self, object));
+        let wire = Wire {
+            attempt: self.clone(),
+            signature: Some(base64::engine::general_purpose::STANDARD.encode(tag.as_ref())),
+        };
+        // Serialising plain strings, a timestamp and a bool cannot fail.
+        SealedRecord(serde_json::to_string(&wire).unwrap_or_default())
+    }
+}
+
+/// The bytes a record's signature covers: a domain tag (so a signature made for anything else
+/// never verifies here), then every field the replay acts on, each length-prefixed so that no
+/// two different records encode alike. The time is signed as nanoseconds since the epoch, not
+/// as text, so a re-formatted timestamp still verifies and a different instant never does.
+fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    let mut field = |bytes: &[u8]| {
+        out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+        out.extend_from_slice(bytes);
+    };
+    field(b"lien.dev/deletion-attempt/v1");
+    field(object.group.as_bytes());
+    field(object.kind.as_bytes());
+    // Present-or-absent is signed too: a cluster-scoped object is not the namespace "".
+    match &object.namespace {
+        Some(ns) => {
+            field(b"namespaced");
+            field(ns.as_bytes());
+        }
+        None => field(b"cluster"),
+    }
+    field(object.name.as_bytes());
+    field(attempt.uid.as_bytes());
+    match &attempt.propagation_policy {
+        Some(p) => {
+            field(b"policy");
+            field(p.as_bytes());
+        }
+        None => field(b"no-policy"),
+    }
+    field(attempt.user.as_bytes());
+    field(&attempt.time.as_nanosecond().to_be_bytes());
+    field(&[u8::from(attempt.replay)]);
+    out
+}
+
+/// The annotation's JSON: the attempt and its signature.
+#[derive(Debug, Serialize, Deserialize)]
+struct Wire {
+    #[serde(flatten)]
+    attempt: DeletionAttempt,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
+}
+
+/// A record sealed by [`DeletionAttempt::seal`]: the annotation's value, ready to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedRecord(String);
+
+impl SealedRecord {
+    /// The annotation's value.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Why a record is not acted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Not a record at all.
+    #[error("the record does not parse")]
+    Malformed,
+    /// No signature: Lien did not write it.
+    #[error("the record is not signed (Lien did not write it)")]
+    Unsigned,
+    /// A signature that does not verify: written or changed by someone else, or sealed with
+    /// another key.
+    #[error("the record's signature does not verify (forged, altered, or sealed with another key)")]
+    BadSignature,
+}
+
+/// Reads and verifies the record `raw` found on `object`.
+pub fn open(
+    raw: &str,
+    key: &ReplayKey,
+    object: &ObjectKey,
+) -> Result<DeletionAttempt, RecordError> {
+    let wire: Wire = serde_json::from_str(raw).map_err(|_| RecordError::Malformed)?;
+    let signature = wire.signature.ok_or(RecordError::Unsigned)?;
+    let tag = base64::engine::general_purpose::STANDARD
+        .decode(signature)
+        .map_err(|_| RecordError::BadSignature)?;
+    // `verify` compares in constant time.
+    hmac::verify(&key.0, &signed_bytes(&wire.attempt, object), &tag)
+        .map_err(|_| RecordError::BadSignature)?;
+    Ok(wire.attempt)
+}
+
+/// The number of bytes of a generated key, and the least a key may have: HMAC-SHA256's block
+/// of security.
+pub const REPLAY_KEY_BYTES: usize = 32;
+
+/// The key Lien seals its replay records with. Every replica must hold the same one, across
+/// restarts; nobody else may.
+#[derive(Clone)]
+pub struct ReplayKey(hmac::Key);
+
+impl std::fmt::Debug for ReplayKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.write_str("ReplayKey(..)")
+    }
+}
+
+/// A key that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// Too short to be secret.
+    #[error("the replay key has {0} bytes; it needs at least {REPLAY_KEY_BYTES} random bytes")]
+    TooShort(usize),
+    /// The system's random source failed.
+    #[error("the system's random source failed")]
+    Random,
+}
+
+impl ReplayKey {
+    /// A key from secret bytes (at least [`REPLAY_KEY_BYTES`]).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, KeyError> {
+        if bytes.len() < REPLAY_KEY_BYTES {
+            return Err(KeyError::TooShort(bytes.len()));
+        }
+        Ok(Self(hmac::Key::new(hmac::HMAC_SHA256, bytes)))
+    }
+
+    /// [`REPLAY_KEY_BYTES`] fresh random bytes, to make a key of (and to store, so that other
+    /// replicas and later restarts use the same).
+    pub fn random_bytes() -> Result<[u8; REPLAY_KEY_BYTES], KeyError> {
+        use ring::rand::SecureRandom;
+        let mut bytes = [0u8; REPLAY_KEY_BYTES];
+        ring::rand::SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| KeyError::Random)?;
+        Ok(bytes)
+    }
+
+    /// A fresh random key that lives in memory only: for one process that is the only replica
+    /// (`lien sandbox`, tests). Records sealed with it are not replayed after a restart.
+    pub fn generate() -> Result<Self, KeyError> {
+        Self::from_bytes(&Self::random_bytes()?)
+    }
 }
 
 /// What to do about one recorded attempt.
@@ -78,17 +247,27 @@ pub enum ReplayAction {
         /// Why, for the log.
         why: &'static str,
     },
+    /// Remove a record Lien did not write (malformed, unsigned, or its signature does not
+    /// verify); never replayed, and worth a Warning: someone wrote Lien's annotation.
+    Forged {
+        /// The object.
+        target: ObjectTarget,
+        /// Why.
+        why: RecordError,
+    },
 }
 
 /// Decides, for every cached object with a recorded attempt, what to do. Nothing happens to an
 /// object still in use, nor anything at all before the state is `settled` (a restarting
-/// controller has not re-derived every relation yet, and "not in use" would be a guess).
+/// controller has not re-derived every relation yet, and "not in use" would be a guess). A
+/// record that `key` does not verify is [`ReplayAction::Forged`], whatever it says.
 pub fn replay_actions(
     index: &RelationIndex,
     caches: &Caches,
     settled: bool,
     now: Timestamp,
     ttl: Duration,
+    key: &ReplayKey,
 ) -> Vec<ReplayAction> {
     let mut out = Vec::new();
     if !settled {
@@ -103,12 +282,13 @@ pub fn replay_actions(
                 continue;
             }
             let target = || ObjectTarget::new(gk, kind, ns.as_deref(), name, o);
-            let attempt: DeletionAttempt = match serde_json::from_str(raw) {
+            let attempt = match open(raw, key, &gk.key(ns.as_deref(), name)) {
                 Ok(a) => a,
-                Err(_) => {
-                    out.push(ReplayAction::Forget {
+                // Lien only writes well-formed, sealed records: anything else is someone else's.
+                Err(why) => {
+                    out.push(ReplayAction::Forged {
                         target: target(),
-                        why: "the record does not parse",
+                        why,
                     });
                     continue;
                 }
@@ -151,7 +331,15 @@ mod tests {
     use super::*;
     use crate::cache::GroupKind;
 
-    fn with_record(uid: &str, attempt: &DeletionAttempt) -> Caches {
+    fn key() -> ReplayKey {
+        ReplayKey::from_bytes(&[7u8; REPLAY_KEY_BYTES]).expect("key")
+    }
+
+    fn object() -> ObjectKey {
+        ObjectKey::new("", "ConfigMap", Some("ns"), "x")
+    }
+
+    fn with_raw(uid: &str, raw: &str) -> Caches {
         let gk = GroupKind::new("", "ConfigMap");
         let mut c = Caches::new();
         c.add_kind(gk.clone(), true, "v1", "configmaps");
@@ -159,53 +347,55 @@ mod tests {
             namespace: Some("ns".into()),
             name: Some("x".into()),
             uid: Some(uid.into()),
-            annotations: Some(
-                [(
-                    DELETION_ATTEMPT_ANNOTATION.to_string(),
-                    serde_json::to_string(attempt).expect("json"),
-                )]
-                .into(),
-            ),
+            annotations: Some([(DELETION_ATTEMPT_ANNOTATION.to_string(), raw.to_owned())].into()),
             ..Default::default()
         };
         c.reset(&gk, [&meta]);
         c
     }
 
-    #[test]
-    fn decisions() {
-        let now = Timestamp::now();
-        let attempt = DeletionAttempt {
+    fn with_record(uid: &str, attempt: &DeletionAttempt) -> Caches {
+        with_raw(uid, attempt.seal(&key(), &object()).as_str())
+    }
+
+    fn attempt(now: Timestamp) -> DeletionAttempt {
+        DeletionAttempt {
             uid: "u1".into(),
             propagation_policy: Some("Foreground".into()),
             user: "alice".into(),
             time: now,
             replay: true,
-        };
+        }
+    }
+
+    #[test]
+    fn decisions() {
+        let now = Timestamp::now();
+        let attempt = attempt(now);
         let ttl = DEFAULT_REPLAY_TTL;
+        let k = key();
         let c = with_record("u1", &attempt);
         let mut index = RelationIndex::new();
         let src = Source::usage("ns", "u");
-        let key = ObjectKey::new("", "ConfigMap", Some("ns"), "x");
         index
-            .apply(&src, [Relation::protects(src.clone(), key, "r")])
+            .apply(&src, [Relation::protects(src.clone(), object(), "r")])
             .expect("applies");
         assert!(
-            replay_actions(&index, &c, true, now, ttl).is_empty(),
+            replay_actions(&index, &c, true, now, ttl, &k).is_empty(),
             "in use"
         );
         index.delete(&src);
         assert!(
-            replay_actions(&index, &c, false, now, ttl).is_empty(),
+            replay_actions(&index, &c, false, now, ttl, &k).is_empty(),
             "not settled"
         );
         assert!(matches!(
-            replay_actions(&index, &c, true, now, ttl)[..],
+            replay_actions(&index, &c, true, now, ttl, &k)[..],
             [ReplayAction::Delete { .. }]
         ));
         let later = now + jiff::SignedDuration::from_hours(25);
         assert!(matches!(
-            replay_actions(&index, &c, true, later, ttl)[..],
+            replay_actions(&index, &c, true, later, ttl, &k)[..],
             [ReplayAction::Forget {
                 why: "the record expired",
                 ..
@@ -213,7 +403,7 @@ mod tests {
         ));
         let other = with_record("u2", &attempt);
         assert!(matches!(
-            replay_actions(&index, &other, true, now, ttl)[..],
+            replay_actions(&index, &other, true, now, ttl, &k)[..],
             [ReplayAction::Forget { .. }]
         ));
         let no_replay = with_record(
@@ -224,8 +414,103 @@ mod tests {
             },
         );
         assert!(matches!(
-            replay_actions(&index, &no_replay, true, now, ttl)[..],
+            replay_actions(&index, &no_replay, true, now, ttl, &k)[..],
             [ReplayAction::Forget { .. }]
         ));
+    }
+
+    #[test]
+    fn a_sealed_record_opens_with_its_key_only() {
+        let a = attempt(Timestamp::now());
+        let sealed = a.seal(&key(), &object());
+        assert_eq!(open(sealed.as_str(), &key(), &object()), Ok(a.clone()));
+        let other = ReplayKey::generate().expect("key");
+        assert_eq!(
+            open(sealed.as_str(), &other, &object()),
+            Err(RecordError::BadSignature)
+        );
+        // Another object (same UID, e.g. copied across) does not verify either.
+        let elsewhere = ObjectKey::new("", "ConfigMap", Some("ns"), "y");
+        assert_eq!(
+            open(sealed.as_str(), &key(), &elsewhere),
+            Err(RecordError::BadSignature)
+        );
+        let cluster = ObjectKey::new("", "ConfigMap", None, "x");
+        assert_eq!(
+            open(sealed.as_str(), &key(), &cluster),
+            Err(RecordError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn every_tampered_field_is_rejected() {
+        let now = Timestamp::now();
+        let sealed = attempt(now).seal(&key(), &object());
+        let good: serde_json::Value = serde_json::from_str(sealed.as_str()).expect("json");
+        let tampered: [(&str, serde_json::Value); 6] = [
+            ("uid", "u2".into()),
+            ("propagationPolicy", "Orphan".into()),
+            ("propagationPolicy", serde_json::Value::Null),
+            ("user", "mallory".into()),
+            (
+                "time",
+                (now + jiff::SignedDuration::from_secs(1))
+                    .to_string()
+                    .into(),
+            ),
+            ("replay", false.into()),
+        ];
+        for (field, value) in tampered {
+            let mut v = good.clone();
+            v[field] = value.clone();
+            let raw = v.to_string();
+            assert_eq!(
+                open(&raw, &key(), &object()),
+                Err(RecordError::BadSignature),
+                "{field} = {value}"
+            );
+        }
+        // A re-formatted but equal timestamp still verifies (the instant is signed).
+        let mut v = good.clone();
+        let t: Timestamp = v["time"].as_str().expect("time").parse().expect("ts");
+        v["time"] = t.strftime("%Y-%m-%dT%H:%M:%S%.f+00:00").to_string().into();
+        assert!(open(&v.to_string(), &key(), &object()).is_ok());
+    }
+
+    #[test]
+    fn unsigned_malformed_and_forged_records_are_never_replayed() {
+        let now = Timestamp::now();
+        let index = RelationIndex::new();
+        let unsigned = serde_json::to_string(&attempt(now)).expect("json");
+        let mut forged: serde_json::Value =
+            serde_json::from_str(attempt(now).seal(&key(), &object()).as_str()).expect("json");
+        forged["user"] = "mallory".into();
+        let garbage_signature = {
+            let mut v = forged.clone();
+            v["signature"] = "not base64!".into();
+            v
+        };
+        for (raw, why) in [
+            (unsigned, RecordError::Unsigned),
+            (forged.to_string(), RecordError::BadSignature),
+            (garbage_signature.to_string(), RecordError::BadSignature),
+            ("{not json".to_owned(), RecordError::Malformed),
+        ] {
+            let c = with_raw("u1", &raw);
+            let actions = replay_actions(&index, &c, true, now, DEFAULT_REPLAY_TTL, &key());
+            assert!(
+                matches!(&actions[..], [ReplayAction::Forged { why: w, .. }] if *w == why),
+                "{raw}: {actions:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_must_be_long_enough() {
+        assert_eq!(
+            ReplayKey::from_bytes(&[1u8; 16]).err(),
+            Some(KeyError::TooShort(16))
+        );
+        assert!(format!("{:?}", key()).contains(".."), "never printed");
     }
 }

@@ -20,7 +20,7 @@ use lien_core::Source;
 use serde_json::json;
 
 use crate::desired::{LabelWrite, ObjectTarget, UsageMetaWrite};
-use crate::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
+use crate::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt, SealedRecord};
 
 /// The field manager Lien's writes are recorded under.
 pub const FIELD_MANAGER: &str = "lien";
@@ -330,14 +330,15 @@ impl Writer {
         .await
     }
 
-    /// Records a deletion attempt on the object (`Some`) or removes the record (`None`).
+    /// Records a deletion attempt on the object (`Some`: sealed, see [`crate::replay`]) or
+    /// removes the record (`None`).
     pub async fn record(
         &self,
         target: &ObjectTarget,
-        attempt: Option<&DeletionAttempt>,
+        attempt: Option<&SealedRecord>,
     ) -> Result<(), WriteError> {
         let value = match attempt {
-            Some(a) => json!(serde_json::to_string(a).unwrap_or_default()),
+            Some(a) => json!(a.as_str()),
             None => json!(null),
         };
         let mut meta = json!({"annotations": {DELETION_ATTEMPT_ANNOTATION: value}});
@@ -359,4 +360,101 @@ impl Writer {
         })
         .await
     }
+}
+
+/// The Secret `lien run` keeps the replay key in, in Lien's namespace, by default.
+pub const REPLAY_KEY_SECRET: &str = "lien-replay-key";
+/// The Secret's data key holding the key's bytes.
+pub const REPLAY_KEY_FIELD: &str = "key";
+
+/// Why the replay key could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayKeyError {
+    /// Reading or creating the Secret failed.
+    #[error(
+        "reading or creating Secret {namespace}/{name} (the replay key): {source}; Lien's service account needs get and create on it (deploy/rbac.yaml)"
+    )]
+    Api {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Secret exists but holds no usable key.
+    #[error(
+        "Secret {namespace}/{name} does not hold a usable replay key in data.{REPLAY_KEY_FIELD}: {source}; delete the Secret and Lien creates a new one (pending replays are then forgotten)"
+    )]
+    Unusable {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: crate::replay::KeyError,
+    },
+    /// No random bytes for a new key.
+    #[error("generating a replay key: {0}")]
+    Random(#[source] crate::replay::KeyError),
+}
+
+/// The replay key from the Secret `namespace/name`, which is created with a fresh random key if
+/// it does not exist. Replicas starting together race to create it: the loser's create is
+/// refused (409) and it reads the winner's, so all end up with the same key.
+pub async fn replay_key_from_secret(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<crate::replay::ReplayKey, ReplayKeyError> {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let api_error = |source| ReplayKeyError::Api {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source,
+    };
+    let existing = match api.get_opt(name).await.map_err(api_error)? {
+        Some(secret) => secret,
+        None => {
+            let bytes = crate::replay::ReplayKey::random_bytes().map_err(ReplayKeyError::Random)?;
+            let secret = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.to_owned()),
+                    namespace: Some(namespace.to_owned()),
+                    labels: Some([("app.kubernetes.io/name".to_owned(), "lien".to_owned())].into()),
+                    ..Default::default()
+                },
+                type_: Some("Opaque".to_owned()),
+                data: Some([(REPLAY_KEY_FIELD.to_owned(), ByteString(bytes.to_vec()))].into()),
+                ..Default::default()
+            };
+            match api.create(&kube::api::PostParams::default(), &secret).await {
+                Ok(created) => {
+                    tracing::info!(namespace, name, "created the replay key's Secret");
+                    created
+                }
+                // Another replica created it first: use its key.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    api.get(name).await.map_err(api_error)?
+                }
+                Err(e) => return Err(api_error(e)),
+            }
+        }
+    };
+    let unusable = |source| ReplayKeyError::Unusable {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source,
+    };
+    let bytes = existing
+        .data
+        .as_ref()
+        .and_then(|d| d.get(REPLAY_KEY_FIELD))
+        .map(|b| b.0.as_slice())
+        .unwrap_or_default();
+    crate::replay::ReplayKey::from_bytes(bytes).map_err(unusable)
 }

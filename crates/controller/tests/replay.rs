@@ -8,7 +8,7 @@ use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use lien_controller::{DELETION_ATTEMPT_ANNOTATION, Denial, LeaderConfig};
+use lien_controller::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt, Denial, LeaderConfig};
 use lien_core::ObjectKey;
 use serde_json::json;
 
@@ -28,9 +28,13 @@ async fn used_pair(client: &kube::Client, replay: bool) -> ConfigMap {
     of
 }
 
+fn cluster_key() -> ObjectKey {
+    ObjectKey::new("", "ConfigMap", Some("default"), "cluster")
+}
+
 fn denial(of: &ConfigMap, replay: bool) -> Denial {
     Denial {
-        object: ObjectKey::new("", "ConfigMap", Some("default"), "cluster"),
+        object: cluster_key(),
         uid: of.metadata.uid.clone(),
         propagation_policy: Some("Foreground".into()),
         user: "alice".into(),
@@ -113,10 +117,16 @@ async fn an_expired_record_is_not_replayed() {
     let (sandbox, client) = sandbox().await;
     let ctl = start(&client, test_config());
     let of = used_pair(&client, true).await;
-    let old = serde_json::to_string(&json!({
-        "uid": of.metadata.uid, "propagationPolicy": "Background", "user": "alice",
-        "time": "2020-01-01T00:00:00Z", "replay": true}))
-    .expect("json");
+    // Sealed with Lien's key: only its age keeps it from being replayed.
+    let old = DeletionAttempt {
+        uid: of.metadata.uid.clone().expect("uid"),
+        propagation_policy: Some("Background".into()),
+        user: "alice".into(),
+        time: "2020-01-01T00:00:00Z".parse().expect("time"),
+        replay: true,
+    }
+    .seal(&replay_key(), &cluster_key());
+    let old = old.as_str();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     cms.patch(
         "cluster",
@@ -140,6 +150,74 @@ async fn an_expired_record_is_not_replayed() {
     })
     .await;
     assert!(cms.get_opt("cluster").await.expect("get").is_some());
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}
+
+/// A record Lien did not write — here as a user who may update the object would write it, with
+/// every field right but no valid signature — is never replayed: it is removed and the object
+/// stays.
+#[tokio::test]
+async fn a_forged_record_is_ignored_and_removed() {
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    let of = used_pair(&client, true).await;
+    // Another Usage of a ConfigMap keeps the kind watched after `u` goes, as in any cluster
+    // where Lien protects more than one ConfigMap.
+    create_cm(&client, "default", "other", json!({})).await;
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "keep"}, "spec": {
+            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "other"}},
+            "reason": "r"}}),
+    )
+    .await;
+    wait_label(&client, "default", "other", true).await;
+    let attempt = DeletionAttempt {
+        uid: of.metadata.uid.clone().expect("uid"),
+        propagation_policy: None,
+        user: "someone-else".into(),
+        time: jiff::Timestamp::now(),
+        replay: true,
+    };
+    let unsigned = serde_json::to_string(&attempt).expect("json");
+    // Sealed with a key that is not Lien's.
+    let other_key = lien_controller::ReplayKey::generate().expect("key");
+    let wrong_key = attempt.seal(&other_key, &cluster_key());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.delete("release", &DeleteParams::default())
+        .await
+        .expect("delete user");
+    wait_for("the protection to lift", DEADLINE, || async {
+        let cm = cms.get("cluster").await.ok()?;
+        (!in_use(&cm)).then_some(())
+    })
+    .await;
+    for forged in [unsigned.as_str(), wrong_key.as_str()] {
+        cms.patch(
+            "cluster",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {DELETION_ATTEMPT_ANNOTATION: forged}}}),
+            ),
+        )
+        .await
+        .expect("annotate");
+        wait_for("the forged record to be removed", DEADLINE, || async {
+            let cm = cms.get("cluster").await.ok()?;
+            (!cm.metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key(DELETION_ATTEMPT_ANNOTATION))
+            .then_some(())
+        })
+        .await;
+        assert!(
+            cms.get_opt("cluster").await.expect("get").is_some(),
+            "a forged record deleted the object"
+        );
+    }
     ctl.stop().await;
     sandbox.shutdown().await;
 }
@@ -278,5 +356,54 @@ async fn a_crashed_leaders_lease_is_taken_over_after_it_expires() {
     assert_eq!(spec.holder_identity.as_deref(), Some("two"));
     assert_eq!(spec.lease_transitions, Some(1));
     two.stop().await;
+    sandbox.shutdown().await;
+}
+
+/// Replicas starting together race to create the key's Secret: all end up with one key, and a
+/// restart reads it again.
+#[tokio::test]
+async fn the_replay_key_secret_is_created_once_and_shared() {
+    use lien_controller::writer::replay_key_from_secret;
+    let (sandbox, client) = sandbox().await;
+    let (a, b, c) = tokio::join!(
+        replay_key_from_secret(&client, "default", "lien-replay-key"),
+        replay_key_from_secret(&client, "default", "lien-replay-key"),
+        replay_key_from_secret(&client, "default", "lien-replay-key"),
+    );
+    let later = replay_key_from_secret(&client, "default", "lien-replay-key").await;
+    let attempt = DeletionAttempt {
+        uid: "u".into(),
+        propagation_policy: None,
+        user: "alice".into(),
+        time: jiff::Timestamp::now(),
+        replay: true,
+    };
+    let seal =
+        |k: Result<lien_controller::ReplayKey, _>| attempt.seal(&k.expect("a key"), &cluster_key());
+    let first = seal(a);
+    assert_eq!(first, seal(b));
+    assert_eq!(first, seal(c));
+    assert_eq!(first, seal(later));
+    // A Secret without a usable key is an error naming it and the fix.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "default");
+    secrets
+        .create(
+            &Default::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "short"}, "data": {"key": "c2hvcnQ="}}),
+            )
+            .expect("secret"),
+        )
+        .await
+        .expect("created");
+    let err = replay_key_from_secret(&client, "default", "short")
+        .await
+        .expect_err("too short");
+    let text = err.to_string();
+    assert!(
+        text.contains("default/short") && text.contains("delete the Secret"),
+        "{text}"
+    );
     sandbox.shutdown().await;
 }

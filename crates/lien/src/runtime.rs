@@ -14,7 +14,7 @@ use lien_controller::{Controller, ControllerConfig, DenialSink};
 use lien_core::RelationIndex;
 use lien_webhook::validate::Record;
 use lien_webhook::{
-    CertManager, ClientConfig, ConfigurationOptions, Server, TlsSettings,
+    CertManager, ClientCa, ClientConfig, ConfigurationOptions, ReviewAuth, Server, TlsSettings,
     validating_webhook_configuration,
 };
 use parking_lot::RwLock;
@@ -41,6 +41,10 @@ pub struct LienConfig {
     /// Usage, or changes its `spec.of`, may update the object it protects. On by default; off
     /// only where every Usage creator is trusted.
     pub usage_access_check: bool,
+    /// PEM of the CA(s) whose client certificates authenticate the API server to the webhook
+    /// (`--client-ca-file`). `None`: reviews are answered, but no refusal is recorded (no
+    /// replay, no events), since anyone reaching the port could have sent it.
+    pub webhook_client_ca: Option<String>,
 }
 
 /// A running Lien; dropping it stops it, `shutdown` stops it gracefully.
@@ -147,10 +151,16 @@ impl Lien {
         // The reconciler of Lien's webhook configuration sets this; the controller's statuses
         // read it.
         let (enforcement_tx, enforcement) = lien_controller::webhook_config::Enforcement::channel();
-        let controller_config = ControllerConfig {
+        let mut controller_config = ControllerConfig {
             webhook: enforcement,
             ..config.controller.clone()
         };
+        if controller_config.replay_key.is_none() {
+            // One process that is the only replica: a key in memory. Records it sealed are not
+            // replayed after a restart (`lien run` loads a shared key instead).
+            controller_config.replay_key =
+                Some(lien_controller::ReplayKey::generate().context("generating a replay key")?);
+        }
         let controller = Controller::new(client.clone(), index.clone(), controller_config.clone());
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -194,13 +204,25 @@ impl Lien {
                 "--usage-access-check=false: any user who may create a Usage can protect any object"
             );
         }
+        let tls = match &config.webhook_client_ca {
+            Some(pem) => {
+                let ca = ClientCa::from_pem(pem).context("--client-ca-file")?;
+                webhook = webhook.review_auth(ReviewAuth::ClientCertificate);
+                certs
+                    .server_config_with_client_ca(&ca)
+                    .context("webhook TLS")?
+            }
+            None => {
+                tracing::warn!(
+                    "no --client-ca-file: the webhook cannot tell the API server from any other client, so refused DELETEs are answered but not recorded — no replay, no DeletionRefused or BreakGlass events (metric lien_webhook_client_authentication{{mode=\"answer_only\"}}); see docs/ARCHITECTURE.md, \"Threat model\""
+                );
+                webhook = webhook.review_auth(ReviewAuth::AnswerOnly);
+                certs.server_config().context("webhook TLS")?
+            }
+        };
         let webhook = webhook.build();
-        let server = Server::start(
-            listener,
-            certs.server_config().context("webhook TLS")?,
-            webhook.router(),
-        )
-        .context("starting the webhook server")?;
+        let server = Server::start(listener, tls, webhook.router())
+            .context("starting the webhook server")?;
         let webhook_addr = server.addr();
         // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
         tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
@@ -375,6 +397,8 @@ impl SandboxWithLien {
             policy: lien_webhook::validate::Policy::default(),
             controller,
             usage_access_check,
+            // The sandbox presents a client certificate from its CA to every webhook.
+            webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

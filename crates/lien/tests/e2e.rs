@@ -9,6 +9,8 @@ mod composition;
 mod events;
 #[path = "e2e/faults.rs"]
 mod faults;
+#[path = "e2e/forgery.rs"]
+mod forgery;
 #[path = "e2e/harness.rs"]
 mod harness;
 #[path = "e2e/latency.rs"]

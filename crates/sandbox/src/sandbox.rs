@@ -18,6 +18,9 @@ use crate::tls::{CertificateAuthority, TlsError};
 pub const ADMIN_USER: &str = "sandbox-admin";
 /// The second user: authenticated but not an admin, so `userInfo` differs in admission.
 pub const SECOND_USER: &str = "sandbox-user";
+/// The common name of the client certificate the sandbox presents to webhooks by default
+/// (issued by its CA, [`Sandbox::ca`]).
+pub const ADMISSION_CLIENT: &str = "lien-sandbox-apiserver";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -105,7 +108,20 @@ impl Sandbox {
             ),
         );
 
-        let server = ApiServer::new(config.api);
+        let mut api = config.api;
+        if api.admission_kubeconfig.is_none() {
+            // As a cluster whose admin gave kube-apiserver an AdmissionConfiguration with a
+            // client certificate for every webhook (`*`): webhooks trusting the sandbox's CA can
+            // tell its calls from anyone else's.
+            let client = ca.issue_client(ADMISSION_CLIENT)?;
+            api.admission_kubeconfig = Some(
+                crate::admission::WebhookKubeconfig::with_default_client_certificate(
+                    &client.cert_pem,
+                    &client.key_pem,
+                ),
+            );
+        }
+        let server = ApiServer::new(api);
         let mut tasks = crate::controllers::spawn_all(&server);
         let app = router(HttpState {
             server: server.clone(),

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, SanType,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -83,6 +84,23 @@ impl CertificateAuthority {
             .next()
             .and_then(Result::ok)
             .unwrap_or_else(|| CertificateDer::from(Vec::new()))
+    }
+
+    /// Issues a client certificate (extended key usage `clientAuth`) for `common_name`.
+    pub fn issue_client(&self, common_name: &str) -> Result<IssuedCertificate, TlsError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, common_name);
+        params.distinguished_name = dn;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(IssuedCertificate {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: cert.der().clone(),
+            key_der: key.serialize_der(),
+        })
     }
 
     /// Issues a serving certificate for DNS names and IP addresses.

@@ -16,11 +16,17 @@
 //! - Stopping closes every open connection, watches included; finished connections are reaped
 //!   as the loop goes, so the set of tasks does not grow without bound.
 //! - HTTP/1.1 with upgrades and HTTP/2, as kube-apiserver and kubectl speak both.
+//! - The certificate chain a client presented (which the configuration's client verifier, if
+//!   any, has verified during the handshake) is put on every request of the connection as a
+//!   [`ClientCertificates`] extension, so a handler can tell an authenticated client (e.g. the
+//!   API server presenting its admission client certificate) from an anonymous one.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::Request;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -28,6 +34,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+/// The certificate chain (leaf first) the client presented during the TLS handshake, on every
+/// request of its connection; absent when it presented none. A configuration with a client
+/// verifier (rustls' `WebPkiClientVerifier`) refuses the handshake of a chain that does not
+/// verify, so its presence means the client is authenticated; without a verifier rustls asks
+/// for no certificate and this is never present.
+#[derive(Debug, Clone)]
+pub struct ClientCertificates(pub Arc<[rustls::pki_types::CertificateDer<'static>]>);
 
 /// How long a client has to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,13 +111,28 @@ pub fn serve_tls_with(
             };
             let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
-            let service = TowerToHyperService::new(app.clone());
+            let app = app.clone();
             connections.spawn(async move {
                 let Ok(Ok(tls)) =
                     tokio::time::timeout(timeouts.handshake, acceptor.accept(tcp)).await
                 else {
                     return;
                 };
+                let peer = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .filter(|chain| !chain.is_empty())
+                    .map(|chain| {
+                        ClientCertificates(chain.iter().map(|c| c.clone().into_owned()).collect())
+                    });
+                let service =
+                    TowerToHyperService::new(app.map_request(move |mut req: Request<Incoming>| {
+                        if let Some(peer) = &peer {
+                            req.extensions_mut().insert(peer.clone());
+                        }
+                        req
+                    }));
                 let mut builder = auto::Builder::new(TokioExecutor::new());
                 // hyper's own default (30 s) only applies with a timer, so it is set explicitly
                 // or not at all.

@@ -28,10 +28,10 @@ pub use configuration::{ClientConfig, ConfigurationOptions, validating_webhook_c
 pub use review::{Answer, ReviewError};
 pub use server::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
-    LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, Requester, Server, SharedIndex, StaticKinds,
-    Webhook, WebhookBuilder,
+    LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, Requester, ReviewAuth, Server, SharedIndex,
+    StaticKinds, Webhook, WebhookBuilder,
 };
-pub use tls::{CertManager, Rotation, TlsError, TlsSettings};
+pub use tls::{CertManager, ClientCa, Rotation, TlsError, TlsSettings};
 pub use validate::{
     Authorize, BREAK_GLASS_ANNOTATION, BreakGlassAction, BreakGlassUse, Confirm, Denial,
     KindResolver, Outcome, Policy, Record, Scope,

@@ -13,6 +13,16 @@
 //! answered `allowed: false` with a 4xx `status.code` and a message; a panic in a validator is
 //! caught and answered 500. With `failurePolicy: Fail` an error would deny anyway, but a message
 //! from Lien says why.
+//!
+//! # Who is heard
+//!
+//! A review only says who asked; anyone who reaches the port can send one. What a review makes
+//! Lien *do* beyond answering — record a refused DELETE for replay, publish `DeletionRefused`
+//! and `BreakGlass` events naming the user — is therefore done only for a caller that proved it
+//! is the API server, by a client certificate the TLS layer verified against `--client-ca-file`
+//! ([`ReviewAuth`]). kube-apiserver presents one when its AdmissionConfiguration's
+//! `kubeConfigFile` names it for the webhook's host. `/healthz`, `/readyz` and `/metrics` need
+//! no certificate (kubelet's probes present none).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -148,6 +158,45 @@ struct ActionLabels {
     action: &'static str,
 }
 
+/// Whose reviews the webhook acts on beyond answering them (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReviewAuth {
+    /// Every caller is taken for the API server: records are forwarded. Only for callers that
+    /// cannot be reached from the network (in-process use, tests); the default of
+    /// [`Webhook::builder`], as `lien::runtime` always chooses one of the others.
+    #[default]
+    TrustAll,
+    /// No client CA is configured: every review is answered as usual (protection does not
+    /// stop), but nothing a review says is recorded — no replay record, no events — since the
+    /// API server cannot be told from anyone else.
+    AnswerOnly,
+    /// The server asks for client certificates (verified by the TLS layer against the client
+    /// CA): a review from a client that presented none is refused (401, `allowed: false`) and
+    /// records nothing; one from a verified client is answered and recorded.
+    ClientCertificate,
+}
+
+impl ReviewAuth {
+    fn label(self) -> &'static str {
+        match self {
+            Self::TrustAll => "trust_all",
+            Self::AnswerOnly => "answer_only",
+            Self::ClientCertificate => "client_certificate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModeLabels {
+    mode: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UnauthenticatedLabels {
+    /// `refused` (client CA configured) or `unrecorded` (answered, records dropped).
+    action: &'static str,
+}
+
 type HistogramFamily = Family<OperationLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -163,6 +212,8 @@ struct Metrics {
     access_checks: Family<ResultLabels, Counter>,
     records_dropped: Counter,
     break_glass: Family<ActionLabels, Counter>,
+    client_auth: Family<ModeLabels, prometheus_client::metrics::gauge::Gauge>,
+    unauthenticated: Family<UnauthenticatedLabels, Counter>,
 }
 
 impl Metrics {
@@ -204,6 +255,18 @@ impl Metrics {
             "Break-glass overrides let through (not dry runs), by action: armed (the annotation set on an object in use or not), used (an object in use deleted under it)",
             break_glass.clone(),
         );
+        let client_auth = Family::<ModeLabels, prometheus_client::metrics::gauge::Gauge>::default();
+        registry.register(
+            "client_authentication",
+            "1 for how the webhook authenticates the API server: client_certificate (--client-ca-file), answer_only (no client CA: refusals are not recorded, nothing is replayed) or trust_all",
+            client_auth.clone(),
+        );
+        let unauthenticated = Family::<UnauthenticatedLabels, Counter>::default();
+        registry.register(
+            "unauthenticated_reviews",
+            "Reviews from clients without a verified client certificate, by action: refused (a client CA is configured) or unrecorded (answered, but no replay record or event)",
+            unauthenticated.clone(),
+        );
         Self {
             registry,
             requests,
@@ -212,6 +275,8 @@ impl Metrics {
             access_checks,
             records_dropped,
             break_glass,
+            client_auth,
+            unauthenticated,
         }
     }
 }
@@ -225,6 +290,7 @@ struct Inner {
     access: Option<Arc<dyn AccessCheck>>,
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
+    review_auth: ReviewAuth,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
     metrics: Metrics,
@@ -260,6 +326,7 @@ pub struct WebhookBuilder {
     access: Option<Arc<dyn AccessCheck>>,
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
+    review_auth: ReviewAuth,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
 }
@@ -314,6 +381,14 @@ impl WebhookBuilder {
         self
     }
 
+    /// Whose reviews are recorded (default [`ReviewAuth::TrustAll`]). With
+    /// [`ReviewAuth::ClientCertificate`], serve with a TLS configuration that asks for client
+    /// certificates ([`crate::CertManager::server_config_with_client_ca`]).
+    pub fn review_auth(mut self, auth: ReviewAuth) -> Self {
+        self.review_auth = auth;
+        self
+    }
+
     /// Starts ready (default: not ready until [`Webhook::set_ready`], i.e. until the
     /// controller's index has synced).
     pub fn ready(self, ready: bool) -> Self {
@@ -323,6 +398,13 @@ impl WebhookBuilder {
 
     /// The webhook.
     pub fn build(self) -> Webhook {
+        let metrics = Metrics::new();
+        metrics
+            .client_auth
+            .get_or_create(&ModeLabels {
+                mode: self.review_auth.label(),
+            })
+            .set(1);
         Webhook {
             inner: Arc::new(Inner {
                 index: self.index,
@@ -333,9 +415,10 @@ impl WebhookBuilder {
                 access: self.access,
                 access_timeout: self.access_timeout,
                 records: self.records,
+                review_auth: self.review_auth,
                 ready: self.ready,
                 body_timeout: self.body_timeout,
-                metrics: Metrics::new(),
+                metrics,
                 audited: parking_lot::Mutex::new(std::collections::VecDeque::new()),
             }),
         }
@@ -367,6 +450,7 @@ impl Webhook {
             access: None,
             access_timeout: Duration::from_secs(3),
             records: None,
+            review_auth: ReviewAuth::default(),
             ready: Arc::new(AtomicBool::new(false)),
             body_timeout: BODY_TIMEOUT,
         }
@@ -387,9 +471,17 @@ impl Webhook {
             .with_state(self.clone())
     }
 
-    /// Answers one review body (already read and size-checked). This is the whole decision
-    /// path without HTTP: parse, decide, live check if needed, forward the record.
+    /// Answers one review body (already read and size-checked) from a caller taken for the API
+    /// server. This is the whole decision path without HTTP: parse, decide, live check if
+    /// needed, forward the record.
     pub async fn answer(&self, body: &[u8]) -> Answer {
+        self.answer_from(body, true).await
+    }
+
+    /// As [`Webhook::answer`]; the record is forwarded only if `authenticated` (the caller is
+    /// the API server) or the webhook trusts every caller ([`ReviewAuth::TrustAll`]).
+    pub async fn answer_from(&self, body: &[u8], authenticated: bool) -> Answer {
+        let heard = authenticated || self.inner.review_auth == ReviewAuth::TrustAll;
         let started = Instant::now();
         let (answer, operation) = match Review::parse(body) {
             Err(e) => (
@@ -422,7 +514,7 @@ impl Webhook {
                     Outcome::Authorize(authorize) => self.authorize(authorize).await,
                     final_outcome => final_outcome,
                 };
-                (self.finish(&req, outcome), req.operation.as_str())
+                (self.finish(&req, outcome, heard), req.operation.as_str())
             }
         };
         let m = &self.inner.metrics;
@@ -514,7 +606,7 @@ impl Webhook {
         }
     }
 
-    fn finish(&self, req: &Request<'_>, outcome: Outcome) -> Answer {
+    fn finish(&self, req: &Request<'_>, outcome: Outcome, heard: bool) -> Answer {
         let (answer, record) = match outcome {
             Outcome::Allow { warnings, record } => (
                 Answer::allow(req.uid.as_ref()).with_warnings(warnings),
@@ -546,6 +638,18 @@ impl Webhook {
             ),
         };
         if let Some(record) = record {
+            if !heard {
+                // Anyone could have sent this review: what it says about who did what is not
+                // recorded, audited or replayed (the module docs).
+                self.inner
+                    .metrics
+                    .unauthenticated
+                    .get_or_create(&UnauthenticatedLabels {
+                        action: "unrecorded",
+                    })
+                    .inc();
+                return answer;
+            }
             if matches!(record, Record::BreakGlass(_)) && !self.first_audit(req) {
                 return answer;
             }
@@ -639,9 +743,12 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 async fn validate_handler(
     State(webhook): State<Webhook>,
+    peer: Option<axum::Extension<lien_serve::ClientCertificates>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // Present only when the TLS layer verified the client's certificate against the client CA.
+    let authenticated = peer.is_some();
     if !is_json(&headers) {
         let got = headers
             .get(header::CONTENT_TYPE)
@@ -695,7 +802,27 @@ async fn validate_handler(
         webhook.count_rejected(&answer);
         return review_response(&answer);
     }
-    review_response(&webhook.answer(&bytes).await)
+    if webhook.inner.review_auth == ReviewAuth::ClientCertificate && !authenticated {
+        webhook
+            .inner
+            .metrics
+            .unauthenticated
+            .get_or_create(&UnauthenticatedLabels { action: "refused" })
+            .inc();
+        // The request's uid, so that a misconfigured API server shows this message rather
+        // than "expected response.uid".
+        let answer = Answer::deny(
+            salvage_uid(&bytes),
+            401,
+            "Unauthorized",
+            "lien: this webhook answers the API server only, which must present a client \
+             certificate issued by the CA in Lien's --client-ca-file (the AdmissionConfiguration's \
+             kubeConfigFile names it for the webhook's host)",
+        );
+        webhook.count_rejected(&answer);
+        return review_response(&answer);
+    }
+    review_response(&webhook.answer_from(&bytes, authenticated).await)
 }
 
 fn too_large() -> Answer {

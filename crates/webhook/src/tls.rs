@@ -47,6 +47,39 @@ pub enum TlsError {
     /// A duration does not fit the certificate's time type.
     #[error("certificate validity out of range")]
     Validity,
+    /// The client CA bundle (`--client-ca-file`) holds no usable certificate.
+    #[error("the client CA bundle {0}")]
+    ClientCa(String),
+}
+
+/// The CAs whose client certificates authenticate the API server to the webhook
+/// (`--client-ca-file`: the CA that issued the certificate kube-apiserver presents through its
+/// AdmissionConfiguration's `kubeConfigFile`).
+#[derive(Debug, Clone)]
+pub struct ClientCa {
+    roots: Arc<rustls::RootCertStore>,
+}
+
+impl ClientCa {
+    /// From PEM text holding one or more CA certificates.
+    pub fn from_pem(pem: &str) -> Result<Self, TlsError> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            let cert = cert.map_err(|e| TlsError::ClientCa(format!("is not valid PEM: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| TlsError::ClientCa(format!("holds an unusable certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(TlsError::ClientCa(
+                "holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)".into(),
+            ));
+        }
+        Ok(Self {
+            roots: Arc::new(roots),
+        })
+    }
 }
 
 /// Lifetimes and names of the certificates.
@@ -284,6 +317,30 @@ impl CertManager {
         let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
+            .with_cert_resolver(self.resolver.clone());
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    /// As [`CertManager::server_config`], also asking clients for a certificate issued by
+    /// `client_ca`. A client may still connect without one (kubelet's probes of `/healthz` and
+    /// Prometheus present none): the handshake of a client that presents a certificate that
+    /// does not verify fails, and the handlers see who presented a verified one
+    /// (`lien_serve::ClientCertificates`).
+    pub fn server_config_with_client_ca(
+        &self,
+        client_ca: &ClientCa,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            client_ca.roots.clone(),
+            self.provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::ClientCa(format!("cannot verify clients: {e}")))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier)
             .with_cert_resolver(self.resolver.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))

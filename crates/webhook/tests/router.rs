@@ -148,6 +148,43 @@ async fn delete_in_use_is_refused_with_409_and_recorded() {
     );
 }
 
+/// Without a client CA the webhook cannot tell the API server from anyone else: it still
+/// answers (protection does not stop) but records nothing; with one, a client without a verified
+/// certificate is refused (401) and records nothing either.
+#[tokio::test]
+async fn unauthenticated_reviews_are_answered_or_refused_but_never_recorded() {
+    use lien_webhook::ReviewAuth;
+    for (auth, code) in [
+        (ReviewAuth::AnswerOnly, 409),
+        (ReviewAuth::ClientCertificate, 401),
+    ] {
+        let (tx, mut records) = mpsc::channel(16);
+        let router = Webhook::builder(index())
+            .policy(policy())
+            .records(tx)
+            .review_auth(auth)
+            .ready(true)
+            .build()
+            .router();
+        // The router alone: no TLS layer, so no verified client certificate on the request.
+        let r = post(&router, &review("delete-configmap.json")).await;
+        assert_eq!(r["allowed"], false, "{auth:?}");
+        assert_eq!(r["status"]["code"], code, "{auth:?}: {r}");
+        assert!(records.try_recv().is_err(), "{auth:?}: recorded");
+        // Probes need no certificate.
+        let health = router
+            .clone()
+            .oneshot(
+                Request::get("/healthz")
+                    .body(Body::empty())
+                    .expect("request"),
+            )
+            .await
+            .expect("infallible");
+        assert_eq!(health.status(), StatusCode::OK);
+    }
+}
+
 #[tokio::test]
 async fn dry_run_is_refused_alike_but_records_nothing() {
     let mut h = harness();

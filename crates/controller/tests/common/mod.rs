@@ -76,11 +76,20 @@ impl Running {
     }
 }
 
+/// One replay key per test process: a controller started again (a restart) or alongside (a
+/// replica) seals and verifies with the same key, as `lien run`'s Secret makes them.
+pub fn replay_key() -> lien_controller::ReplayKey {
+    static KEY: std::sync::OnceLock<lien_controller::ReplayKey> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| lien_controller::ReplayKey::generate().expect("a replay key"))
+        .clone()
+}
+
 pub fn test_config() -> ControllerConfig {
     ControllerConfig {
         leader: None,
         retry_base: Duration::from_millis(20),
         retry_max: Duration::from_millis(500),
+        replay_key: Some(replay_key()),
         ..ControllerConfig::default()
     }
 }

@@ -43,6 +43,18 @@ pub struct RunArgs {
     /// SubjectAccessReview). `--usage-access-check=false` turns the check off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub usage_access_check: bool,
+    /// PEM file of the CA that issued the client certificate the API server presents to the
+    /// webhook (its AdmissionConfiguration's kubeConfigFile). Without it, refused DELETEs are
+    /// not recorded: no replay and no refusal events (docs/ARCHITECTURE.md, "Threat model").
+    #[arg(long, env = "LIEN_CLIENT_CA_FILE", value_name = "PATH")]
+    pub client_ca_file: Option<std::path::PathBuf>,
+    /// A file holding the key replay records are sealed with (at least 32 bytes, the same for
+    /// every replica). Default: the Secret --replay-key-secret, created if absent.
+    #[arg(long, value_name = "PATH")]
+    pub replay_key_file: Option<std::path::PathBuf>,
+    /// The Secret in --namespace holding the replay key (data.key), readable only by Lien.
+    #[arg(long, default_value = lien_controller::writer::REPLAY_KEY_SECRET)]
+    pub replay_key_secret: String,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -61,6 +73,29 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         break_glass_groups: args.break_glass_groups.clone(),
         ..Default::default()
     };
+    let replay_key = match &args.replay_key_file {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("reading --replay-key-file {}", path.display()))?;
+            lien_controller::ReplayKey::from_bytes(&bytes)
+                .with_context(|| format!("--replay-key-file {}", path.display()))?
+        }
+        None => {
+            lien_controller::writer::replay_key_from_secret(
+                &client,
+                &args.namespace,
+                &args.replay_key_secret,
+            )
+            .await?
+        }
+    };
+    let webhook_client_ca = match &args.client_ca_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --client-ca-file {}", path.display()))?,
+        ),
+        None => None,
+    };
     let service_dns = format!("{}.{}.svc", args.service_name, args.namespace);
     let config = LienConfig {
         webhook_addr: args.webhook_addr,
@@ -74,9 +109,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller: ControllerConfig {
             leader,
             replay_ttl: Duration::from_secs(args.replay_ttl_hours * 3600),
+            replay_key: Some(replay_key),
             ..ControllerConfig::default()
         },
         usage_access_check: args.usage_access_check,
+        webhook_client_ca,
     };
     let lien = Lien::start(client, config).await?;
     tracing::info!(webhook = %lien.webhook_addr(), "lien is running");

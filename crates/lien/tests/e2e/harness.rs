@@ -59,11 +59,17 @@ struct Local {
     sandbox: Sandbox,
     lien: Option<Lien>,
     policy: lien_webhook::validate::Policy,
+    /// Kept across restarts of Lien, as `lien run` keeps it in a Secret.
+    replay_key: lien_controller::ReplayKey,
 }
 
 /// Starts Lien against the sandbox with `policy`, its webhook on 127.0.0.1 (a new process, as
 /// after a restart: empty index, new webhook port).
-async fn start_local_lien(sandbox: &Sandbox, policy: lien_webhook::validate::Policy) -> Lien {
+async fn start_local_lien(
+    sandbox: &Sandbox,
+    policy: lien_webhook::validate::Policy,
+    replay_key: &lien_controller::ReplayKey,
+) -> Lien {
     let client = sandbox_client(sandbox).await.expect("client");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -72,8 +78,14 @@ async fn start_local_lien(sandbox: &Sandbox, policy: lien_webhook::validate::Pol
         webhook_client: lien_webhook::ClientConfig::Url(format!("https://{addr}/validate")),
         webhook_names: vec!["127.0.0.1".into(), "localhost".into()],
         policy,
-        controller: controller_config(),
+        controller: ControllerConfig {
+            replay_key: Some(replay_key.clone()),
+            ..controller_config()
+        },
         usage_access_check: true,
+        // The sandbox presents a client certificate from its CA (the default admission
+        // kubeconfig): Lien trusts that CA, as `lien sandbox` wires it.
+        webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
     };
     Lien::start_with_listener(client, listener, config)
         .await
@@ -139,13 +151,15 @@ impl Env {
                         .collect(),
                     ..lien_webhook::validate::Policy::default()
                 };
-                let lien = start_local_lien(&sandbox, policy.clone()).await;
+                let replay_key = lien_controller::ReplayKey::generate().expect("a replay key");
+                let lien = start_local_lien(&sandbox, policy.clone(), &replay_key).await;
                 (
                     client,
                     Some(Local {
                         sandbox,
                         lien: Some(lien),
                         policy,
+                        replay_key,
                     }),
                     None,
                 )
@@ -193,6 +207,11 @@ impl Env {
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .expect("client config")
+    }
+
+    /// The address of the local Lien's webhook; `None` against an external cluster.
+    pub fn webhook_addr(&self) -> Option<std::net::SocketAddr> {
+        self.local.as_ref()?.lien.as_ref().map(Lien::webhook_addr)
     }
 
     /// Whether Lien runs in this process (so a test may stop and restart it).
@@ -298,7 +317,8 @@ impl Env {
     pub async fn start_lien(&mut self) {
         let local = self.local.as_mut().expect("a local sandbox");
         assert!(local.lien.is_none(), "Lien is running");
-        local.lien = Some(start_local_lien(&local.sandbox, local.policy.clone()).await);
+        local.lien =
+            Some(start_local_lien(&local.sandbox, local.policy.clone(), &local.replay_key).await);
     }
 
     /// The user this scenario's client authenticates as, as admission sees it.

@@ -24,10 +24,13 @@ pub struct DispatcherConfig {
     /// service-based webhooks can be reached from the sandbox; TLS still verifies the
     /// certificate for `<name>.<namespace>.svc` against `caBundle`.
     pub services: HashMap<(String, String), SocketAddr>,
+    /// The credentials presented to webhooks, as kube-apiserver's AdmissionConfiguration
+    /// `kubeConfigFile` gives them (default: none).
+    pub kubeconfig: super::credentials::WebhookKubeconfig,
 }
 
-/// Calls validating webhooks. Holds one HTTP client per `caBundle`, so connections are reused
-/// across calls as kube-apiserver's client manager reuses them.
+/// Calls validating webhooks. Holds one HTTP client per `caBundle` and kubeconfig user, so
+/// connections are reused across calls as kube-apiserver's client manager reuses them.
 pub struct Dispatcher {
     config: DispatcherConfig,
     clients: Mutex<HashMap<String, reqwest::Client>>,
@@ -65,6 +68,9 @@ struct Endpoint {
     dial: String,
     /// A service webhook with no mapping: cannot be resolved from the sandbox.
     unresolvable_host: Option<String>,
+    /// What the kubeconfig's users are looked up by: the URL's host (and port, if written), or
+    /// `<name>.<namespace>.svc:<port>`.
+    auth_target: String,
 }
 
 impl Dispatcher {
@@ -187,17 +193,6 @@ impl Dispatcher {
         let body = admission_review(&format!("admission.k8s.io/{version}"), &uid, attrs);
 
         let client_config = &hook["clientConfig"];
-        let client = match self.client(client_config["caBundle"].as_str().unwrap_or_default()) {
-            Ok(c) => c,
-            Err(e) => {
-                return (
-                    Vec::new(),
-                    Err(CallError::Calling(format!(
-                        "could not get REST client: {e}"
-                    ))),
-                );
-            }
-        };
         let timeout_seconds = hook["timeoutSeconds"]
             .as_u64()
             .unwrap_or(DEFAULT_TIMEOUT_SECONDS);
@@ -213,8 +208,25 @@ impl Dispatcher {
             }
         };
 
+        let credentials = self.config.kubeconfig.lookup(&endpoint.auth_target);
+        let client = match self.client(
+            client_config["caBundle"].as_str().unwrap_or_default(),
+            credentials,
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    Err(CallError::Calling(format!(
+                        "could not get REST client: {e}"
+                    ))),
+                );
+            }
+        };
+        let token = credentials.and_then(|(_, c)| c.token.as_deref());
         let review = match post(
             &client,
+            token,
             &endpoint,
             &body,
             Duration::from_secs(timeout_seconds),
@@ -250,17 +262,27 @@ impl Dispatcher {
         }
     }
 
-    /// The client for one `caBundle` (base64 of PEM certificates), built on first use.
-    fn client(&self, ca_bundle: &str) -> Result<reqwest::Client, String> {
+    /// The client for one `caBundle` (base64 of PEM certificates) and kubeconfig user, built
+    /// on first use.
+    fn client(
+        &self,
+        ca_bundle: &str,
+        credentials: Option<(&str, &super::credentials::Credentials)>,
+    ) -> Result<reqwest::Client, String> {
+        let key = format!(
+            "{ca_bundle}\n{}",
+            credentials.map(|(name, _)| name).unwrap_or_default()
+        );
         let mut clients = self
             .clients
             .lock()
             .map_err(|_| "client cache poisoned".to_string())?;
-        if let Some(c) = clients.get(ca_bundle) {
+        if let Some(c) = clients.get(&key) {
             return Ok(c.clone());
         }
-        let client = build_client(ca_bundle, &self.config.services)?;
-        clients.insert(ca_bundle.to_string(), client.clone());
+        let certificate = credentials.and_then(|(_, c)| c.client_certificate.as_ref());
+        let client = build_client(ca_bundle, &self.config.services, certificate)?;
+        clients.insert(key, client.clone());
         Ok(client)
     }
 
@@ -285,6 +307,7 @@ impl Dispatcher {
                 display,
                 dial: format!("{host}:{port}"),
                 unresolvable_host: None,
+                auth_target: authority,
             });
         }
         let service = &client_config["service"];
@@ -297,6 +320,7 @@ impl Dispatcher {
         let path = clean_path(service["path"].as_str().unwrap_or_default());
         let host = format!("{name}.{namespace}.svc");
         let display = format!("https://{host}:{port}{path}{query}");
+        let auth_target = format!("{host}:{port}");
         match self
             .config
             .services
@@ -307,12 +331,14 @@ impl Dispatcher {
                 request: format!("https://{host}{path}{query}"),
                 dial: addr.to_string(),
                 unresolvable_host: None,
+                auth_target,
             }),
             None => Ok(Endpoint {
                 request: display.clone(),
                 display,
                 dial: format!("{host}:{port}"),
                 unresolvable_host: Some(host),
+                auth_target,
             }),
         }
     }
@@ -321,6 +347,7 @@ impl Dispatcher {
 fn build_client(
     ca_bundle: &str,
     services: &HashMap<(String, String), SocketAddr>,
+    client_certificate: Option<&(String, String)>,
 ) -> Result<reqwest::Client, String> {
     let pem = base64::engine::general_purpose::STANDARD
         .decode(ca_bundle.trim())
@@ -336,11 +363,24 @@ fn build_client(
         return Err("unable to load root certificates: unable to parse bytes as PEM block".into());
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let mut tls = match client_certificate {
+        None => builder.with_no_client_auth(),
+        Some((cert_pem, key_pem)) => {
+            let chain = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("unable to load client certificate: {e}"))?;
+            let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
+                .map_err(|e| format!("unable to load client key: {e}"))?
+                .ok_or("unable to load client key: no private key in PEM")?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("unable to load client certificate: {e}"))?
+        }
+    };
     // kube-apiserver's Go client offers HTTP/2 and falls back to HTTP/1.1.
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let mut builder = reqwest::Client::builder()
@@ -382,6 +422,7 @@ fn go_duration_seconds(seconds: u64) -> String {
 /// the Go error after `failed to call webhook: `.
 async fn post(
     client: &reqwest::Client,
+    token: Option<&str>,
     endpoint: &Endpoint,
     body: &Value,
     timeout: Duration,
@@ -392,13 +433,14 @@ async fn post(
     }
     let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
     let exchange = async {
-        let response = client
+        let mut request = client
             .post(&endpoint.request)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "application/json, */*")
-            .body(bytes)
-            .send()
-            .await?;
+            .header(reqwest::header::ACCEPT, "application/json, */*");
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.body(bytes).send().await?;
         let status = response.status().as_u16();
         let content_type = response
             .headers()

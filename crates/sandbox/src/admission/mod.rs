@@ -24,6 +24,7 @@
 #![allow(clippy::result_large_err)]
 
 mod cel_conditions;
+pub mod credentials;
 mod dispatch;
 mod matching;
 mod review;
@@ -38,6 +39,7 @@ use serde_json::Value;
 
 use crate::auth::UserInfo;
 
+pub use credentials::WebhookKubeconfig;
 pub use dispatch::{Dispatcher, DispatcherConfig};
 pub use matching::matches;
 

@@ -423,6 +423,7 @@ async fn services_are_mapped_and_tls_names_verified() {
     ];
     let dispatcher = Dispatcher::new(DispatcherConfig {
         services: services.into_iter().collect(),
+        ..DispatcherConfig::default()
     });
     let service_hook = |webhook: &str, service: &str, bundle: String| {
         hook(

@@ -55,6 +55,12 @@ pub struct Config {
     /// How requests and SubjectAccessReviews are authorized (default: every authenticated user
     /// may do everything).
     pub authorization: Authorization,
+    /// What the API server presents to webhooks: the kubeconfig its AdmissionConfiguration's
+    /// `kubeConfigFile` would name. `None`: [`crate::Sandbox::start`] issues a client
+    /// certificate from the sandbox's CA and presents it to every webhook (the default user
+    /// `*`), so a webhook can authenticate the sandbox by trusting that CA; an empty
+    /// [`WebhookKubeconfig`](crate::admission::WebhookKubeconfig) presents nothing.
+    pub admission_kubeconfig: Option<crate::admission::WebhookKubeconfig>,
 }
 
 impl Default for Config {
@@ -69,6 +75,7 @@ impl Default for Config {
             default_watch_timeout: Duration::from_secs(1800),
             webhook_services: HashMap::new(),
             authorization: Authorization::default(),
+            admission_kubeconfig: None,
         }
     }
 }
@@ -132,6 +139,7 @@ impl ApiServer {
         let store = Store::new(config.watch_history, config.watch_buffer);
         let admission = crate::admission::Dispatcher::new(crate::admission::DispatcherConfig {
             services: config.webhook_services.clone(),
+            kubeconfig: config.admission_kubeconfig.clone().unwrap_or_default(),
         });
         let server = Arc::new(ApiServer {
             store: Mutex::new(store),

@@ -1,0 +1,241 @@
+//! Forged replays (issue 7 §2): a replay is armed only by a DELETE the API server sent, and a
+//! deletion record Lien did not write is ignored. See "Threat model: replay records and forged
+//! reviews" in docs/ARCHITECTURE.md.
+
+use std::sync::Arc;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use lien_controller::DELETION_ATTEMPT_ANNOTATION;
+use lien_controller::audit::DELETION_REFUSED_REASON;
+use lien_sandbox::apiserver::Authorization;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::harness::*;
+
+fn record_of(cm: &k8s_openapi::api::core::v1::ConfigMap) -> Option<String> {
+    cm.metadata
+        .annotations
+        .as_ref()?
+        .get(DELETION_ATTEMPT_ANNOTATION)
+        .cloned()
+}
+
+/// Under RBAC, a user who may update a ConfigMap but not delete it writes a replay record on
+/// it (a protected ConfigMap whose protection was then lifted, so a genuine record would be
+/// replayed now): the ConfigMap is not deleted, and Lien removes the record.
+#[tokio::test]
+async fn a_forged_replay_record_does_not_delete_under_rbac() {
+    let mut env = Env::start_with(
+        "forged-record",
+        Options {
+            authorization: Authorization::Rbac,
+            ..Options::default()
+        },
+    )
+    .await;
+    let ns = env.ns.clone();
+    let used = env.configmap("used", json!({})).await;
+    env.configmap("user", json!({})).await;
+    // Another protected ConfigMap keeps ConfigMaps watched, as in any cluster using Lien.
+    env.configmap("other", json!({})).await;
+    env.usage(
+        "keep",
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "other"}},
+               "reason": "kept"}),
+    )
+    .await;
+    env.usage(
+        "u",
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "used"}},
+               "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "user"}},
+               "replayDeletion": true}),
+    )
+    .await;
+    let cms = env.configmaps();
+    wait_label(&cms, "used", true).await;
+    // Released: its user goes, and with it the Usage.
+    cms.delete("user", &DeleteParams::default())
+        .await
+        .expect("delete the user");
+    wait_label(&cms, "used", false).await;
+
+    let user = format!("mallory-{ns}");
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "cm-editor", "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                   "verbs": ["get", "list", "watch", "update", "patch"]}]}),
+    )
+    .await;
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "cm-editor", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    )
+    .await;
+    let mallory = env.client_as(&user, &["system:authenticated"]).await;
+    let as_mallory: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(mallory, &ns);
+    let (code, _) = api_error(
+        as_mallory
+            .delete("used", &DeleteParams::default())
+            .await
+            .expect_err("no delete rights"),
+    );
+    assert_eq!(code, 403);
+    // The record as Lien would write it, but not sealed by Lien.
+    let forged = json!({"uid": used.metadata.uid, "propagationPolicy": "Background",
+        "user": "an-admin", "time": jiff::Timestamp::now().to_string(), "replay": true})
+    .to_string();
+    as_mallory
+        .patch(
+            "used",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {DELETION_ATTEMPT_ANNOTATION: forged}}}),
+            ),
+        )
+        .await
+        .expect("mallory may update");
+    wait_for("Lien to remove the forged record", DEADLINE, || async {
+        let cm = cms.get("used").await.ok()?;
+        record_of(&cm).is_none().then_some(())
+    })
+    .await;
+    assert!(
+        cms.get_opt("used").await.expect("get").is_some(),
+        "a forged record deleted the ConfigMap"
+    );
+    env.finish().await;
+}
+
+/// The webhook's serving CA, as Lien published it in its ValidatingWebhookConfiguration.
+async fn webhook_roots(env: &Env) -> rustls::RootCertStore {
+    use base64::Engine;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let ar = api_resource(&json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration"}));
+    let vwcs = Api::<DynamicObject>::all_with(env.client.clone(), &ar)
+        .list(&Default::default())
+        .await
+        .expect("list");
+    let bundle = vwcs
+        .items
+        .iter()
+        .find_map(|c| c.data["webhooks"][0]["clientConfig"]["caBundle"].as_str())
+        .expect("Lien's configuration");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(bundle)
+        .expect("base64");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.expect("pem")).expect("root");
+    }
+    roots
+}
+
+/// POSTs `review` to the webhook over TLS without a client certificate, as anyone who can
+/// reach the port could; returns the HTTP response's body.
+async fn post_without_client_certificate(env: &Env, review: &Value) -> Value {
+    let addr = env.webhook_addr().expect("a local webhook");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(webhook_roots(env).await)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("handshake without a client certificate");
+    let body = review.to_string();
+    let request = format!(
+        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tls.write_all(request.as_bytes()).await.expect("write");
+    let mut out = String::new();
+    let _ = tls.read_to_string(&mut out).await;
+    let (_, json) = out.split_once("\r\n\r\n").expect("an HTTP answer");
+    serde_json::from_str(json).expect("an AdmissionReview")
+}
+
+/// A DELETE review forged and POSTed straight to the webhook port, naming an invented user,
+/// arms no replay and makes no events; a genuine refused DELETE through the API server after
+/// it is still recorded.
+#[tokio::test]
+async fn a_forged_review_arms_no_replay_and_makes_no_events() {
+    let mut env = Env::start("forged-review").await;
+    if !env.is_local() {
+        // The webhook's port is reachable only from inside the cluster there.
+        env.finish().await;
+        return;
+    }
+    let ns = env.ns.clone();
+    let target = env.configmap("target", json!({})).await;
+    env.configmap("barrier", json!({})).await;
+    env.configmap("user", json!({})).await;
+    for (name, of) in [("u1", "target"), ("u2", "barrier")] {
+        env.usage(
+            name,
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
+                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "user"}},
+                   "replayDeletion": true}),
+        )
+        .await;
+    }
+    let cms = env.configmaps();
+    wait_label(&cms, "target", true).await;
+    wait_label(&cms, "barrier", true).await;
+    let stored = serde_json::to_value(cms.get("target").await.expect("get")).expect("json");
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "forged-1", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "target", "namespace": ns, "operation": "DELETE",
+            "userInfo": {"username": "invented-user", "groups": ["system:authenticated"]},
+            "object": null, "oldObject": stored, "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions",
+                        "propagationPolicy": "Background"}}});
+    let answer = post_without_client_certificate(&env, &review).await;
+    let response = &answer["response"];
+    assert_eq!(response["allowed"], false, "{answer}");
+    assert_eq!(response["status"]["code"], 401, "{answer}");
+    // A genuine refusal, through the API server (which presents its client certificate).
+    let (code, _) = api_error(
+        cms.delete("barrier", &DeleteParams::default())
+            .await
+            .expect_err("refused"),
+    );
+    assert_eq!(code, 409);
+    env.wait_events("ConfigMap", "barrier", DELETION_REFUSED_REASON)
+        .await;
+    wait_for("the genuine refusal's record", DEADLINE, || async {
+        record_of(&cms.get("barrier").await.ok()?)
+    })
+    .await;
+    let target_now = cms.get("target").await.expect("get");
+    assert_eq!(target_now.metadata.uid, target.metadata.uid);
+    assert_eq!(
+        record_of(&target_now),
+        None,
+        "a forged review armed a replay"
+    );
+    assert!(
+        env.events("ConfigMap", "target", DELETION_REFUSED_REASON)
+            .await
+            .is_empty(),
+        "a forged review made an event"
+    );
+    // Its user goes: the genuine refusal is replayed, the forged one is not.
+    cms.delete("user", &DeleteParams::default())
+        .await
+        .expect("delete user");
+    wait_gone(&cms, "barrier", DEADLINE).await;
+    wait_label(&cms, "target", false).await;
+    assert!(cms.get_opt("target").await.expect("get").is_some());
+    env.finish().await;
+}
