@@ -94,13 +94,7 @@ impl CertificateAuthority {
         dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params.signed_by(&key, &self.issuer)?;
-        Ok(IssuedCertificate {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            cert_der: cert.der().clone(),
-            key_der: key.serialize_der(),
-        })
+        self.sign(key, &params)
     }
 
     /// Issues a serving certificate for DNS names and IP addresses.
@@ -120,6 +114,15 @@ impl CertificateAuthority {
             };
             params.subject_alt_names.push(san);
         }
+        self.sign(key, &params)
+    }
+
+    /// Signs `params` for `key` with this CA.
+    fn sign(
+        &self,
+        key: KeyPair,
+        params: &CertificateParams,
+    ) -> Result<IssuedCertificate, TlsError> {
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(IssuedCertificate {
             cert_pem: cert.pem(),

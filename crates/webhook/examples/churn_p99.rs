@@ -50,19 +50,7 @@ fn index() -> Result<RelationIndex, Error> {
     for (source, relations) in fixture::all() {
         idx.apply(&source, relations)?;
     }
-    let of = ObjectKey::new("apps", "Deployment", Some("fixtures"), "web-5k");
-    for u in 0..3 {
-        let source = Source::usage("fixtures", format!("web-5k-user-{u}"));
-        let by = ObjectKey::new(
-            "helm.example.io",
-            "Release",
-            Some("fixtures"),
-            format!("r{u}"),
-        );
-        let relation =
-            Relation::uses(source.clone(), of.clone(), by).with_reason("serves the release");
-        idx.apply(&source, [relation])?;
-    }
+    support::use_web_5k(&mut idx)?;
     Ok(idx)
 }
 

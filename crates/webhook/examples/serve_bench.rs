@@ -22,13 +22,15 @@
 
 #[path = "../../core/benches/fixture/mod.rs"]
 mod fixture;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lien_core::{ObjectKey, Relation, RelationIndex, Source};
+use lien_core::RelationIndex;
 use lien_webhook::{CertManager, Server, TlsSettings, Webhook};
 use parking_lot::RwLock;
 use tokio::net::TcpListener;
@@ -63,19 +65,7 @@ fn index() -> Result<RelationIndex, Error> {
     for (source, relations) in fixture::rules() {
         idx.apply(&source, relations)?;
     }
-    let of = ObjectKey::new("apps", "Deployment", Some("fixtures"), "web-5k");
-    for u in 0..3 {
-        let source = Source::usage("fixtures", format!("web-5k-user-{u}"));
-        let by = ObjectKey::new(
-            "helm.example.io",
-            "Release",
-            Some("fixtures"),
-            format!("r{u}"),
-        );
-        let relation =
-            Relation::uses(source.clone(), of.clone(), by).with_reason("serves the release");
-        idx.apply(&source, [relation])?;
-    }
+    support::use_web_5k(&mut idx)?;
     Ok(idx)
 }
 

@@ -63,3 +63,22 @@ pub fn webhook(n: usize) -> Webhook {
         .ready(true)
         .build()
 }
+
+/// Three Helm releases use the 5 KB fixture's Deployment `fixtures/web-5k`, so that its DELETE
+/// review is refused.
+pub fn use_web_5k(idx: &mut RelationIndex) -> Result<(), lien_core::IndexError> {
+    let of = ObjectKey::new("apps", "Deployment", Some("fixtures"), "web-5k");
+    for u in 0..3 {
+        let source = Source::usage("fixtures", format!("web-5k-user-{u}"));
+        let by = ObjectKey::new(
+            "helm.example.io",
+            "Release",
+            Some("fixtures"),
+            format!("r{u}"),
+        );
+        let relation =
+            Relation::uses(source.clone(), of.clone(), by).with_reason("serves the release");
+        idx.apply(&source, [relation])?;
+    }
+    Ok(())
+}
