@@ -13,19 +13,127 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::state::State;
 use super::{ControllerConfig, Msg, Shared};
 use crate::desired;
+use crate::metrics::Metrics;
 use crate::replay::{self, ReplayAction};
 use crate::resolve::cycle_problems;
 use crate::writer::{WriteError, Writer};
 
-/// Everything one write pass will do, computed by the event loop and executed by the write loop.
+/// One write Lien decided on. Each carries its target and the resourceVersion the decision was
+/// computed from: the write loop sends a write at most once per (target, resourceVersion).
+#[derive(Debug)]
+pub(super) enum Write {
+    /// Set or remove the in-use label of an object.
+    Label(desired::LabelWrite),
+    /// Set a usage's finalizer and owner references.
+    UsageMeta(desired::UsageMetaWrite),
+    /// Delete a usage whose users are gone and that nobody owns.
+    OrphanDelete {
+        /// The usage.
+        source: Source,
+        /// Its UID.
+        uid: String,
+    },
+    /// Write a usage's status.
+    Status {
+        /// The usage.
+        source: Source,
+        /// The status.
+        status: lien_api::UsageStatus,
+        /// The usage's resourceVersion the status was computed from.
+        resource_version: Option<String>,
+    },
+    /// Re-issue a refused DELETE, or remove its record (`replay`'s actions).
+    Replay(ReplayAction),
+}
+
+impl Write {
+    /// The target, as the key of what was sent. Removing a record Lien wrote and one it did
+    /// not (forged) are the same write on the same target.
+    fn id(&self) -> String {
+        match self {
+            Self::Label(w) => format!("label/{}", w.target.uid),
+            Self::UsageMeta(w) => format!("meta/{}", w.uid),
+            Self::OrphanDelete { uid, .. } => format!("orphan/{uid}"),
+            Self::Status { source, .. } => format!("status/{source}"),
+            Self::Replay(ReplayAction::Delete { target, .. }) => format!("replay/{}", target.uid),
+            Self::Replay(
+                ReplayAction::Forget { target, .. } | ReplayAction::Forged { target, .. },
+            ) => format!("forget/{}", target.uid),
+        }
+    }
+
+    /// The resourceVersion the write was computed from. An orphan's deletion has none: it is
+    /// sent once for as long as it stays wanted.
+    fn resource_version(&self) -> Option<&String> {
+        match self {
+            Self::Label(w) => w.target.resource_version.as_ref(),
+            Self::UsageMeta(w) => w.resource_version.as_ref(),
+            Self::OrphanDelete { .. } => None,
+            Self::Status {
+                resource_version, ..
+            } => resource_version.as_ref(),
+            Self::Replay(
+                ReplayAction::Delete { target, .. }
+                | ReplayAction::Forget { target, .. }
+                | ReplayAction::Forged { target, .. },
+            ) => target.resource_version.as_ref(),
+        }
+    }
+
+    /// A bounded label for metrics.
+    fn category(&self) -> &'static str {
+        match self {
+            Self::Label(_) => "label",
+            Self::UsageMeta(_) => "usage_meta",
+            Self::OrphanDelete { .. } => "usage_delete",
+            Self::Status { .. } => "status",
+            Self::Replay(ReplayAction::Delete { .. }) => "replay",
+            Self::Replay(ReplayAction::Forget { .. }) => "record_forget",
+            Self::Replay(ReplayAction::Forged { .. }) => "record_forged",
+        }
+    }
+
+    /// Sends the write, with the logs and metrics particular to it.
+    async fn apply(&self, writer: &Writer, metrics: &Metrics) -> Result<(), WriteError> {
+        match self {
+            Self::Label(w) => writer.label(w).await,
+            Self::UsageMeta(w) => writer.usage_meta(w).await,
+            Self::OrphanDelete { source, uid } => {
+                let r = writer.delete_usage(source, uid).await;
+                if r.is_ok() {
+                    tracing::info!(usage = %source, "every user of the usage is gone and none owned it: deleted");
+                }
+                r
+            }
+            Self::Status { source, status, .. } => writer.status(source, status).await,
+            Self::Replay(ReplayAction::Delete { target, attempt }) => {
+                let r = writer.replay(target, attempt).await;
+                if r.is_ok() {
+                    tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
+                    metrics.replayed();
+                }
+                r
+            }
+            Self::Replay(ReplayAction::Forget { target, why }) => {
+                tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), why, "forgetting a recorded deletion");
+                writer.record(target, None).await
+            }
+            Self::Replay(ReplayAction::Forged { target, why }) => {
+                // Who wrote it is unknown (the record's `user` is whatever the writer chose):
+                // the API server's audit log knows.
+                tracing::warn!(object = %target.gk.key(target.namespace.as_deref(), &target.name), %why, "ignoring and removing a deletion record Lien did not write");
+                metrics.forged_record();
+                writer.record(target, None).await
+            }
+        }
+    }
+}
+
+/// Everything one write pass will do, in order, computed by the event loop and executed by
+/// the write loop.
 #[derive(Debug, Default)]
 pub(super) struct Plan {
-    labels: Vec<desired::LabelWrite>,
-    metas: Vec<desired::UsageMetaWrite>,
-    statuses: Vec<(Source, lien_api::UsageStatus, Option<String>)>,
-    replays: Vec<ReplayAction>,
-    /// Usages to delete (with their UIDs) because their users are gone and nobody owns them.
-    orphans: Vec<(Source, String)>,
+    writes: Vec<Write>,
 }
 
 pub(super) fn plan(
@@ -44,36 +152,48 @@ pub(super) fn plan(
     let settled = st.settled();
     let now = Timestamp::now();
     let unenforced = config.webhook.problem();
-    let mut plan = Plan {
-        labels: desired::label_writes(&index, &st.caches, settled),
-        replays: match &config.replay_key {
-            Some(key) => {
-                replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl, key)
-            }
-            None => Vec::new(),
-        },
-        ..Default::default()
+    let labels = desired::label_writes(&index, &st.caches, settled);
+    let replays = match &config.replay_key {
+        Some(key) => {
+            replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl, key)
+        }
+        None => Vec::new(),
     };
+    let mut metas = Vec::new();
+    let mut orphans = Vec::new();
+    let mut statuses = Vec::new();
     for (source, view) in &st.usages {
         let Some(res) = st.resolutions.get(source) else {
             continue;
         };
         if desired::users_gone(view, res, &st.caches) {
             // Its status still lists the users it saw; writing it now would forget them.
-            plan.orphans.push((source.clone(), view.uid.clone()));
+            orphans.push(Write::OrphanDelete {
+                source: source.clone(),
+                uid: view.uid.clone(),
+            });
             continue;
         }
         if let Some(w) = desired::usage_meta(view, res, &st.caches) {
-            plan.metas.push(w);
+            metas.push(Write::UsageMeta(w));
         }
         if let Some(status) =
             desired::status(view, res, st.cycles.get(source), unenforced.as_deref(), now)
         {
-            plan.statuses
-                .push((source.clone(), status, view.resource_version.clone()));
+            statuses.push(Write::Status {
+                source: source.clone(),
+                status,
+                resource_version: view.resource_version.clone(),
+            });
         }
     }
-    plan
+    // Labels first (protection), then the usages' own writes, then replays.
+    let mut writes = labels.into_iter().map(Write::Label).collect::<Vec<_>>();
+    writes.extend(metas);
+    writes.extend(orphans);
+    writes.extend(statuses);
+    writes.extend(replays.into_iter().map(Write::Replay));
+    Plan { writes }
 }
 
 pub(super) async fn write_loop(
@@ -124,13 +244,18 @@ pub(super) async fn write_loop(
         let timer = shared.metrics.pass_timer();
         let mut failed = false;
         let mut keep: HashSet<String> = HashSet::new();
-        let mut outcome = |id: String,
-                           rv: Option<String>,
-                           r: Result<(), WriteError>,
-                           sent: &mut HashMap<String, Option<String>>| {
+        for w in &plan.writes {
+            let id = w.id();
+            keep.insert(id.clone());
+            let rv = w.resource_version();
+            if sent.get(&id).is_some_and(|sent_rv| sent_rv.as_ref() == rv) {
+                continue;
+            }
+            let r = w.apply(&writer, &shared.metrics).await;
+            shared.metrics.write(w.category(), r.is_ok());
             match r {
                 Ok(()) => {
-                    sent.insert(id, rv);
+                    sent.insert(id, rv.cloned());
                 }
                 Err(e) => {
                     failed = true;
@@ -140,90 +265,6 @@ pub(super) async fn write_loop(
                     } else {
                         tracing::warn!(error = %e, "write failed; will retry");
                     }
-                }
-            }
-        };
-        for w in &plan.labels {
-            let id = format!("label/{}", w.target.uid);
-            keep.insert(id.clone());
-            if sent.get(&id) == Some(&w.target.resource_version) {
-                continue;
-            }
-            let r = writer.label(w).await;
-            shared.metrics.write("label", r.is_ok());
-            outcome(id, w.target.resource_version.clone(), r, &mut sent);
-        }
-        for w in &plan.metas {
-            let id = format!("meta/{}", w.uid);
-            keep.insert(id.clone());
-            if sent.get(&id) == Some(&w.resource_version) {
-                continue;
-            }
-            let r = writer.usage_meta(w).await;
-            shared.metrics.write("usage_meta", r.is_ok());
-            outcome(id, w.resource_version.clone(), r, &mut sent);
-        }
-        for (source, uid) in &plan.orphans {
-            let id = format!("orphan/{uid}");
-            keep.insert(id.clone());
-            if sent.contains_key(&id) {
-                continue;
-            }
-            let r = writer.delete_usage(source, uid).await;
-            shared.metrics.write("usage_delete", r.is_ok());
-            if r.is_ok() {
-                tracing::info!(usage = %source, "every user of the usage is gone and none owned it: deleted");
-            }
-            outcome(id, None, r, &mut sent);
-        }
-        for (source, status, rv) in &plan.statuses {
-            let id = format!("status/{source}");
-            keep.insert(id.clone());
-            if sent.get(&id) == Some(rv) {
-                continue;
-            }
-            let r = writer.status(source, status).await;
-            shared.metrics.write("status", r.is_ok());
-            outcome(id, rv.clone(), r, &mut sent);
-        }
-        for action in &plan.replays {
-            match action {
-                ReplayAction::Delete { target, attempt } => {
-                    let id = format!("replay/{}", target.uid);
-                    keep.insert(id.clone());
-                    if sent.get(&id) == Some(&target.resource_version) {
-                        continue;
-                    }
-                    let r = writer.replay(target, attempt).await;
-                    shared.metrics.write("replay", r.is_ok());
-                    if r.is_ok() {
-                        tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
-                        shared.metrics.replayed();
-                    }
-                    outcome(id, target.resource_version.clone(), r, &mut sent);
-                }
-                ReplayAction::Forget { target, why } => {
-                    let id = format!("forget/{}", target.uid);
-                    keep.insert(id.clone());
-                    if sent.get(&id) == Some(&target.resource_version) {
-                        continue;
-                    }
-                    tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), why, "forgetting a recorded deletion");
-                    let r = writer.record(target, None).await;
-                    outcome(id, target.resource_version.clone(), r, &mut sent);
-                }
-                ReplayAction::Forged { target, why } => {
-                    let id = format!("forget/{}", target.uid);
-                    keep.insert(id.clone());
-                    if sent.get(&id) == Some(&target.resource_version) {
-                        continue;
-                    }
-                    // Who wrote it is unknown (the record's `user` is whatever the writer
-                    // chose): the API server's audit log knows.
-                    tracing::warn!(object = %target.gk.key(target.namespace.as_deref(), &target.name), %why, "ignoring and removing a deletion record Lien did not write");
-                    shared.metrics.forged_record();
-                    let r = writer.record(target, None).await;
-                    outcome(id, target.resource_version.clone(), r, &mut sent);
                 }
             }
         }
