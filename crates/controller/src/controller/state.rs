@@ -280,3 +280,263 @@ fn usage_event<K>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The event loop's handling driven by hand, without a runtime or an API server: watch
+    //! events in, the shared index and the resolutions out.
+
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::core::ApiResource;
+    use lien_api::{ResourceRef, ResourceSpec, UsageSpec};
+    use lien_core::ObjectKey;
+
+    use super::*;
+
+    fn spec(kind: &str, name: &str) -> ResourceSpec {
+        ResourceSpec {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            resource_ref: Some(ResourceRef {
+                name: name.into(),
+                namespace: None,
+            }),
+            resource_selector: None,
+        }
+    }
+
+    /// Usage `ns/name`: ConfigMap `of` is used by `by_kind` `by`.
+    fn usage(name: &str, of: &str, by_kind: &str, by: &str) -> Usage {
+        let mut u = Usage::new(
+            name,
+            UsageSpec {
+                of: spec("ConfigMap", of),
+                by: Some(spec(by_kind, by)),
+                ..Default::default()
+            },
+        );
+        u.metadata.namespace = Some("ns".into());
+        u.metadata.uid = Some(format!("uid-usage-{name}"));
+        u
+    }
+
+    fn object(name: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some("1".into()),
+            ..Default::default()
+        }
+    }
+
+    fn configmaps() -> GroupKind {
+        GroupKind::new("", "ConfigMap")
+    }
+
+    fn key(kind: &str, name: &str) -> ObjectKey {
+        ObjectKey {
+            group: String::new(),
+            kind: kind.into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    /// The event loop's state, its index and metrics, driven one message at a time.
+    struct Harness {
+        st: State,
+        index: RwLock<RelationIndex>,
+        metrics: Metrics,
+    }
+
+    impl Harness {
+        fn new() -> Self {
+            Self {
+                st: State::default(),
+                index: RwLock::new(RelationIndex::new()),
+                metrics: Metrics::default(),
+            }
+        }
+
+        fn send(&mut self, msg: Msg) -> BTreeMap<GroupKind, String> {
+            handle(&mut self.st, &self.index, &self.metrics, msg)
+        }
+
+        /// The usage watch's first list, with `usages`.
+        fn list_usages(&mut self, usages: Vec<Usage>) {
+            self.send(Msg::Usage(watcher::Event::Init));
+            for u in usages {
+                self.send(Msg::Usage(watcher::Event::InitApply(u)));
+            }
+            self.send(Msg::Usage(watcher::Event::InitDone));
+        }
+
+        /// Discovery found `gk` and its watch listed `objects`.
+        fn list_kind(&mut self, gk: &GroupKind, ar: ApiResource, objects: &[&str]) {
+            self.send(Msg::KindFound(gk.clone(), ar, true));
+            self.send(Msg::Object(gk.clone(), watcher::Event::Init));
+            for o in objects {
+                self.send(Msg::Object(
+                    gk.clone(),
+                    watcher::Event::InitApply(object(o)),
+                ));
+            }
+            self.send(Msg::Object(gk.clone(), watcher::Event::InitDone));
+        }
+
+        fn in_use(&self, kind: &str, name: &str) -> bool {
+            self.index.read().is_in_use(&key(kind, name))
+        }
+
+        fn source_len(&self, source: &Source) -> usize {
+            self.index.read().source_len(source)
+        }
+    }
+
+    /// `u` (db used by app) applied and both ConfigMaps listed: the relation is in the index.
+    fn held() -> Harness {
+        let mut h = Harness::new();
+        h.list_usages(vec![usage("u", "db", "ConfigMap", "app")]);
+        assert!(!h.st.settled(), "ConfigMaps are not listed yet");
+        h.list_kind(
+            &configmaps(),
+            ApiResource::erase::<ConfigMap>(&()),
+            &["db", "app"],
+        );
+        assert!(!h.st.settled(), "ClusterUsages are not listed yet");
+        h.send(Msg::ClusterUsage(watcher::Event::Init));
+        h.send(Msg::ClusterUsage(watcher::Event::InitDone));
+        assert!(h.st.settled());
+        assert!(h.in_use("ConfigMap", "db"));
+        h
+    }
+
+    #[test]
+    fn a_usage_over_a_listed_kind_puts_its_relation_in_the_index_and_wants_the_kind() {
+        let mut h = Harness::new();
+        let wanted = h.send(Msg::Usage(watcher::Event::Apply(usage(
+            "u",
+            "db",
+            "ConfigMap",
+            "app",
+        ))));
+        assert_eq!(
+            wanted.into_iter().collect::<Vec<_>>(),
+            vec![(configmaps(), "v1".to_owned())]
+        );
+        let source = Source::usage("ns", "u");
+        assert!(
+            !h.st.resolutions[&source].complete,
+            "the kind is not listed yet"
+        );
+        assert_eq!(h.source_len(&source), 0);
+        h.list_kind(
+            &configmaps(),
+            ApiResource::erase::<ConfigMap>(&()),
+            &["db", "app"],
+        );
+        assert!(h.st.resolutions[&source].complete);
+        assert_eq!(h.source_len(&source), 1);
+        let index = h.index.read();
+        let r = index.blockers(&key("ConfigMap", "db")).next().unwrap();
+        assert_eq!(r.by().map(|b| b.name.to_owned()), Some("app".into()));
+    }
+
+    #[test]
+    fn a_relist_does_not_delete_other_sources_relations() {
+        let mut h = held();
+        // A relation of another kind of source (a dependency rule), which the usage watch
+        // knows nothing of.
+        let rule = Source::rule("r");
+        h.index
+            .write()
+            .apply(
+                &rule,
+                [Relation::uses(
+                    rule.clone(),
+                    key("ConfigMap", "other"),
+                    key("ConfigMap", "app"),
+                )],
+            )
+            .unwrap();
+        // The usage watch restarts with a fresh list that no longer holds `u`, and the
+        // ConfigMap watch relists.
+        h.list_usages(vec![]);
+        h.list_kind(
+            &configmaps(),
+            ApiResource::erase::<ConfigMap>(&()),
+            &["db", "app", "other"],
+        );
+        assert_eq!(h.source_len(&Source::usage("ns", "u")), 0, "u is gone");
+        assert!(!h.in_use("ConfigMap", "db"));
+        assert_eq!(h.source_len(&rule), 1, "the rule's relation stays");
+        assert!(h.in_use("ConfigMap", "other"));
+    }
+
+    #[test]
+    fn an_incomplete_resolution_keeps_the_previous_relations() {
+        let mut h = held();
+        let source = Source::usage("ns", "u");
+        // `u` now names a Secret as its user; Secrets are not listed yet.
+        let wanted = h.send(Msg::Usage(watcher::Event::Apply(usage(
+            "u", "db", "Secret", "app",
+        ))));
+        assert!(wanted.contains_key(&GroupKind::new("", "Secret")));
+        assert!(!h.st.resolutions[&source].complete);
+        assert!(h.in_use("ConfigMap", "db"), "protection is not lifted");
+        let index = h.index.read();
+        let r = index.blockers(&key("ConfigMap", "db")).next().unwrap();
+        assert_eq!(r.by().map(|b| b.kind.to_owned()), Some("ConfigMap".into()));
+        drop(index);
+        // Once Secrets are listed (without `app`), the new resolution replaces the old one.
+        h.list_kind(
+            &GroupKind::new("", "Secret"),
+            ApiResource::erase::<Secret>(&()),
+            &[],
+        );
+        assert!(h.st.resolutions[&source].complete);
+        assert!(!h.in_use("ConfigMap", "db"));
+    }
+
+    #[test]
+    fn deleting_the_user_releases_the_relation() {
+        let mut h = held();
+        h.send(Msg::Object(
+            configmaps(),
+            watcher::Event::Delete(object("app")),
+        ));
+        assert!(!h.in_use("ConfigMap", "db"));
+        assert_eq!(h.source_len(&Source::usage("ns", "u")), 0);
+        assert!(h.st.resolutions[&Source::usage("ns", "u")].complete);
+    }
+
+    #[test]
+    fn an_unchanged_resolution_does_not_rewrite_the_index() {
+        let mut h = held();
+        let source = Source::usage("ns", "u");
+        h.st.cycles_stale = false;
+        // Take the relation out behind the state's back: a rewrite would put it back.
+        h.index.write().delete(&source);
+        // An unrelated ConfigMap and an echo of `db` with a new resourceVersion: `u` is
+        // re-resolved to the same relations.
+        h.send(Msg::Object(
+            configmaps(),
+            watcher::Event::Apply(object("unrelated")),
+        ));
+        let mut db = object("db");
+        db.resource_version = Some("2".into());
+        h.send(Msg::Object(configmaps(), watcher::Event::Apply(db)));
+        assert_eq!(h.source_len(&source), 0, "the index was not written");
+        assert!(!h.st.cycles_stale, "nothing marked the cycles stale");
+        // A change of the resolution is written.
+        h.send(Msg::Usage(watcher::Event::Apply(usage(
+            "u",
+            "unrelated",
+            "ConfigMap",
+            "app",
+        ))));
+        assert!(h.in_use("ConfigMap", "unrelated"));
+        assert!(h.st.cycles_stale);
+    }
+}
