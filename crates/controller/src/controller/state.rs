@@ -439,7 +439,10 @@ mod tests {
         assert!(h.st.resolutions[&source].complete);
         assert_eq!(h.source_len(&source), 1);
         let index = h.index.read();
-        let r = index.blockers(&key("ConfigMap", "db")).next().unwrap();
+        let r = index
+            .blockers(&key("ConfigMap", "db"))
+            .next()
+            .expect("db is in use");
         assert_eq!(r.by().map(|b| b.name.to_owned()), Some("app".into()));
     }
 
@@ -459,7 +462,7 @@ mod tests {
                     key("ConfigMap", "app"),
                 )],
             )
-            .unwrap();
+            .expect("the rule's relation is valid");
         // The usage watch restarts with a fresh list that no longer holds `u`, and the
         // ConfigMap watch relists.
         h.list_usages(vec![]);
@@ -486,7 +489,10 @@ mod tests {
         assert!(!h.st.resolutions[&source].complete);
         assert!(h.in_use("ConfigMap", "db"), "protection is not lifted");
         let index = h.index.read();
-        let r = index.blockers(&key("ConfigMap", "db")).next().unwrap();
+        let r = index
+            .blockers(&key("ConfigMap", "db"))
+            .next()
+            .expect("db is in use");
         assert_eq!(r.by().map(|b| b.kind.to_owned()), Some("ConfigMap".into()));
         drop(index);
         // Once Secrets are listed (without `app`), the new resolution replaces the old one.
