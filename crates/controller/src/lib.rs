@@ -18,7 +18,10 @@
 //! - [`webhook_config`]: Lien's own ValidatingWebhookConfiguration, watched and restored; while
 //!   it is missing or differs, every Usage reports that its protection is not enforced.
 //! - [`audit`]: the Events of refused DELETEs and break-glass overrides (their wording).
-//! - [`Controller`]: wires it together; [`live`]: what the webhook asks of the controller.
+//! - [`Controller`]: wires it together (the `controller` module: its event loop, the
+//!   [`State`] it owns and how events change it, the watch tasks, denial and break-glass
+//!   Events, and the write pass, a plan of writes applied by one loop); [`live`]: what the
+//!   webhook asks of the controller.
 //!
 //! What `lien run` does: build a [`Controller`] with the client, the index it shares with the
 //! webhook and a [`ControllerConfig`]; give the webhook [`Controller::denial_sink`] (denials and break-glass records),

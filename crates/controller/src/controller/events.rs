@@ -1,0 +1,192 @@
+//! Refused DELETEs and break-glass overrides: what their records and Events need from the
+//! [`State`] (taken by the event loop, in the order of events) and the tasks that write the
+//! record and publish the Events (the wording is `crate::audit`'s).
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder};
+use lien_api::{GROUP, VERSION};
+use lien_core::{RelationIndex, Source};
+use parking_lot::RwLock;
+
+use super::Shared;
+use super::state::State;
+use crate::audit::{self, BreakGlass};
+use crate::cache::GroupKind;
+use crate::desired::ObjectTarget;
+use crate::replay::{DeletionAttempt, Denial, ReplayKey};
+use crate::writer::Writer;
+
+pub(super) fn denial_target(st: &State, denial: &Denial) -> Option<ObjectTarget> {
+    let key = &denial.object;
+    let gk = GroupKind::new(&key.group, &key.kind);
+    let kind = st.caches.kind(&gk)?;
+    let o = kind
+        .objects
+        .get(&(key.namespace.clone(), key.name.clone()))?;
+    Some(ObjectTarget::new(
+        &gk,
+        kind,
+        key.namespace.as_deref(),
+        &key.name,
+        o,
+    ))
+}
+
+fn object_reference(t: &ObjectTarget) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(t.api_version.clone()),
+        kind: Some(t.gk.kind.clone()),
+        namespace: t.namespace.clone(),
+        name: Some(t.name.clone()),
+        uid: Some(t.uid.clone()),
+        ..Default::default()
+    }
+}
+
+fn usage_reference(source: &Source, uid: &str) -> ObjectReference {
+    let (kind, namespace, name) = match source {
+        Source::Usage { namespace, name } => ("Usage", Some(namespace.clone()), name.clone()),
+        Source::ClusterUsage { name } | Source::Rule { name } => {
+            ("ClusterUsage", None, name.clone())
+        }
+    };
+    ObjectReference {
+        api_version: Some(format!("{GROUP}/{VERSION}")),
+        kind: Some(kind.into()),
+        namespace,
+        name: Some(name),
+        uid: Some(uid.to_owned()),
+        ..Default::default()
+    }
+}
+
+pub(super) async fn record_denial(
+    writer: &Writer,
+    recorder: &Recorder,
+    shared: &Shared,
+    key: Option<&ReplayKey>,
+    target: Option<ObjectTarget>,
+    usages: Vec<(Source, String)>,
+    denial: Denial,
+) {
+    let Some(target) = target else {
+        tracing::warn!(object = %denial.object, "denial for an object not in the caches: not recorded");
+        return;
+    };
+    let uid = denial.uid.clone().unwrap_or_else(|| target.uid.clone());
+    let attempt = DeletionAttempt {
+        uid,
+        propagation_policy: denial.propagation_policy.clone(),
+        user: denial.user.clone(),
+        time: Timestamp::try_from(denial.time).unwrap_or_else(|_| Timestamp::now()),
+        replay: denial.replay,
+    };
+    match key {
+        Some(key) => {
+            let sealed = attempt.seal(key, &denial.object);
+            if let Err(e) = writer.record(&target, Some(&sealed)).await {
+                shared.metrics.write_error(e.category());
+                tracing::warn!(error = %e, "recording a denied deletion");
+            }
+        }
+        None => {
+            tracing::debug!(object = %denial.object, "no replay key: the refusal is not recorded");
+        }
+    }
+    let event = Event {
+        type_: EventType::Warning,
+        reason: audit::DELETION_REFUSED_REASON.into(),
+        note: Some(audit::denial_note(&denial)),
+        action: "Delete".into(),
+        secondary: None,
+    };
+    publish(recorder, shared, &event, &object_reference(&target)).await;
+    let event = Event {
+        secondary: Some(object_reference(&target)),
+        ..event
+    };
+    for (source, uid) in usages {
+        publish(recorder, shared, &event, &usage_reference(&source, &uid)).await;
+    }
+}
+
+/// The usages (with their UIDs) whose relations blocked a refused DELETE, for its events.
+pub(super) fn blocking_usages(
+    st: &State,
+    index: &RwLock<RelationIndex>,
+    denial: &Denial,
+) -> Vec<(Source, String)> {
+    let sources: BTreeSet<Source> = index
+        .read()
+        .blockers(&denial.object)
+        .map(|r| r.source().to_source())
+        .collect();
+    sources
+        .into_iter()
+        .filter_map(|s| st.usages.get(&s).map(|u| (s, u.uid.clone())))
+        .collect()
+}
+
+/// The object a break-glass record is about and the usages it overrode, as event references.
+pub(super) fn break_glass_references(
+    st: &State,
+    record: &BreakGlass,
+) -> (ObjectReference, Vec<ObjectReference>) {
+    let key = &record.object;
+    let gk = GroupKind::new(&key.group, &key.kind);
+    // A deleted object may have left the caches already; its kind (and so its apiVersion) is
+    // still watched while a usage refers to it. An object not in use may be of a kind Lien does
+    // not watch: its Event then names it without an apiVersion, which the API accepts.
+    let kind = st.caches.kind(&gk);
+    let uid = record.uid.clone().or_else(|| {
+        kind.and_then(|k| k.objects.get(&(key.namespace.clone(), key.name.clone())))
+            .map(|o| o.uid.clone())
+    });
+    let object = ObjectReference {
+        api_version: kind.map(|k| k.api_version.clone()),
+        kind: Some(key.kind.clone()),
+        namespace: key.namespace.clone(),
+        name: Some(key.name.clone()),
+        uid,
+        ..Default::default()
+    };
+    let usages = record
+        .sources
+        .iter()
+        .filter_map(|s| st.usages.get(s).map(|u| usage_reference(s, &u.uid)))
+        .collect();
+    (object, usages)
+}
+
+pub(super) async fn audit_break_glass(
+    recorder: &Recorder,
+    shared: &Shared,
+    (object, usages): (ObjectReference, Vec<ObjectReference>),
+    record: &BreakGlass,
+) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: audit::BREAK_GLASS_REASON.into(),
+        note: Some(audit::break_glass_note(record)),
+        action: audit::event_action(record.action).into(),
+        secondary: None,
+    };
+    publish(recorder, shared, &event, &object).await;
+    let event = Event {
+        secondary: Some(object),
+        ..event
+    };
+    for usage in &usages {
+        publish(recorder, shared, &event, usage).await;
+    }
+}
+
+async fn publish(recorder: &Recorder, shared: &Shared, event: &Event, reference: &ObjectReference) {
+    if let Err(e) = recorder.publish(event, reference).await {
+        shared.metrics.write_error("event");
+        tracing::warn!(error = %e, "publishing an event");
+    }
+}

@@ -1,0 +1,369 @@
+//! The controller: watches in, index updates and desired writes out.
+//!
+//! # Data model
+//!
+//! One task per watch (Usages, ClusterUsages, and one metadata-only watch per kind a usage
+//! refers to) forwards events into a single channel. The event loop owns the order of changes:
+//! it updates the [`State`] (caches, usage views, resolutions) and the shared
+//! [`RelationIndex`] synchronously — every replica keeps its index current, because its webhook
+//! answers from it — and then wakes the write pass. Per-kind watches start when a usage first
+//! refers to a kind and stop when none does (and no object of it still carries Lien's label).
+//! Nothing polls: every decision follows a watch event.
+//!
+//! The write pass (leader only) asks the event loop for a plan — the desired writes, computed
+//! with the pure functions of `desired` and `replay` — applies it, and if any write failed, runs
+//! again after a backoff. A write already sent for the resourceVersion the cache still shows is
+//! not sent again, so a burst of events does not repeat writes the watch has not echoed yet.
+//!
+//! # Layout
+//!
+//! - this module: the configuration, [`Controller`] and its event loop (which owns the state,
+//!   dispatches each message and starts/stops kind watches);
+//! - `state`: the [`State`] and its event handling (`handle`): caches, usage views,
+//!   resolutions and the index updates — synchronous, no I/O, unit-tested without a runtime;
+//! - `watches`: the watch tasks and kind discovery;
+//! - `events`: records of refused DELETEs, break-glass audits, publishing Events;
+//! - `write`: the plan of a write pass and the write loop that applies it.
+//!
+//! # Locks and ownership
+//!
+//! The event loop is the only owner of the [`State`]: nothing else reads or writes it, so it
+//! has no lock. Whatever another task needs from it is computed by the loop and handed over as
+//! data — the plan of a write pass (asked for over the event channel), the target of a refused
+//! DELETE and the usages that blocked it, the references of a break-glass audit — before that
+//! task runs.
+//!
+//! The only lock is the index's `RwLock`, shared with the webhook, and no other lock is ever
+//! taken while holding it. The webhook holds the read lock for one decision (microseconds).
+//! The event loop resolves usages from its own state with no lock held, then takes the write
+//! lock only to replace the relations of the sources whose resolution changed (work in the
+//! size of those sources, not of the index). The whole-graph work — the cycle search and a
+//! plan's scan of the caches — runs under the read lock, which never stalls the webhook's
+//! reads: the event loop is the index's only writer, so no writer waits meanwhile. Cycles are
+//! searched only when a write pass needs them and the index changed since the last search.
+
+mod events;
+mod state;
+mod watches;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::Api;
+use kube::core::ApiResource;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher::{self, watcher};
+use lien_api::{ClusterUsage, Usage};
+use lien_core::RelationIndex;
+use parking_lot::RwLock;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+pub use self::state::State;
+use self::watches::{spawn_watch, sync_kind_watches};
+use self::write::{Plan, plan, write_loop};
+use crate::audit::BreakGlass;
+use crate::cache::GroupKind;
+use crate::leader::{LeaderConfig, LeaderElector};
+use crate::metrics::Metrics;
+use crate::replay::{DEFAULT_REPLAY_TTL, Denial, ReplayKey};
+use crate::writer::Writer;
+
+/// Controller settings.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Leader election; `None` makes this replica the only writer (one replica, tests).
+    pub leader: Option<LeaderConfig>,
+    /// How long a recorded DELETE stays replayable.
+    pub replay_ttl: Duration,
+    /// Timeout of each write.
+    pub write_timeout: Duration,
+    /// First retry delay of a failed write pass (doubles up to `retry_max`).
+    pub retry_base: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+    /// Events' reporting controller.
+    pub reporter: String,
+    /// Whether Lien's webhook configuration is in place (`crate::webhook_config`); statuses
+    /// read it. Default: always.
+    pub webhook: crate::webhook_config::Enforcement,
+    /// The key replay records are sealed with (`replay`'s module docs); every replica must
+    /// have the same. `None`: refused DELETEs are not recorded and no record is replayed.
+    pub replay_key: Option<ReplayKey>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            leader: Some(LeaderConfig::default()),
+            replay_ttl: DEFAULT_REPLAY_TTL,
+            write_timeout: Duration::from_secs(10),
+            retry_base: Duration::from_millis(50),
+            retry_max: Duration::from_secs(10),
+            reporter: "lien-controller".into(),
+            webhook: crate::webhook_config::Enforcement::default(),
+            replay_key: None,
+        }
+    }
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The event channel closed while running (every watch task ended).
+    #[error("the controller's event channel closed")]
+    ChannelClosed,
+}
+
+impl ControllerError {
+    /// A bounded label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::ChannelClosed => "channel_closed",
+        }
+    }
+}
+
+/// Hands denials to the controller (cheap to clone; give one to the webhook).
+#[derive(Debug, Clone)]
+pub struct DenialSink(mpsc::UnboundedSender<Msg>);
+
+impl DenialSink {
+    /// Records a refused DELETE: the controller writes the record on the object and emits
+    /// Warning events on it and on the usages that blocked it. Never blocks.
+    pub fn record(&self, denial: Denial) {
+        // A closed channel means the controller stopped; the denial then has no one to act on it.
+        let _ = self.0.send(Msg::Denial(denial));
+    }
+
+    /// Audits a break-glass override: the controller emits Warning events on the object and on
+    /// the usages whose relations it overrode. Never blocks.
+    pub fn break_glass(&self, record: BreakGlass) {
+        // As for denials: a closed channel means the controller stopped.
+        let _ = self.0.send(Msg::BreakGlass(record));
+    }
+}
+
+#[derive(Debug)]
+enum Msg {
+    Usage(watcher::Event<Usage>),
+    ClusterUsage(watcher::Event<ClusterUsage>),
+    Object(GroupKind, watcher::Event<ObjectMeta>),
+    KindFound(GroupKind, ApiResource, bool),
+    KindUnknown(GroupKind),
+    Denial(Denial),
+    BreakGlass(BreakGlass),
+    /// The write loop asks for a plan; the event loop answers from its state.
+    Plan(oneshot::Sender<Plan>),
+}
+
+/// The controller. Build with [`Controller::new`], take its handles, then [`Controller::run`].
+pub struct Controller {
+    client: Client,
+    config: ControllerConfig,
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// What the event loop shares with the tasks it starts. Deliberately not the [`State`]: see the
+/// module documentation.
+struct Shared {
+    index: Arc<RwLock<RelationIndex>>,
+    wake: Notify,
+    metrics: Metrics,
+    leader_tx: watch::Sender<bool>,
+}
+
+impl Controller {
+    /// A controller that keeps `index` up to date (share the same `Arc` with the webhook).
+    pub fn new(
+        client: Client,
+        index: Arc<RwLock<RelationIndex>>,
+        config: ControllerConfig,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (leader_tx, _) = watch::channel(false);
+        Self {
+            client,
+            config,
+            shared: Arc::new(Shared {
+                index,
+                wake: Notify::new(),
+                metrics: Metrics::default(),
+                leader_tx,
+            }),
+            tx,
+            rx,
+        }
+    }
+
+    /// Where the webhook sends its denials.
+    pub fn denial_sink(&self) -> DenialSink {
+        DenialSink(self.tx.clone())
+    }
+
+    /// Whether this replica is the leader, as it changes.
+    pub fn leader(&self) -> watch::Receiver<bool> {
+        self.shared.leader_tx.subscribe()
+    }
+
+    /// Registers the `lien_controller_*` metrics.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.shared.metrics.register(registry);
+    }
+
+    /// Runs until `shutdown` resolves: watches, index updates, and (as leader) writes. Stops
+    /// every task it started and releases the lease before returning.
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), ControllerError> {
+        let Controller {
+            client,
+            config,
+            shared,
+            tx,
+            mut rx,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let tasks: Vec<JoinHandle<()>> = vec![
+            spawn_watch(
+                watcher(
+                    Api::<Usage>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                Msg::Usage,
+            ),
+            spawn_watch(
+                watcher(
+                    Api::<ClusterUsage>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                Msg::ClusterUsage,
+            ),
+        ];
+        let elector = match config.leader.clone() {
+            Some(lc) => {
+                let elector = LeaderElector::new(client.clone(), lc);
+                let leader_tx = shared.leader_tx.clone();
+                let stop = stop_rx.clone();
+                Some(tokio::spawn(elector.run(leader_tx, stop)))
+            }
+            None => {
+                shared.leader_tx.send_replace(true);
+                None
+            }
+        };
+        let writer = tokio::spawn(write_loop(
+            Writer::new(client.clone(), config.write_timeout),
+            shared.clone(),
+            tx.clone(),
+            config.clone(),
+            stop_rx.clone(),
+        ));
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: config.reporter.clone(),
+                instance: config.leader.as_ref().map(|l| l.identity.clone()),
+            },
+        );
+        let mut kind_tasks: HashMap<GroupKind, JoinHandle<()>> = HashMap::new();
+        // Owned by this loop alone (see the module documentation).
+        let mut st = State::default();
+        tokio::pin!(shutdown);
+        let result = loop {
+            let msg = tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                msg = rx.recv() => msg,
+            };
+            let Some(msg) = msg else {
+                break Err(ControllerError::ChannelClosed);
+            };
+            if let Msg::Plan(reply) = msg {
+                let span = tracing::debug_span!("plan");
+                let plan = span.in_scope(|| plan(&mut st, &shared.index, &config));
+                // The write loop stopped waiting only when it stops.
+                let _ = reply.send(plan);
+                continue;
+            }
+            if let Msg::Denial(denial) = msg {
+                // What the record needs from the state is taken now, in the order of events.
+                let target = events::denial_target(&st, &denial);
+                let usages = events::blocking_usages(&st, &shared.index, &denial);
+                let writer = Writer::new(client.clone(), config.write_timeout);
+                let recorder = recorder.clone();
+                let shared2 = shared.clone();
+                let key = config.replay_key.clone();
+                // Denials are written by whichever replica's webhook refused the DELETE, leader
+                // or not: only that replica knows of it, and the record is what makes the replay
+                // survive anything.
+                tokio::spawn(async move {
+                    events::record_denial(
+                        &writer,
+                        &recorder,
+                        &shared2,
+                        key.as_ref(),
+                        target,
+                        usages,
+                        denial,
+                    )
+                    .await;
+                });
+                continue;
+            }
+            if let Msg::BreakGlass(record) = msg {
+                // Audited by whichever replica's webhook let the override through, leader or
+                // not, as denials are: only that replica knows of it, and an audit that waited
+                // for the leader would be lost. Each record reaches exactly one replica, so
+                // nothing is published twice. The references are taken now, in the order of
+                // events, while the caches still hold what the record is about.
+                let references = events::break_glass_references(&st, &record);
+                let recorder = recorder.clone();
+                let shared2 = shared.clone();
+                tokio::spawn(async move {
+                    events::audit_break_glass(&recorder, &shared2, references, &record).await;
+                });
+                continue;
+            }
+            let span = tracing::debug_span!("reconcile");
+            let wanted =
+                span.in_scope(|| state::handle(&mut st, &shared.index, &shared.metrics, msg));
+            // Start watches for new kinds, stop those no usage refers to.
+            sync_kind_watches(
+                &mut kind_tasks,
+                &wanted,
+                &mut st,
+                &client,
+                &tx,
+                &shared.metrics,
+            );
+            shared.wake.notify_one();
+        };
+        for task in tasks.iter().chain(kind_tasks.values()) {
+            task.abort();
+        }
+        let _ = stop_tx.send(true);
+        shared.wake.notify_one();
+        let _ = writer.await;
+        if let Some(elector) = elector {
+            let _ = elector.await;
+        }
+        result
+    }
+}

@@ -1,0 +1,281 @@
+//! The write pass (leader only): the event loop computes a [`Plan`] from its state with the
+//! pure functions of `desired` and `replay`; the write loop applies it, remembers what it sent
+//! (by target and resourceVersion) and retries failed passes with a backoff.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use lien_core::{RelationIndex, Source};
+use parking_lot::RwLock;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::state::State;
+use super::{ControllerConfig, Msg, Shared};
+use crate::desired;
+use crate::metrics::Metrics;
+use crate::replay::{self, ReplayAction};
+use crate::resolve::cycle_problems;
+use crate::writer::{WriteError, Writer};
+
+/// One write Lien decided on. Each carries its target and the resourceVersion the decision was
+/// computed from: the write loop sends a write at most once per (target, resourceVersion).
+#[derive(Debug)]
+pub(super) enum Write {
+    /// Set or remove the in-use label of an object.
+    Label(desired::LabelWrite),
+    /// Set a usage's finalizer and owner references.
+    UsageMeta(desired::UsageMetaWrite),
+    /// Delete a usage whose users are gone and that nobody owns.
+    OrphanDelete {
+        /// The usage.
+        source: Source,
+        /// Its UID.
+        uid: String,
+    },
+    /// Write a usage's status.
+    Status {
+        /// The usage.
+        source: Source,
+        /// The status.
+        status: lien_api::UsageStatus,
+        /// The usage's resourceVersion the status was computed from.
+        resource_version: Option<String>,
+    },
+    /// Re-issue a refused DELETE, or remove its record (`replay`'s actions).
+    Replay(ReplayAction),
+}
+
+impl Write {
+    /// The target, as the key of what was sent. Removing a record Lien wrote and one it did
+    /// not (forged) are the same write on the same target.
+    fn id(&self) -> String {
+        match self {
+            Self::Label(w) => format!("label/{}", w.target.uid),
+            Self::UsageMeta(w) => format!("meta/{}", w.uid),
+            Self::OrphanDelete { uid, .. } => format!("orphan/{uid}"),
+            Self::Status { source, .. } => format!("status/{source}"),
+            Self::Replay(ReplayAction::Delete { target, .. }) => format!("replay/{}", target.uid),
+            Self::Replay(
+                ReplayAction::Forget { target, .. } | ReplayAction::Forged { target, .. },
+            ) => format!("forget/{}", target.uid),
+        }
+    }
+
+    /// The resourceVersion the write was computed from. An orphan's deletion has none: it is
+    /// sent once for as long as it stays wanted.
+    fn resource_version(&self) -> Option<&String> {
+        match self {
+            Self::Label(w) => w.target.resource_version.as_ref(),
+            Self::UsageMeta(w) => w.resource_version.as_ref(),
+            Self::OrphanDelete { .. } => None,
+            Self::Status {
+                resource_version, ..
+            } => resource_version.as_ref(),
+            Self::Replay(
+                ReplayAction::Delete { target, .. }
+                | ReplayAction::Forget { target, .. }
+                | ReplayAction::Forged { target, .. },
+            ) => target.resource_version.as_ref(),
+        }
+    }
+
+    /// A bounded label for metrics.
+    fn category(&self) -> &'static str {
+        match self {
+            Self::Label(_) => "label",
+            Self::UsageMeta(_) => "usage_meta",
+            Self::OrphanDelete { .. } => "usage_delete",
+            Self::Status { .. } => "status",
+            Self::Replay(ReplayAction::Delete { .. }) => "replay",
+            Self::Replay(ReplayAction::Forget { .. }) => "record_forget",
+            Self::Replay(ReplayAction::Forged { .. }) => "record_forged",
+        }
+    }
+
+    /// Sends the write, with the logs and metrics particular to it.
+    async fn apply(&self, writer: &Writer, metrics: &Metrics) -> Result<(), WriteError> {
+        match self {
+            Self::Label(w) => writer.label(w).await,
+            Self::UsageMeta(w) => writer.usage_meta(w).await,
+            Self::OrphanDelete { source, uid } => {
+                let r = writer.delete_usage(source, uid).await;
+                if r.is_ok() {
+                    tracing::info!(usage = %source, "every user of the usage is gone and none owned it: deleted");
+                }
+                r
+            }
+            Self::Status { source, status, .. } => writer.status(source, status).await,
+            Self::Replay(ReplayAction::Delete { target, attempt }) => {
+                let r = writer.replay(target, attempt).await;
+                if r.is_ok() {
+                    tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
+                    metrics.replayed();
+                }
+                r
+            }
+            Self::Replay(ReplayAction::Forget { target, why }) => {
+                tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), why, "forgetting a recorded deletion");
+                writer.record(target, None).await
+            }
+            Self::Replay(ReplayAction::Forged { target, why }) => {
+                // Who wrote it is unknown (the record's `user` is whatever the writer chose):
+                // the API server's audit log knows.
+                tracing::warn!(object = %target.gk.key(target.namespace.as_deref(), &target.name), %why, "ignoring and removing a deletion record Lien did not write");
+                metrics.forged_record();
+                writer.record(target, None).await
+            }
+        }
+    }
+}
+
+/// Everything one write pass will do, in order, computed by the event loop and executed by
+/// the write loop.
+#[derive(Debug, Default)]
+pub(super) struct Plan {
+    writes: Vec<Write>,
+}
+
+pub(super) fn plan(
+    st: &mut State,
+    index: &RwLock<RelationIndex>,
+    config: &ControllerConfig,
+) -> Plan {
+    // The read lock: the event loop, which calls this, is the index's only writer, so the
+    // webhook's reads go on meanwhile.
+    let index = index.read();
+    if st.cycles_stale {
+        // The whole-graph search, once per write pass at most and only after a change.
+        st.cycles = cycle_problems(&index);
+        st.cycles_stale = false;
+    }
+    let settled = st.settled();
+    let now = Timestamp::now();
+    let unenforced = config.webhook.problem();
+    let labels = desired::label_writes(&index, &st.caches, settled);
+    let replays = match &config.replay_key {
+        Some(key) => {
+            replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl, key)
+        }
+        None => Vec::new(),
+    };
+    let mut metas = Vec::new();
+    let mut orphans = Vec::new();
+    let mut statuses = Vec::new();
+    for (source, view) in &st.usages {
+        let Some(res) = st.resolutions.get(source) else {
+            continue;
+        };
+        if desired::users_gone(view, res, &st.caches) {
+            // Its status still lists the users it saw; writing it now would forget them.
+            orphans.push(Write::OrphanDelete {
+                source: source.clone(),
+                uid: view.uid.clone(),
+            });
+            continue;
+        }
+        if let Some(w) = desired::usage_meta(view, res, &st.caches) {
+            metas.push(Write::UsageMeta(w));
+        }
+        if let Some(status) =
+            desired::status(view, res, st.cycles.get(source), unenforced.as_deref(), now)
+        {
+            statuses.push(Write::Status {
+                source: source.clone(),
+                status,
+                resource_version: view.resource_version.clone(),
+            });
+        }
+    }
+    // Labels first (protection), then the usages' own writes, then replays.
+    let mut writes = labels.into_iter().map(Write::Label).collect::<Vec<_>>();
+    writes.extend(metas);
+    writes.extend(orphans);
+    writes.extend(statuses);
+    writes.extend(replays.into_iter().map(Write::Replay));
+    Plan { writes }
+}
+
+pub(super) async fn write_loop(
+    writer: Writer,
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<Msg>,
+    config: ControllerConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut leader = shared.leader_tx.subscribe();
+    let mut enforcement = config.webhook.subscribe();
+    let mut delay = config.retry_base;
+    // What was sent, keyed by target, with the resourceVersion it was decided on.
+    let mut sent: HashMap<String, Option<String>> = HashMap::new();
+    let mut retry_at: Option<tokio::time::Instant> = None;
+    loop {
+        let retry = async {
+            match retry_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = shared.wake.notified() => {}
+            _ = leader.changed() => {}
+            // Statuses say whether the webhook configuration is in place.
+            Ok(()) = enforcement.changed() => {}
+            () = retry => {}
+        }
+        retry_at = None;
+        if !*leader.borrow_and_update() {
+            continue;
+        }
+        // The plan comes from the event loop, after the events queued before this request.
+        let (reply, planned) = oneshot::channel();
+        if events.send(Msg::Plan(reply)).is_err() {
+            return;
+        }
+        let plan = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            plan = planned => match plan {
+                Ok(plan) => plan,
+                // The event loop ended.
+                Err(_) => return,
+            },
+        };
+        let timer = shared.metrics.pass_timer();
+        let mut failed = false;
+        let mut keep: HashSet<String> = HashSet::new();
+        for w in &plan.writes {
+            let id = w.id();
+            keep.insert(id.clone());
+            let rv = w.resource_version();
+            if sent.get(&id).is_some_and(|sent_rv| sent_rv.as_ref() == rv) {
+                continue;
+            }
+            let r = w.apply(&writer, &shared.metrics).await;
+            shared.metrics.write(w.category(), r.is_ok());
+            match r {
+                Ok(()) => {
+                    sent.insert(id, rv.cloned());
+                }
+                Err(e) => {
+                    failed = true;
+                    shared.metrics.write_error(e.category());
+                    if e.is_stale() {
+                        tracing::debug!(error = %e, "write raced a change; deciding again");
+                    } else {
+                        tracing::warn!(error = %e, "write failed; will retry");
+                    }
+                }
+            }
+        }
+        // Forget what is no longer wanted, so the memory follows the desired state.
+        sent.retain(|id, _| keep.contains(id));
+        drop(timer);
+        if failed {
+            retry_at = Some(tokio::time::Instant::now() + delay);
+            delay = (delay * 2).min(config.retry_max);
+        } else {
+            delay = config.retry_base;
+        }
+    }
+}
