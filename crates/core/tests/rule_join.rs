@@ -195,12 +195,12 @@ fn a_relation_needs_both_objects_present() {
     let nfs = obj(&c.by, Some("rook"), "nfs");
     assert!(
         j.upsert_by(&nfs, Some(U2), keys(&["replicapool"]), true)
-            .unwrap()
+            .expect("right kind")
             .is_empty()
     );
     let d = j
         .upsert_of(&pool, Some(U1), keys(&["replicapool"]))
-        .unwrap();
+        .expect("right kind");
     assert_eq!(d.added, vec![rel(&c, &pool, &nfs, (U1, U2))]);
     assert_eq!(j.len(), 1);
     let d = j.remove_of(&pool);
@@ -215,11 +215,13 @@ fn a_by_object_counts_until_removed() {
     let mut j = RuleJoin::new(c.clone());
     let pool = obj(&c.of, Some("rook"), "p");
     let nfs = obj(&c.by, Some("rook"), "nfs");
-    j.upsert_of(&pool, Some(U1), keys(&["p"])).unwrap();
-    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true).unwrap();
+    j.upsert_of(&pool, Some(U1), keys(&["p"]))
+        .expect("right kind");
+    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
+        .expect("right kind");
     assert!(
         j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
-            .unwrap()
+            .expect("right kind")
             .is_empty(),
         "an unchanged update changes nothing"
     );
@@ -233,10 +235,10 @@ fn same_namespace_scope_needs_the_same_namespace() {
     let c = config(RuleScope::SameNamespace, true, false);
     let mut j = RuleJoin::new(c.clone());
     j.upsert_of(&obj(&c.of, Some("a"), "p"), Some(U1), keys(&["p"]))
-        .unwrap();
+        .expect("right kind");
     let d = j
         .upsert_by(&obj(&c.by, Some("b"), "nfs"), Some(U2), keys(&["p"]), true)
-        .unwrap();
+        .expect("right kind");
     assert!(d.is_empty());
 }
 
@@ -245,15 +247,16 @@ fn same_namespace_scope_ignores_cluster_scoped_objects() {
     // A cluster-scoped object has no namespace to share: it takes part in no relation.
     let c = config(RuleScope::SameNamespace, false, false);
     let mut j = RuleJoin::new(c.clone());
-    j.upsert_of(&obj(&c.of, None, "p"), Some(U1), None).unwrap();
+    j.upsert_of(&obj(&c.of, None, "p"), Some(U1), None)
+        .expect("right kind");
     assert!(
         j.upsert_by(&obj(&c.by, None, "nfs"), Some(U2), None, true)
-            .unwrap()
+            .expect("right kind")
             .is_empty()
     );
     assert!(
         j.upsert_by(&obj(&c.by, Some("a"), "nfs"), Some(U2), None, true)
-            .unwrap()
+            .expect("right kind")
             .is_empty()
     );
 }
@@ -265,17 +268,18 @@ fn cluster_scope_relates_across_namespaces_and_cluster_scoped_objects() {
     let store = obj(&c.of, Some("rook"), "store");
     let bucket = obj(&c.by, None, "bucket");
     let other = obj(&c.by, Some("apps"), "user");
-    j.upsert_of(&store, Some(U1), keys(&["rgw-store"])).unwrap();
+    j.upsert_of(&store, Some(U1), keys(&["rgw-store"]))
+        .expect("right kind");
     assert_eq!(
         j.upsert_by(&bucket, Some(U2), keys(&["rgw-store"]), true)
-            .unwrap()
+            .expect("right kind")
             .added
             .len(),
         1
     );
     assert_eq!(
         j.upsert_by(&other, Some(U2), keys(&["rgw-store"]), true)
-            .unwrap()
+            .expect("right kind")
             .added
             .len(),
         1
@@ -289,15 +293,19 @@ fn when_gates_the_by_object_and_follows_updates() {
     let mut j = RuleJoin::new(c.clone());
     let pool = obj(&c.of, Some("rook"), "p");
     let mirror = obj(&c.by, Some("rook"), "m");
-    j.upsert_of(&pool, Some(U1), None).unwrap();
+    j.upsert_of(&pool, Some(U1), None).expect("right kind");
     assert!(
         j.upsert_by(&mirror, Some(U2), None, false)
-            .unwrap()
+            .expect("right kind")
             .is_empty()
     );
-    let on = j.upsert_by(&mirror, Some(U2), None, true).unwrap();
+    let on = j
+        .upsert_by(&mirror, Some(U2), None, true)
+        .expect("right kind");
     assert_eq!(on.added, vec![rel(&c, &pool, &mirror, (U1, U2))]);
-    let off = j.upsert_by(&mirror, Some(U2), None, false).unwrap();
+    let off = j
+        .upsert_by(&mirror, Some(U2), None, false)
+        .expect("right kind");
     assert_eq!(
         (off.added, off.removed),
         (vec![], vec![rel(&c, &pool, &mirror, (U1, U2))])
@@ -311,21 +319,22 @@ fn keys_must_intersect_and_a_changed_key_moves_the_hold() {
     let p1 = obj(&c.of, Some("rook"), "p1");
     let p2 = obj(&c.of, Some("rook"), "p2");
     let nfs = obj(&c.by, Some("rook"), "nfs");
-    j.upsert_of(&p1, Some(U1), keys(&["pool-1"])).unwrap();
+    j.upsert_of(&p1, Some(U1), keys(&["pool-1"]))
+        .expect("right kind");
     j.upsert_of(&p2, Some(U1), keys(&["pool-2", "pool-2b"]))
-        .unwrap();
+        .expect("right kind");
     let d = j
         .upsert_by(&nfs, Some(U2), keys(&["pool-1"]), true)
-        .unwrap();
+        .expect("right kind");
     assert_eq!(d.added, vec![rel(&c, &p1, &nfs, (U1, U2))]);
     let moved = j
         .upsert_by(&nfs, Some(U2), keys(&["pool-2b"]), true)
-        .unwrap();
+        .expect("right kind");
     assert_eq!(moved.removed, vec![rel(&c, &p1, &nfs, (U1, U2))]);
     assert_eq!(moved.added, vec![rel(&c, &p2, &nfs, (U1, U2))]);
     let none = j
         .upsert_by(&nfs, Some(U2), keys(&["elsewhere"]), true)
-        .unwrap();
+        .expect("right kind");
     assert_eq!(none.removed.len(), 1);
     assert!(j.is_empty());
 }
@@ -339,7 +348,7 @@ fn several_shared_keys_make_one_relation() {
         Some(U1),
         keys(&["data", "meta"]),
     )
-    .unwrap();
+    .expect("right kind");
     let d = j
         .upsert_by(
             &obj(&c.by, Some("r"), "pv"),
@@ -347,7 +356,7 @@ fn several_shared_keys_make_one_relation() {
             keys(&["meta", "data", "data"]),
             true,
         )
-        .unwrap();
+        .expect("right kind");
     assert_eq!(d.added.len(), 1);
     assert_eq!(j.len(), 1);
 }
@@ -358,10 +367,10 @@ fn without_keys_every_by_in_scope_uses_every_of_in_scope() {
     let mut j = RuleJoin::new(c.clone());
     for name in ["c1", "c2"] {
         j.upsert_of(&obj(&c.of, Some("rook"), name), Some(U1), None)
-            .unwrap();
+            .expect("right kind");
     }
     j.upsert_of(&obj(&c.of, Some("other"), "c3"), Some(U1), None)
-        .unwrap();
+        .expect("right kind");
     // Keys handed to a rule without keys are ignored.
     let d = j
         .upsert_by(
@@ -370,7 +379,7 @@ fn without_keys_every_by_in_scope_uses_every_of_in_scope() {
             keys(&["zzz"]),
             true,
         )
-        .unwrap();
+        .expect("right kind");
     assert_eq!(d.added.len(), 2);
 }
 
@@ -379,10 +388,10 @@ fn a_keyed_rule_treats_no_keys_as_none() {
     let c = config(RuleScope::SameNamespace, true, false);
     let mut j = RuleJoin::new(c.clone());
     j.upsert_of(&obj(&c.of, Some("r"), "p"), Some(U1), None)
-        .unwrap();
+        .expect("right kind");
     assert!(
         j.upsert_by(&obj(&c.by, Some("r"), "n"), Some(U2), None, true)
-            .unwrap()
+            .expect("right kind")
             .is_empty()
     );
 }
@@ -393,10 +402,14 @@ fn an_object_never_uses_itself() {
     let mut j = RuleJoin::new(c.clone());
     let x = obj(&c.of, Some("rook"), "x");
     let y = obj(&c.of, Some("rook"), "y");
-    j.upsert_of(&x, Some(U1), None).unwrap();
-    assert!(j.upsert_by(&x, Some(U1), None, true).unwrap().is_empty());
-    j.upsert_of(&y, Some(U2), None).unwrap();
-    let d = j.upsert_by(&y, Some(U2), None, true).unwrap();
+    j.upsert_of(&x, Some(U1), None).expect("right kind");
+    assert!(
+        j.upsert_by(&x, Some(U1), None, true)
+            .expect("right kind")
+            .is_empty()
+    );
+    j.upsert_of(&y, Some(U2), None).expect("right kind");
+    let d = j.upsert_by(&y, Some(U2), None, true).expect("right kind");
     assert_eq!(d.added, vec![rel(&c, &x, &y, (U1, U2))]);
     assert_eq!(
         sorted(j.relations()),
@@ -410,9 +423,9 @@ fn a_recreated_object_moves_its_relations_to_the_new_uid() {
     let mut j = RuleJoin::new(c.clone());
     let pool = obj(&c.of, Some("r"), "p");
     let nfs = obj(&c.by, Some("r"), "n");
-    j.upsert_of(&pool, Some(U1), None).unwrap();
-    j.upsert_by(&nfs, Some(U1), None, true).unwrap();
-    let d = j.upsert_of(&pool, Some(U2), None).unwrap();
+    j.upsert_of(&pool, Some(U1), None).expect("right kind");
+    j.upsert_by(&nfs, Some(U1), None, true).expect("right kind");
+    let d = j.upsert_of(&pool, Some(U2), None).expect("right kind");
     assert_eq!(d.removed, vec![rel(&c, &pool, &nfs, (U1, U1))]);
     assert_eq!(d.added, vec![rel(&c, &pool, &nfs, (U2, U1))]);
 }
@@ -424,18 +437,21 @@ fn an_evaluation_error_keeps_the_last_keys_and_is_counted() {
     let pool = obj(&c.of, Some("r"), "p");
     let nfs = obj(&c.by, Some("r"), "n");
     let fresh = obj(&c.by, Some("r"), "fresh");
-    j.upsert_of(&pool, Some(U1), keys(&["p"])).unwrap();
-    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true).unwrap();
+    j.upsert_of(&pool, Some(U1), keys(&["p"]))
+        .expect("right kind");
+    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
+        .expect("right kind");
     assert!(
-        j.error_by(&nfs, Some(U2)).unwrap().is_empty(),
+        j.error_by(&nfs, Some(U2)).expect("right kind").is_empty(),
         "a failed evaluation releases nothing"
     );
     assert!(
-        j.error_by(&fresh, Some(U2)).unwrap().is_empty(),
+        j.error_by(&fresh, Some(U2)).expect("right kind").is_empty(),
         "a new object that fails joins nothing"
     );
     assert_eq!((j.len(), j.error_count()), (1, 2));
-    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true).unwrap();
+    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
+        .expect("right kind");
     j.remove_by(&fresh);
     assert_eq!((j.len(), j.error_count()), (1, 0));
 }
@@ -446,7 +462,7 @@ fn objects_of_the_wrong_kind_are_refused() {
     let mut j = RuleJoin::new(c.clone());
     let err = j
         .upsert_of(&obj(&c.by, Some("r"), "n"), None, None)
-        .unwrap_err();
+        .expect_err("wrong kind");
     assert!(
         matches!(err, JoinError::WrongKind { side: "of", .. }),
         "{err}"
@@ -468,14 +484,14 @@ fn memory_is_released_with_the_objects() {
         let pool = obj(&c.of, Some("r"), &format!("p{i}"));
         relations += j
             .upsert_of(&pool, Some(U1), keys(&[&format!("p{i}")]))
-            .unwrap()
+            .expect("right kind")
             .added
             .len();
         for n in 0..10 {
             let pv = obj(&c.by, Some("r"), &format!("pv-{i}-{n}"));
             relations += j
                 .upsert_by(&pv, Some(U2), keys(&[&format!("p{i}")]), true)
-                .unwrap()
+                .expect("right kind")
                 .added
                 .len();
         }
