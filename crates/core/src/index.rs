@@ -84,7 +84,7 @@ impl From<Full> for FullError {
 /// A UID as stored: Kubernetes UIDs are lowercase RFC 4122 UUIDs, kept as 16 bytes; anything
 /// else (tests, other systems) is interned as a string so that it still compares exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StoredUid {
+pub(crate) enum StoredUid {
     None,
     Uuid([u8; 16]),
     /// A `Sym`, as bytes so the enum has alignment 1 and packs into 17 bytes.
@@ -92,16 +92,16 @@ enum StoredUid {
 }
 
 impl StoredUid {
-    fn other(sym: Sym) -> Self {
+    pub(crate) fn other(sym: Sym) -> Self {
         Self::Other(sym.0.to_le_bytes())
     }
 }
 
-fn sym_of(bytes: [u8; 4]) -> Sym {
+pub(crate) fn sym_of(bytes: [u8; 4]) -> Sym {
     Sym(u32::from_le_bytes(bytes))
 }
 
-fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+pub(crate) fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     let b = s.as_bytes();
     if b.len() != 36 {
         return None;
@@ -127,7 +127,7 @@ fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-fn format_uuid(bytes: &[u8; 16]) -> String {
+pub(crate) fn format_uuid(bytes: &[u8; 16]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(36);
     for (i, byte) in bytes.iter().enumerate() {

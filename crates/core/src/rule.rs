@@ -13,9 +13,10 @@
 //!   is the object's namespace under [`RuleScope::SameNamespace`] and one shared value under
 //!   [`RuleScope::Cluster`]; a rule without keys uses one bucket per scope.
 //!
-//! Every string (namespace, name, UID, key) is interned once in a reference-counted interner, so
-//! an object costs a few `u32`s plus its bucket memberships, and 100,000 `PersistentVolume`s
-//! keyed by a pool name share the pool-name strings.
+//! Every string (namespace, name, key) is interned once in a reference-counted interner, so an
+//! object costs a few `u32`s plus its bucket memberships, and 100,000 `PersistentVolume`s keyed
+//! by a pool name share the pool-name strings. UIDs are kept as their 16 bytes, as the index
+//! keeps them (Kubernetes UIDs are UUIDs; anything else is interned).
 //!
 //! The join itself is **not stored**: the relations of an object are a pure function of the
 //! current state (look its keys up in the other side's buckets). So an update computes the
@@ -48,7 +49,7 @@ use std::fmt;
 
 use hashbrown::{HashMap, HashSet};
 
-use crate::index::FullError;
+use crate::index::{FullError, StoredUid, format_uuid, parse_uuid, sym_of};
 use crate::intern::{Full, NIL, StrInterner, Sym};
 use crate::key::ObjectKey;
 use crate::relation::{Relation, Source};
@@ -172,7 +173,7 @@ type Bucket = (u32, u32);
 
 #[derive(Debug, Clone)]
 struct Obj {
-    uid: u32,
+    uid: StoredUid,
     /// Sorted, deduplicated key symbols; empty for a rule without keys.
     keys: Box<[u32]>,
     /// `when` held (always true for `of` objects that evaluated); false for an object whose
@@ -293,6 +294,12 @@ impl RuleJoin {
         (self.of.objects.len(), self.by.objects.len())
     }
 
+    /// How many distinct strings (namespaces, names, keys, non-UUID UIDs) the join holds; zero
+    /// once every object is removed.
+    pub fn string_count(&self) -> usize {
+        self.strs.len()
+    }
+
     /// An estimate of the heap bytes held (interned strings, object maps, buckets).
     pub fn heap_bytes(&self) -> usize {
         fn side(o: &Objects) -> usize {
@@ -380,23 +387,29 @@ impl RuleJoin {
         ObjectKey::new(&gk.group, &gk.kind, ns, self.strs.get(Sym(id.1)))
     }
 
-    fn uid_str(&self, uid: u32) -> Option<&str> {
-        (uid != NIL).then(|| self.strs.get(Sym(uid)))
+    fn uid_string(&self, uid: StoredUid) -> Option<String> {
+        match uid {
+            StoredUid::None => None,
+            StoredUid::Uuid(bytes) => Some(format_uuid(&bytes)),
+            StoredUid::Other(sym) => Some(self.strs.get(sym_of(sym)).to_owned()),
+        }
     }
 
-    fn relation(&self, of: Id, by: Id, of_uid: u32, by_uid: u32) -> Relation {
-        Relation::uses(
+    fn relation(&self, of: Id, by: Id, of_uid: StoredUid, by_uid: StoredUid) -> Relation {
+        let mut r = Relation::uses(
             self.config.source.clone(),
             self.object_key(Side::Of, of),
             self.object_key(Side::By, by),
         )
         .with_reason(self.config.reason.clone())
-        .with_replay(self.config.replay)
-        .with_uids(self.uid_str(of_uid), self.uid_str(by_uid))
+        .with_replay(self.config.replay);
+        r.of_uid = self.uid_string(of_uid);
+        r.by_uid = self.uid_string(by_uid);
+        r
     }
 
     /// The relations of `id` on `side` with partners `ms`, `id` having UID `uid`.
-    fn relations_with(&self, side: Side, id: Id, uid: u32, ms: &[Id]) -> Vec<Relation> {
+    fn relations_with(&self, side: Side, id: Id, uid: StoredUid, ms: &[Id]) -> Vec<Relation> {
         ms.iter()
             .map(|&m| match side {
                 Side::Of => self.relation(id, m, uid, self.by.objects[&m].uid),
@@ -437,8 +450,8 @@ impl RuleJoin {
             self.strs.release(Sym(id.0));
         }
         self.strs.release(Sym(id.1));
-        if obj.uid != NIL {
-            self.strs.release(Sym(obj.uid));
+        if let StoredUid::Other(sym) = obj.uid {
+            self.strs.release(sym_of(sym));
         }
         if keys_too {
             for &k in &obj.keys {
@@ -453,7 +466,7 @@ impl RuleJoin {
         key: &ObjectKey,
         uid: Option<&str>,
         keys: &[String],
-    ) -> Result<(Id, u32, Vec<u32>), FullError> {
+    ) -> Result<(Id, StoredUid, Vec<u32>), FullError> {
         let mut taken: Vec<Sym> = Vec::with_capacity(3 + keys.len());
         let result = (|| {
             let ns = match &key.namespace {
@@ -467,12 +480,15 @@ impl RuleJoin {
             let name = self.strs.intern(&key.name)?;
             taken.push(name);
             let uid = match uid {
-                Some(u) => {
-                    let s = self.strs.intern(u)?;
-                    taken.push(s);
-                    s.0
-                }
-                None => NIL,
+                Some(u) => match parse_uuid(u) {
+                    Some(bytes) => StoredUid::Uuid(bytes),
+                    None => {
+                        let s = self.strs.intern(u)?;
+                        taken.push(s);
+                        StoredUid::other(s)
+                    }
+                },
+                None => StoredUid::None,
             };
             let mut syms = Vec::with_capacity(keys.len());
             for k in keys {

@@ -178,7 +178,7 @@ proptest! {
             apply(&mut derived, join.remove_by(k))?;
         }
         prop_assert!(derived.is_empty());
-        prop_assert_eq!((join.len(), join.error_count()), (0, 0));
+        prop_assert_eq!((join.len(), join.error_count(), join.string_count()), (0, 0, 0));
     }
 }
 
@@ -507,5 +507,8 @@ fn memory_is_released_with_the_objects() {
             j.remove_by(&obj(&c.by, Some("r"), &format!("pv-{i}-{n}")));
         }
     }
-    assert_eq!((j.len(), j.object_counts()), (0, (0, 0)));
+    assert_eq!(
+        (j.len(), j.object_counts(), j.string_count()),
+        (0, (0, 0), 0)
+    );
 }
