@@ -174,13 +174,35 @@ type Bucket = (u32, u32);
 #[derive(Debug, Clone)]
 struct Obj {
     uid: StoredUid,
-    /// Sorted, deduplicated key symbols; empty for a rule without keys.
-    keys: Box<[u32]>,
+    /// The only key, or `NIL`; most objects have one key (a pool name), and a one-element
+    /// `Box<[u32]>` would cost a heap allocation per object.
+    key: u32,
+    /// Two keys or more (then `key` is `NIL`), sorted and deduplicated.
+    more: Option<Box<[u32]>>,
     /// `when` held (always true for `of` objects that evaluated); false for an object whose
     /// first evaluation failed, so that it joins nothing even in a rule without keys.
     when: bool,
     /// The last evaluation failed.
     error: bool,
+}
+
+impl Obj {
+    /// Sorted, deduplicated key symbols; empty for a rule without keys.
+    fn keys(&self) -> &[u32] {
+        match &self.more {
+            Some(more) => more,
+            None if self.key == NIL => &[],
+            None => std::slice::from_ref(&self.key),
+        }
+    }
+}
+
+fn split_keys(mut keys: Vec<u32>) -> (u32, Option<Box<[u32]>>) {
+    match keys.len() {
+        0 => (NIL, None),
+        1 => (keys.pop().unwrap_or(NIL), None),
+        _ => (NIL, Some(keys.into_boxed_slice())),
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -304,7 +326,12 @@ impl RuleJoin {
     pub fn heap_bytes(&self) -> usize {
         fn side(o: &Objects) -> usize {
             let obj = size_of::<(Id, Obj)>() + 1;
-            let keys: usize = o.objects.values().map(|v| v.keys.len() * 4).sum();
+            let keys: usize = o
+                .objects
+                .values()
+                .filter_map(|v| v.more.as_ref())
+                .map(|m| m.len() * 4)
+                .sum();
             let set = size_of::<Id>() + 1;
             let buckets: usize = o.buckets.values().map(|s| s.capacity() * set).sum();
             o.objects.capacity() * obj
@@ -348,7 +375,7 @@ impl RuleJoin {
             return Vec::new();
         }
         if self.config.keyed {
-            obj.keys.iter().map(|&k| (scope, k)).collect()
+            obj.keys().iter().map(|&k| (scope, k)).collect()
         } else {
             vec![(scope, NIL)]
         }
@@ -454,7 +481,7 @@ impl RuleJoin {
             self.strs.release(sym_of(sym));
         }
         if keys_too {
-            for &k in &obj.keys {
+            for &k in obj.keys() {
                 self.strs.release(Sym(k));
             }
         }
@@ -549,7 +576,7 @@ impl RuleJoin {
         // state then takes over the old state's key references instead of interning them again.
         let (when, keep_old_keys) = match (&old, error) {
             (Some(o), true) => {
-                key_syms = o.keys.to_vec();
+                key_syms = o.keys().to_vec();
                 (o.when, true)
             }
             (None, true) => (false, false),
@@ -557,9 +584,11 @@ impl RuleJoin {
         };
         // Interning sorted strings does not sort their symbols.
         key_syms.sort_unstable();
+        let (key_sym, more) = split_keys(key_syms);
         let new = Obj {
             uid: uid_sym,
-            keys: key_syms.into_boxed_slice(),
+            key: key_sym,
+            more,
             when,
             error,
         };
@@ -628,6 +657,7 @@ impl RuleJoin {
     }
 }
 
+/// What the CEL layer made of one object: its keys and `when`, or a failure.
 enum Eval {
     Ok {
         keys: Option<Vec<String>>,
