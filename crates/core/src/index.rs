@@ -3,8 +3,9 @@
 //! # Data model
 //!
 //! The index is a plain synchronous struct, updated with [`RelationIndex::apply`] (replace what a
-//! source contributes), [`RelationIndex::delete`] (a source is gone) and
-//! [`RelationIndex::reset`] (a fresh list after a watch restart). The controller owns the writes;
+//! source contributes), [`RelationIndex::apply_delta`] (add and remove single relations of a
+//! source, for `DependencyRule`s whose relations change per object), [`RelationIndex::delete`]
+//! (a source is gone) and [`RelationIndex::reset`] (a fresh list after a watch restart). The controller owns the writes;
 //! the webhook reads under a shared lock.
 //!
 //! It is built to hold hundreds of thousands of relations in little memory, so nothing is stored

@@ -8,7 +8,8 @@
 //!   is no `by`). It comes from a [`Source`] (a `Usage`, a `ClusterUsage` or a `DependencyRule`)
 //!   and carries the UIDs it observed and whether a blocked DELETE is replayed.
 //! - The [`RelationIndex`] holds every relation, replaced per source (`apply` / `delete` /
-//!   `reset`), and answers "what blocks X" and "what does Y use" in time independent of its size.
+//!   `reset`) or changed per relation (`apply_delta`), and answers "what blocks X" and "what
+//!   does Y use" in time independent of its size.
 //! - A [`RuleJoin`] derives one `DependencyRule`'s relations from its objects' evaluated keys,
 //!   per object, as [`Delta`]s for the index.
 //! - [`decide_delete`] turns the index into a [`Decision`] for one DELETE, and

@@ -244,6 +244,9 @@ impl RuleJoin {
     }
 
     /// An `of` object was added or changed; `keys` are its evaluated `keys.of`.
+    ///
+    /// Returns what changed, in O(relations of this object before and after). Fails, changing
+    /// nothing, when `key` is not of the rule's `of` kind or the interner is full.
     pub fn upsert_of(
         &mut self,
         key: &ObjectKey,
@@ -275,7 +278,7 @@ impl RuleJoin {
         self.upsert(Side::By, key, uid, Eval::Failed)
     }
 
-    /// An `of` object is gone.
+    /// An `of` object is gone. Unknown objects (and objects of another kind) change nothing.
     pub fn remove_of(&mut self, key: &ObjectKey) -> Delta {
         self.remove(Side::Of, key)
     }
