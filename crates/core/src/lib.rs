@@ -8,7 +8,10 @@
 //!   is no `by`). It comes from a [`Source`] (a `Usage`, a `ClusterUsage` or a `DependencyRule`)
 //!   and carries the UIDs it observed and whether a blocked DELETE is replayed.
 //! - The [`RelationIndex`] holds every relation, replaced per source (`apply` / `delete` /
-//!   `reset`), and answers "what blocks X" and "what does Y use" in time independent of its size.
+//!   `reset`) or changed per relation (`apply_delta`), and answers "what blocks X" and "what
+//!   does Y use" in time independent of its size.
+//! - A [`RuleJoin`] derives one `DependencyRule`'s relations from its objects' evaluated keys,
+//!   per object, as [`Delta`]s for the index.
 //! - [`decide_delete`] turns the index into a [`Decision`] for one DELETE, and
 //!   [`render_denial`] into the message a person reads.
 //! - [`find_cycles`] and [`deletion_order`] look at the whole `by → of` graph.
@@ -23,6 +26,7 @@ mod index;
 mod intern;
 mod key;
 mod relation;
+mod rule;
 pub mod seams;
 
 pub use decision::{Blocker, Decision, decide_delete, render_denial};
@@ -30,6 +34,7 @@ pub use graph::{Cycle, deletion_order, find_cycles};
 pub use index::{Chain, FullError, IndexError, RelationIndex, RelationRef};
 pub use key::{KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
+pub use rule::{Delta, GroupKind, JoinError, RuleConfig, RuleJoin, RuleScope};
 pub use seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BreakGlassAction, BreakGlassUse,
     Denial, KindResolver, LiveCheck, LiveCheckError, Requester, Scope,

@@ -1,0 +1,514 @@
+//! `RuleJoin`: the incremental join of one `DependencyRule` against a brute-force join, and each
+//! semantic rule on its own.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use lien_core::{
+    Delta, GroupKind, JoinError, ObjectKey, Relation, RuleConfig, RuleJoin, RuleScope, Source,
+};
+use proptest::prelude::*;
+
+const REASON: &str = "the NFS export stores its data in this pool";
+
+fn config(scope: RuleScope, keyed: bool, same_kind: bool) -> RuleConfig {
+    RuleConfig {
+        source: Source::rule("nfs-uses-pool"),
+        of: GroupKind::new("ceph.rook.io", "CephBlockPool"),
+        by: if same_kind {
+            GroupKind::new("ceph.rook.io", "CephBlockPool")
+        } else {
+            GroupKind::new("ceph.rook.io", "CephNFS")
+        },
+        scope,
+        keyed,
+        reason: REASON.to_owned(),
+        replay: true,
+    }
+}
+
+fn obj(gk: &GroupKind, ns: Option<&str>, name: &str) -> ObjectKey {
+    ObjectKey::new(&gk.group, &gk.kind, ns, name)
+}
+
+fn keys(ks: &[&str]) -> Option<Vec<String>> {
+    Some(ks.iter().map(|k| (*k).to_owned()).collect())
+}
+
+fn rel(c: &RuleConfig, of: &ObjectKey, by: &ObjectKey, uids: (&str, &str)) -> Relation {
+    Relation::uses(c.source.clone(), of.clone(), by.clone())
+        .with_reason(REASON)
+        .with_replay(true)
+        .with_uids(Some(uids.0), Some(uids.1))
+}
+
+fn sorted(mut v: Vec<Relation>) -> Vec<Relation> {
+    v.sort();
+    v
+}
+
+// ----- the model -----------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    UpsertOf(usize, usize, usize, Vec<usize>),
+    UpsertBy(usize, usize, usize, Vec<usize>, bool),
+    ErrorOf(usize, usize, usize),
+    ErrorBy(usize, usize, usize),
+    RemoveOf(usize, usize),
+    RemoveBy(usize, usize),
+}
+
+const NAMESPACES: [Option<&str>; 3] = [Some("a"), Some("b"), None];
+const NAMES: [&str; 3] = ["x", "y", "z"];
+const KEYS: [&str; 3] = ["p1", "p2", "p3"];
+const UIDS: [&str; 2] = ["0f8fad5b-d9cb-469f-a165-70867728950e", "uid-2"];
+
+fn op() -> impl Strategy<Value = Op> {
+    let ks = proptest::collection::vec(0..KEYS.len(), 0..3);
+    prop_oneof![
+        4 => (0..3usize, 0..3usize, 0..2usize, ks.clone()).prop_map(|(n, m, u, k)| Op::UpsertOf(n, m, u, k)),
+        4 => (0..3usize, 0..3usize, 0..2usize, ks, any::<bool>()).prop_map(|(n, m, u, k, w)| Op::UpsertBy(n, m, u, k, w)),
+        1 => (0..3usize, 0..3usize, 0..2usize).prop_map(|(n, m, u)| Op::ErrorOf(n, m, u)),
+        1 => (0..3usize, 0..3usize, 0..2usize).prop_map(|(n, m, u)| Op::ErrorBy(n, m, u)),
+        2 => (0..3usize, 0..3usize).prop_map(|(n, m)| Op::RemoveOf(n, m)),
+        2 => (0..3usize, 0..3usize).prop_map(|(n, m)| Op::RemoveBy(n, m)),
+    ]
+}
+
+/// What the model remembers of an object: UID, keys, `when` (as the join should see them).
+type State = BTreeMap<ObjectKey, (String, BTreeSet<String>, bool)>;
+
+/// The join computed from scratch, straight from the semantics.
+fn brute_force(c: &RuleConfig, ofs: &State, bys: &State) -> HashSet<Relation> {
+    let mut out = HashSet::new();
+    for (of, (of_uid, of_keys, of_ok)) in ofs {
+        for (by, (by_uid, by_keys, when)) in bys {
+            let in_scope = match c.scope {
+                RuleScope::Cluster => true,
+                RuleScope::SameNamespace => of.namespace.is_some() && of.namespace == by.namespace,
+            };
+            let keys_meet = !c.keyed || of_keys.intersection(by_keys).next().is_some();
+            if *of_ok && *when && in_scope && keys_meet && of != by {
+                out.insert(rel(c, of, by, (of_uid, by_uid)));
+            }
+        }
+    }
+    out
+}
+
+fn apply(set: &mut HashSet<Relation>, d: Delta) -> Result<(), TestCaseError> {
+    for r in d.removed {
+        prop_assert!(
+            set.remove(&r),
+            "removed a relation that was not there: {r:?}"
+        );
+    }
+    for r in d.added {
+        prop_assert!(set.insert(r.clone()), "added a relation twice: {r:?}");
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn deltas_track_a_brute_force_join(
+        cluster in any::<bool>(),
+        keyed in any::<bool>(),
+        same_kind in any::<bool>(),
+        ops in proptest::collection::vec(op(), 1..40),
+    ) {
+        let scope = if cluster { RuleScope::Cluster } else { RuleScope::SameNamespace };
+        let c = config(scope, keyed, same_kind);
+        let mut join = RuleJoin::new(c.clone());
+        let (mut ofs, mut bys) = (State::new(), State::new());
+        let mut derived = HashSet::new();
+        let key_set = |ks: &[usize]| -> BTreeSet<String> {
+            if keyed { ks.iter().map(|&k| KEYS[k].to_owned()).collect() } else { BTreeSet::new() }
+        };
+        let key_vec = |ks: &[usize]| Some(ks.iter().map(|&k| KEYS[k].to_owned()).collect());
+        for op in ops {
+            let delta = match op {
+                Op::UpsertOf(n, m, u, ks) => {
+                    let k = obj(&c.of, NAMESPACES[n], NAMES[m]);
+                    ofs.insert(k.clone(), (UIDS[u].to_owned(), key_set(&ks), true));
+                    join.upsert_of(&k, Some(UIDS[u]), key_vec(&ks)).expect("of kind")
+                }
+                Op::UpsertBy(n, m, u, ks, when) => {
+                    let k = obj(&c.by, NAMESPACES[n], NAMES[m]);
+                    bys.insert(k.clone(), (UIDS[u].to_owned(), key_set(&ks), when));
+                    join.upsert_by(&k, Some(UIDS[u]), key_vec(&ks), when).expect("by kind")
+                }
+                Op::ErrorOf(n, m, u) => {
+                    let k = obj(&c.of, NAMESPACES[n], NAMES[m]);
+                    let (keys, ok) = ofs.get(&k).map_or((BTreeSet::new(), false), |o| (o.1.clone(), o.2));
+                    ofs.insert(k.clone(), (UIDS[u].to_owned(), keys, ok));
+                    join.error_of(&k, Some(UIDS[u])).expect("of kind")
+                }
+                Op::ErrorBy(n, m, u) => {
+                    let k = obj(&c.by, NAMESPACES[n], NAMES[m]);
+                    let (keys, when) = bys.get(&k).map_or((BTreeSet::new(), false), |o| (o.1.clone(), o.2));
+                    bys.insert(k.clone(), (UIDS[u].to_owned(), keys, when));
+                    join.error_by(&k, Some(UIDS[u])).expect("by kind")
+                }
+                Op::RemoveOf(n, m) => {
+                    let k = obj(&c.of, NAMESPACES[n], NAMES[m]);
+                    ofs.remove(&k);
+                    join.remove_of(&k)
+                }
+                Op::RemoveBy(n, m) => {
+                    let k = obj(&c.by, NAMESPACES[n], NAMES[m]);
+                    bys.remove(&k);
+                    join.remove_by(&k)
+                }
+            };
+            apply(&mut derived, delta)?;
+            let expected = brute_force(&c, &ofs, &bys);
+            prop_assert_eq!(&derived, &expected);
+            prop_assert_eq!(join.relations().into_iter().collect::<HashSet<_>>(), expected.clone());
+            prop_assert_eq!(join.len(), expected.len());
+            prop_assert_eq!(join.object_counts(), (ofs.len(), bys.len()));
+        }
+        // Removing everything leaves nothing behind, strings included.
+        for k in ofs.keys() {
+            apply(&mut derived, join.remove_of(k))?;
+        }
+        for k in bys.keys() {
+            apply(&mut derived, join.remove_by(k))?;
+        }
+        prop_assert!(derived.is_empty());
+        prop_assert_eq!((join.len(), join.error_count(), join.string_count()), (0, 0, 0));
+    }
+}
+
+// ----- each rule on its own ------------------------------------------------------------------
+
+const U1: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+const U2: &str = "1f8fad5b-d9cb-469f-a165-70867728950e";
+
+#[test]
+fn a_relation_needs_both_objects_present() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    let pool = obj(&c.of, Some("rook"), "replicapool");
+    let nfs = obj(&c.by, Some("rook"), "nfs");
+    assert!(
+        j.upsert_by(&nfs, Some(U2), keys(&["replicapool"]), true)
+            .expect("right kind")
+            .is_empty()
+    );
+    let d = j
+        .upsert_of(&pool, Some(U1), keys(&["replicapool"]))
+        .expect("right kind");
+    assert_eq!(d.added, vec![rel(&c, &pool, &nfs, (U1, U2))]);
+    assert_eq!(j.len(), 1);
+    let d = j.remove_of(&pool);
+    assert_eq!(d.removed, vec![rel(&c, &pool, &nfs, (U1, U2))]);
+    assert!(j.is_empty());
+}
+
+#[test]
+fn a_by_object_counts_until_removed() {
+    // There is no "deleting" state here: the caller removes the object once it is gone.
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    let pool = obj(&c.of, Some("rook"), "p");
+    let nfs = obj(&c.by, Some("rook"), "nfs");
+    j.upsert_of(&pool, Some(U1), keys(&["p"]))
+        .expect("right kind");
+    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
+        .expect("right kind");
+    assert!(
+        j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
+            .expect("right kind")
+            .is_empty(),
+        "an unchanged update changes nothing"
+    );
+    assert_eq!(j.len(), 1);
+    assert_eq!(j.remove_by(&nfs).removed.len(), 1);
+    assert!(j.remove_by(&nfs).is_empty(), "removing twice is harmless");
+}
+
+#[test]
+fn same_namespace_scope_needs_the_same_namespace() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    j.upsert_of(&obj(&c.of, Some("a"), "p"), Some(U1), keys(&["p"]))
+        .expect("right kind");
+    let d = j
+        .upsert_by(&obj(&c.by, Some("b"), "nfs"), Some(U2), keys(&["p"]), true)
+        .expect("right kind");
+    assert!(d.is_empty());
+}
+
+#[test]
+fn same_namespace_scope_ignores_cluster_scoped_objects() {
+    // A cluster-scoped object has no namespace to share: it takes part in no relation.
+    let c = config(RuleScope::SameNamespace, false, false);
+    let mut j = RuleJoin::new(c.clone());
+    j.upsert_of(&obj(&c.of, None, "p"), Some(U1), None)
+        .expect("right kind");
+    assert!(
+        j.upsert_by(&obj(&c.by, None, "nfs"), Some(U2), None, true)
+            .expect("right kind")
+            .is_empty()
+    );
+    assert!(
+        j.upsert_by(&obj(&c.by, Some("a"), "nfs"), Some(U2), None, true)
+            .expect("right kind")
+            .is_empty()
+    );
+}
+
+#[test]
+fn cluster_scope_relates_across_namespaces_and_cluster_scoped_objects() {
+    let c = config(RuleScope::Cluster, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    let store = obj(&c.of, Some("rook"), "store");
+    let bucket = obj(&c.by, None, "bucket");
+    let other = obj(&c.by, Some("apps"), "user");
+    j.upsert_of(&store, Some(U1), keys(&["rgw-store"]))
+        .expect("right kind");
+    assert_eq!(
+        j.upsert_by(&bucket, Some(U2), keys(&["rgw-store"]), true)
+            .expect("right kind")
+            .added
+            .len(),
+        1
+    );
+    assert_eq!(
+        j.upsert_by(&other, Some(U2), keys(&["rgw-store"]), true)
+            .expect("right kind")
+            .added
+            .len(),
+        1
+    );
+    assert_eq!(j.len(), 2);
+}
+
+#[test]
+fn when_gates_the_by_object_and_follows_updates() {
+    let c = config(RuleScope::SameNamespace, false, false);
+    let mut j = RuleJoin::new(c.clone());
+    let pool = obj(&c.of, Some("rook"), "p");
+    let mirror = obj(&c.by, Some("rook"), "m");
+    j.upsert_of(&pool, Some(U1), None).expect("right kind");
+    assert!(
+        j.upsert_by(&mirror, Some(U2), None, false)
+            .expect("right kind")
+            .is_empty()
+    );
+    let on = j
+        .upsert_by(&mirror, Some(U2), None, true)
+        .expect("right kind");
+    assert_eq!(on.added, vec![rel(&c, &pool, &mirror, (U1, U2))]);
+    let off = j
+        .upsert_by(&mirror, Some(U2), None, false)
+        .expect("right kind");
+    assert_eq!(
+        (off.added, off.removed),
+        (vec![], vec![rel(&c, &pool, &mirror, (U1, U2))])
+    );
+}
+
+#[test]
+fn keys_must_intersect_and_a_changed_key_moves_the_hold() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    let p1 = obj(&c.of, Some("rook"), "p1");
+    let p2 = obj(&c.of, Some("rook"), "p2");
+    let nfs = obj(&c.by, Some("rook"), "nfs");
+    j.upsert_of(&p1, Some(U1), keys(&["pool-1"]))
+        .expect("right kind");
+    j.upsert_of(&p2, Some(U1), keys(&["pool-2", "pool-2b"]))
+        .expect("right kind");
+    let d = j
+        .upsert_by(&nfs, Some(U2), keys(&["pool-1"]), true)
+        .expect("right kind");
+    assert_eq!(d.added, vec![rel(&c, &p1, &nfs, (U1, U2))]);
+    let moved = j
+        .upsert_by(&nfs, Some(U2), keys(&["pool-2b"]), true)
+        .expect("right kind");
+    assert_eq!(moved.removed, vec![rel(&c, &p1, &nfs, (U1, U2))]);
+    assert_eq!(moved.added, vec![rel(&c, &p2, &nfs, (U1, U2))]);
+    let none = j
+        .upsert_by(&nfs, Some(U2), keys(&["elsewhere"]), true)
+        .expect("right kind");
+    assert_eq!(none.removed.len(), 1);
+    assert!(j.is_empty());
+}
+
+#[test]
+fn several_shared_keys_make_one_relation() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    j.upsert_of(
+        &obj(&c.of, Some("r"), "fs"),
+        Some(U1),
+        keys(&["data", "meta"]),
+    )
+    .expect("right kind");
+    let d = j
+        .upsert_by(
+            &obj(&c.by, Some("r"), "pv"),
+            Some(U2),
+            keys(&["meta", "data", "data"]),
+            true,
+        )
+        .expect("right kind");
+    assert_eq!(d.added.len(), 1);
+    assert_eq!(j.len(), 1);
+}
+
+#[test]
+fn without_keys_every_by_in_scope_uses_every_of_in_scope() {
+    let c = config(RuleScope::SameNamespace, false, false);
+    let mut j = RuleJoin::new(c.clone());
+    for name in ["c1", "c2"] {
+        j.upsert_of(&obj(&c.of, Some("rook"), name), Some(U1), None)
+            .expect("right kind");
+    }
+    j.upsert_of(&obj(&c.of, Some("other"), "c3"), Some(U1), None)
+        .expect("right kind");
+    // Keys handed to a rule without keys are ignored.
+    let d = j
+        .upsert_by(
+            &obj(&c.by, Some("rook"), "nfs"),
+            Some(U2),
+            keys(&["zzz"]),
+            true,
+        )
+        .expect("right kind");
+    assert_eq!(d.added.len(), 2);
+}
+
+#[test]
+fn a_keyed_rule_treats_no_keys_as_none() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    j.upsert_of(&obj(&c.of, Some("r"), "p"), Some(U1), None)
+        .expect("right kind");
+    assert!(
+        j.upsert_by(&obj(&c.by, Some("r"), "n"), Some(U2), None, true)
+            .expect("right kind")
+            .is_empty()
+    );
+}
+
+#[test]
+fn an_object_never_uses_itself() {
+    let c = config(RuleScope::SameNamespace, false, true);
+    let mut j = RuleJoin::new(c.clone());
+    let x = obj(&c.of, Some("rook"), "x");
+    let y = obj(&c.of, Some("rook"), "y");
+    j.upsert_of(&x, Some(U1), None).expect("right kind");
+    assert!(
+        j.upsert_by(&x, Some(U1), None, true)
+            .expect("right kind")
+            .is_empty()
+    );
+    j.upsert_of(&y, Some(U2), None).expect("right kind");
+    let d = j.upsert_by(&y, Some(U2), None, true).expect("right kind");
+    assert_eq!(d.added, vec![rel(&c, &x, &y, (U1, U2))]);
+    assert_eq!(
+        sorted(j.relations()),
+        sorted(vec![rel(&c, &x, &y, (U1, U2)), rel(&c, &y, &x, (U2, U1))])
+    );
+}
+
+#[test]
+fn a_recreated_object_moves_its_relations_to_the_new_uid() {
+    let c = config(RuleScope::SameNamespace, false, false);
+    let mut j = RuleJoin::new(c.clone());
+    let pool = obj(&c.of, Some("r"), "p");
+    let nfs = obj(&c.by, Some("r"), "n");
+    j.upsert_of(&pool, Some(U1), None).expect("right kind");
+    j.upsert_by(&nfs, Some(U1), None, true).expect("right kind");
+    let d = j.upsert_of(&pool, Some(U2), None).expect("right kind");
+    assert_eq!(d.removed, vec![rel(&c, &pool, &nfs, (U1, U1))]);
+    assert_eq!(d.added, vec![rel(&c, &pool, &nfs, (U2, U1))]);
+}
+
+#[test]
+fn an_evaluation_error_keeps_the_last_keys_and_is_counted() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    let pool = obj(&c.of, Some("r"), "p");
+    let nfs = obj(&c.by, Some("r"), "n");
+    let fresh = obj(&c.by, Some("r"), "fresh");
+    j.upsert_of(&pool, Some(U1), keys(&["p"]))
+        .expect("right kind");
+    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
+        .expect("right kind");
+    assert!(
+        j.error_by(&nfs, Some(U2)).expect("right kind").is_empty(),
+        "a failed evaluation releases nothing"
+    );
+    assert!(
+        j.error_by(&fresh, Some(U2)).expect("right kind").is_empty(),
+        "a new object that fails joins nothing"
+    );
+    assert_eq!((j.len(), j.error_count()), (1, 2));
+    j.upsert_by(&nfs, Some(U2), keys(&["p"]), true)
+        .expect("right kind");
+    j.remove_by(&fresh);
+    assert_eq!((j.len(), j.error_count()), (1, 0));
+}
+
+#[test]
+fn objects_of_the_wrong_kind_are_refused() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    let err = j
+        .upsert_of(&obj(&c.by, Some("r"), "n"), None, None)
+        .expect_err("wrong kind");
+    assert!(
+        matches!(err, JoinError::WrongKind { side: "of", .. }),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "ceph.rook.io/CephNFS r/n is not a ceph.rook.io/CephBlockPool, the rule's `of` kind"
+    );
+    assert!(j.remove_by(&obj(&c.of, Some("r"), "p")).is_empty());
+}
+
+#[test]
+fn memory_is_released_with_the_objects() {
+    let c = config(RuleScope::SameNamespace, true, false);
+    let mut j = RuleJoin::new(c.clone());
+    let empty = j.heap_bytes();
+    let mut relations = 0;
+    for i in 0..100 {
+        let pool = obj(&c.of, Some("r"), &format!("p{i}"));
+        relations += j
+            .upsert_of(&pool, Some(U1), keys(&[&format!("p{i}")]))
+            .expect("right kind")
+            .added
+            .len();
+        for n in 0..10 {
+            let pv = obj(&c.by, Some("r"), &format!("pv-{i}-{n}"));
+            relations += j
+                .upsert_by(&pv, Some(U2), keys(&[&format!("p{i}")]), true)
+                .expect("right kind")
+                .added
+                .len();
+        }
+    }
+    assert_eq!(
+        (relations, j.len(), j.relations().len()),
+        (1000, 1000, 1000)
+    );
+    assert!(j.heap_bytes() > empty);
+    for i in 0..100 {
+        j.remove_of(&obj(&c.of, Some("r"), &format!("p{i}")));
+        for n in 0..10 {
+            j.remove_by(&obj(&c.by, Some("r"), &format!("pv-{i}-{n}")));
+        }
+    }
+    assert_eq!(
+        (j.len(), j.object_counts(), j.string_count()),
+        (0, (0, 0), 0)
+    );
+}
