@@ -17,7 +17,6 @@
 //! means "not known yet", and nothing is decided from its absence.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use lien_core::ObjectKey;
@@ -26,45 +25,8 @@ use lien_core::ObjectKey;
 /// dropped so the cache stays small.
 pub const LIEN_ANNOTATION_PREFIX: &str = "lien.dev/";
 
-/// A kind without its version.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupKind {
-    /// API group, `""` for the core group.
-    pub group: String,
-    /// Kind.
-    pub kind: String,
-}
-
-impl GroupKind {
-    /// A group and kind.
-    pub fn new(group: impl Into<String>, kind: impl Into<String>) -> Self {
-        Self {
-            group: group.into(),
-            kind: kind.into(),
-        }
-    }
-
-    /// The group of `apiVersion` (`v1` → `""`, `apps/v1` → `apps`) with `kind`.
-    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
-        let group = api_version.split_once('/').map_or("", |(g, _)| g);
-        Self::new(group, kind)
-    }
-
-    /// The key of the object `namespace/name` of this kind.
-    pub fn key(&self, namespace: Option<&str>, name: &str) -> ObjectKey {
-        ObjectKey::new(&self.group, &self.kind, namespace, name)
-    }
-}
-
-impl fmt::Display for GroupKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            f.write_str(&self.kind)
-        } else {
-            write!(f, "{}.{}", self.kind, self.group)
-        }
-    }
-}
+/// A kind without its version (defined in `lien-core`, beside `ObjectKey`).
+pub use lien_core::GroupKind;
 
 /// What the controller keeps of one object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

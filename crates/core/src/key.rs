@@ -205,3 +205,50 @@ mod tests {
         assert_eq!(r.to_string(), "apps/Deployment ns/web");
     }
 }
+
+/// An API group and kind, without the version (Lien keys objects by group and kind, like
+/// [`ObjectKey`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKind {
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+}
+
+impl GroupKind {
+    /// A group and kind.
+    pub fn new(group: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self {
+            group: group.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// The group of `apiVersion` (`v1` → `""`, `apps/v1` → `apps`) with `kind`.
+    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
+        let group = api_version.split_once('/').map_or("", |(g, _)| g);
+        Self::new(group, kind)
+    }
+
+    /// The key of the object `namespace/name` of this kind.
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> ObjectKey {
+        ObjectKey::new(&self.group, &self.kind, namespace, name)
+    }
+
+    /// Whether `key` is an object of this kind.
+    pub fn matches(&self, key: &ObjectKey) -> bool {
+        self.group == key.group && self.kind == key.kind
+    }
+}
+
+/// `Kind.group` (`Deployment.apps`), or the kind alone for the core group.
+impl fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.kind)
+        } else {
+            write!(f, "{}.{}", self.kind, self.group)
+        }
+    }
+}

@@ -32,9 +32,9 @@ pub mod seams;
 pub use decision::{Blocker, Decision, decide_delete, render_denial};
 pub use graph::{Cycle, deletion_order, find_cycles};
 pub use index::{Chain, FullError, IndexError, RelationIndex, RelationRef};
-pub use key::{KeyError, KeyRef, ObjectKey};
+pub use key::{GroupKind, KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
-pub use rule::{Delta, GroupKind, JoinError, RuleConfig, RuleJoin, RuleScope};
+pub use rule::{Delta, JoinError, RuleConfig, RuleJoin, RuleScope};
 pub use seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BreakGlassAction, BreakGlassUse,
     Denial, KindResolver, LiveCheck, LiveCheckError, Requester, Scope,

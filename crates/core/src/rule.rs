@@ -45,13 +45,11 @@
 //! transient CEL error never releases a hold (fail closed); a new object with an error joins
 //! nothing until it evaluates. Errors are counted for the rule's status.
 
-use std::fmt;
-
 use hashbrown::{HashMap, HashSet};
 
 use crate::index::{FullError, StoredUid, format_uuid, parse_uuid, sym_of};
 use crate::intern::{Full, NIL, StrInterner, Sym};
-use crate::key::ObjectKey;
+use crate::key::{GroupKind, ObjectKey};
 use crate::relation::{Relation, Source};
 
 /// Where a rule looks for dependents.
@@ -61,39 +59,6 @@ pub enum RuleScope {
     SameNamespace,
     /// No namespace condition; either side may be cluster-scoped.
     Cluster,
-}
-
-/// An API group and kind (no version: see `crate::key`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct GroupKind {
-    /// API group, `""` for the core group.
-    pub group: String,
-    /// Kind.
-    pub kind: String,
-}
-
-impl GroupKind {
-    /// A group and kind.
-    pub fn new(group: impl Into<String>, kind: impl Into<String>) -> Self {
-        Self {
-            group: group.into(),
-            kind: kind.into(),
-        }
-    }
-
-    fn matches(&self, key: &ObjectKey) -> bool {
-        self.group == key.group && self.kind == key.kind
-    }
-}
-
-impl fmt::Display for GroupKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            f.write_str(&self.kind)
-        } else {
-            write!(f, "{}/{}", self.group, self.kind)
-        }
-    }
 }
 
 /// What a [`RuleJoin`] needs of a `DependencyRule`, with its CEL already compiled elsewhere.

@@ -469,7 +469,7 @@ fn objects_of_the_wrong_kind_are_refused() {
     );
     assert_eq!(
         err.to_string(),
-        "ceph.rook.io/CephNFS r/n is not a ceph.rook.io/CephBlockPool, the rule's `of` kind"
+        "ceph.rook.io/CephNFS r/n is not a CephBlockPool.ceph.rook.io, the rule's `of` kind"
     );
     assert!(j.remove_by(&obj(&c.of, Some("r"), "p")).is_empty());
 }
