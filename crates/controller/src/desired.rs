@@ -334,79 +334,52 @@ pub fn status(
     now: Timestamp,
 ) -> Option<UsageStatus> {
     let previous = view.status.as_ref();
-    if let Some(why) = unenforced {
-        let not_configured = |type_: &str| {
-            condition(
-                previous,
-                type_,
-                false,
-                crate::webhook_config::NOT_CONFIGURED_REASON,
-                format!("{why}: DELETEs are not checked by Lien until it is restored"),
-                view.generation,
-                now,
-            )
-        };
-        let desired = UsageStatus {
-            conditions: vec![not_configured("Ready"), not_configured("InUse")],
-            of: Some(matched_objects(&res.of)),
-            by: view.by.as_ref().map(|_| matched_objects(&res.by)),
-            observed_generation: view.generation,
-            // Kept while unenforced too: the controller must not be forgotten meanwhile.
-            controller_uid: view.selecting_controller_uid().map(str::to_owned),
-        };
-        return (previous != Some(&desired)).then_some(desired);
-    }
-    // A cycle is the most useful thing to report: it means the objects can never be deleted.
-    let problem = cycle.or_else(|| res.problems.first());
-    let ready = match problem {
-        Some(p) => condition(
+    let cond = |type_: &str, status: bool, reason: &str, message: String| {
+        condition(
             previous,
-            "Ready",
-            false,
-            p.reason.as_str(),
-            p.message.clone(),
+            type_,
+            status,
+            reason,
+            message,
             view.generation,
             now,
-        ),
-        None => condition(
-            previous,
-            "Ready",
-            true,
-            "Resolved",
-            "every reference resolves".to_owned(),
-            view.generation,
-            now,
-        ),
+        )
     };
-    let protected: BTreeSet<_> = res.relations.iter().map(|r| &r.of).collect();
-    let in_use = if protected.is_empty() {
-        condition(
-            previous,
-            "InUse",
-            false,
-            "NotInUse",
-            "no object is protected by this usage".to_owned(),
-            view.generation,
-            now,
-        )
+    let conditions = if let Some(why) = unenforced {
+        let message = format!("{why}: DELETEs are not checked by Lien until it is restored");
+        let reason = crate::webhook_config::NOT_CONFIGURED_REASON;
+        vec![
+            cond("Ready", false, reason, message.clone()),
+            cond("InUse", false, reason, message),
+        ]
     } else {
-        condition(
-            previous,
-            "InUse",
-            true,
-            "InUse",
-            format!("{} object(s) protected", protected.len()),
-            view.generation,
-            now,
-        )
+        // A cycle is the most useful thing to report: it means the objects can never be deleted.
+        let ready = match cycle.or_else(|| res.problems.first()) {
+            Some(p) => cond("Ready", false, p.reason.as_str(), p.message.clone()),
+            None => cond(
+                "Ready",
+                true,
+                "Resolved",
+                "every reference resolves".to_owned(),
+            ),
+        };
+        let protected: BTreeSet<_> = res.relations.iter().map(|r| &r.of).collect();
+        let in_use = if protected.is_empty() {
+            let message = "no object is protected by this usage".to_owned();
+            cond("InUse", false, "NotInUse", message)
+        } else {
+            let message = format!("{} object(s) protected", protected.len());
+            cond("InUse", true, "InUse", message)
+        };
+        vec![ready, in_use]
     };
     let desired = UsageStatus {
-        conditions: vec![ready, in_use],
+        conditions,
         of: Some(matched_objects(&res.of)),
         by: view.by.as_ref().map(|_| matched_objects(&res.by)),
         observed_generation: view.generation,
         // Recorded while the reference exists, kept after the garbage collector removed it
-        // (see `UsageView::selecting_controller_uid`).
+        // (see `UsageView::selecting_controller_uid`); kept while unenforced too.
         controller_uid: view.selecting_controller_uid().map(str::to_owned),
     };
     (previous != Some(&desired)).then_some(desired)
@@ -538,16 +511,23 @@ mod tests {
         assert!(!users_gone(&partial, &res, &gone));
     }
 
-    #[test]
-    fn reason_only_usage_has_no_finalizer_and_status_reports_matches() {
-        let c = caches(&[("of", false)]);
-        let view = UsageView {
+    /// A reason-only Usage `ns/u` of the ConfigMap `of`.
+    fn reason_only() -> UsageView {
+        UsageView {
             namespace: Some("ns".into()),
             name: "u".into(),
             of: spec("of"),
             reason: Some("prod".into()),
-            generation: Some(3),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn reason_only_usage_has_no_finalizer_and_status_reports_matches() {
+        let c = caches(&[("of", false)]);
+        let view = UsageView {
+            generation: Some(3),
+            ..reason_only()
         };
         let res = resolve(&view, &c);
         assert_eq!(usage_meta(&view, &res, &c), None);
@@ -833,13 +813,7 @@ mod tests {
     #[test]
     fn a_usage_is_not_in_use_while_the_webhook_is_not_configured() {
         let c = caches(&[("of", false)]);
-        let view = UsageView {
-            namespace: Some("ns".into()),
-            name: "u".into(),
-            of: spec("of"),
-            reason: Some("prod".into()),
-            ..Default::default()
-        };
+        let view = reason_only();
         let res = resolve(&view, &c);
         let why = "ValidatingWebhookConfiguration lien is missing";
         let s = status(&view, &res, None, Some(why), Timestamp::UNIX_EPOCH).expect("a status");

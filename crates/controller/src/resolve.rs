@@ -474,6 +474,29 @@ mod tests {
     /// (namespace, name, labels, controller UID).
     type Fixture<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Option<&'a str>);
 
+    /// A ConfigMap's metadata: `uid-<name>`, its labels and maybe a controller.
+    fn meta(ns: &str, name: &str, labels: &[(&str, &str)], controller: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+            ),
+            owner_references: controller.map(|uid| {
+                vec![OwnerReference {
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
     /// Builder fixtures: ConfigMaps, listed.
     fn caches(objects: &[Fixture<'_>]) -> Caches {
         let gk = GroupKind::new("", "ConfigMap");
@@ -481,25 +504,7 @@ mod tests {
         c.add_kind(gk.clone(), true, "v1", "configmaps");
         let metas: Vec<ObjectMeta> = objects
             .iter()
-            .map(|(ns, name, labels, controller)| ObjectMeta {
-                namespace: Some((*ns).into()),
-                name: Some((*name).into()),
-                uid: Some(format!("uid-{name}")),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| ((*k).into(), (*v).into()))
-                        .collect(),
-                ),
-                owner_references: controller.map(|uid| {
-                    vec![OwnerReference {
-                        uid: uid.into(),
-                        controller: Some(true),
-                        ..Default::default()
-                    }]
-                }),
-                ..Default::default()
-            })
+            .map(|(ns, name, labels, controller)| meta(ns, name, labels, *controller))
             .collect();
         c.reset(&gk, &metas);
         c
@@ -660,27 +665,18 @@ mod tests {
     fn a_terminating_user_still_matches() {
         let mut c = caches(&[]);
         let gk = GroupKind::new("", "ConfigMap");
-        let meta = |name: &str, labels: &[(&str, &str)]| ObjectMeta {
-            namespace: Some("ns".into()),
-            name: Some(name.into()),
-            uid: Some(format!("uid-{name}")),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).into(), (*v).into()))
-                    .collect(),
-            ),
+        let terminating = |name: &str, labels: &[(&str, &str)]| ObjectMeta {
             deletion_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 jiff::Timestamp::UNIX_EPOCH,
             )),
             finalizers: Some(vec!["example.org/slow-teardown".into()]),
-            ..Default::default()
+            ..meta("ns", name, labels, None)
         };
         c.reset(
             &gk,
             &[
-                meta("used", &[("role", "used")]),
-                meta("using", &[("role", "using")]),
+                terminating("used", &[("role", "used")]),
+                terminating("using", &[("role", "using")]),
             ],
         );
         for by in [by_ref("using"), by_labels(&[("role", "using")], false)] {

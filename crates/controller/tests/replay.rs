@@ -165,14 +165,7 @@ async fn a_forged_record_is_ignored_and_removed() {
     // Another Usage of a ConfigMap keeps the kind watched after `u` goes, as in any cluster
     // where Lien protects more than one ConfigMap.
     create_cm(&client, "default", "other", json!({})).await;
-    create_usage(
-        &client,
-        "default",
-        json!({"metadata": {"name": "keep"}, "spec": {
-            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "other"}},
-            "reason": "r"}}),
-    )
-    .await;
+    protect_cm(&client, "default", "keep", "other", "r").await;
     wait_label(&client, "default", "other", true).await;
     let attempt = DeletionAttempt {
         uid: of.metadata.uid.clone().expect("uid"),
@@ -271,14 +264,7 @@ async fn one_leader_writes_and_another_takes_over() {
     let two = start(&client, elected("two"));
     let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
     create_cm(&client, "default", "db", json!({})).await;
-    create_usage(
-        &client,
-        "default",
-        json!({"metadata": {"name": "p"}, "spec": {
-            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
-            "reason": "r"}}),
-    )
-    .await;
+    protect_cm(&client, "default", "p", "db", "r").await;
     wait_label(&client, "default", "db", true).await;
     // Both keep the index (the webhook in each replica answers from it); only one leads.
     wait_for("the follower's index", DEADLINE, || async {

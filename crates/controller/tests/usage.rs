@@ -13,14 +13,7 @@ async fn reason_only_usage_labels_its_object_and_has_no_finalizer() {
     let (sandbox, client) = sandbox().await;
     let ctl = start(&client, test_config());
     let cm = create_cm(&client, "default", "db", json!({})).await;
-    create_usage(
-        &client,
-        "default",
-        json!({"metadata": {"name": "protect-db"}, "spec": {
-            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
-            "reason": "production data"}}),
-    )
-    .await;
+    protect_cm(&client, "default", "protect-db", "db", "production data").await;
     wait_label(&client, "default", "db", true).await;
     let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
     let u = wait_for("status Ready and InUse", DEADLINE, || async {
@@ -240,14 +233,7 @@ async fn unknown_kind_and_missing_object_are_reported() {
             "reason": "r"}}),
     )
     .await;
-    create_usage(
-        &client,
-        "default",
-        json!({"metadata": {"name": "missing"}, "spec": {
-            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "nothing"}},
-            "reason": "r"}}),
-    )
-    .await;
+    protect_cm(&client, "default", "missing", "nothing", "r").await;
     let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
     for (name, reason) in [("ghost", "UnknownKind"), ("missing", "NotFound")] {
         wait_for(

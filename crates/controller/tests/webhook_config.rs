@@ -115,14 +115,7 @@ async fn an_edited_or_deleted_configuration_is_reported_and_restored() {
         },
     );
     create_cm(&client, "default", "db", json!({})).await;
-    create_usage(
-        &client,
-        "default",
-        json!({"metadata": {"name": "protect-db"}, "spec": {
-            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
-            "reason": "production data"}}),
-    )
-    .await;
+    protect_cm(&client, "default", "protect-db", "db", "production data").await;
     wait_for("InUse=True", DEADLINE, || async {
         (usage_condition(&client, "InUse").await == Some(("True".into(), "InUse".into())))
             .then_some(())

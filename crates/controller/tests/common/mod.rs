@@ -148,6 +148,24 @@ pub async fn create_usage(client: &kube::Client, ns: &str, usage: Value) -> lien
         .expect("usage created")
 }
 
+/// A reason-only Usage `name` in `ns` of the ConfigMap `cm` there.
+pub async fn protect_cm(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    cm: &str,
+    reason: &str,
+) -> lien_api::Usage {
+    create_usage(
+        client,
+        ns,
+        json!({"metadata": {"name": name}, "spec": {
+            "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": cm}},
+            "reason": reason}}),
+    )
+    .await
+}
+
 pub fn in_use(cm: &ConfigMap) -> bool {
     cm.metadata
         .labels
