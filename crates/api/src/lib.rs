@@ -40,6 +40,10 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// enough that every object the selector is matched against stays cheap to test.
 pub const MAX_MATCH_LABELS: usize = 32;
 
+/// A namespace (a DNS-1123 label), or empty for the Usage's own: the schema's pattern for every
+/// `namespace` field.
+const NAMESPACE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$";
+
 /// A reference to one object by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -55,7 +59,7 @@ pub struct ResourceRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(max = 63),
-        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")
+        regex(pattern = NAMESPACE_PATTERN)
     )]
     pub namespace: Option<String>,
 }
@@ -81,7 +85,7 @@ pub struct ResourceSelector {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(max = 63),
-        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$")
+        regex(pattern = NAMESPACE_PATTERN)
     )]
     pub namespace: Option<String>,
 }
@@ -239,7 +243,7 @@ pub struct UsageSpec {
     /// Why, in words a person reads in the refusal of a DELETE (at most 1024 characters, not
     /// blank). Required without `by`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = MAX_REASON_CHARS))]
     #[x_kube(validation = Rule::new("self.trim() != ''").message("must not be blank: say why the object must stay, or remove spec.reason"))]
     pub reason: Option<String>,
     /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.
@@ -294,7 +298,7 @@ pub struct ClusterUsageSpec {
     /// Why, in words a person reads in the refusal of a DELETE (at most 1024 characters, not
     /// blank). Required without `by`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = MAX_REASON_CHARS))]
     #[x_kube(validation = Rule::new("self.trim() != ''").message("must not be blank: say why the object must stay, or remove spec.reason"))]
     pub reason: Option<String>,
     /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.

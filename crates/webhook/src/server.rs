@@ -581,10 +581,7 @@ impl Webhook {
                 validate_namespace_delete(&inner.index.read(), &inner.policy, req, now)
             }
             // Lien's own objects are never protected (`validate::is_lien_kind`).
-            Operation::Delete if is_lien_kind(req) => Outcome::Allow {
-                warnings: Vec::new(),
-                record: None,
-            },
+            Operation::Delete if is_lien_kind(req) => Outcome::allow(),
             Operation::Delete => match object_key(req) {
                 Ok(key) => {
                     // The lock is held for the lookup only; rendering happens after.
@@ -599,10 +596,7 @@ impl Webhook {
             Operation::Create | Operation::Update => {
                 validate_write(&inner.index.read(), &inner.policy, req, now)
             }
-            Operation::Connect | Operation::Unknown => Outcome::Allow {
-                warnings: Vec::new(),
-                record: None,
-            },
+            Operation::Connect | Operation::Unknown => Outcome::allow(),
         }
     }
 

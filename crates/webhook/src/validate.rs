@@ -98,7 +98,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn allow() -> Self {
+    pub(crate) fn allow() -> Self {
         Self::Allow {
             warnings: Vec::new(),
             record: None,

@@ -24,27 +24,7 @@ const NS: &str = "e2e";
 
 /// The leaf certificate the server presents to a new connection, verified against `bundle`.
 async fn served_leaf(addr: std::net::SocketAddr, bundle: &str) -> Vec<u8> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, ServerName};
-
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.as_bytes()) {
-        roots.add(cert.expect("pem")).expect("root");
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let name = ServerName::try_from("127.0.0.1").expect("name");
-    let tls = connector
-        .connect(name, tcp)
-        .await
-        .expect("handshake verifies");
+    let tls = common::connect_tls(addr, bundle).await;
     tls.get_ref().1.peer_certificates().expect("certificates")[0].to_vec()
 }
 

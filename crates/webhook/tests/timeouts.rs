@@ -3,18 +3,16 @@
 //! headers stall is disconnected. Before the bounds, 100 such clients held 100 connections for
 //! as long as they liked.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use lien_core::RelationIndex;
 use lien_webhook::{CertManager, Server, TlsSettings, Webhook};
 use parking_lot::RwLock;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 /// Far above the bounds under test (300 ms), far below "held forever".
@@ -49,25 +47,6 @@ async fn serve(body_timeout: Duration, header_read: Duration) -> Served {
     }
 }
 
-async fn connect(addr: SocketAddr, bundle: &str) -> TlsStream<TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(bundle.as_bytes()) {
-        roots.add(cert.expect("pem")).expect("root");
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("127.0.0.1").expect("name"), tcp)
-        .await
-        .expect("handshake")
-}
-
 /// Reads until the server closes the connection; panics if it is still open after
 /// [`PATIENCE`].
 async fn read_until_closed(tls: &mut TlsStream<TcpStream>) -> String {
@@ -83,7 +62,7 @@ async fn read_until_closed(tls: &mut TlsStream<TcpStream>) -> String {
 #[tokio::test]
 async fn a_stalled_body_is_answered_408_and_disconnected() {
     let s = serve(Duration::from_millis(300), Duration::from_secs(30)).await;
-    let mut tls = connect(s.server.addr(), &s.bundle).await;
+    let mut tls = common::connect_tls(s.server.addr(), &s.bundle).await;
     tls.write_all(
         b"POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
           content-length: 100\r\n\r\n{\"request\":",
@@ -98,7 +77,7 @@ async fn a_stalled_body_is_answered_408_and_disconnected() {
 #[tokio::test]
 async fn a_stalled_request_head_is_disconnected() {
     let s = serve(Duration::from_secs(30), Duration::from_millis(300)).await;
-    let mut tls = connect(s.server.addr(), &s.bundle).await;
+    let mut tls = common::connect_tls(s.server.addr(), &s.bundle).await;
     tls.write_all(b"POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\n")
         .await
         .expect("write");
@@ -114,7 +93,7 @@ async fn a_stalled_request_head_is_disconnected() {
 #[tokio::test]
 async fn a_whole_review_is_still_answered() {
     let s = serve(Duration::from_secs(5), Duration::from_secs(5)).await;
-    let mut tls = connect(s.server.addr(), &s.bundle).await;
+    let mut tls = common::connect_tls(s.server.addr(), &s.bundle).await;
     let body = br#"{"request":{"uid":"u1","operation":"CONNECT","kind":{"group":"","version":"v1","kind":"Pod"},"name":"p"}}"#;
     let head = format!(
         "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\

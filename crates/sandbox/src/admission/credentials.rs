@@ -142,8 +142,10 @@ impl WebhookKubeconfig {
         let get = |name: &str| self.users.get_key_value(name).map(|(k, v)| (k.as_str(), v));
         let exact_or_star = |target: &str| {
             get(target).or_else(|| {
-                let steps: Vec<&str> = target.split('.').collect();
-                (1..steps.len()).find_map(|i| get(&format!("*.{}", steps[i..].join("."))))
+                // `*.` and each suffix after a dot: `*.ns.svc:443`, `*.svc:443`.
+                target
+                    .match_indices('.')
+                    .find_map(|(dot, _)| get(&format!("*{}", &target[dot..])))
             })
         };
         exact_or_star(target)
