@@ -161,6 +161,26 @@ struct Rel {
     replay: bool,
 }
 
+impl Rel {
+    /// The previous and next relation on list `link`.
+    fn neighbours(&self, link: Link) -> (u32, u32) {
+        match link {
+            Link::Of => (self.of_prev, self.of_next),
+            Link::By => (self.by_prev, self.by_next),
+            Link::Source => (self.src_prev, self.src_next),
+        }
+    }
+
+    /// The links to the previous and next relation on list `link`, to rewrite.
+    fn link_mut(&mut self, link: Link) -> (&mut u32, &mut u32) {
+        match link {
+            Link::Of => (&mut self.of_prev, &mut self.of_next),
+            Link::By => (&mut self.by_prev, &mut self.by_next),
+            Link::Source => (&mut self.src_prev, &mut self.src_next),
+        }
+    }
+}
+
 /// One object key, as symbols, with the heads of its relation lists. A key lives exactly as long
 /// as some relation mentions it. Free records have `group == NIL` and chain through `of_head`.
 #[derive(Debug, Clone, Copy)]
@@ -268,10 +288,7 @@ impl RelationIndex {
         }
         self.unlink_chain(old);
         if let Err(full) = added {
-            let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
-            self.unlink_chain(chain);
-            self.srcs[src as usize].len = 0;
-            self.free_source_if_empty(src);
+            self.clear_source(src);
             return Err(IndexError::Full(full));
         }
         let len = self.srcs[src as usize].len as usize;
@@ -284,12 +301,7 @@ impl RelationIndex {
         let Some(src) = self.find_source(source.as_source_ref()) else {
             return 0;
         };
-        let removed = self.srcs[src as usize].len as usize;
-        let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
-        self.unlink_chain(chain);
-        self.srcs[src as usize].len = 0;
-        self.free_source_if_empty(src);
-        removed
+        self.clear_source(src)
     }
 
     /// Adds `added` to and removes `removed` from what `source` contributes, leaving its other
@@ -320,10 +332,7 @@ impl RelationIndex {
         };
         for relation in &added {
             if let Err(full) = self.insert_relation(src, relation) {
-                let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
-                self.unlink_chain(chain);
-                self.srcs[src as usize].len = 0;
-                self.free_source_if_empty(src);
+                self.clear_source(src);
                 return Err(IndexError::Full(full));
             }
         }
@@ -596,6 +605,16 @@ impl RelationIndex {
         Ok(())
     }
 
+    /// Removes every relation of source `src`, and the source. Returns how many relations went.
+    fn clear_source(&mut self, src: u32) -> usize {
+        let removed = self.srcs[src as usize].len as usize;
+        let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
+        self.unlink_chain(chain);
+        self.srcs[src as usize].len = 0;
+        self.free_source_if_empty(src);
+        removed
+    }
+
     /// Removes every relation on a source chain (already detached from its source).
     fn unlink_chain(&mut self, mut id: u32) {
         while id != NIL {
@@ -607,43 +626,40 @@ impl RelationIndex {
 
     /// Removes one relation from its source's list, then frees it.
     fn remove_relation(&mut self, id: u32) {
-        let rel = self.rels[id as usize];
-        if rel.src_prev != NIL {
-            self.rels[rel.src_prev as usize].src_next = rel.src_next;
-        } else {
-            self.srcs[rel.source as usize].head = rel.src_next;
-        }
-        if rel.src_next != NIL {
-            self.rels[rel.src_next as usize].src_prev = rel.src_prev;
-        }
-        self.srcs[rel.source as usize].len -= 1;
+        self.unlink(id, Link::Source);
+        let src = self.rels[id as usize].source;
+        self.srcs[src as usize].len -= 1;
         self.free_relation(id);
+    }
+
+    /// Unlinks relation `id` from one of its lists (its `of` key's, its `by` key's or its
+    /// source's) in O(1); the relation's own links are left as they were.
+    fn unlink(&mut self, id: u32, link: Link) {
+        let rel = self.rels[id as usize];
+        let (prev, next) = rel.neighbours(link);
+        if prev != NIL {
+            *self.rels[prev as usize].link_mut(link).1 = next;
+        } else {
+            let head = match link {
+                Link::Of => &mut self.keys[rel.of as usize].of_head,
+                Link::By => &mut self.keys[rel.by as usize].by_head,
+                Link::Source => &mut self.srcs[rel.source as usize].head,
+            };
+            *head = next;
+        }
+        if next != NIL {
+            *self.rels[next as usize].link_mut(link).0 = prev;
+        }
     }
 
     /// Unlinks a relation from its `of` and `by` lists, releases what it holds and puts the
     /// record on the free list. Its source list is the caller's business.
     fn free_relation(&mut self, id: u32) {
         let rel = self.rels[id as usize];
-        // Unlink from the `of` list.
-        if rel.of_prev != NIL {
-            self.rels[rel.of_prev as usize].of_next = rel.of_next;
-        } else {
-            self.keys[rel.of as usize].of_head = rel.of_next;
-        }
-        if rel.of_next != NIL {
-            self.rels[rel.of_next as usize].of_prev = rel.of_prev;
-        }
+        self.unlink(id, Link::Of);
         self.keys[rel.of as usize].of_len -= 1;
-        // Unlink from the `by` list.
         if rel.by != NIL {
-            if rel.by_prev != NIL {
-                self.rels[rel.by_prev as usize].by_next = rel.by_next;
-            } else {
-                self.keys[rel.by as usize].by_head = rel.by_next;
-            }
-            if rel.by_next != NIL {
-                self.rels[rel.by_next as usize].by_prev = rel.by_prev;
-            }
+            self.unlink(id, Link::By);
         }
         if rel.reason != NIL {
             self.strs.release(Sym(rel.reason));
@@ -985,12 +1001,7 @@ impl<'a> Iterator for Chain<'a> {
             return None;
         }
         let id = self.next;
-        let rel = &self.index.rels[id as usize];
-        self.next = match self.link {
-            Link::Of => rel.of_next,
-            Link::By => rel.by_next,
-            Link::Source => rel.src_next,
-        };
+        self.next = self.index.rels[id as usize].neighbours(self.link).1;
         Some(RelationRef {
             index: self.index,
             id,
