@@ -96,6 +96,35 @@ impl StoredUid {
     pub(crate) fn other(sym: Sym) -> Self {
         Self::Other(sym.0.to_le_bytes())
     }
+
+    /// `uid` as stored, interned in `strs` unless it is a canonical UUID.
+    pub(crate) fn store(strs: &mut StrInterner, uid: Option<&str>) -> Result<Self, Full> {
+        Ok(match uid {
+            None => Self::None,
+            Some(s) => match parse_uuid(s) {
+                Some(bytes) => Self::Uuid(bytes),
+                None => Self::other(strs.intern(s)?),
+            },
+        })
+    }
+
+    /// The UID as given to [`StoredUid::store`].
+    pub(crate) fn get(self, strs: &StrInterner) -> Option<Cow<'_, str>> {
+        match self {
+            Self::None => None,
+            Self::Uuid(bytes) => Some(Cow::Owned(format_uuid(&bytes))),
+            Self::Other(sym) => Some(Cow::Borrowed(strs.get(sym_of(sym)))),
+        }
+    }
+
+    /// Whether a UID is stored and it is `uid`. Compares without allocating.
+    pub(crate) fn is(self, strs: &StrInterner, uid: &str) -> bool {
+        match self {
+            Self::None => false,
+            Self::Uuid(bytes) => parse_uuid(uid) == Some(bytes),
+            Self::Other(sym) => strs.get(sym_of(sym)) == uid,
+        }
+    }
 }
 
 pub(crate) fn sym_of(bytes: [u8; 4]) -> Sym {
@@ -491,16 +520,6 @@ impl RelationIndex {
         self.key_live -= 1;
     }
 
-    fn store_uid(&mut self, uid: Option<&str>) -> Result<StoredUid, FullError> {
-        Ok(match uid {
-            None => StoredUid::None,
-            Some(s) => match parse_uuid(s) {
-                Some(bytes) => StoredUid::Uuid(bytes),
-                None => StoredUid::other(self.strs.intern(s)?),
-            },
-        })
-    }
-
     fn release_uid(&mut self, uid: StoredUid) {
         if let StoredUid::Other(sym) = uid {
             self.strs.release(sym_of(sym));
@@ -526,8 +545,8 @@ impl RelationIndex {
                 Some(reason) => self.strs.intern(reason)?.0,
                 None => NIL,
             };
-            let of_uid = self.store_uid(r.of_uid.as_deref())?;
-            let by_uid = self.store_uid(r.by_uid.as_deref())?;
+            let of_uid = StoredUid::store(&mut self.strs, r.of_uid.as_deref())?;
+            let by_uid = StoredUid::store(&mut self.strs, r.by_uid.as_deref())?;
             Ok::<_, FullError>((reason, of_uid, by_uid))
         })();
         let slot = match self.rel_free {
@@ -719,11 +738,9 @@ impl RelationIndex {
     }
 
     fn uid_is(&self, stored: StoredUid, uid: Option<&str>) -> bool {
-        match (stored, uid) {
-            (StoredUid::None, None) => true,
-            (StoredUid::Uuid(bytes), Some(u)) => parse_uuid(u) == Some(bytes),
-            (StoredUid::Other(sym), Some(u)) => self.strs.get(sym_of(sym)) == u,
-            _ => false,
+        match uid {
+            None => stored == StoredUid::None,
+            Some(u) => stored.is(&self.strs, u),
         }
     }
 
@@ -1050,11 +1067,7 @@ impl<'a> RelationRef<'a> {
     }
 
     fn uid(&self, uid: StoredUid) -> Option<Cow<'a, str>> {
-        match uid {
-            StoredUid::None => None,
-            StoredUid::Uuid(bytes) => Some(Cow::Owned(format_uuid(&bytes))),
-            StoredUid::Other(sym) => Some(Cow::Borrowed(self.index.strs.get(sym_of(sym)))),
-        }
+        uid.get(&self.index.strs)
     }
 
     /// The UID of `of` the relation observed.
@@ -1070,11 +1083,8 @@ impl<'a> RelationRef<'a> {
     /// Whether the relation observed an `of` UID and it is not `uid` — i.e. it was recorded
     /// against an earlier incarnation of the object. Compares without allocating.
     pub fn of_uid_differs(&self, uid: &str) -> bool {
-        match self.rel().of_uid {
-            StoredUid::None => false,
-            StoredUid::Uuid(bytes) => parse_uuid(uid) != Some(bytes),
-            StoredUid::Other(sym) => self.index.strs.get(sym_of(sym)) != uid,
-        }
+        let of_uid = self.rel().of_uid;
+        of_uid != StoredUid::None && !of_uid.is(&self.index.strs, uid)
     }
 
     /// An owned copy.
