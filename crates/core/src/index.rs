@@ -96,6 +96,35 @@ impl StoredUid {
     pub(crate) fn other(sym: Sym) -> Self {
         Self::Other(sym.0.to_le_bytes())
     }
+
+    /// `uid` as stored, interned in `strs` unless it is a canonical UUID.
+    pub(crate) fn store(strs: &mut StrInterner, uid: Option<&str>) -> Result<Self, Full> {
+        Ok(match uid {
+            None => Self::None,
+            Some(s) => match parse_uuid(s) {
+                Some(bytes) => Self::Uuid(bytes),
+                None => Self::other(strs.intern(s)?),
+            },
+        })
+    }
+
+    /// The UID as given to [`StoredUid::store`].
+    pub(crate) fn get(self, strs: &StrInterner) -> Option<Cow<'_, str>> {
+        match self {
+            Self::None => None,
+            Self::Uuid(bytes) => Some(Cow::Owned(format_uuid(&bytes))),
+            Self::Other(sym) => Some(Cow::Borrowed(strs.get(sym_of(sym)))),
+        }
+    }
+
+    /// Whether a UID is stored and it is `uid`. Compares without allocating.
+    pub(crate) fn is(self, strs: &StrInterner, uid: &str) -> bool {
+        match self {
+            Self::None => false,
+            Self::Uuid(bytes) => parse_uuid(uid) == Some(bytes),
+            Self::Other(sym) => strs.get(sym_of(sym)) == uid,
+        }
+    }
 }
 
 pub(crate) fn sym_of(bytes: [u8; 4]) -> Sym {
@@ -159,6 +188,26 @@ struct Rel {
     of_uid: StoredUid,
     by_uid: StoredUid,
     replay: bool,
+}
+
+impl Rel {
+    /// The previous and next relation on list `link`.
+    fn neighbours(&self, link: Link) -> (u32, u32) {
+        match link {
+            Link::Of => (self.of_prev, self.of_next),
+            Link::By => (self.by_prev, self.by_next),
+            Link::Source => (self.src_prev, self.src_next),
+        }
+    }
+
+    /// The links to the previous and next relation on list `link`, to rewrite.
+    fn link_mut(&mut self, link: Link) -> (&mut u32, &mut u32) {
+        match link {
+            Link::Of => (&mut self.of_prev, &mut self.of_next),
+            Link::By => (&mut self.by_prev, &mut self.by_next),
+            Link::Source => (&mut self.src_prev, &mut self.src_next),
+        }
+    }
 }
 
 /// One object key, as symbols, with the heads of its relation lists. A key lives exactly as long
@@ -268,10 +317,7 @@ impl RelationIndex {
         }
         self.unlink_chain(old);
         if let Err(full) = added {
-            let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
-            self.unlink_chain(chain);
-            self.srcs[src as usize].len = 0;
-            self.free_source_if_empty(src);
+            self.clear_source(src);
             return Err(IndexError::Full(full));
         }
         let len = self.srcs[src as usize].len as usize;
@@ -284,12 +330,7 @@ impl RelationIndex {
         let Some(src) = self.find_source(source.as_source_ref()) else {
             return 0;
         };
-        let removed = self.srcs[src as usize].len as usize;
-        let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
-        self.unlink_chain(chain);
-        self.srcs[src as usize].len = 0;
-        self.free_source_if_empty(src);
-        removed
+        self.clear_source(src)
     }
 
     /// Adds `added` to and removes `removed` from what `source` contributes, leaving its other
@@ -320,10 +361,7 @@ impl RelationIndex {
         };
         for relation in &added {
             if let Err(full) = self.insert_relation(src, relation) {
-                let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
-                self.unlink_chain(chain);
-                self.srcs[src as usize].len = 0;
-                self.free_source_if_empty(src);
+                self.clear_source(src);
                 return Err(IndexError::Full(full));
             }
         }
@@ -482,16 +520,6 @@ impl RelationIndex {
         self.key_live -= 1;
     }
 
-    fn store_uid(&mut self, uid: Option<&str>) -> Result<StoredUid, FullError> {
-        Ok(match uid {
-            None => StoredUid::None,
-            Some(s) => match parse_uuid(s) {
-                Some(bytes) => StoredUid::Uuid(bytes),
-                None => StoredUid::other(self.strs.intern(s)?),
-            },
-        })
-    }
-
     fn release_uid(&mut self, uid: StoredUid) {
         if let StoredUid::Other(sym) = uid {
             self.strs.release(sym_of(sym));
@@ -517,8 +545,8 @@ impl RelationIndex {
                 Some(reason) => self.strs.intern(reason)?.0,
                 None => NIL,
             };
-            let of_uid = self.store_uid(r.of_uid.as_deref())?;
-            let by_uid = self.store_uid(r.by_uid.as_deref())?;
+            let of_uid = StoredUid::store(&mut self.strs, r.of_uid.as_deref())?;
+            let by_uid = StoredUid::store(&mut self.strs, r.by_uid.as_deref())?;
             Ok::<_, FullError>((reason, of_uid, by_uid))
         })();
         let slot = match self.rel_free {
@@ -596,6 +624,16 @@ impl RelationIndex {
         Ok(())
     }
 
+    /// Removes every relation of source `src`, and the source. Returns how many relations went.
+    fn clear_source(&mut self, src: u32) -> usize {
+        let removed = self.srcs[src as usize].len as usize;
+        let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
+        self.unlink_chain(chain);
+        self.srcs[src as usize].len = 0;
+        self.free_source_if_empty(src);
+        removed
+    }
+
     /// Removes every relation on a source chain (already detached from its source).
     fn unlink_chain(&mut self, mut id: u32) {
         while id != NIL {
@@ -607,43 +645,40 @@ impl RelationIndex {
 
     /// Removes one relation from its source's list, then frees it.
     fn remove_relation(&mut self, id: u32) {
-        let rel = self.rels[id as usize];
-        if rel.src_prev != NIL {
-            self.rels[rel.src_prev as usize].src_next = rel.src_next;
-        } else {
-            self.srcs[rel.source as usize].head = rel.src_next;
-        }
-        if rel.src_next != NIL {
-            self.rels[rel.src_next as usize].src_prev = rel.src_prev;
-        }
-        self.srcs[rel.source as usize].len -= 1;
+        self.unlink(id, Link::Source);
+        let src = self.rels[id as usize].source;
+        self.srcs[src as usize].len -= 1;
         self.free_relation(id);
+    }
+
+    /// Unlinks relation `id` from one of its lists (its `of` key's, its `by` key's or its
+    /// source's) in O(1); the relation's own links are left as they were.
+    fn unlink(&mut self, id: u32, link: Link) {
+        let rel = self.rels[id as usize];
+        let (prev, next) = rel.neighbours(link);
+        if prev != NIL {
+            *self.rels[prev as usize].link_mut(link).1 = next;
+        } else {
+            let head = match link {
+                Link::Of => &mut self.keys[rel.of as usize].of_head,
+                Link::By => &mut self.keys[rel.by as usize].by_head,
+                Link::Source => &mut self.srcs[rel.source as usize].head,
+            };
+            *head = next;
+        }
+        if next != NIL {
+            *self.rels[next as usize].link_mut(link).0 = prev;
+        }
     }
 
     /// Unlinks a relation from its `of` and `by` lists, releases what it holds and puts the
     /// record on the free list. Its source list is the caller's business.
     fn free_relation(&mut self, id: u32) {
         let rel = self.rels[id as usize];
-        // Unlink from the `of` list.
-        if rel.of_prev != NIL {
-            self.rels[rel.of_prev as usize].of_next = rel.of_next;
-        } else {
-            self.keys[rel.of as usize].of_head = rel.of_next;
-        }
-        if rel.of_next != NIL {
-            self.rels[rel.of_next as usize].of_prev = rel.of_prev;
-        }
+        self.unlink(id, Link::Of);
         self.keys[rel.of as usize].of_len -= 1;
-        // Unlink from the `by` list.
         if rel.by != NIL {
-            if rel.by_prev != NIL {
-                self.rels[rel.by_prev as usize].by_next = rel.by_next;
-            } else {
-                self.keys[rel.by as usize].by_head = rel.by_next;
-            }
-            if rel.by_next != NIL {
-                self.rels[rel.by_next as usize].by_prev = rel.by_prev;
-            }
+            self.unlink(id, Link::By);
         }
         if rel.reason != NIL {
             self.strs.release(Sym(rel.reason));
@@ -703,11 +738,9 @@ impl RelationIndex {
     }
 
     fn uid_is(&self, stored: StoredUid, uid: Option<&str>) -> bool {
-        match (stored, uid) {
-            (StoredUid::None, None) => true,
-            (StoredUid::Uuid(bytes), Some(u)) => parse_uuid(u) == Some(bytes),
-            (StoredUid::Other(sym), Some(u)) => self.strs.get(sym_of(sym)) == u,
-            _ => false,
+        match uid {
+            None => stored == StoredUid::None,
+            Some(u) => stored.is(&self.strs, u),
         }
     }
 
@@ -985,12 +1018,7 @@ impl<'a> Iterator for Chain<'a> {
             return None;
         }
         let id = self.next;
-        let rel = &self.index.rels[id as usize];
-        self.next = match self.link {
-            Link::Of => rel.of_next,
-            Link::By => rel.by_next,
-            Link::Source => rel.src_next,
-        };
+        self.next = self.index.rels[id as usize].neighbours(self.link).1;
         Some(RelationRef {
             index: self.index,
             id,
@@ -1039,11 +1067,7 @@ impl<'a> RelationRef<'a> {
     }
 
     fn uid(&self, uid: StoredUid) -> Option<Cow<'a, str>> {
-        match uid {
-            StoredUid::None => None,
-            StoredUid::Uuid(bytes) => Some(Cow::Owned(format_uuid(&bytes))),
-            StoredUid::Other(sym) => Some(Cow::Borrowed(self.index.strs.get(sym_of(sym)))),
-        }
+        uid.get(&self.index.strs)
     }
 
     /// The UID of `of` the relation observed.
@@ -1059,11 +1083,8 @@ impl<'a> RelationRef<'a> {
     /// Whether the relation observed an `of` UID and it is not `uid` — i.e. it was recorded
     /// against an earlier incarnation of the object. Compares without allocating.
     pub fn of_uid_differs(&self, uid: &str) -> bool {
-        match self.rel().of_uid {
-            StoredUid::None => false,
-            StoredUid::Uuid(bytes) => parse_uuid(uid) != Some(bytes),
-            StoredUid::Other(sym) => self.index.strs.get(sym_of(sym)) != uid,
-        }
+        let of_uid = self.rel().of_uid;
+        of_uid != StoredUid::None && !of_uid.is(&self.index.strs, uid)
     }
 
     /// An owned copy.

@@ -45,9 +45,11 @@
 //! transient CEL error never releases a hold (fail closed); a new object with an error joins
 //! nothing until it evaluates. Errors are counted for the rule's status.
 
+use std::borrow::Cow;
+
 use hashbrown::{HashMap, HashSet};
 
-use crate::index::{FullError, StoredUid, format_uuid, parse_uuid, sym_of};
+use crate::index::{FullError, StoredUid, sym_of};
 use crate::intern::{Full, NIL, StrInterner, Sym};
 use crate::key::{GroupKind, ObjectKey};
 use crate::relation::{Relation, Source};
@@ -383,11 +385,7 @@ impl RuleJoin {
     }
 
     fn uid_string(&self, uid: StoredUid) -> Option<String> {
-        match uid {
-            StoredUid::None => None,
-            StoredUid::Uuid(bytes) => Some(format_uuid(&bytes)),
-            StoredUid::Other(sym) => Some(self.strs.get(sym_of(sym)).to_owned()),
-        }
+        uid.get(&self.strs).map(Cow::into_owned)
     }
 
     fn relation(&self, of: Id, by: Id, of_uid: StoredUid, by_uid: StoredUid) -> Relation {
@@ -474,17 +472,10 @@ impl RuleJoin {
             };
             let name = self.strs.intern(&key.name)?;
             taken.push(name);
-            let uid = match uid {
-                Some(u) => match parse_uuid(u) {
-                    Some(bytes) => StoredUid::Uuid(bytes),
-                    None => {
-                        let s = self.strs.intern(u)?;
-                        taken.push(s);
-                        StoredUid::other(s)
-                    }
-                },
-                None => StoredUid::None,
-            };
+            let uid = StoredUid::store(&mut self.strs, uid)?;
+            if let StoredUid::Other(s) = uid {
+                taken.push(sym_of(s));
+            }
             let mut syms = Vec::with_capacity(keys.len());
             for k in keys {
                 let s = self.strs.intern(k)?;

@@ -86,11 +86,10 @@ async fn forward_records(mut records: mpsc::Receiver<Record>, sink: DenialSink) 
     }
 }
 
-/// Creates or updates the ValidatingWebhookConfiguration with the current CA bundle.
+/// Creates or updates (server-side apply) the ValidatingWebhookConfiguration `config`.
 async fn apply_configuration(
     client: &kube::Client,
-    options: &ConfigurationOptions,
-    bundle: &str,
+    config: &serde_json::Value,
 ) -> anyhow::Result<()> {
     let gvk = GroupVersionKind::gvk(
         "admissionregistration.k8s.io",
@@ -98,7 +97,6 @@ async fn apply_configuration(
         "ValidatingWebhookConfiguration",
     );
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
-    let config = validating_webhook_configuration(options, bundle);
     let name = config["metadata"]["name"]
         .as_str()
         .unwrap_or("lien")
@@ -106,7 +104,7 @@ async fn apply_configuration(
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&config),
+        &Patch::Apply(config),
     )
     .await
     .with_context(|| format!("applying ValidatingWebhookConfiguration {name}"))?;
@@ -227,12 +225,11 @@ impl Lien {
         // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
         tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
         let options = ConfigurationOptions::new(config.webhook_client.clone());
-        apply_configuration(&client, &options, &certs.ca_bundle_base64()).await?;
-        // The configuration as it should be, for its reconciler: rebuilt with every CA bundle.
-        let (desired_tx, desired_rx) = watch::channel(validating_webhook_configuration(
-            &options,
-            &certs.ca_bundle_base64(),
-        ));
+        // The configuration as it should be: applied now, then kept by its reconciler and
+        // rebuilt with every CA bundle.
+        let desired = validating_webhook_configuration(&options, &certs.ca_bundle_base64());
+        apply_configuration(&client, &desired).await?;
+        let (desired_tx, desired_rx) = watch::channel(desired);
         // A new CA bundle changes the desired configuration; the reconciler publishes it.
         let mut bundles = certs.watch_bundle();
         let mut bundle_stop = stopped.clone();

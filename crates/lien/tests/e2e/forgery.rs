@@ -38,13 +38,7 @@ async fn a_forged_replay_record_does_not_delete_under_rbac() {
     let used = env.configmap("used", json!({})).await;
     env.configmap("user", json!({})).await;
     // Another protected ConfigMap keeps ConfigMaps watched, as in any cluster using Lien.
-    env.configmap("other", json!({})).await;
-    env.usage(
-        "keep",
-        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "other"}},
-               "reason": "kept"}),
-    )
-    .await;
+    env.protected_configmap("other", "keep", "kept").await;
     env.usage(
         "u",
         json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "used"}},

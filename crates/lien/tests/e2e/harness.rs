@@ -285,6 +285,24 @@ impl Env {
             .await
     }
 
+    /// A ConfigMap `name` in the scenario's namespace and the Usage `usage` that protects it
+    /// with `reason`. Returns the ConfigMap.
+    pub async fn protected_configmap(
+        &mut self,
+        name: &str,
+        usage: &str,
+        reason: &str,
+    ) -> DynamicObject {
+        let cm = self.configmap(name, json!({})).await;
+        self.usage(
+            usage,
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": name}},
+                   "reason": reason}),
+        )
+        .await;
+        cm
+    }
+
     /// A Usage in the scenario's namespace, `spec` as given.
     pub async fn usage(&mut self, name: &str, spec: Value) -> DynamicObject {
         let ns = self.ns.clone();

@@ -21,14 +21,13 @@ fn annotated(cm: &ConfigMap) -> bool {
 async fn protection_by_reason_refuses_with_the_reason_until_the_usage_is_deleted() {
     let mut env = Env::start("by-reason").await;
     let ns = env.ns.clone();
-    let cm = env.configmap("production-settings", json!({})).await;
-    env.usage(
-        "protect-production-settings",
-        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap",
-                      "resourceRef": {"name": "production-settings"}},
-               "reason": "production settings: remove this Usage first"}),
-    )
-    .await;
+    let cm = env
+        .protected_configmap(
+            "production-settings",
+            "protect-production-settings",
+            "production settings: remove this Usage first",
+        )
+        .await;
     let cms = env.configmaps();
     wait_label(&cms, "production-settings", true).await;
 

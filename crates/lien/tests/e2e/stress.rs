@@ -55,14 +55,9 @@ fn refused_deletes_racing_usage_churn_keep_the_api_server_and_webhook_answering(
         .expect("the clients' runtime");
     let env = server.block_on(async {
         let mut env = Env::start("stress").await;
-        env.configmap("kept", json!({})).await;
         env.configmap("churned", json!({})).await;
-        env.usage(
-            "keep",
-            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "kept"}},
-                   "reason": "the stress test keeps it"}),
-        )
-        .await;
+        env.protected_configmap("kept", "keep", "the stress test keeps it")
+            .await;
         wait_refused(&env.configmaps(), "kept").await;
         env
     });

@@ -13,13 +13,8 @@ use crate::harness::*;
 #[tokio::test]
 async fn impersonating_lien_does_not_strip_the_label() {
     let mut env = Env::start("impersonate").await;
-    env.configmap("db", json!({})).await;
-    env.usage(
-        "protect-db",
-        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
-               "reason": "production data"}),
-    )
-    .await;
+    env.protected_configmap("db", "protect-db", "production data")
+        .await;
     let cms = env.configmaps();
     wait_label(&cms, "db", true).await;
     let as_lien = env
@@ -67,13 +62,8 @@ async fn an_edited_or_deleted_webhook_configuration_is_restored() {
         env.finish().await;
         return;
     }
-    env.configmap("db", json!({})).await;
-    env.usage(
-        "protect-db",
-        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
-               "reason": "production data"}),
-    )
-    .await;
+    env.protected_configmap("db", "protect-db", "production data")
+        .await;
     let cms = env.configmaps();
     wait_label(&cms, "db", true).await;
     wait_refused(&cms, "db").await;
@@ -119,13 +109,8 @@ async fn only_what_protection_needs_fails_closed_while_lien_is_down() {
     let mut env = Env::start("lien-down").await;
     let spare = env.another_namespace_name("spare");
     env.namespace(&spare).await;
-    env.configmap("db", json!({})).await;
-    env.usage(
-        "protect-db",
-        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
-               "reason": "production data"}),
-    )
-    .await;
+    env.protected_configmap("db", "protect-db", "production data")
+        .await;
     let cms = env.configmaps();
     wait_label(&cms, "db", true).await;
     if !env.stop_lien().await {

@@ -52,6 +52,20 @@ async fn a_usage_cycle_is_reported_on_both_usages() {
     env.finish().await;
 }
 
+/// Creates the Usage `name` with `spec` in the scenario's namespace, which must be refused as
+/// invalid (422); returns the refusal's message.
+async fn refused_usage(env: &mut Env, name: &str, spec: Value) -> String {
+    let ns = env.ns.clone();
+    let err = env
+        .try_create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}))
+        .await
+        .expect_err(name);
+    let (code, msg) = api_error(err);
+    assert_eq!(code, 422, "{name}: {msg}");
+    msg
+}
+
 fn cm_ref(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": name}})
 }
@@ -61,7 +75,6 @@ fn cm_ref(name: &str) -> Value {
 #[tokio::test]
 async fn invalid_usages_are_refused_naming_the_field() {
     let mut env = Env::start("bad-input").await;
-    let ns = env.ns.clone();
     let cases: Vec<(&str, Value, &str, &str)> = vec![
         (
             "reason-without-by",
@@ -104,14 +117,8 @@ async fn invalid_usages_are_refused_naming_the_field() {
         ),
     ];
     for (name, spec, field, text) in cases {
-        let err = env
-            .try_create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
-                "metadata": {"name": name, "namespace": ns}, "spec": spec}))
-            .await
-            .expect_err(name);
-        let (code, msg) = api_error(err);
-        println!("{name}: {code} {msg}");
-        assert_eq!(code, 422, "{name}: {msg}");
+        let msg = refused_usage(&mut env, name, spec).await;
+        println!("{name}: 422 {msg}");
         assert!(msg.contains(field), "{name}: names {field}: {msg}");
         assert!(msg.contains(text), "{name}: says {text:?}: {msg}");
     }
@@ -124,7 +131,6 @@ async fn invalid_usages_are_refused_naming_the_field() {
 #[tokio::test]
 async fn malformed_usages_are_refused_by_the_schema_and_the_webhook() {
     let mut env = Env::start("malformed").await;
-    let ns = env.ns.clone();
     let of_selector = |selector: Value| {
         json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceSelector": selector},
                "reason": "r"})
@@ -172,13 +178,7 @@ async fn malformed_usages_are_refused_by_the_schema_and_the_webhook() {
     ];
     let stopped = env.stop_lien().await;
     for (name, spec, field) in schema_cases {
-        let err = env
-            .try_create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
-                "metadata": {"name": name, "namespace": ns}, "spec": spec}))
-            .await
-            .expect_err(name);
-        let (code, msg) = api_error(err);
-        assert_eq!(code, 422, "{name}: {msg}");
+        let msg = refused_usage(&mut env, name, spec).await;
         assert!(msg.contains(field), "{name}: names {field}: {msg}");
     }
     if stopped {
@@ -208,13 +208,7 @@ async fn malformed_usages_are_refused_by_the_schema_and_the_webhook() {
         ),
     ];
     for (name, spec, text) in webhook_cases {
-        let err = env
-            .try_create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
-                "metadata": {"name": name, "namespace": ns}, "spec": spec}))
-            .await
-            .expect_err(name);
-        let (code, msg) = api_error(err);
-        assert_eq!(code, 422, "{name}: {msg}");
+        let msg = refused_usage(&mut env, name, spec).await;
         assert!(msg.contains(text), "{name}: says {text:?}: {msg}");
     }
     env.finish().await;
