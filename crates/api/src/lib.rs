@@ -19,6 +19,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+mod rules;
+
+pub use rules::{
+    CASCADE_FINALIZER, CascadeRule, CascadeRuleSpec, CascadeRuleStatus, DependencyKeys,
+    DependencyRule, DependencyRuleSpec, DependencyRuleStatus, DependencyScope, EvaluationError,
+    KindRef, MAX_EXPRESSION_CHARS, PropagationPolicy, WaitingChild, WaitingParent,
+};
+
 pub const GROUP: &str = "lien.dev";
 pub const VERSION: &str = "v1alpha1";
 
@@ -323,7 +331,12 @@ fn match_labels_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 /// Every CRD Lien installs, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![ClusterUsage::crd(), Usage::crd()]
+    vec![
+        CascadeRule::crd(),
+        ClusterUsage::crd(),
+        DependencyRule::crd(),
+        Usage::crd(),
+    ]
 }
 
 /// `<plural>.<group>.yaml` → YAML, for `lien crds --out-dir` and `deploy/crds/`.
