@@ -1,5 +1,6 @@
 //! `lien sandbox`: the embedded API server with Lien running inside it, until Ctrl-C.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -33,6 +34,45 @@ pub struct SandboxArgs {
     /// `--usage-access-check=false` turns the check off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub usage_access_check: bool,
+    /// Send webhook calls for a Service to local addresses:
+    /// `NAMESPACE/NAME=HOST:PORT[,HOST:PORT…]` (repeatable). The addresses are tried in order
+    /// and one that refuses the connection is skipped, as kube-proxy skips a not-ready
+    /// endpoint. With `--no-lien`, this is how `lien run` replicas on this machine serve the
+    /// sandbox's webhook calls (`--service lien-system/lien-webhook=127.0.0.1:8443`).
+    #[arg(long = "service", value_name = "NS/NAME=ADDRS", value_parser = parse_service)]
+    pub services: Vec<ServiceEndpoints>,
+}
+
+/// One `--service` mapping.
+#[derive(Debug, Clone)]
+pub struct ServiceEndpoints {
+    namespace: String,
+    name: String,
+    addrs: Vec<SocketAddr>,
+}
+
+fn parse_service(text: &str) -> Result<ServiceEndpoints, String> {
+    let usage = "expected NAMESPACE/NAME=HOST:PORT[,HOST:PORT…], e.g. lien-system/lien-webhook=127.0.0.1:8443";
+    let (service, addrs) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: no '=': {usage}"))?;
+    let (namespace, name) = service
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+        .ok_or_else(|| format!("{service:?}: not NAMESPACE/NAME: {usage}"))?;
+    let addrs = addrs
+        .split(',')
+        .map(|a| {
+            a.trim()
+                .parse::<SocketAddr>()
+                .map_err(|e| format!("{a:?}: not HOST:PORT ({e}): {usage}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ServiceEndpoints {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        addrs,
+    })
 }
 
 fn parse_authorization(mode: &str) -> Result<Authorization, String> {
@@ -45,6 +85,12 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     config.api.authorization = args.authorization_mode;
+    for service in args.services {
+        config
+            .api
+            .webhook_services
+            .insert((service.namespace, service.name), service.addrs);
+    }
     let (sandbox, lien) = if args.no_lien {
         (
             Sandbox::start(config)
@@ -90,4 +136,29 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
     }
     sandbox.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_service;
+
+    #[test]
+    fn service_mappings_parse_and_bad_ones_say_what_is_expected() {
+        let s = parse_service("lien-system/lien-webhook=127.0.0.1:8443,127.0.0.1:8444")
+            .expect("parses");
+        assert_eq!(
+            (s.namespace.as_str(), s.name.as_str()),
+            ("lien-system", "lien-webhook")
+        );
+        assert_eq!(s.addrs.len(), 2);
+        for bad in [
+            "lien-webhook=127.0.0.1:1",
+            "lien-system/lien-webhook",
+            "lien-system/lien-webhook=localhost",
+            "/x=127.0.0.1:1",
+        ] {
+            let err = parse_service(bad).expect_err(bad);
+            assert!(err.contains("NAMESPACE/NAME=HOST:PORT"), "{err}");
+        }
+    }
 }

@@ -20,10 +20,12 @@ const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
 /// How the sandbox reaches webhooks.
 #[derive(Debug, Clone, Default)]
 pub struct DispatcherConfig {
-    /// Maps a webhook's `clientConfig.service` (namespace, name) to a local socket address, so
-    /// service-based webhooks can be reached from the sandbox; TLS still verifies the
-    /// certificate for `<name>.<namespace>.svc` against `caBundle`.
-    pub services: HashMap<(String, String), SocketAddr>,
+    /// Maps a webhook's `clientConfig.service` (namespace, name) to the local socket addresses
+    /// of its endpoints, so service-based webhooks can be reached from the sandbox; TLS still
+    /// verifies the certificate for `<name>.<namespace>.svc` against `caBundle`. The addresses
+    /// are dialled in order and one that refuses the connection is skipped — what a client of
+    /// a Service sees when kube-proxy leaves a not-ready endpoint out.
+    pub services: HashMap<(String, String), Vec<SocketAddr>>,
     /// The credentials presented to webhooks, as kube-apiserver's AdmissionConfiguration
     /// `kubeConfigFile` gives them (default: none).
     pub kubeconfig: super::credentials::WebhookKubeconfig,
@@ -326,10 +328,11 @@ impl Dispatcher {
             .services
             .get(&(namespace.to_string(), name.to_string()))
         {
-            Some(addr) => Ok(Endpoint {
+            Some(addrs) => Ok(Endpoint {
                 display,
                 request: format!("https://{host}{path}{query}"),
-                dial: addr.to_string(),
+                // Every endpoint refused: the last one tried is the one the error names.
+                dial: addrs.last().map(SocketAddr::to_string).unwrap_or_default(),
                 unresolvable_host: None,
                 auth_target,
             }),
@@ -346,7 +349,7 @@ impl Dispatcher {
 
 fn build_client(
     ca_bundle: &str,
-    services: &HashMap<(String, String), SocketAddr>,
+    services: &HashMap<(String, String), Vec<SocketAddr>>,
     client_certificate: Option<&(String, String)>,
 ) -> Result<reqwest::Client, String> {
     let pem = base64::engine::general_purpose::STANDARD
@@ -388,8 +391,8 @@ fn build_client(
         // Webhook traffic goes straight to the webhook, whatever the environment's proxy says.
         .no_proxy()
         .user_agent("kube-apiserver-admission");
-    for ((namespace, name), addr) in services {
-        builder = builder.resolve(&format!("{name}.{namespace}.svc"), *addr);
+    for ((namespace, name), addrs) in services {
+        builder = builder.resolve_to_addrs(&format!("{name}.{namespace}.svc"), addrs);
     }
     builder.build().map_err(|e| e.to_string())
 }

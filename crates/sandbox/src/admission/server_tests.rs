@@ -413,13 +413,21 @@ async fn slow_webhooks_time_out() {
 async fn services_are_mapped_and_tls_names_verified() {
     let ca = Ca::new();
     let server = Server::start(&ca, &["hook.webhooks.svc"], allow, Duration::ZERO).await;
+    // An address nothing listens on (bound, then released), tried first: skipped.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port");
     let services = [
-        (("webhooks".to_string(), "hook".to_string()), server.addr),
+        (
+            ("webhooks".to_string(), "hook".to_string()),
+            vec![dead, server.addr],
+        ),
         // Same server, but a name its certificate does not carry.
         (
             ("webhooks".to_string(), "impostor".to_string()),
-            server.addr,
+            vec![server.addr],
         ),
+        (("webhooks".to_string(), "down".to_string()), vec![dead]),
     ];
     let dispatcher = Dispatcher::new(DispatcherConfig {
         services: services.into_iter().collect(),
@@ -478,6 +486,21 @@ async fn services_are_mapped_and_tls_names_verified() {
         err.message.ends_with(
             "Post \"https://hook.webhooks.svc:8443/validate?timeout=10s\": tls: failed to verify certificate: x509: certificate signed by unknown authority"
         ),
+        "{}",
+        err.message
+    );
+
+    let down = [configuration(
+        "c",
+        vec![service_hook("down.example.org", "down", ca.bundle())],
+    )];
+    let err = dispatcher
+        .validate(&down, &pod_attrs(Operation::Create))
+        .await
+        .expect_err("no endpoint answers");
+    assert!(
+        err.message
+            .ends_with(&format!("dial tcp {dead}: connect: connection refused")),
         "{}",
         err.message
     );

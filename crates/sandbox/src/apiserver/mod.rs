@@ -50,8 +50,10 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// Watch duration when the client sets no `timeoutSeconds`.
     pub default_watch_timeout: Duration,
-    /// Webhook `clientConfig.service` (namespace, name) → local address.
-    pub webhook_services: HashMap<(String, String), SocketAddr>,
+    /// Webhook `clientConfig.service` (namespace, name) → the local addresses of its endpoints,
+    /// tried in order (an address that refuses the connection is skipped, as kube-proxy skips
+    /// a not-ready endpoint).
+    pub webhook_services: HashMap<(String, String), Vec<SocketAddr>>,
     /// How requests and SubjectAccessReviews are authorized (default: every authenticated user
     /// may do everything).
     pub authorization: Authorization,
