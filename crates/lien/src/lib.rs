@@ -2,4 +2,5 @@
 //! embedded API server are put together in one process. The parts themselves live in their own
 //! crates; this one only connects them.
 
+pub mod manifests;
 pub mod runtime;

@@ -1,6 +1,7 @@
 //! The command line: one binary, one subcommand per way of running Lien.
 
 mod crds;
+mod manifests;
 mod run;
 mod sandbox;
 
@@ -13,8 +14,21 @@ use clap::{Parser, Subcommand};
     about = "Lien makes deletion safe in Kubernetes"
 )]
 pub struct Cli {
+    /// How log lines are written to stderr: `text` for people, `json` (one object per line)
+    /// for log pipelines.
+    #[arg(long, global = true, default_value = "text", env = "LIEN_LOG_FORMAT")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields, span).
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -26,17 +40,22 @@ pub enum Command {
     Run(run::RunArgs),
     /// Print the CustomResourceDefinitions Lien installs (or write one file per CRD).
     Crds(crds::CrdsArgs),
+    /// Print the complete install (namespace, RBAC, CRDs, Deployment, Service, disruption
+    /// budget), or write it as the files of `deploy/`.
+    Manifests(manifests::ManifestsArgs),
 }
 
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().with_current_span(true).init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -51,6 +70,7 @@ pub fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Crds(args) => crds::run(args),
+            Command::Manifests(args) => manifests::run(args),
             Command::Run(args) => run::run(args).await,
         }
     });
