@@ -286,6 +286,25 @@ impl RuleJoin {
         (self.of.objects.len(), self.by.objects.len())
     }
 
+    /// The keys of the `of` objects the join tracks (for a relist: the ones a fresh list no
+    /// longer holds are removed). O(objects).
+    pub fn of_keys(&self) -> Vec<ObjectKey> {
+        self.of
+            .objects
+            .keys()
+            .map(|&id| self.object_key(Side::Of, id))
+            .collect()
+    }
+
+    /// The keys of the `by` objects the join tracks. O(objects).
+    pub fn by_keys(&self) -> Vec<ObjectKey> {
+        self.by
+            .objects
+            .keys()
+            .map(|&id| self.object_key(Side::By, id))
+            .collect()
+    }
+
     /// How many distinct strings (namespaces, names, keys, non-UUID UIDs) the join holds; zero
     /// once every object is removed.
     pub fn string_count(&self) -> usize {

@@ -51,26 +51,29 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::core::ApiResource;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher::{self, watcher};
-use lien_api::{ClusterUsage, Usage};
+use lien_api::{ClusterUsage, DependencyRule, Usage};
 use lien_core::RelationIndex;
 use parking_lot::RwLock;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use self::state::Observed;
 pub use self::state::State;
-use self::watches::{spawn_watch, sync_kind_watches};
+use self::watches::{KindTask, spawn_watch, sync_kind_watches};
 use self::write::{Plan, plan, write_loop};
 use crate::audit::BreakGlass;
 use crate::cache::GroupKind;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
 use crate::replay::{DEFAULT_REPLAY_TTL, Denial, ReplayKey};
+use crate::rules::KindReader;
 use crate::writer::Writer;
 
 /// Controller settings.
@@ -152,9 +155,15 @@ impl DenialSink {
 enum Msg {
     Usage(watcher::Event<Usage>),
     ClusterUsage(watcher::Event<ClusterUsage>),
+    Rule(watcher::Event<DependencyRule>),
+    /// An event of a metadata-only kind watch.
     Object(GroupKind, watcher::Event<ObjectMeta>),
+    /// An event of a kind watch that rules read, reduced by `reader` (`crate::rules`).
+    Read(GroupKind, Arc<KindReader>, watcher::Event<Observed>),
+    /// A CustomResourceDefinition changed: kinds not served may be now.
     KindFound(GroupKind, ApiResource, bool),
     KindUnknown(GroupKind),
+    CrdChanged,
     Denial(Denial),
     BreakGlass(BreakGlass),
     /// The write loop asks for a plan; the event loop answers from its state.
@@ -256,6 +265,24 @@ impl Controller {
                 tx.clone(),
                 Msg::ClusterUsage,
             ),
+            spawn_watch(
+                watcher(
+                    Api::<DependencyRule>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                Msg::Rule,
+            ),
+            // Metadata only: any change of a CRD (created, established, deleted) is a hint
+            // that a kind a source names may have started or stopped being served.
+            spawn_watch(
+                watcher(
+                    Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                |_| Msg::CrdChanged,
+            ),
         ];
         let elector = match config.leader.clone() {
             Some(lc) => {
@@ -283,7 +310,7 @@ impl Controller {
                 instance: config.leader.as_ref().map(|l| l.identity.clone()),
             },
         );
-        let mut kind_tasks: HashMap<GroupKind, JoinHandle<()>> = HashMap::new();
+        let mut kind_tasks: HashMap<GroupKind, KindTask> = HashMap::new();
         // Owned by this loop alone (see the module documentation).
         let mut st = State::default();
         tokio::pin!(shutdown);
@@ -305,7 +332,7 @@ impl Controller {
             if let Msg::Denial(denial) = msg {
                 // What the record needs from the state is taken now, in the order of events.
                 let target = events::denial_target(&st, &denial);
-                let usages = events::blocking_usages(&st, &shared.index, &denial);
+                let usages = events::blocking_sources(&st, &shared.index, &denial);
                 let writer = Writer::new(client.clone(), config.write_timeout);
                 let recorder = recorder.clone();
                 let shared2 = shared.clone();
@@ -341,6 +368,12 @@ impl Controller {
                 });
                 continue;
             }
+            if let Msg::CrdChanged = msg {
+                // Kinds not served are retried by their watches with a backoff; a CRD change
+                // retries them now.
+                watches::retry_unknown_kinds(&mut kind_tasks, &st, &client, &tx);
+                continue;
+            }
             let span = tracing::debug_span!("reconcile");
             let wanted =
                 span.in_scope(|| state::handle(&mut st, &shared.index, &shared.metrics, msg));
@@ -355,7 +388,7 @@ impl Controller {
             );
             shared.wake.notify_one();
         };
-        for task in tasks.iter().chain(kind_tasks.values()) {
+        for task in tasks.iter().chain(kind_tasks.values().map(|k| &k.task)) {
             task.abort();
         }
         let _ = stop_tx.send(true);

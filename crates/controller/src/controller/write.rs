@@ -16,6 +16,7 @@ use crate::desired;
 use crate::metrics::Metrics;
 use crate::replay::{self, ReplayAction};
 use crate::resolve::cycle_problems;
+use crate::rules;
 use crate::writer::{WriteError, Writer};
 
 /// One write Lien decided on. Each carries its target and the resourceVersion the decision was
@@ -42,6 +43,15 @@ pub(super) enum Write {
         /// The usage's resourceVersion the status was computed from.
         resource_version: Option<String>,
     },
+    /// Write a dependency rule's status.
+    RuleStatus {
+        /// The rule.
+        source: Source,
+        /// The status.
+        status: lien_api::DependencyRuleStatus,
+        /// The rule's resourceVersion the status was computed from.
+        resource_version: Option<String>,
+    },
     /// Re-issue a refused DELETE, or remove its record (`replay`'s actions).
     Replay(ReplayAction),
 }
@@ -54,7 +64,9 @@ impl Write {
             Self::Label(w) => format!("label/{}", w.target.uid),
             Self::UsageMeta(w) => format!("meta/{}", w.uid),
             Self::OrphanDelete { uid, .. } => format!("orphan/{uid}"),
-            Self::Status { source, .. } => format!("status/{source}"),
+            Self::Status { source, .. } | Self::RuleStatus { source, .. } => {
+                format!("status/{source}")
+            }
             Self::Replay(ReplayAction::Delete { target, .. }) => format!("replay/{}", target.uid),
             Self::Replay(
                 ReplayAction::Forget { target, .. } | ReplayAction::Forged { target, .. },
@@ -70,6 +82,9 @@ impl Write {
             Self::UsageMeta(w) => w.resource_version.as_ref(),
             Self::OrphanDelete { .. } => None,
             Self::Status {
+                resource_version, ..
+            }
+            | Self::RuleStatus {
                 resource_version, ..
             } => resource_version.as_ref(),
             Self::Replay(
@@ -87,6 +102,7 @@ impl Write {
             Self::UsageMeta(_) => "usage_meta",
             Self::OrphanDelete { .. } => "usage_delete",
             Self::Status { .. } => "status",
+            Self::RuleStatus { .. } => "rule_status",
             Self::Replay(ReplayAction::Delete { .. }) => "replay",
             Self::Replay(ReplayAction::Forget { .. }) => "record_forget",
             Self::Replay(ReplayAction::Forged { .. }) => "record_forged",
@@ -106,6 +122,7 @@ impl Write {
                 r
             }
             Self::Status { source, status, .. } => writer.status(source, status).await,
+            Self::RuleStatus { source, status, .. } => writer.status(source, status).await,
             Self::Replay(ReplayAction::Delete { target, attempt }) => {
                 let r = writer.replay(target, attempt).await;
                 if r.is_ok() {
@@ -187,7 +204,26 @@ pub(super) fn plan(
             });
         }
     }
-    // Labels first (protection), then the usages' own writes, then replays.
+    for rule in st.rules.values() {
+        let of_unknown = st.caches.is_unknown(&rule.view.of());
+        let by_unknown = st.caches.is_unknown(&rule.view.by());
+        let cycle = st.cycles.get(&rule.view.source());
+        if let Some(status) = rules::rule_status(
+            rule,
+            of_unknown,
+            by_unknown,
+            cycle,
+            unenforced.as_deref(),
+            now,
+        ) {
+            statuses.push(Write::RuleStatus {
+                source: rule.view.source(),
+                status,
+                resource_version: rule.view.resource_version.clone(),
+            });
+        }
+    }
+    // Labels first (protection), then the sources' own writes, then replays.
     let mut writes = labels.into_iter().map(Write::Label).collect::<Vec<_>>();
     writes.extend(metas);
     writes.extend(orphans);
