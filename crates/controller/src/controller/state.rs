@@ -666,6 +666,9 @@ fn usage_event<K>(
 }
 
 #[cfg(test)]
+mod rule_tests;
+
+#[cfg(test)]
 mod tests {
     //! The event loop's handling driven by hand, without a runtime or an API server: watch
     //! events in, the shared index and the resolutions out.
