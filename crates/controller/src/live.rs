@@ -167,8 +167,9 @@ impl ApiLiveCheck {
     /// The relations of `object` from every DependencyRule whose `of` kind is its kind,
     /// evaluated live: the object itself, then the rule's `by` objects in scope (in pages, each
     /// reduced to its keys and dropped), joined by the same `RuleJoin` the controller uses. A
-    /// rule that does not compile holds nothing (as in the controller); an evaluation error
-    /// fails the check (the webhook then refuses: never a stale allow).
+    /// rule that does not compile holds nothing (as in the controller). The object's own keys
+    /// failing fails the check (the webhook then refuses: never a stale allow); a `by` object
+    /// whose CEL fails joins nothing, as one the controller never evaluated.
     async fn rule_relations(
         &self,
         object: &ObjectKey,
@@ -271,10 +272,9 @@ impl ApiLiveCheck {
                             join.upsert_by(&key, uid.as_deref(), Some(keys), when)
                                 .map_err(|e| eval_error("spec.by", e.to_string()))?;
                         }
-                        Some(SideEval::Failed { field, message }) => {
-                            return Err(eval_error(field, message));
-                        }
-                        None => {}
+                        // As for an object the controller never evaluated: it joins nothing
+                        // (the controller's status counts such errors).
+                        Some(SideEval::Failed { .. }) | None => {}
                     }
                 }
                 match page.metadata.continue_ {
