@@ -156,11 +156,26 @@ fn to_json(o: DynamicObject) -> (ObjectMeta, Value) {
     (o.metadata, Value::Object(map))
 }
 
+/// Drops from an object's metadata what the caches never keep (`CachedObject`): managedFields
+/// and annotations other than Lien's (`kubectl apply`'s last-applied copy of the object can be
+/// as large as the object). A list is buffered whole before the cache takes it, so this keeps
+/// 100,000 objects' list in the size of their names and labels.
+fn slim(mut meta: ObjectMeta) -> ObjectMeta {
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| k.starts_with(crate::cache::LIEN_ANNOTATION_PREFIX));
+    }
+    meta
+}
+
 /// Reduces a full object at once: the evaluations are kept, the object is dropped here.
 fn reduce(reader: &KindReader, o: DynamicObject) -> Observed {
     let (meta, json) = to_json(o);
     let evals = reader.reduce(&json);
-    Observed { meta, evals }
+    Observed {
+        meta: slim(meta),
+        evals,
+    }
 }
 
 fn map_event<A, B>(ev: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Event<B> {
@@ -234,7 +249,7 @@ async fn watch_metadata(
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(ev) => {
-                let ev = map_event(ev, |m| m.metadata);
+                let ev = map_event(ev, |m| slim(m.metadata));
                 if tx.send(Msg::Object(gk.clone(), ev)).is_err() {
                     return;
                 }

@@ -3,6 +3,7 @@
 //! rule, waits for a kind installed later, and counts evaluation errors.
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use lien_api::DependencyRule;
 use serde_json::{Value, json};
@@ -88,6 +89,30 @@ async fn wait_status(
     .await
 }
 
+/// Waits for an Event regarding the (cluster-scoped) rule: such Events go to `default`.
+async fn rule_event(env: &Env, name: &str, reason: &str) {
+    let api: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    wait_for(
+        &format!("a {reason} event regarding {name}"),
+        DEADLINE,
+        || async {
+            let events = api.list(&Default::default()).await.ok()?;
+            events
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().is_some_and(|r| {
+                            r.kind.as_deref() == Some("DependencyRule")
+                                && r.name.as_deref() == Some(name)
+                        })
+                })
+                .map(drop)
+        },
+    )
+    .await;
+}
+
 fn ready(s: &lien_api::DependencyRuleStatus) -> Option<(&str, &str, &str)> {
     s.conditions
         .iter()
@@ -148,6 +173,10 @@ async fn a_rule_protects_what_a_custom_kind_references_follows_it_and_replays() 
         .await
         .expect_err("site-b is in use");
     assert_eq!(api_error(err).0, 409);
+    // The refusal is an Event on the object and on the rule that blocked it.
+    rule_event(&env, &name, "DeletionRefused").await;
+    env.wait_events("ConfigMap", "site-b", "DeletionRefused")
+        .await;
     webapps_api(&env, group)
         .delete("shop", &DeleteParams::default())
         .await
