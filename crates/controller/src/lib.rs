@@ -35,7 +35,6 @@ pub mod cache;
 mod controller;
 pub mod desired;
 pub mod leader;
-mod lien_cel;
 pub mod live;
 mod metrics;
 pub mod replay;

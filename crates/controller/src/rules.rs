@@ -29,8 +29,8 @@ use lien_api::{
 use lien_core::{GroupKind, RuleConfig, RuleJoin, RuleScope, Source};
 use serde_json::Value;
 
-use crate::lien_cel::DependencyProgram;
 use crate::resolve::Problem;
+use lien_cel::DependencyProgram;
 
 /// How many evaluation errors a rule's status lists (the count is always exact).
 pub const STATUS_ERRORS_LIMIT: usize = 10;
@@ -108,9 +108,7 @@ pub struct Program {
 
 impl Program {
     /// Compiles `spec`; the errors name their fields.
-    pub fn compile(
-        spec: &DependencyRuleSpec,
-    ) -> Result<Arc<Self>, Vec<crate::lien_cel::CompileError>> {
+    pub fn compile(spec: &DependencyRuleSpec) -> Result<Arc<Self>, Vec<lien_cel::CompileError>> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let cel = DependencyProgram::compile(spec)?;
         Ok(Arc::new(Self {
@@ -236,7 +234,7 @@ pub struct RuleState {
     /// The rule as last seen.
     pub view: RuleView,
     /// The compiled program, or why it does not compile.
-    pub program: Result<Arc<Program>, Vec<crate::lien_cel::CompileError>>,
+    pub program: Result<Arc<Program>, Vec<lien_cel::CompileError>>,
     /// The join (empty when the program does not compile).
     pub join: RuleJoin,
     /// A list of the `of` kind made with the current program completed.
