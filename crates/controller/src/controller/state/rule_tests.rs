@@ -408,3 +408,42 @@ fn a_rule_whose_cel_does_not_compile_holds_nothing_and_says_why() {
         status.conditions[0].message
     );
 }
+
+#[test]
+fn a_cycle_through_a_rule_is_reported_on_the_rule() {
+    let mut h = Harness::new();
+    // ConfigMaps use the ConfigMap their `data.uses` names: a uses b, b uses a.
+    let mut r = rule("loop", 1, "[self.data.uses]");
+    r.spec.by = r.spec.of.clone();
+    h.list_sources(vec![r]);
+    let mut a = cm("a");
+    a["data"] = json!({"uses": "b"});
+    let mut b = cm("b");
+    b["data"] = json!({"uses": "a"});
+    h.list(&configmaps(), vec![a, b]);
+    assert_eq!(h.users("a"), vec!["b"]);
+    assert_eq!(h.users("b"), vec!["a"]);
+    let cycles = crate::resolve::cycle_problems(&h.index.read());
+    let problem = cycles
+        .get(&Source::rule("loop"))
+        .expect("the rule is in the cycle");
+    let status = rule_status(
+        &h.st.rules["loop"],
+        false,
+        false,
+        Some(problem),
+        None,
+        Timestamp::now(),
+    )
+    .expect("changed");
+    assert_eq!(status.conditions[0].reason, "Cycle");
+    assert!(
+        status.conditions[0].message.contains("ConfigMap ns/a"),
+        "{}",
+        status.conditions[0].message
+    );
+    // The objects without `data.uses` are `by` objects whose keys fail: counted, nothing more.
+    h.read(&configmaps(), watcher::Event::Apply(cm("c")));
+    assert_eq!(h.st.rules["loop"].join.error_count(), 1);
+    assert_eq!(h.users("a"), vec!["b"]);
+}
