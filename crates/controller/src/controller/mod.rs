@@ -2,12 +2,15 @@
 //!
 //! # Data model
 //!
-//! One task per watch (Usages, ClusterUsages, and one metadata-only watch per kind a usage
-//! refers to) forwards events into a single channel. The event loop owns the order of changes:
-//! it updates the [`State`] (caches, usage views, resolutions) and the shared
-//! [`RelationIndex`] synchronously — every replica keeps its index current, because its webhook
-//! answers from it — and then wakes the write pass. Per-kind watches start when a usage first
-//! refers to a kind and stop when none does (and no object of it still carries Lien's label).
+//! One task per watch (Usages, ClusterUsages, DependencyRules, CustomResourceDefinitions, and
+//! one watch per kind a source refers to: metadata-only, or full objects reduced to the rules'
+//! keys in the watch task — see `crate::rules`) forwards events into a single channel. The
+//! event loop owns the order of changes: it updates the [`State`] (caches, usage views,
+//! resolutions, rule joins) and the shared [`RelationIndex`] synchronously — every replica
+//! keeps its index current, because its webhook answers from it — and then wakes the write
+//! pass. Per-kind watches start when a source first refers to a kind, restart when the rule
+//! programs reading it change, and stop when none does (and no object of it still carries
+//! Lien's label).
 //! Nothing polls: every decision follows a watch event.
 //!
 //! The write pass (leader only) asks the event loop for a plan — the desired writes, computed
