@@ -35,6 +35,18 @@ use lien_cel::DependencyProgram;
 /// How many evaluation errors a rule's status lists (the count is always exact).
 pub const STATUS_ERRORS_LIMIT: usize = 10;
 
+/// How often at most a rule's status is rewritten when only its counts changed: a rule over
+/// 100,000 objects sees an object change far more often than anyone reads its counts.
+pub const STATUS_COUNTS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether `desired` differs from `previous` in its counts only (relations, objects, errors
+/// counted), not in conditions, listed errors or generation: such a write may wait.
+pub fn only_counts_differ(previous: &DependencyRuleStatus, desired: &DependencyRuleStatus) -> bool {
+    previous.conditions == desired.conditions
+        && previous.errors == desired.errors
+        && previous.observed_generation == desired.observed_generation
+}
+
 /// What the controller keeps of a DependencyRule object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleView {
@@ -404,7 +416,7 @@ pub fn rule_status(
                 "InUse",
                 true,
                 "InUse",
-                format!("{relations} relation(s) hold"),
+                "the rule holds at least one relation (status.relations counts them)".to_owned(),
             )
         };
         vec![ready, in_use]

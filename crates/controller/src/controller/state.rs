@@ -75,6 +75,9 @@ pub struct State {
     pub cycles: BTreeMap<Source, Problem>,
     /// Whether the index changed since `cycles` was computed.
     pub(super) cycles_stale: bool,
+    /// When each rule's status was last planned, to space out count-only rewrites
+    /// (`rules::STATUS_COUNTS_INTERVAL`).
+    pub(super) rule_status_planned: HashMap<String, std::time::Instant>,
     /// Sources whose last complete resolution did not reach the index (it was full), so that
     /// the next one is applied even if it is the same.
     unapplied: BTreeSet<Source>,

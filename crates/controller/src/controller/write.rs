@@ -151,6 +151,9 @@ impl Write {
 #[derive(Debug, Default)]
 pub(super) struct Plan {
     writes: Vec<Write>,
+    /// Plan again after this long even without an event: a count-only status write was put
+    /// off.
+    revisit: Option<std::time::Duration>,
 }
 
 pub(super) fn plan(
@@ -204,6 +207,9 @@ pub(super) fn plan(
             });
         }
     }
+    let mut revisit: Option<std::time::Duration> = None;
+    st.rule_status_planned
+        .retain(|name, _| st.rules.contains_key(name));
     for rule in st.rules.values() {
         let of_unknown = st.caches.is_unknown(&rule.view.of());
         let by_unknown = st.caches.is_unknown(&rule.view.by());
@@ -216,6 +222,20 @@ pub(super) fn plan(
             unenforced.as_deref(),
             now,
         ) {
+            let name = &rule.view.name;
+            let minor = rule
+                .view
+                .status
+                .as_ref()
+                .is_some_and(|previous| rules::only_counts_differ(previous, &status));
+            let since = st.rule_status_planned.get(name).map(|at| at.elapsed());
+            if minor && let Some(since) = since.filter(|s| *s < rules::STATUS_COUNTS_INTERVAL) {
+                let wait = rules::STATUS_COUNTS_INTERVAL - since;
+                revisit = Some(revisit.map_or(wait, |r| r.min(wait)));
+                continue;
+            }
+            st.rule_status_planned
+                .insert(name.clone(), std::time::Instant::now());
             statuses.push(Write::RuleStatus {
                 source: rule.view.source(),
                 status,
@@ -229,7 +249,7 @@ pub(super) fn plan(
     writes.extend(orphans);
     writes.extend(statuses);
     writes.extend(replays.into_iter().map(Write::Replay));
-    Plan { writes }
+    Plan { writes, revisit }
 }
 
 pub(super) async fn write_loop(
@@ -313,5 +333,27 @@ pub(super) async fn write_loop(
         } else {
             delay = config.retry_base;
         }
+        if let Some(revisit) = plan.revisit {
+            let at = tokio::time::Instant::now() + revisit;
+            retry_at = Some(retry_at.map_or(at, |r| r.min(at)));
+        }
+    }
+}
+
+#[cfg(test)]
+impl Plan {
+    /// The rule statuses the plan writes.
+    pub(super) fn rule_statuses(&self) -> Vec<&lien_api::DependencyRuleStatus> {
+        self.writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::RuleStatus { status, .. } => Some(status),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub(super) fn revisit(&self) -> Option<std::time::Duration> {
+        self.revisit
     }
 }

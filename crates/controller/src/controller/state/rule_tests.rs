@@ -447,3 +447,27 @@ fn a_cycle_through_a_rule_is_reported_on_the_rule() {
     assert_eq!(h.st.rules["loop"].join.error_count(), 1);
     assert_eq!(h.users("a"), vec!["b"]);
 }
+
+#[test]
+fn a_rules_counts_alone_are_rewritten_at_most_every_few_seconds() {
+    let mut h = held();
+    let config = crate::controller::ControllerConfig {
+        leader: None,
+        ..Default::default()
+    };
+    let plan = crate::controller::write::plan(&mut h.st, &h.index, &config);
+    let written = plan.rule_statuses()[0].clone();
+    assert_eq!(written.relations, 1);
+    h.st.rules.get_mut("r").expect("rule").view.status = Some(written.clone());
+    // Another dependent: only the counts change, so the write waits, and a pass is planned.
+    h.read(&webapps(), watcher::Event::Apply(webapp("w2", Some("b"))));
+    let plan = crate::controller::write::plan(&mut h.st, &h.index, &config);
+    assert!(plan.rule_statuses().is_empty(), "a count-only change waits");
+    let revisit = plan.revisit().expect("a later pass writes it");
+    assert!(revisit <= crate::rules::STATUS_COUNTS_INTERVAL);
+    // An evaluation error is listed in status: written at once.
+    h.read(&webapps(), watcher::Event::Apply(webapp("w3", None)));
+    let plan = crate::controller::write::plan(&mut h.st, &h.index, &config);
+    let status = plan.rule_statuses()[0];
+    assert_eq!((status.relations, status.evaluation_errors), (2, 1));
+}
