@@ -258,7 +258,7 @@ impl Controller {
                     watcher::Config::default(),
                 ),
                 tx.clone(),
-                Msg::Usage,
+                |ev| Some(Msg::Usage(ev)),
             ),
             spawn_watch(
                 watcher(
@@ -266,7 +266,7 @@ impl Controller {
                     watcher::Config::default(),
                 ),
                 tx.clone(),
-                Msg::ClusterUsage,
+                |ev| Some(Msg::ClusterUsage(ev)),
             ),
             spawn_watch(
                 watcher(
@@ -274,7 +274,7 @@ impl Controller {
                     watcher::Config::default(),
                 ),
                 tx.clone(),
-                Msg::Rule,
+                |ev| Some(Msg::Rule(ev)),
             ),
             // Metadata only: any change of a CRD (created, established, deleted) is a hint
             // that a kind a source names may have started or stopped being served.
@@ -284,7 +284,11 @@ impl Controller {
                     watcher::Config::default(),
                 ),
                 tx.clone(),
-                |_| Msg::CrdChanged,
+                // A (re)list replays what exists; only a change is news.
+                |ev| match ev {
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) => Some(Msg::CrdChanged),
+                    _ => None,
+                },
             ),
         ];
         let elector = match config.leader.clone() {

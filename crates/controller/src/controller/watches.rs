@@ -115,7 +115,7 @@ pub(super) fn retry_unknown_kinds(
 pub(super) fn spawn_watch<K, S>(
     stream: S,
     tx: mpsc::UnboundedSender<Msg>,
-    wrap: fn(watcher::Event<K>) -> Msg,
+    wrap: fn(watcher::Event<K>) -> Option<Msg>,
 ) -> JoinHandle<()>
 where
     K: Send + 'static,
@@ -128,7 +128,9 @@ where
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ev) => {
-                    if tx.send(wrap(ev)).is_err() {
+                    if let Some(msg) = wrap(ev)
+                        && tx.send(msg).is_err()
+                    {
                         return;
                     }
                 }
