@@ -29,6 +29,7 @@ use lien_api::{
 use lien_core::{GroupKind, RuleConfig, RuleJoin, RuleScope, Source};
 use serde_json::Value;
 
+use crate::cache::Caches;
 use crate::resolve::Problem;
 use lien_cel::DependencyProgram;
 
@@ -312,12 +313,12 @@ impl RuleState {
     }
 }
 
-/// Why a rule is not `Ready`, in order of precedence: its CEL, its kinds, a cycle, a list
-/// still running. `of_unknown`/`by_unknown`: discovery does not serve the kind.
+/// Why a rule is not `Ready`, in order of precedence: its CEL, its kinds (not served, or
+/// cluster-scoped under `SameNamespace`, where it could never relate anything), a cycle, a
+/// list still running. `caches` says which kinds discovery serves, at which scope.
 pub fn rule_problem(
     rule: &RuleState,
-    of_unknown: bool,
-    by_unknown: bool,
+    caches: &Caches,
     cycle: Option<&Problem>,
 ) -> Option<(&'static str, String)> {
     if let Err(errors) = &rule.program {
@@ -329,17 +330,27 @@ pub fn rule_problem(
         return Some(("InvalidExpression", message));
     }
     let spec = &rule.view.spec;
-    for (unknown, field, k) in [
-        (of_unknown, "spec.of", &spec.of),
-        (by_unknown, "spec.by", &spec.by),
-    ] {
-        if unknown {
+    let (of, by) = (rule.view.of(), rule.view.by());
+    for (gk, field, k) in [(&of, "spec.of", &spec.of), (&by, "spec.by", &spec.by)] {
+        if caches.is_unknown(gk) {
             return Some((
                 "UnknownKind",
                 format!(
                     "{field}: the API server does not serve kind {} in {}; the rule derives \
                      nothing until it does (install its CustomResourceDefinition)",
                     k.kind, k.api_version
+                ),
+            ));
+        }
+        let cluster_scoped = caches.kind(gk).is_some_and(|c| !c.namespaced);
+        if cluster_scoped && spec.scope == DependencyScope::SameNamespace {
+            return Some((
+                "InvalidScope",
+                format!(
+                    "{field}: {} is cluster-scoped, so under scope SameNamespace it shares no \
+                     namespace with anything and the rule derives nothing; set spec.scope to \
+                     Cluster",
+                    k.kind
                 ),
             ));
         }
@@ -362,8 +373,7 @@ pub fn rule_problem(
 /// webhook configuration is missing or differs.
 pub fn rule_status(
     rule: &RuleState,
-    of_unknown: bool,
-    by_unknown: bool,
+    caches: &Caches,
     cycle: Option<&Problem>,
     unenforced: Option<&str>,
     now: Timestamp,
@@ -395,7 +405,7 @@ pub fn rule_status(
             cond("InUse", false, reason, message),
         ]
     } else {
-        let ready = match rule_problem(rule, of_unknown, by_unknown, cycle) {
+        let ready = match rule_problem(rule, caches, cycle) {
             Some((reason, message)) => cond("Ready", false, reason, message),
             None => cond(
                 "Ready",

@@ -275,7 +275,14 @@ async fn watch_full(
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(ev) => {
-                let ev = map_event(ev, |o| reduce(&reader, o));
+                let ev = match ev {
+                    // A deleted object leaves every join whatever its keys: nothing to evaluate.
+                    watcher::Event::Delete(o) => watcher::Event::Delete(Observed {
+                        meta: slim(o.metadata),
+                        evals: Vec::new(),
+                    }),
+                    ev => map_event(ev, |o| reduce(&reader, o)),
+                };
                 if tx.send(Msg::Read(gk.clone(), reader.clone(), ev)).is_err() {
                     return;
                 }

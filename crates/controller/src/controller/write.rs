@@ -211,17 +211,10 @@ pub(super) fn plan(
     st.rule_status_planned
         .retain(|name, _| st.rules.contains_key(name));
     for rule in st.rules.values() {
-        let of_unknown = st.caches.is_unknown(&rule.view.of());
-        let by_unknown = st.caches.is_unknown(&rule.view.by());
         let cycle = st.cycles.get(&rule.view.source());
-        if let Some(status) = rules::rule_status(
-            rule,
-            of_unknown,
-            by_unknown,
-            cycle,
-            unenforced.as_deref(),
-            now,
-        ) {
+        if let Some(status) =
+            rules::rule_status(rule, &st.caches, cycle, unenforced.as_deref(), now)
+        {
             let name = &rule.view.name;
             let minor = rule
                 .view

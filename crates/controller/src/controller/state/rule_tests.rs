@@ -296,7 +296,7 @@ fn an_evaluation_error_keeps_the_relations_and_is_counted() {
     assert_eq!(h.users("b"), vec!["w3"]);
     let r = &h.st.rules["r"];
     assert_eq!(r.join.error_count(), 2);
-    let status = rule_status(r, false, false, None, None, Timestamp::now()).expect("changed");
+    let status = rule_status(r, &h.st.caches, None, None, Timestamp::now()).expect("changed");
     assert_eq!(status.evaluation_errors, 2);
     assert_eq!(status.errors.len(), 2);
     assert_eq!(status.errors[0].field, "spec.keys.by");
@@ -368,7 +368,7 @@ fn a_rule_over_a_kind_not_served_is_not_ready_until_it_is() {
         "a kind not served is settled: it has no objects"
     );
     let status =
-        rule_status(&h.st.rules["r"], false, true, None, None, Timestamp::now()).expect("changed");
+        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
     let ready = &status.conditions[0];
     assert_eq!(
         (ready.type_.as_str(), ready.status.as_str()),
@@ -380,7 +380,7 @@ fn a_rule_over_a_kind_not_served_is_not_ready_until_it_is() {
     h.list(&webapps(), vec![webapp("w1", Some("a"))]);
     assert_eq!(h.users("a"), vec!["w1"]);
     let status =
-        rule_status(&h.st.rules["r"], false, false, None, None, Timestamp::now()).expect("changed");
+        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
     assert_eq!(status.conditions[0].status, "True");
     assert_eq!(status.conditions[1].reason, "InUse");
 }
@@ -400,7 +400,7 @@ fn a_rule_whose_cel_does_not_compile_holds_nothing_and_says_why() {
         "nothing to read"
     );
     let status =
-        rule_status(&h.st.rules["r"], false, false, None, None, Timestamp::now()).expect("changed");
+        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
     assert_eq!(status.conditions[0].reason, "InvalidExpression");
     assert!(
         status.conditions[0].message.starts_with("spec.keys.by: "),
@@ -429,8 +429,7 @@ fn a_cycle_through_a_rule_is_reported_on_the_rule() {
         .expect("the rule is in the cycle");
     let status = rule_status(
         &h.st.rules["loop"],
-        false,
-        false,
+        &h.st.caches,
         Some(problem),
         None,
         Timestamp::now(),
@@ -470,4 +469,24 @@ fn a_rules_counts_alone_are_rewritten_at_most_every_few_seconds() {
     let plan = crate::controller::write::plan(&mut h.st, &h.index, &config);
     let status = plan.rule_statuses()[0];
     assert_eq!((status.relations, status.evaluation_errors), (2, 1));
+}
+
+#[test]
+fn same_namespace_over_a_cluster_scoped_kind_is_reported_with_the_fix() {
+    let mut h = Harness::new();
+    h.list_sources(vec![rule("r", 1, "[self.spec.settings]")]);
+    h.send(Msg::KindFound(webapps(), ar(&webapps()), false));
+    let status =
+        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
+    assert_eq!(status.conditions[0].reason, "InvalidScope");
+    assert!(
+        status.conditions[0]
+            .message
+            .starts_with("spec.by: WebApp is cluster-scoped")
+            && status.conditions[0]
+                .message
+                .ends_with("set spec.scope to Cluster"),
+        "{}",
+        status.conditions[0].message
+    );
 }
