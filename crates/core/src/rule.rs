@@ -286,23 +286,22 @@ impl RuleJoin {
         (self.of.objects.len(), self.by.objects.len())
     }
 
-    /// The keys of the `of` objects the join tracks (for a relist: the ones a fresh list no
-    /// longer holds are removed). O(objects).
-    pub fn of_keys(&self) -> Vec<ObjectKey> {
-        self.of
-            .objects
-            .keys()
-            .map(|&id| self.object_key(Side::Of, id))
-            .collect()
+    /// The (namespace, name) of every `of` object the join tracks (for a relist: the ones a
+    /// fresh list no longer holds are removed), borrowed: O(objects), no allocation.
+    pub fn of_names(&self) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
+        self.names(Side::Of)
     }
 
-    /// The keys of the `by` objects the join tracks. O(objects).
-    pub fn by_keys(&self) -> Vec<ObjectKey> {
-        self.by
-            .objects
-            .keys()
-            .map(|&id| self.object_key(Side::By, id))
-            .collect()
+    /// The (namespace, name) of every `by` object the join tracks.
+    pub fn by_names(&self) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
+        self.names(Side::By)
+    }
+
+    fn names(&self, side: Side) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
+        self.side(side).objects.keys().map(|&(ns, name)| {
+            let ns = (ns != NIL).then(|| self.strs.get(Sym(ns)));
+            (ns, self.strs.get(Sym(name)))
+        })
     }
 
     /// How many distinct strings (namespaces, names, keys, non-UUID UIDs) the join holds; zero

@@ -23,7 +23,7 @@ use lien_core::{Delta, ObjectKey, Relation, RelationIndex, Source};
 use parking_lot::RwLock;
 
 use super::Msg;
-use crate::cache::{Caches, GroupKind};
+use crate::cache::{CachedObject, Caches, GroupKind, NsName};
 use crate::desired::is_labelled;
 use crate::metrics::Metrics;
 use crate::replay;
@@ -47,6 +47,9 @@ pub struct WantedKind {
     pub api_version: String,
     /// The ids of the rule programs reading it, sorted; empty: metadata only.
     pub programs: Vec<u64>,
+    /// Whether the cache needs every label (a usage's selector may read them); otherwise only
+    /// Lien's own labels are kept — 100,000 objects' labels are the largest part of a cache.
+    pub labels: bool,
 }
 
 /// A change of one source's relations in the index.
@@ -87,7 +90,9 @@ pub struct State {
     usage_buffer: Vec<Usage>,
     cluster_usage_buffer: Vec<ClusterUsage>,
     rule_buffer: Vec<DependencyRule>,
-    object_buffers: HashMap<GroupKind, Vec<ObjectMeta>>,
+    /// A kind's list in progress, each object already reduced to what the cache keeps (100,000
+    /// buffered `ObjectMeta`s would cost several times more).
+    object_buffers: HashMap<GroupKind, BTreeMap<NsName, CachedObject>>,
 }
 
 impl State {
@@ -126,6 +131,7 @@ impl State {
                 out.entry(gk).or_insert_with(|| WantedKind {
                     api_version: api_version.to_owned(),
                     programs: Vec::new(),
+                    labels: true,
                 });
             }
         }
@@ -139,6 +145,7 @@ impl State {
                 let w = out.entry(gk).or_insert_with(|| WantedKind {
                     api_version: api_version.clone(),
                     programs: Vec::new(),
+                    labels: false,
                 });
                 if !w.programs.contains(&id) {
                     w.programs.push(id);
@@ -163,6 +170,7 @@ impl State {
                     WantedKind {
                         api_version: kind.api_version.clone(),
                         programs: Vec::new(),
+                        labels: true,
                     },
                 );
             }
@@ -403,21 +411,31 @@ impl State {
         &mut self,
         gk: &GroupKind,
         reader: Option<&KindReader>,
-        listed: &HashSet<ObjectKey>,
+        listed: &HashSet<(Option<&str>, &str)>,
         updates: &mut Vec<Update>,
     ) {
         let mut gone: Vec<ObjectKey> = Vec::new();
+        for r in self.rules.values() {
+            let missing = |n: &(Option<&str>, &str)| !listed.contains(n);
+            if &r.view.of() == gk {
+                gone.extend(
+                    r.join
+                        .of_names()
+                        .filter(missing)
+                        .map(|(ns, n)| gk.key(ns, n)),
+                );
+            }
+            if &r.view.by() == gk {
+                gone.extend(
+                    r.join
+                        .by_names()
+                        .filter(missing)
+                        .map(|(ns, n)| gk.key(ns, n)),
+                );
+            }
+        }
         for r in self.rules.values_mut() {
             let (of, by) = (&r.view.of() == gk, &r.view.by() == gk);
-            if !(of || by) {
-                continue;
-            }
-            if of {
-                gone.extend(r.join.of_keys().into_iter().filter(|k| !listed.contains(k)));
-            }
-            if by {
-                gone.extend(r.join.by_keys().into_iter().filter(|k| !listed.contains(k)));
-            }
             if let (Some(id), Some(reader)) = (r.program_id(), reader)
                 && reader.reads(id)
             {
@@ -437,10 +455,10 @@ impl State {
         let mut gone: Vec<ObjectKey> = Vec::new();
         for r in self.rules.values() {
             if &r.view.of() == gk {
-                gone.extend(r.join.of_keys());
+                gone.extend(r.join.of_names().map(|(ns, n)| gk.key(ns, n)));
             }
             if &r.view.by() == gk {
-                gone.extend(r.join.by_keys());
+                gone.extend(r.join.by_names().map(|(ns, n)| gk.key(ns, n)));
             }
         }
         gone.sort();
@@ -552,27 +570,30 @@ fn object_event(
             st.caches.delete(gk, o.meta.namespace.as_deref(), name)
         }
         watcher::Event::Init => {
-            st.object_buffers.insert(gk.clone(), Vec::new());
+            st.object_buffers.insert(gk.clone(), BTreeMap::new());
             false
         }
         watcher::Event::InitApply(o) => {
             // Relations appear as the list goes (protection early is safe); what the list
             // no longer has goes at its end.
             st.rules_upsert(gk, &o, updates);
-            st.object_buffers
-                .entry(gk.clone())
-                .or_default()
-                .push(o.meta);
+            if let Some(name) = o.meta.name.clone() {
+                st.object_buffers.entry(gk.clone()).or_default().insert(
+                    (o.meta.namespace.clone(), name),
+                    CachedObject::from_meta(&o.meta),
+                );
+            }
             false
         }
         watcher::Event::InitDone => {
             let buffered = st.object_buffers.remove(gk).unwrap_or_default();
-            let listed: HashSet<ObjectKey> = buffered
-                .iter()
-                .filter_map(|m| Some(gk.key(m.namespace.as_deref(), m.name.as_deref()?)))
+            let listed: HashSet<(Option<&str>, &str)> = buffered
+                .keys()
+                .map(|(ns, name)| (ns.as_deref(), name.as_str()))
                 .collect();
             st.rules_listed_kind(gk, reader, &listed, updates);
-            st.caches.reset(gk, &buffered);
+            drop(listed);
+            st.caches.reset_objects(gk, buffered);
             true
         }
     };
@@ -820,7 +841,8 @@ mod tests {
                 configmaps(),
                 WantedKind {
                     api_version: "v1".to_owned(),
-                    programs: vec![]
+                    programs: vec![],
+                    labels: true,
                 }
             )]
         );

@@ -32,6 +32,7 @@ pub(super) struct KindTask {
     /// The task.
     pub(super) task: JoinHandle<()>,
     programs: Vec<u64>,
+    labels: bool,
     api_version: String,
 }
 
@@ -48,7 +49,7 @@ pub(super) fn sync_kind_watches(
 ) {
     for (gk, w) in wanted {
         let current = kind_tasks.get(gk);
-        if current.is_some_and(|t| t.programs == w.programs) {
+        if current.is_some_and(|t| t.programs == w.programs && t.labels == w.labels) {
             continue;
         }
         if let Some(old) = kind_tasks.remove(gk) {
@@ -56,10 +57,7 @@ pub(super) fn sync_kind_watches(
             tracing::info!(kind = %gk, "the rules reading the kind changed: relisting");
         }
         metrics.kind_watch_started();
-        kind_tasks.insert(
-            gk.clone(),
-            start(st, client, gk, &w.api_version, &w.programs, tx),
-        );
+        kind_tasks.insert(gk.clone(), start(st, client, gk, w, tx));
     }
     kind_tasks.retain(|gk, t| {
         let keep = wanted.contains_key(gk);
@@ -77,21 +75,22 @@ fn start(
     st: &State,
     client: &Client,
     gk: &GroupKind,
-    api_version: &str,
-    programs: &[u64],
+    w: &WantedKind,
     tx: &mpsc::UnboundedSender<Msg>,
 ) -> KindTask {
-    let reader = (!programs.is_empty()).then(|| Arc::new(st.reader(gk)));
+    let reader = (!w.programs.is_empty()).then(|| Arc::new(st.reader(gk)));
     KindTask {
         task: spawn_kind_watch(
             client.clone(),
             gk.clone(),
-            api_version.to_owned(),
+            w.api_version.clone(),
             reader,
+            w.labels,
             tx.clone(),
         ),
-        programs: programs.to_vec(),
-        api_version: api_version.to_owned(),
+        programs: w.programs.clone(),
+        labels: w.labels,
+        api_version: w.api_version.clone(),
     }
 }
 
@@ -106,8 +105,12 @@ pub(super) fn retry_unknown_kinds(
     for (gk, t) in kind_tasks.iter_mut() {
         if st.caches.is_unknown(gk) {
             t.task.abort();
-            let (programs, api_version) = (t.programs.clone(), t.api_version.clone());
-            *t = start(st, client, gk, &api_version, &programs, tx);
+            let w = WantedKind {
+                api_version: t.api_version.clone(),
+                programs: t.programs.clone(),
+                labels: t.labels,
+            };
+            *t = start(st, client, gk, &w, tx);
         }
     }
 }
@@ -160,22 +163,26 @@ fn to_json(o: DynamicObject) -> (ObjectMeta, Value) {
 
 /// Drops from an object's metadata what the caches never keep (`CachedObject`): managedFields
 /// and annotations other than Lien's (`kubectl apply`'s last-applied copy of the object can be
-/// as large as the object). A list is buffered whole before the cache takes it, so this keeps
-/// 100,000 objects' list in the size of their names and labels.
-fn slim(mut meta: ObjectMeta) -> ObjectMeta {
+/// as large as the object); without `labels`, also labels other than Lien's (no usage selects
+/// in the kind, and a label map is the largest part of a cached object).
+fn slim(mut meta: ObjectMeta, labels: bool) -> ObjectMeta {
+    let liens = |k: &String| k.starts_with(crate::cache::LIEN_ANNOTATION_PREFIX);
     meta.managed_fields = None;
     if let Some(a) = meta.annotations.as_mut() {
-        a.retain(|k, _| k.starts_with(crate::cache::LIEN_ANNOTATION_PREFIX));
+        a.retain(|k, _| liens(k));
+    }
+    if !labels && let Some(l) = meta.labels.as_mut() {
+        l.retain(|k, _| liens(k));
     }
     meta
 }
 
 /// Reduces a full object at once: the evaluations are kept, the object is dropped here.
-fn reduce(reader: &KindReader, o: DynamicObject) -> Observed {
+fn reduce(reader: &KindReader, o: DynamicObject, labels: bool) -> Observed {
     let (meta, json) = to_json(o);
     let evals = reader.reduce(&json);
     Observed {
-        meta: slim(meta),
+        meta: slim(meta, labels),
         evals,
     }
 }
@@ -195,6 +202,7 @@ fn spawn_kind_watch(
     gk: GroupKind,
     api_version: String,
     reader: Option<Arc<KindReader>>,
+    labels: bool,
     tx: mpsc::UnboundedSender<Msg>,
 ) -> JoinHandle<()> {
     let span = tracing::info_span!("kind_watch", kind = %gk);
@@ -230,7 +238,7 @@ fn spawn_kind_watch(
             }
             match reader {
                 None => watch_metadata(client, &ar, gk, tx).await,
-                Some(reader) => watch_full(client, &ar, gk, reader, tx).await,
+                Some(reader) => watch_full(client, &ar, gk, reader, labels, tx).await,
             }
         }
         .instrument(span),
@@ -251,7 +259,7 @@ async fn watch_metadata(
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(ev) => {
-                let ev = map_event(ev, |m| slim(m.metadata));
+                let ev = map_event(ev, |m| slim(m.metadata, true));
                 if tx.send(Msg::Object(gk.clone(), ev)).is_err() {
                     return;
                 }
@@ -266,6 +274,7 @@ async fn watch_full(
     ar: &ApiResource,
     gk: GroupKind,
     reader: Arc<KindReader>,
+    labels: bool,
     tx: mpsc::UnboundedSender<Msg>,
 ) {
     let api: Api<DynamicObject> = Api::all_with(client, ar);
@@ -278,10 +287,10 @@ async fn watch_full(
                 let ev = match ev {
                     // A deleted object leaves every join whatever its keys: nothing to evaluate.
                     watcher::Event::Delete(o) => watcher::Event::Delete(Observed {
-                        meta: slim(o.metadata),
+                        meta: slim(o.metadata, labels),
                         evals: Vec::new(),
                     }),
-                    ev => map_event(ev, |o| reduce(&reader, o)),
+                    ev => map_event(ev, |o| reduce(&reader, o, labels)),
                 };
                 if tx.send(Msg::Read(gk.clone(), reader.clone(), ev)).is_err() {
                     return;

@@ -171,6 +171,7 @@ fn held() -> Harness {
     let wanted = h.send(Msg::CrdChanged);
     for gk in [configmaps(), webapps()] {
         assert_eq!(wanted[&gk].programs.len(), 1, "{gk} is read by the rule");
+        assert!(!wanted[&gk].labels, "no usage selects {gk}s by label");
     }
     assert!(!h.st.settled(), "the rule's kinds are not listed yet");
     h.list(&configmaps(), vec![cm("a"), cm("b")]);
