@@ -491,3 +491,38 @@ fn same_namespace_over_a_cluster_scoped_kind_is_reported_with_the_fix() {
         status.conditions[0].message
     );
 }
+
+#[test]
+fn refusals_and_overrides_name_the_dependency_rule_that_held_the_object() {
+    let h = held();
+    let denial = crate::replay::Denial {
+        object: cm_key("a"),
+        uid: Some("uid-a".into()),
+        propagation_policy: None,
+        user: "alice".into(),
+        time: std::time::SystemTime::UNIX_EPOCH,
+        replay: true,
+        message: String::new(),
+    };
+    let sources = crate::controller::events::blocking_sources(&h.st, &h.index, &denial);
+    assert_eq!(sources, vec![(Source::rule("r"), "uid-rule-r".to_owned())]);
+    let record = crate::audit::BreakGlass {
+        action: crate::audit::BreakGlassAction::Used,
+        object: cm_key("a"),
+        uid: Some("uid-a".into()),
+        user: "alice".into(),
+        reason: "INC-42".into(),
+        overridden: String::new(),
+        sources: vec![Source::rule("r")],
+        time: std::time::SystemTime::UNIX_EPOCH,
+    };
+    let (_, references) = crate::controller::events::break_glass_references(&h.st, &record);
+    assert_eq!(references.len(), 1);
+    let r = &references[0];
+    assert_eq!(
+        (r.kind.as_deref(), r.name.as_deref(), r.namespace.as_deref()),
+        (Some("DependencyRule"), Some("r"), None)
+    );
+    assert_eq!(r.api_version.as_deref(), Some("lien.dev/v1alpha1"));
+    assert_eq!(r.uid.as_deref(), Some("uid-rule-r"));
+}
