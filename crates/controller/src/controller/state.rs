@@ -361,6 +361,12 @@ impl State {
                         }
                     }
                     SideEval::Failed { field, message } => {
+                        // Only the current failure is listed (a `by` object's may move
+                        // between `spec.when` and `spec.keys.by`).
+                        if !side {
+                            r.note_error("spec.when", key.to_string(), None);
+                            r.note_error("spec.keys.by", key.to_string(), None);
+                        }
                         r.note_error(field, key.to_string(), Some(message.clone()));
                         if side {
                             r.join.error_of(&key, uid)
