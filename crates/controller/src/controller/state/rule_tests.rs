@@ -526,3 +526,44 @@ fn refusals_and_overrides_name_the_dependency_rule_that_held_the_object() {
     assert_eq!(r.api_version.as_deref(), Some("lien.dev/v1alpha1"));
     assert_eq!(r.uid.as_deref(), Some("uid-rule-r"));
 }
+
+#[test]
+fn a_kind_usages_and_rules_both_read_has_one_full_watch_keeping_labels() {
+    let mut h = held();
+    let mut u = lien_api::Usage::new(
+        "u",
+        lien_api::UsageSpec {
+            of: lien_api::ResourceSpec {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                resource_ref: Some(lien_api::ResourceRef {
+                    name: "b".into(),
+                    namespace: None,
+                }),
+                resource_selector: None,
+            },
+            reason: Some("kept".into()),
+            ..Default::default()
+        },
+    );
+    u.metadata.namespace = Some("ns".into());
+    let wanted = h.send(Msg::Usage(watcher::Event::Apply(u)));
+    let w = &wanted[&configmaps()];
+    assert_eq!(w.programs.len(), 1, "one watch, with the rule's program");
+    assert!(w.labels, "a usage may select by label");
+    assert!(!wanted[&webapps()].labels);
+    assert!(h.in_use("b"), "the usage holds b");
+    // The rule goes; the usage's hold and the kind's watch stay.
+    h.send(Msg::Rule(watcher::Event::Delete(rule(
+        "r",
+        1,
+        "[self.spec.settings]",
+    ))));
+    assert!(!h.in_use("a"));
+    assert!(h.in_use("b"));
+    let wanted = h.st.wanted_kinds();
+    assert!(
+        wanted[&configmaps()].programs.is_empty(),
+        "metadata only now"
+    );
+}
