@@ -195,6 +195,15 @@ impl Caches {
         })
     }
 
+    /// Replaces every object of `gk` with a fresh list already reduced, and marks the kind
+    /// synced.
+    pub fn reset_objects(&mut self, gk: &GroupKind, objects: BTreeMap<NsName, CachedObject>) {
+        if let Some(kind) = self.kinds.get_mut(gk) {
+            kind.objects = objects;
+            kind.synced = true;
+        }
+    }
+
     /// Replaces every object of `gk` with a fresh list, and marks the kind synced.
     pub fn reset<'a>(&mut self, gk: &GroupKind, metas: impl IntoIterator<Item = &'a ObjectMeta>) {
         let Some(kind) = self.kinds.get_mut(gk) else {

@@ -5,11 +5,14 @@
 //! Watches feed synchronous structures; pure functions turn them into decisions; one
 //! leader-elected writer applies the decisions.
 //!
-//! - [`cache`]: per-kind object metadata from metadata-only watches (`apply`/`delete`/`reset`).
+//! - [`cache`]: per-kind object metadata from the kind watches (`apply`/`delete`/`reset`).
 //! - [`resolve`] (pure): a Usage or ClusterUsage + the caches → relations, matched objects and
 //!   problems; every selector match, re-resolved on every relevant change.
 //! - the shared [`lien_core::RelationIndex`], updated per source from the resolutions, which the
 //!   webhook reads.
+//! - [`rules`] (pure): a DependencyRule compiled, the objects of the kinds it reads reduced to
+//!   their keys in the watch task, and its status; its relations come from one
+//!   `lien_core::RuleJoin` per rule, applied to the index as deltas.
 //! - [`desired`] (pure): the in-use label, the Usage finalizer, owner references and status as
 //!   data.
 //! - [`replay`]: refused DELETEs recorded on the objects and re-issued when the last relation
@@ -36,6 +39,7 @@ pub mod live;
 mod metrics;
 pub mod replay;
 pub mod resolve;
+pub mod rules;
 pub mod webhook_config;
 pub mod writer;
 

@@ -3,8 +3,9 @@
 //! - [`LiveCheck`]: an object carries the in-use label but the index knows no relation (a
 //!   replica that just started, a watch lagging): before allowing the DELETE, decide from a live
 //!   read — list the usages, list the kinds they refer to (metadata only), resolve them with the
-//!   same pure [`resolve`] the controller uses into a scratch index, and decide. Slow and rare,
-//!   and never a stale allow.
+//!   same pure [`resolve`] the controller uses into a scratch index; add the relations of
+//!   every DependencyRule whose `of` kind is the object's, evaluated live against the object
+//!   and the rule's `by` objects in scope; and decide. Slow and rare, and never a stale allow.
 //! - [`KindResolver`]: does `apiVersion`/`kind` exist, with which scope and under which resource
 //!   — from a discovery snapshot ([`DiscoveryKinds`]), refreshed by the caller, so the webhook's
 //!   question is a synchronous map lookup.
@@ -19,18 +20,20 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::ApiResource;
 use kube::core::GroupVersionKind;
 use kube::discovery::{Discovery, Scope as KubeScope};
-use lien_api::{ClusterUsage, Usage};
+use lien_api::{ClusterUsage, DependencyRule, DependencyScope, Usage};
 use lien_core::seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, KindResolver,
     LiveCheck, LiveCheckError, Scope,
 };
-use lien_core::{Decision, ObjectKey, RelationIndex, decide_delete};
+use lien_core::{Decision, ObjectKey, RelationIndex, RuleJoin, decide_delete};
 use parking_lot::RwLock;
 
 use crate::cache::{Caches, GroupKind};
 use crate::resolve::{UsageView, resolve};
+use crate::rules::{KindReader, Program, Read, RuleView, SideEval};
 
 /// A live read failed.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +53,16 @@ pub enum LiveError {
     /// Discovery.
     #[error("discovery: {0}")]
     Discovery(#[source] kube::Error),
+    /// A rule's CEL failed on an object the check needs.
+    #[error("DependencyRule {rule}: {field} failed: {message}")]
+    Evaluation {
+        /// The rule.
+        rule: String,
+        /// The field.
+        field: String,
+        /// Why.
+        message: String,
+    },
     /// The scratch index refused the relations.
     #[error("building the index: {0}")]
     Index(#[source] lien_core::IndexError),
@@ -62,6 +75,7 @@ impl LiveError {
             Self::ListUsages(_) => "list_usages",
             Self::ListObjects { .. } => "list_objects",
             Self::Discovery(_) => "discovery",
+            Self::Evaluation { .. } => "evaluation",
             Self::Index(_) => "index",
         }
     }
@@ -146,7 +160,143 @@ impl ApiLiveCheck {
                 .apply(&v.source(), res.relations)
                 .map_err(LiveError::Index)?;
         }
+        self.rule_relations(object, &target, &mut index).await?;
         Ok(decide_delete(&index, object, uid))
+    }
+
+    /// The relations of `object` from every DependencyRule whose `of` kind is its kind,
+    /// evaluated live: the object itself, then the rule's `by` objects in scope (in pages, each
+    /// reduced to its keys and dropped), joined by the same `RuleJoin` the controller uses. A
+    /// rule that does not compile holds nothing (as in the controller). The object's own keys
+    /// failing fails the check (the webhook then refuses: never a stale allow); a `by` object
+    /// whose CEL fails joins nothing, as one the controller never evaluated.
+    async fn rule_relations(
+        &self,
+        object: &ObjectKey,
+        target: &GroupKind,
+        index: &mut RelationIndex,
+    ) -> Result<(), LiveError> {
+        let rules = Api::<DependencyRule>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(LiveError::ListUsages)?;
+        for rule in &rules.items {
+            let Some(view) = RuleView::from_rule(rule) else {
+                continue;
+            };
+            if &view.of() != target {
+                continue;
+            }
+            let Ok(program) = Program::compile(&view.spec) else {
+                continue;
+            };
+            let Some(of_ar) = self.discover(&view.spec.of.api_version, &view.of()).await else {
+                continue;
+            };
+            let Some(by_ar) = self.discover(&view.spec.by.api_version, &view.by()).await else {
+                continue;
+            };
+            let of_api: Api<DynamicObject> = match &object.namespace {
+                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &of_ar.0),
+                None => Api::all_with(self.client.clone(), &of_ar.0),
+            };
+            let Some(of) =
+                of_api
+                    .get_opt(&object.name)
+                    .await
+                    .map_err(|source| LiveError::ListObjects {
+                        kind: target.to_string(),
+                        source,
+                    })?
+            else {
+                continue;
+            };
+            let mut join = RuleJoin::new(view.join_config(program.cel.keyed()));
+            let reader = KindReader {
+                reads: vec![Read {
+                    program: program.clone(),
+                    of: true,
+                    by: view.of() == view.by(),
+                }],
+            };
+            let eval_error = |field: &str, message: String| LiveError::Evaluation {
+                rule: view.name.clone(),
+                field: field.to_owned(),
+                message,
+            };
+            let of_uid = of.metadata.uid.clone();
+            let json = serde_json::to_value(&of).unwrap_or_default();
+            match reader.reduce(&json).pop().and_then(|e| e.of) {
+                Some(SideEval::Ok { keys, .. }) => {
+                    join.upsert_of(object, of_uid.as_deref(), Some(keys))
+                        .map_err(|e| eval_error("spec.of", e.to_string()))?;
+                }
+                Some(SideEval::Failed { field, message }) => {
+                    return Err(eval_error(field, message));
+                }
+                None => continue,
+            }
+            // Dependents: in the object's namespace under SameNamespace, everywhere otherwise.
+            let by_api: Api<DynamicObject> = match (&view.spec.scope, &object.namespace, by_ar.1) {
+                (DependencyScope::SameNamespace, Some(ns), true) => {
+                    Api::namespaced_with(self.client.clone(), ns, &by_ar.0)
+                }
+                (DependencyScope::SameNamespace, _, _) => continue,
+                (DependencyScope::Cluster, _, _) => Api::all_with(self.client.clone(), &by_ar.0),
+            };
+            let by_reader = KindReader {
+                reads: vec![Read {
+                    program: program.clone(),
+                    of: false,
+                    by: true,
+                }],
+            };
+            let mut lp = ListParams::default().limit(500);
+            loop {
+                let page = by_api
+                    .list(&lp)
+                    .await
+                    .map_err(|source| LiveError::ListObjects {
+                        kind: view.by().to_string(),
+                        source,
+                    })?;
+                for o in page.items {
+                    let Some(name) = o.metadata.name.clone() else {
+                        continue;
+                    };
+                    let key = view.by().key(o.metadata.namespace.as_deref(), &name);
+                    let uid = o.metadata.uid.clone();
+                    let json = serde_json::to_value(&o).unwrap_or_default();
+                    match by_reader.reduce(&json).pop().and_then(|e| e.by) {
+                        Some(SideEval::Ok { keys, when }) => {
+                            join.upsert_by(&key, uid.as_deref(), Some(keys), when)
+                                .map_err(|e| eval_error("spec.by", e.to_string()))?;
+                        }
+                        // As for an object the controller never evaluated: it joins nothing
+                        // (the controller's status counts such errors).
+                        Some(SideEval::Failed { .. }) | None => {}
+                    }
+                }
+                match page.metadata.continue_ {
+                    Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+                    _ => break,
+                }
+            }
+            index
+                .apply(&view.source(), join.relations())
+                .map_err(LiveError::Index)?;
+        }
+        Ok(())
+    }
+
+    /// The resource of a kind and whether it is namespaced; `None` when it is not served.
+    async fn discover(&self, api_version: &str, gk: &GroupKind) -> Option<(ApiResource, bool)> {
+        let version = api_version.split_once('/').map_or(api_version, |(_, v)| v);
+        let gvk = GroupVersionKind::gvk(&gk.group, version, &gk.kind);
+        let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .ok()?;
+        Some((ar, caps.scope == KubeScope::Namespaced))
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::core::{ApiResource, GroupVersionKind};
-use lien_api::{ClusterUsage, IN_USE_LABEL, USAGE_OWNERS_ANNOTATION, Usage, UsageStatus};
+use lien_api::{ClusterUsage, DependencyRule, IN_USE_LABEL, USAGE_OWNERS_ANNOTATION, Usage};
 use lien_core::Source;
 use serde_json::json;
 
@@ -137,16 +137,20 @@ impl std::fmt::Debug for Writer {
     }
 }
 
-/// The API of a Usage or ClusterUsage, untyped (every write here only needs its name), and
-/// its name.
-fn usage_api<'s>(client: &Client, source: &'s Source) -> (Api<DynamicObject>, &'s str) {
+/// The API of a source — a Usage, ClusterUsage or DependencyRule — untyped (every write here
+/// only needs its name), and its name.
+fn source_api<'s>(client: &Client, source: &'s Source) -> (Api<DynamicObject>, &'s str) {
     match source {
         Source::Usage { namespace, name } => (
             Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<Usage>(&())),
             name,
         ),
-        Source::ClusterUsage { name } | Source::Rule { name } => (
+        Source::ClusterUsage { name } => (
             Api::all_with(client.clone(), &ApiResource::erase::<ClusterUsage>(&())),
+            name,
+        ),
+        Source::Rule { name } => (
+            Api::all_with(client.clone(), &ApiResource::erase::<DependencyRule>(&())),
             name,
         ),
     }
@@ -239,7 +243,7 @@ impl Writer {
             "annotations": {USAGE_OWNERS_ANNOTATION: record},
         }});
         let target = w.source.to_string();
-        let (api, name) = usage_api(&self.client, &w.source);
+        let (api, name) = source_api(&self.client, &w.source);
         let fut = async {
             let r = api
                 .patch(name, &Self::params(), &Patch::Merge(&patch))
@@ -262,7 +266,7 @@ impl Writer {
             }),
             ..Default::default()
         };
-        let (api, name) = usage_api(&self.client, source);
+        let (api, name) = source_api(&self.client, source);
         let fut = async {
             let r = api.delete(name, &params).await.map(drop);
             match r {
@@ -276,10 +280,14 @@ impl Writer {
         self.timed(|| format!("deleting {source}"), fut).await
     }
 
-    /// Writes a usage's status.
-    pub async fn status(&self, source: &Source, status: &UsageStatus) -> Result<(), WriteError> {
+    /// Writes a source's status (a `UsageStatus` or a `DependencyRuleStatus`).
+    pub async fn status(
+        &self,
+        source: &Source,
+        status: &impl serde::Serialize,
+    ) -> Result<(), WriteError> {
         let patch = json!({"status": status});
-        let (api, name) = usage_api(&self.client, source);
+        let (api, name) = source_api(&self.client, source);
         let fut = async {
             let r = api
                 .patch_status(name, &Self::params(), &Patch::Merge(&patch))

@@ -286,6 +286,24 @@ impl RuleJoin {
         (self.of.objects.len(), self.by.objects.len())
     }
 
+    /// The (namespace, name) of every `of` object the join tracks (for a relist: the ones a
+    /// fresh list no longer holds are removed), borrowed: O(objects), no allocation.
+    pub fn of_names(&self) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
+        self.names(Side::Of)
+    }
+
+    /// The (namespace, name) of every `by` object the join tracks.
+    pub fn by_names(&self) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
+        self.names(Side::By)
+    }
+
+    fn names(&self, side: Side) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
+        self.side(side).objects.keys().map(|&(ns, name)| {
+            let ns = (ns != NIL).then(|| self.strs.get(Sym(ns)));
+            (ns, self.strs.get(Sym(name)))
+        })
+    }
+
     /// How many distinct strings (namespaces, names, keys, non-UUID UIDs) the join holds; zero
     /// once every object is removed.
     pub fn string_count(&self) -> usize {

@@ -46,12 +46,12 @@ fn object_reference(t: &ObjectTarget) -> ObjectReference {
     }
 }
 
-fn usage_reference(source: &Source, uid: &str) -> ObjectReference {
+/// The object a source is: a Usage, a ClusterUsage or a DependencyRule.
+fn source_reference(source: &Source, uid: &str) -> ObjectReference {
     let (kind, namespace, name) = match source {
         Source::Usage { namespace, name } => ("Usage", Some(namespace.clone()), name.clone()),
-        Source::ClusterUsage { name } | Source::Rule { name } => {
-            ("ClusterUsage", None, name.clone())
-        }
+        Source::ClusterUsage { name } => ("ClusterUsage", None, name.clone()),
+        Source::Rule { name } => ("DependencyRule", None, name.clone()),
     };
     ObjectReference {
         api_version: Some(format!("{GROUP}/{VERSION}")),
@@ -69,7 +69,7 @@ pub(super) async fn record_denial(
     shared: &Shared,
     key: Option<&ReplayKey>,
     target: Option<ObjectTarget>,
-    usages: Vec<(Source, String)>,
+    sources: Vec<(Source, String)>,
     denial: Denial,
 ) {
     let Some(target) = target else {
@@ -108,13 +108,14 @@ pub(super) async fn record_denial(
         secondary: Some(object_reference(&target)),
         ..event
     };
-    for (source, uid) in usages {
-        publish(recorder, shared, &event, &usage_reference(&source, &uid)).await;
+    for (source, uid) in sources {
+        publish(recorder, shared, &event, &source_reference(&source, &uid)).await;
     }
 }
 
-/// The usages (with their UIDs) whose relations blocked a refused DELETE, for its events.
-pub(super) fn blocking_usages(
+/// The sources (sources and rules, with their UIDs) whose relations blocked a refused DELETE,
+/// for its events.
+pub(super) fn blocking_sources(
     st: &State,
     index: &RwLock<RelationIndex>,
     denial: &Denial,
@@ -126,11 +127,11 @@ pub(super) fn blocking_usages(
         .collect();
     sources
         .into_iter()
-        .filter_map(|s| st.usages.get(&s).map(|u| (s, u.uid.clone())))
+        .filter_map(|s| st.source_uid(&s).map(str::to_owned).map(|uid| (s, uid)))
         .collect()
 }
 
-/// The object a break-glass record is about and the usages it overrode, as event references.
+/// The object a break-glass record is about and the sources it overrode, as event references.
 pub(super) fn break_glass_references(
     st: &State,
     record: &BreakGlass,
@@ -153,18 +154,18 @@ pub(super) fn break_glass_references(
         uid,
         ..Default::default()
     };
-    let usages = record
+    let sources = record
         .sources
         .iter()
-        .filter_map(|s| st.usages.get(s).map(|u| usage_reference(s, &u.uid)))
+        .filter_map(|s| st.source_uid(s).map(|uid| source_reference(s, uid)))
         .collect();
-    (object, usages)
+    (object, sources)
 }
 
 pub(super) async fn audit_break_glass(
     recorder: &Recorder,
     shared: &Shared,
-    (object, usages): (ObjectReference, Vec<ObjectReference>),
+    (object, sources): (ObjectReference, Vec<ObjectReference>),
     record: &BreakGlass,
 ) {
     let event = Event {
@@ -179,8 +180,8 @@ pub(super) async fn audit_break_glass(
         secondary: Some(object),
         ..event
     };
-    for usage in &usages {
-        publish(recorder, shared, &event, usage).await;
+    for reference in &sources {
+        publish(recorder, shared, &event, reference).await;
     }
 }
 

@@ -2,12 +2,15 @@
 //!
 //! # Data model
 //!
-//! One task per watch (Usages, ClusterUsages, and one metadata-only watch per kind a usage
-//! refers to) forwards events into a single channel. The event loop owns the order of changes:
-//! it updates the [`State`] (caches, usage views, resolutions) and the shared
-//! [`RelationIndex`] synchronously — every replica keeps its index current, because its webhook
-//! answers from it — and then wakes the write pass. Per-kind watches start when a usage first
-//! refers to a kind and stop when none does (and no object of it still carries Lien's label).
+//! One task per watch (Usages, ClusterUsages, DependencyRules, CustomResourceDefinitions, and
+//! one watch per kind a source refers to: metadata-only, or full objects reduced to the rules'
+//! keys in the watch task — see `crate::rules`) forwards events into a single channel. The
+//! event loop owns the order of changes: it updates the [`State`] (caches, usage views,
+//! resolutions, rule joins) and the shared [`RelationIndex`] synchronously — every replica
+//! keeps its index current, because its webhook answers from it — and then wakes the write
+//! pass. Per-kind watches start when a source first refers to a kind, restart when the rule
+//! programs reading it change, and stop when none does (and no object of it still carries
+//! Lien's label).
 //! Nothing polls: every decision follows a watch event.
 //!
 //! The write pass (leader only) asks the event loop for a plan — the desired writes, computed
@@ -51,26 +54,29 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::core::ApiResource;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher::{self, watcher};
-use lien_api::{ClusterUsage, Usage};
+use lien_api::{ClusterUsage, DependencyRule, Usage};
 use lien_core::RelationIndex;
 use parking_lot::RwLock;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use self::state::Observed;
 pub use self::state::State;
-use self::watches::{spawn_watch, sync_kind_watches};
+use self::watches::{KindTask, spawn_watch, sync_kind_watches};
 use self::write::{Plan, plan, write_loop};
 use crate::audit::BreakGlass;
 use crate::cache::GroupKind;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
 use crate::replay::{DEFAULT_REPLAY_TTL, Denial, ReplayKey};
+use crate::rules::KindReader;
 use crate::writer::Writer;
 
 /// Controller settings.
@@ -152,9 +158,15 @@ impl DenialSink {
 enum Msg {
     Usage(watcher::Event<Usage>),
     ClusterUsage(watcher::Event<ClusterUsage>),
+    Rule(watcher::Event<DependencyRule>),
+    /// An event of a metadata-only kind watch.
     Object(GroupKind, watcher::Event<ObjectMeta>),
+    /// An event of a kind watch that rules read, reduced by `reader` (`crate::rules`).
+    Read(GroupKind, Arc<KindReader>, watcher::Event<Observed>),
+    /// A CustomResourceDefinition changed: kinds not served may be now.
     KindFound(GroupKind, ApiResource, bool),
     KindUnknown(GroupKind),
+    CrdChanged,
     Denial(Denial),
     BreakGlass(BreakGlass),
     /// The write loop asks for a plan; the event loop answers from its state.
@@ -246,7 +258,7 @@ impl Controller {
                     watcher::Config::default(),
                 ),
                 tx.clone(),
-                Msg::Usage,
+                |ev| Some(Msg::Usage(ev)),
             ),
             spawn_watch(
                 watcher(
@@ -254,7 +266,29 @@ impl Controller {
                     watcher::Config::default(),
                 ),
                 tx.clone(),
-                Msg::ClusterUsage,
+                |ev| Some(Msg::ClusterUsage(ev)),
+            ),
+            spawn_watch(
+                watcher(
+                    Api::<DependencyRule>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                |ev| Some(Msg::Rule(ev)),
+            ),
+            // Metadata only: any change of a CRD (created, established, deleted) is a hint
+            // that a kind a source names may have started or stopped being served.
+            spawn_watch(
+                watcher(
+                    Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                tx.clone(),
+                // A (re)list replays what exists; only a change is news.
+                |ev| match ev {
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) => Some(Msg::CrdChanged),
+                    _ => None,
+                },
             ),
         ];
         let elector = match config.leader.clone() {
@@ -283,7 +317,7 @@ impl Controller {
                 instance: config.leader.as_ref().map(|l| l.identity.clone()),
             },
         );
-        let mut kind_tasks: HashMap<GroupKind, JoinHandle<()>> = HashMap::new();
+        let mut kind_tasks: HashMap<GroupKind, KindTask> = HashMap::new();
         // Owned by this loop alone (see the module documentation).
         let mut st = State::default();
         tokio::pin!(shutdown);
@@ -305,7 +339,7 @@ impl Controller {
             if let Msg::Denial(denial) = msg {
                 // What the record needs from the state is taken now, in the order of events.
                 let target = events::denial_target(&st, &denial);
-                let usages = events::blocking_usages(&st, &shared.index, &denial);
+                let usages = events::blocking_sources(&st, &shared.index, &denial);
                 let writer = Writer::new(client.clone(), config.write_timeout);
                 let recorder = recorder.clone();
                 let shared2 = shared.clone();
@@ -341,6 +375,12 @@ impl Controller {
                 });
                 continue;
             }
+            if let Msg::CrdChanged = msg {
+                // Kinds not served are retried by their watches with a backoff; a CRD change
+                // retries them now.
+                watches::retry_unknown_kinds(&mut kind_tasks, &st, &client, &tx);
+                continue;
+            }
             let span = tracing::debug_span!("reconcile");
             let wanted =
                 span.in_scope(|| state::handle(&mut st, &shared.index, &shared.metrics, msg));
@@ -355,7 +395,7 @@ impl Controller {
             );
             shared.wake.notify_one();
         };
-        for task in tasks.iter().chain(kind_tasks.values()) {
+        for task in tasks.iter().chain(kind_tasks.values().map(|k| &k.task)) {
             task.abort();
         }
         let _ = stop_tx.send(true);

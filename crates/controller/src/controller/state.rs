@@ -3,21 +3,65 @@
 //! Everything here is synchronous and free of I/O: [`handle`] applies one event to the state
 //! and to the shared [`RelationIndex`] and returns the kinds to watch, so it can be driven
 //! without a runtime (see the tests below).
+//!
+//! Relations come from *sources* of two shapes, handled side by side:
+//! - usages (`Usage`, `ClusterUsage`): re-resolved as a whole against the caches whenever they
+//!   or an object of a kind they refer to change; their relations replace the source's
+//!   (`RelationIndex::apply`);
+//! - dependency rules: one `RuleJoin` each, fed per object with the keys its watch evaluated
+//!   (`crate::rules`); their relations change by deltas (`RelationIndex::apply_delta`), in
+//!   the size of the object's relations.
+//!
+//! A relist of one kind of source replaces only that kind of source.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
-use lien_api::{ClusterUsage, Usage};
-use lien_core::{Relation, RelationIndex, Source};
+use lien_api::{ClusterUsage, DependencyRule, Usage};
+use lien_core::{Delta, ObjectKey, Relation, RelationIndex, Source};
 use parking_lot::RwLock;
 
 use super::Msg;
-use crate::cache::{Caches, GroupKind};
+use crate::cache::{CachedObject, Caches, GroupKind, NsName};
 use crate::desired::is_labelled;
 use crate::metrics::Metrics;
 use crate::replay;
 use crate::resolve::{Problem, Resolution, UsageView, resolve};
+use crate::rules::{Eval, KindReader, Read, RuleState, RuleView, SideEval};
+
+/// An object as a kind watch delivers it: its metadata and, for a kind rules read, what each
+/// rule's program made of it (the object itself was dropped by the watch).
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// The metadata.
+    pub meta: ObjectMeta,
+    /// Per program, the evaluated keys and `when`.
+    pub evals: Vec<Eval>,
+}
+
+/// How a kind is to be watched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WantedKind {
+    /// The `apiVersion` to discover it at.
+    pub api_version: String,
+    /// The ids of the rule programs reading it, sorted; empty: metadata only.
+    pub programs: Vec<u64>,
+    /// Whether the cache needs every label (a usage's selector may read them); otherwise only
+    /// Lien's own labels are kept — 100,000 objects' labels are the largest part of a cache.
+    pub labels: bool,
+}
+
+/// A change of one source's relations in the index.
+#[derive(Debug)]
+enum Update {
+    /// Replace all its relations.
+    Replace(Source, Vec<Relation>),
+    /// Add and remove some (a rule's object changed).
+    Delta(Source, Delta),
+    /// It is gone, or holds nothing.
+    Delete(Source),
+}
 
 /// Everything the event loop maintains.
 #[derive(Debug, Default)]
@@ -28,45 +72,92 @@ pub struct State {
     pub usages: BTreeMap<Source, UsageView>,
     /// The latest resolution of each usage.
     pub resolutions: BTreeMap<Source, Resolution>,
-    /// The usages that take part in a cycle, as of the last search.
+    /// Every dependency rule, by name.
+    pub rules: BTreeMap<String, RuleState>,
+    /// The sources that take part in a cycle, as of the last search.
     pub cycles: BTreeMap<Source, Problem>,
     /// Whether the index changed since `cycles` was computed.
     pub(super) cycles_stale: bool,
+    /// When each rule's status was last planned, to space out count-only rewrites
+    /// (`rules::STATUS_COUNTS_INTERVAL`).
+    pub(super) rule_status_planned: HashMap<String, std::time::Instant>,
     /// Sources whose last complete resolution did not reach the index (it was full), so that
     /// the next one is applied even if it is the same.
     unapplied: BTreeSet<Source>,
     usages_listed: bool,
     cluster_usages_listed: bool,
+    rules_listed: bool,
     usage_buffer: Vec<Usage>,
     cluster_usage_buffer: Vec<ClusterUsage>,
-    object_buffers: HashMap<GroupKind, Vec<ObjectMeta>>,
+    rule_buffer: Vec<DependencyRule>,
+    /// A kind's list in progress, each object already reduced to what the cache keeps (100,000
+    /// buffered `ObjectMeta`s would cost several times more).
+    object_buffers: HashMap<GroupKind, BTreeMap<NsName, CachedObject>>,
 }
 
 impl State {
-    /// Whether every usage list completed and every referenced kind is listed or known not to
-    /// exist: only then does the absence of a relation mean "not in use".
+    /// Whether every source list completed and every kind a source reads is listed or known
+    /// not to exist: only then does the absence of a relation mean "not in use".
     pub fn settled(&self) -> bool {
         self.usages_listed
             && self.cluster_usages_listed
+            && self.rules_listed
             && self
                 .usages
                 .values()
                 .flat_map(|u| u.kinds())
                 .all(|(gk, _)| self.caches.is_settled(&gk))
+            && self
+                .rules
+                .values()
+                .all(|r| r.program.is_err() || r.in_index)
     }
 
-    /// Kinds to watch: every referenced kind, plus kinds whose objects still carry the label
-    /// (so that it can be removed before the watch stops).
-    pub(super) fn wanted_kinds(&self) -> BTreeMap<GroupKind, String> {
-        let mut out: BTreeMap<GroupKind, String> = BTreeMap::new();
+    /// The UID of a source, for the Events that name it.
+    pub fn source_uid(&self, source: &Source) -> Option<&str> {
+        match source {
+            Source::Rule { name } => self.rules.get(name).map(|r| r.view.uid.as_str()),
+            _ => self.usages.get(source).map(|u| u.uid.as_str()),
+        }
+    }
+
+    /// Kinds to watch: every kind a source refers to (with full objects where rules read it),
+    /// plus kinds whose objects still carry the label (so that it can be removed before the
+    /// watch stops).
+    pub(super) fn wanted_kinds(&self) -> BTreeMap<GroupKind, WantedKind> {
+        let mut out: BTreeMap<GroupKind, WantedKind> = BTreeMap::new();
         for u in self.usages.values() {
             for (gk, api_version) in u.kinds() {
-                out.entry(gk).or_insert_with(|| api_version.to_owned());
+                out.entry(gk).or_insert_with(|| WantedKind {
+                    api_version: api_version.to_owned(),
+                    programs: Vec::new(),
+                    labels: true,
+                });
             }
+        }
+        for r in self.rules.values() {
+            let Some(id) = r.program_id() else { continue };
+            let spec = &r.view.spec;
+            for (gk, api_version) in [
+                (r.view.of(), &spec.of.api_version),
+                (r.view.by(), &spec.by.api_version),
+            ] {
+                let w = out.entry(gk).or_insert_with(|| WantedKind {
+                    api_version: api_version.clone(),
+                    programs: Vec::new(),
+                    labels: false,
+                });
+                if !w.programs.contains(&id) {
+                    w.programs.push(id);
+                }
+            }
+        }
+        for w in out.values_mut() {
+            w.programs.sort_unstable();
         }
         // A kind stays watched while an object of it carries the label or a recorded DELETE:
         // both must be cleared (the label removed, the record replayed or forgotten) after the
-        // last usage referring to the kind is gone.
+        // last source referring to the kind is gone.
         for (gk, kind) in self.caches.kinds() {
             let pending = |o: &crate::cache::CachedObject| {
                 is_labelled(o)
@@ -74,23 +165,46 @@ impl State {
                         .contains_key(replay::DELETION_ATTEMPT_ANNOTATION)
             };
             if !out.contains_key(gk) && kind.objects.values().any(pending) {
-                out.insert(gk.clone(), kind.api_version.clone());
+                out.insert(
+                    gk.clone(),
+                    WantedKind {
+                        api_version: kind.api_version.clone(),
+                        programs: Vec::new(),
+                        labels: true,
+                    },
+                );
             }
         }
         out
+    }
+
+    /// What a watch of `gk` evaluates: the programs of every rule reading it.
+    pub(super) fn reader(&self, gk: &GroupKind) -> KindReader {
+        let reads = self
+            .rules
+            .values()
+            .filter_map(|r| {
+                let program = r.program.as_ref().ok()?;
+                let (of, by) = (&r.view.of() == gk, &r.view.by() == gk);
+                (of || by).then(|| Read {
+                    program: program.clone(),
+                    of,
+                    by,
+                })
+            })
+            .collect();
+        KindReader { reads }
     }
 
     /// Re-resolves `sources` and applies complete resolutions that changed to the index.
     ///
     /// Resolution reads only the state, so it runs with no lock held; the write lock is taken
     /// once, for the per-source replacements (work in the size of the sources that changed).
-    fn re_resolve(&mut self, sources: &[Source], index: &RwLock<RelationIndex>, metrics: &Metrics) {
-        // `None`: the source is gone.
-        let mut updates: Vec<(&Source, Option<Vec<Relation>>)> = Vec::new();
+    fn re_resolve(&mut self, sources: &[Source], updates: &mut Vec<Update>) {
         for source in sources {
             let Some(view) = self.usages.get(source) else {
                 self.resolutions.remove(source);
-                updates.push((source, None));
+                updates.push(Update::Delete(source.clone()));
                 continue;
             };
             let res = resolve(view, &self.caches);
@@ -105,25 +219,35 @@ impl State {
                         && !self.unapplied.contains(source)
                 });
                 if !applied {
-                    updates.push((source, Some(res.relations.clone())));
+                    updates.push(Update::Replace(source.clone(), res.relations.clone()));
                 }
             }
             self.resolutions.insert(source.clone(), res);
         }
+    }
+
+    /// Applies `updates` to the index under one write lock; each is in the size of the
+    /// relations it changes, never of the index.
+    fn apply_updates(
+        &mut self,
+        updates: Vec<Update>,
+        index: &RwLock<RelationIndex>,
+        metrics: &Metrics,
+    ) {
         if updates.is_empty() {
             return;
         }
         self.cycles_stale = true;
         let mut index = index.write();
-        for (source, relations) in updates {
-            match relations {
-                None => {
-                    index.delete(source);
-                    self.unapplied.remove(source);
+        for update in updates {
+            match update {
+                Update::Delete(source) => {
+                    index.delete(&source);
+                    self.unapplied.remove(&source);
                 }
-                Some(relations) => match index.apply(source, relations) {
+                Update::Replace(source, relations) => match index.apply(&source, relations) {
                     Ok(_) => {
-                        self.unapplied.remove(source);
+                        self.unapplied.remove(&source);
                     }
                     Err(e) => {
                         self.unapplied.insert(source.clone());
@@ -131,6 +255,19 @@ impl State {
                         tracing::error!(%source, error = %e, "applying relations");
                     }
                 },
+                Update::Delta(source, delta) => {
+                    if let Err(e) = index.apply_delta(&source, delta.added, delta.removed) {
+                        // The index dropped the source (it is full): replay the rule's whole
+                        // join once there is room, as for a usage.
+                        metrics.index_error();
+                        tracing::error!(%source, error = %e, "applying a rule's relations");
+                        if let Source::Rule { name } = &source
+                            && let Some(r) = self.rules.get_mut(name)
+                        {
+                            r.in_index = false;
+                        }
+                    }
+                }
             }
         }
         metrics.set_relations(index.len());
@@ -167,6 +304,191 @@ impl State {
         }
         touched
     }
+
+    /// A rule was created or changed. A new generation (or incarnation) starts a new join;
+    /// the previous relations stay in the index until it is listed ([`RuleState::in_index`]).
+    fn apply_rule(&mut self, view: RuleView, updates: &mut Vec<Update>) {
+        if let Some(r) = self.rules.get_mut(&view.name)
+            && r.view.uid == view.uid
+            && r.view.spec == view.spec
+        {
+            r.view = view;
+            return;
+        }
+        let r = RuleState::new(view);
+        if r.program.is_err() {
+            // A rule that does not compile holds nothing (the webhook refuses it normally;
+            // one stored before that check, or under an older Lien, is reported Ready=False).
+            updates.push(Update::Delete(r.view.source()));
+        }
+        self.rules.insert(r.view.name.clone(), r);
+    }
+
+    fn delete_rule(&mut self, name: &str, updates: &mut Vec<Update>) {
+        if self.rules.remove(name).is_some() {
+            updates.push(Update::Delete(Source::rule(name)));
+        }
+    }
+
+    /// An object of `gk` was added or changed: feed each rule reading the kind with what its
+    /// current program made of it.
+    fn rules_upsert(&mut self, gk: &GroupKind, o: &Observed, updates: &mut Vec<Update>) {
+        let Some(name) = o.meta.name.as_deref() else {
+            return;
+        };
+        let key = gk.key(o.meta.namespace.as_deref(), name);
+        let uid = o.meta.uid.as_deref();
+        for r in self.rules.values_mut() {
+            let Some(id) = r.program_id() else { continue };
+            // Made by another (older) program: this rule waits for its relist.
+            let Some(eval) = o.evals.iter().find(|e| e.program == id) else {
+                continue;
+            };
+            let mut delta = Delta::default();
+            for (side, e) in [(true, &eval.of), (false, &eval.by)] {
+                let Some(e) = e else { continue };
+                let result = match e {
+                    SideEval::Ok { keys, when } => {
+                        let field = if side { "spec.keys.of" } else { "spec.keys.by" };
+                        r.note_error(field, key.to_string(), None);
+                        if !side {
+                            r.note_error("spec.when", key.to_string(), None);
+                        }
+                        if side {
+                            r.join.upsert_of(&key, uid, Some(keys.clone()))
+                        } else {
+                            r.join.upsert_by(&key, uid, Some(keys.clone()), *when)
+                        }
+                    }
+                    SideEval::Failed { field, message } => {
+                        // Only the current failure is listed (a `by` object's may move
+                        // between `spec.when` and `spec.keys.by`).
+                        if !side {
+                            r.note_error("spec.when", key.to_string(), None);
+                            r.note_error("spec.keys.by", key.to_string(), None);
+                        }
+                        r.note_error(field, key.to_string(), Some(message.clone()));
+                        if side {
+                            r.join.error_of(&key, uid)
+                        } else {
+                            r.join.error_by(&key, uid)
+                        }
+                    }
+                };
+                match result {
+                    Ok(d) => {
+                        delta.added.extend(d.added);
+                        delta.removed.extend(d.removed);
+                    }
+                    Err(e) => {
+                        tracing::error!(rule = %r.view.name, object = %key, error = %e, "deriving relations")
+                    }
+                }
+            }
+            if r.in_index && !delta.is_empty() {
+                updates.push(Update::Delta(r.view.source(), delta));
+            }
+        }
+    }
+
+    /// An object of `gk` is gone.
+    fn rules_remove(&mut self, key: &ObjectKey, updates: &mut Vec<Update>) {
+        let gk = GroupKind::new(&key.group, &key.kind);
+        for r in self.rules.values_mut() {
+            let mut delta = Delta::default();
+            if r.view.of() == gk {
+                let d = r.join.remove_of(key);
+                delta.removed.extend(d.removed);
+            }
+            if r.view.by() == gk {
+                let d = r.join.remove_by(key);
+                delta.removed.extend(d.removed);
+            }
+            r.clear_errors(&key.to_string());
+            if r.in_index && !delta.is_empty() {
+                updates.push(Update::Delta(r.view.source(), delta));
+            }
+        }
+    }
+
+    /// A list of `gk` completed: objects the joins hold that it no longer has are gone, and
+    /// the rules whose current program made the list have that side listed.
+    fn rules_listed_kind(
+        &mut self,
+        gk: &GroupKind,
+        reader: Option<&KindReader>,
+        listed: &HashSet<(Option<&str>, &str)>,
+        updates: &mut Vec<Update>,
+    ) {
+        let mut gone: Vec<ObjectKey> = Vec::new();
+        for r in self.rules.values() {
+            let missing = |n: &(Option<&str>, &str)| !listed.contains(n);
+            if &r.view.of() == gk {
+                gone.extend(
+                    r.join
+                        .of_names()
+                        .filter(missing)
+                        .map(|(ns, n)| gk.key(ns, n)),
+                );
+            }
+            if &r.view.by() == gk {
+                gone.extend(
+                    r.join
+                        .by_names()
+                        .filter(missing)
+                        .map(|(ns, n)| gk.key(ns, n)),
+                );
+            }
+        }
+        for r in self.rules.values_mut() {
+            let (of, by) = (&r.view.of() == gk, &r.view.by() == gk);
+            if let (Some(id), Some(reader)) = (r.program_id(), reader)
+                && reader.reads(id)
+            {
+                r.of_listed |= of;
+                r.by_listed |= by;
+            }
+        }
+        gone.sort();
+        gone.dedup();
+        for key in gone {
+            self.rules_remove(&key, updates);
+        }
+    }
+
+    /// Discovery does not serve `gk` (any more): its objects are gone from every join.
+    fn rules_kind_unknown(&mut self, gk: &GroupKind, updates: &mut Vec<Update>) {
+        let mut gone: Vec<ObjectKey> = Vec::new();
+        for r in self.rules.values() {
+            if &r.view.of() == gk {
+                gone.extend(r.join.of_names().map(|(ns, n)| gk.key(ns, n)));
+            }
+            if &r.view.by() == gk {
+                gone.extend(r.join.by_names().map(|(ns, n)| gk.key(ns, n)));
+            }
+        }
+        gone.sort();
+        gone.dedup();
+        for key in gone {
+            self.rules_remove(&key, updates);
+        }
+    }
+
+    /// Rules whose sides are now both listed (or their kinds unknown) put their whole join in
+    /// the index, replacing what their previous generation held; from then on, deltas.
+    fn rules_complete(&mut self, updates: &mut Vec<Update>) {
+        for r in self.rules.values_mut() {
+            if r.in_index || r.program.is_err() {
+                continue;
+            }
+            let of_ready = r.of_listed || self.caches.is_unknown(&r.view.of());
+            let by_ready = r.by_listed || self.caches.is_unknown(&r.view.by());
+            if of_ready && by_ready {
+                r.in_index = true;
+                updates.push(Update::Replace(r.view.source(), r.join.relations()));
+            }
+        }
+    }
 }
 
 /// Applies one event to the state and the index; returns the kinds to watch.
@@ -175,8 +497,9 @@ pub(super) fn handle(
     index: &RwLock<RelationIndex>,
     metrics: &Metrics,
     msg: Msg,
-) -> BTreeMap<GroupKind, String> {
+) -> BTreeMap<GroupKind, WantedKind> {
     metrics.event();
+    let mut updates: Vec<Update> = Vec::new();
     let touched: Vec<Source> = match msg {
         Msg::Usage(ev) => usage_event(st, ev, false, UsageView::from_usage, |st| {
             &mut st.usage_buffer
@@ -184,33 +507,21 @@ pub(super) fn handle(
         Msg::ClusterUsage(ev) => usage_event(st, ev, true, UsageView::from_cluster_usage, |st| {
             &mut st.cluster_usage_buffer
         }),
-        Msg::Object(gk, ev) => {
-            let changed = match ev {
-                watcher::Event::Apply(m) => st.caches.apply(&gk, &m),
-                watcher::Event::Delete(m) => {
-                    st.caches
-                        .delete(&gk, m.namespace.as_deref(), m.name.as_deref().unwrap_or(""))
-                }
-                watcher::Event::Init => {
-                    st.object_buffers.insert(gk.clone(), Vec::new());
-                    false
-                }
-                watcher::Event::InitApply(m) => {
-                    st.object_buffers.entry(gk.clone()).or_default().push(m);
-                    false
-                }
-                watcher::Event::InitDone => {
-                    let buffered = st.object_buffers.remove(&gk).unwrap_or_default();
-                    st.caches.reset(&gk, &buffered);
-                    true
-                }
-            };
-            if changed {
-                st.sources_referring_to(&gk)
-            } else {
-                vec![]
-            }
+        Msg::Rule(ev) => {
+            rule_event(st, ev, &mut updates);
+            vec![]
         }
+        Msg::Object(gk, ev) => {
+            let ev = match ev {
+                watcher::Event::Apply(meta) => watcher::Event::Apply(Observed::from(meta)),
+                watcher::Event::Delete(meta) => watcher::Event::Delete(Observed::from(meta)),
+                watcher::Event::InitApply(meta) => watcher::Event::InitApply(Observed::from(meta)),
+                watcher::Event::Init => watcher::Event::Init,
+                watcher::Event::InitDone => watcher::Event::InitDone,
+            };
+            object_event(st, &gk, None, ev, &mut updates)
+        }
+        Msg::Read(gk, reader, ev) => object_event(st, &gk, Some(&reader), ev, &mut updates),
         Msg::KindFound(gk, ar, namespaced) => {
             st.caches
                 .add_kind(gk, namespaced, &ar.api_version, &ar.plural);
@@ -221,15 +532,118 @@ pub(super) fn handle(
                 vec![]
             } else {
                 st.caches.mark_unknown(gk.clone());
+                st.rules_kind_unknown(&gk, &mut updates);
                 st.sources_referring_to(&gk)
             }
         }
-        Msg::Denial(_) | Msg::BreakGlass(_) | Msg::Plan(_) => vec![],
+        Msg::CrdChanged | Msg::Denial(_) | Msg::BreakGlass(_) | Msg::Plan(_) => vec![],
     };
     if !touched.is_empty() {
-        st.re_resolve(&touched, index, metrics);
+        st.re_resolve(&touched, &mut updates);
     }
+    st.rules_complete(&mut updates);
+    st.apply_updates(updates, index, metrics);
     st.wanted_kinds()
+}
+
+impl From<ObjectMeta> for Observed {
+    fn from(meta: ObjectMeta) -> Self {
+        Self {
+            meta,
+            evals: Vec::new(),
+        }
+    }
+}
+
+/// An event of a kind watch (metadata-only without `reader`).
+fn object_event(
+    st: &mut State,
+    gk: &GroupKind,
+    reader: Option<&KindReader>,
+    ev: watcher::Event<Observed>,
+    updates: &mut Vec<Update>,
+) -> Vec<Source> {
+    let changed = match ev {
+        watcher::Event::Apply(o) => {
+            st.rules_upsert(gk, &o, updates);
+            st.caches.apply(gk, &o.meta)
+        }
+        watcher::Event::Delete(o) => {
+            let name = o.meta.name.as_deref().unwrap_or("");
+            let key = gk.key(o.meta.namespace.as_deref(), name);
+            // A `by` object counts until it is gone: only this event removes it.
+            st.rules_remove(&key, updates);
+            st.caches.delete(gk, o.meta.namespace.as_deref(), name)
+        }
+        watcher::Event::Init => {
+            st.object_buffers.insert(gk.clone(), BTreeMap::new());
+            false
+        }
+        watcher::Event::InitApply(o) => {
+            // Relations appear as the list goes (protection early is safe); what the list
+            // no longer has goes at its end.
+            st.rules_upsert(gk, &o, updates);
+            if let Some(name) = o.meta.name.clone() {
+                st.object_buffers.entry(gk.clone()).or_default().insert(
+                    (o.meta.namespace.clone(), name),
+                    CachedObject::from_meta(&o.meta),
+                );
+            }
+            false
+        }
+        watcher::Event::InitDone => {
+            let buffered = st.object_buffers.remove(gk).unwrap_or_default();
+            let listed: HashSet<(Option<&str>, &str)> = buffered
+                .keys()
+                .map(|(ns, name)| (ns.as_deref(), name.as_str()))
+                .collect();
+            st.rules_listed_kind(gk, reader, &listed, updates);
+            drop(listed);
+            st.caches.reset_objects(gk, buffered);
+            true
+        }
+    };
+    if changed {
+        st.sources_referring_to(gk)
+    } else {
+        vec![]
+    }
+}
+
+fn rule_event(st: &mut State, ev: watcher::Event<DependencyRule>, updates: &mut Vec<Update>) {
+    match ev {
+        watcher::Event::Apply(r) => {
+            if let Some(v) = RuleView::from_rule(&r) {
+                st.apply_rule(v, updates);
+            }
+        }
+        watcher::Event::Delete(r) => {
+            if let Some(name) = r.metadata.name.as_deref() {
+                st.delete_rule(name, updates);
+            }
+        }
+        watcher::Event::Init => st.rule_buffer.clear(),
+        watcher::Event::InitApply(r) => st.rule_buffer.push(r),
+        watcher::Event::InitDone => {
+            // A restarted list replaces the rules (and only the rules) wholesale.
+            let items = std::mem::take(&mut st.rule_buffer);
+            let views: Vec<RuleView> = items.iter().filter_map(RuleView::from_rule).collect();
+            let names: BTreeSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
+            let gone: Vec<String> = st
+                .rules
+                .keys()
+                .filter(|n| !names.contains(n.as_str()))
+                .cloned()
+                .collect();
+            for name in gone {
+                st.delete_rule(&name, updates);
+            }
+            for v in views {
+                st.apply_rule(v, updates);
+            }
+            st.rules_listed = true;
+        }
+    }
 }
 
 fn usage_event<K>(
@@ -280,6 +694,9 @@ fn usage_event<K>(
         }
     }
 }
+
+#[cfg(test)]
+mod rule_tests;
 
 #[cfg(test)]
 mod tests {
@@ -359,7 +776,7 @@ mod tests {
             }
         }
 
-        fn send(&mut self, msg: Msg) -> BTreeMap<GroupKind, String> {
+        fn send(&mut self, msg: Msg) -> BTreeMap<GroupKind, WantedKind> {
             handle(&mut self.st, &self.index, &self.metrics, msg)
         }
 
@@ -407,6 +824,9 @@ mod tests {
         assert!(!h.st.settled(), "ClusterUsages are not listed yet");
         h.send(Msg::ClusterUsage(watcher::Event::Init));
         h.send(Msg::ClusterUsage(watcher::Event::InitDone));
+        assert!(!h.st.settled(), "DependencyRules are not listed yet");
+        h.send(Msg::Rule(watcher::Event::Init));
+        h.send(Msg::Rule(watcher::Event::InitDone));
         assert!(h.st.settled());
         assert!(h.in_use("ConfigMap", "db"));
         h
@@ -423,7 +843,14 @@ mod tests {
         ))));
         assert_eq!(
             wanted.into_iter().collect::<Vec<_>>(),
-            vec![(configmaps(), "v1".to_owned())]
+            vec![(
+                configmaps(),
+                WantedKind {
+                    api_version: "v1".to_owned(),
+                    programs: vec![],
+                    labels: true,
+                }
+            )]
         );
         let source = Source::usage("ns", "u");
         assert!(

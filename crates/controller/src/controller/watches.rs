@@ -1,59 +1,124 @@
-//! The watch tasks: one per usage kind, and one metadata-only watch per kind a usage refers
-//! to, started after discovery finds the kind. Each forwards its events into the event loop's
-//! channel and ends when the channel closes or the task is aborted.
+//! The watch tasks: one per source kind (Usages, ClusterUsages, DependencyRules), one on
+//! CustomResourceDefinitions (a hint to retry kinds not served), and one per kind a source
+//! refers to, started after discovery finds the kind. A kind only usages refer to is watched
+//! metadata-only; a kind rules read is watched with full objects, each reduced in the watch
+//! task to its metadata and the rules' evaluated keys (`crate::rules::KindReader`) and dropped
+//! there. Each task forwards its events into the event loop's channel and ends when the channel
+//! closes or the task is aborted.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
-use kube::core::GroupVersionKind;
+use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher::{self, watcher};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::Msg;
-use super::state::State;
+use super::state::{Observed, State, WantedKind};
 use crate::cache::GroupKind;
 use crate::metrics::Metrics;
+use crate::rules::KindReader;
 
-/// Starts watches for kinds newly wanted and stops those no longer wanted (dropping their
-/// caches).
+/// A running kind watch and the programs its reader evaluates.
+pub(super) struct KindTask {
+    /// The task.
+    pub(super) task: JoinHandle<()>,
+    programs: Vec<u64>,
+    labels: bool,
+    api_version: String,
+}
+
+/// Starts watches for kinds newly wanted, restarts those whose rule programs changed (a new
+/// program needs every object again: see `crate::rules`), and stops those no longer wanted
+/// (dropping their caches).
 pub(super) fn sync_kind_watches(
-    kind_tasks: &mut HashMap<GroupKind, JoinHandle<()>>,
-    wanted: &BTreeMap<GroupKind, String>,
+    kind_tasks: &mut HashMap<GroupKind, KindTask>,
+    wanted: &BTreeMap<GroupKind, WantedKind>,
     st: &mut State,
     client: &Client,
     tx: &mpsc::UnboundedSender<Msg>,
     metrics: &Metrics,
 ) {
-    for (gk, api_version) in wanted {
-        if !kind_tasks.contains_key(gk) {
-            metrics.kind_watch_started();
-            kind_tasks.insert(
-                gk.clone(),
-                spawn_kind_watch(client.clone(), gk.clone(), api_version.clone(), tx.clone()),
-            );
+    for (gk, w) in wanted {
+        let current = kind_tasks.get(gk);
+        if current.is_some_and(|t| t.programs == w.programs && t.labels == w.labels) {
+            continue;
         }
+        if let Some(old) = kind_tasks.remove(gk) {
+            old.task.abort();
+            tracing::info!(kind = %gk, "the rules reading the kind changed: relisting");
+        }
+        metrics.kind_watch_started();
+        kind_tasks.insert(gk.clone(), start(st, client, gk, w, tx));
     }
-    kind_tasks.retain(|gk, task| {
+    kind_tasks.retain(|gk, t| {
         let keep = wanted.contains_key(gk);
         if !keep {
-            task.abort();
+            t.task.abort();
             st.caches.remove_kind(gk);
-            tracing::info!(kind = %gk, "no usage refers to the kind any more: watch stopped");
+            tracing::info!(kind = %gk, "no source refers to the kind any more: watch stopped");
         }
         keep
     });
     metrics.set_watched_kinds(kind_tasks.len());
 }
 
+fn start(
+    st: &State,
+    client: &Client,
+    gk: &GroupKind,
+    w: &WantedKind,
+    tx: &mpsc::UnboundedSender<Msg>,
+) -> KindTask {
+    let reader = (!w.programs.is_empty()).then(|| Arc::new(st.reader(gk)));
+    KindTask {
+        task: spawn_kind_watch(
+            client.clone(),
+            gk.clone(),
+            w.api_version.clone(),
+            reader,
+            w.labels,
+            tx.clone(),
+        ),
+        programs: w.programs.clone(),
+        labels: w.labels,
+        api_version: w.api_version.clone(),
+    }
+}
+
+/// Restarts the watches of kinds discovery did not serve, at once rather than after their
+/// backoff (a CustomResourceDefinition changed).
+pub(super) fn retry_unknown_kinds(
+    kind_tasks: &mut HashMap<GroupKind, KindTask>,
+    st: &State,
+    client: &Client,
+    tx: &mpsc::UnboundedSender<Msg>,
+) {
+    for (gk, t) in kind_tasks.iter_mut() {
+        if st.caches.is_unknown(gk) {
+            t.task.abort();
+            let w = WantedKind {
+                api_version: t.api_version.clone(),
+                programs: t.programs.clone(),
+                labels: t.labels,
+            };
+            *t = start(st, client, gk, &w, tx);
+        }
+    }
+}
+
 pub(super) fn spawn_watch<K, S>(
     stream: S,
     tx: mpsc::UnboundedSender<Msg>,
-    wrap: fn(watcher::Event<K>) -> Msg,
+    wrap: fn(watcher::Event<K>) -> Option<Msg>,
 ) -> JoinHandle<()>
 where
     K: Send + 'static,
@@ -66,7 +131,9 @@ where
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ev) => {
-                    if tx.send(wrap(ev)).is_err() {
+                    if let Some(msg) = wrap(ev)
+                        && tx.send(msg).is_err()
+                    {
                         return;
                     }
                 }
@@ -76,10 +143,66 @@ where
     })
 }
 
+/// The object as CEL's `self`: apiVersion, kind, metadata and the rest, moved (not copied)
+/// out of the decoded object, with its metadata kept aside for the caches.
+fn to_json(o: DynamicObject) -> (ObjectMeta, Value) {
+    let mut map = match o.data {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    if let Some(t) = &o.types {
+        map.insert("apiVersion".into(), Value::String(t.api_version.clone()));
+        map.insert("kind".into(), Value::String(t.kind.clone()));
+    }
+    map.insert(
+        "metadata".into(),
+        serde_json::to_value(&o.metadata).unwrap_or(Value::Null),
+    );
+    (o.metadata, Value::Object(map))
+}
+
+/// Drops from an object's metadata what the caches never keep (`CachedObject`): managedFields
+/// and annotations other than Lien's (`kubectl apply`'s last-applied copy of the object can be
+/// as large as the object); without `labels`, also labels other than Lien's (no usage selects
+/// in the kind, and a label map is the largest part of a cached object).
+fn slim(mut meta: ObjectMeta, labels: bool) -> ObjectMeta {
+    let liens = |k: &String| k.starts_with(crate::cache::LIEN_ANNOTATION_PREFIX);
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| liens(k));
+    }
+    if !labels && let Some(l) = meta.labels.as_mut() {
+        l.retain(|k, _| liens(k));
+    }
+    meta
+}
+
+/// Reduces a full object at once: the evaluations are kept, the object is dropped here.
+fn reduce(reader: &KindReader, o: DynamicObject, labels: bool) -> Observed {
+    let (meta, json) = to_json(o);
+    let evals = reader.reduce(&json);
+    Observed {
+        meta: slim(meta, labels),
+        evals,
+    }
+}
+
+fn map_event<A, B>(ev: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Event<B> {
+    match ev {
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 fn spawn_kind_watch(
     client: Client,
     gk: GroupKind,
     api_version: String,
+    reader: Option<Arc<KindReader>>,
+    labels: bool,
     tx: mpsc::UnboundedSender<Msg>,
 ) -> JoinHandle<()> {
     let span = tracing::info_span!("kind_watch", kind = %gk);
@@ -90,7 +213,8 @@ fn spawn_kind_watch(
                 .map_or(api_version.as_str(), |(_, v)| v)
                 .to_owned();
             let gvk = GroupVersionKind::gvk(&gk.group, &version, &gk.kind);
-            // Discovery; an unknown kind is retried with backoff (a CRD may be installed later).
+            // Discovery; an unknown kind is retried with backoff (a CRD may be installed later;
+            // a CRD change also restarts this task at once).
             let mut delay = Duration::from_millis(500);
             let (ar, caps) = loop {
                 match kube::discovery::pinned_kind(&client, &gvk).await {
@@ -112,31 +236,67 @@ fn spawn_kind_watch(
             {
                 return;
             }
-            // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
-            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &ar);
-            let stream = kube::runtime::WatchStreamExt::default_backoff(watcher(
-                api,
-                watcher::Config::default(),
-            ));
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(ev) => {
-                        let ev = match ev {
-                            watcher::Event::Apply(m) => watcher::Event::Apply(m.metadata),
-                            watcher::Event::Delete(m) => watcher::Event::Delete(m.metadata),
-                            watcher::Event::InitApply(m) => watcher::Event::InitApply(m.metadata),
-                            watcher::Event::Init => watcher::Event::Init,
-                            watcher::Event::InitDone => watcher::Event::InitDone,
-                        };
-                        if tx.send(Msg::Object(gk.clone(), ev)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
-                }
+            match reader {
+                None => watch_metadata(client, &ar, gk, tx).await,
+                Some(reader) => watch_full(client, &ar, gk, reader, labels, tx).await,
             }
         }
         .instrument(span),
     )
+}
+
+async fn watch_metadata(
+    client: Client,
+    ar: &ApiResource,
+    gk: GroupKind,
+    tx: mpsc::UnboundedSender<Msg>,
+) {
+    // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, ar);
+    let stream =
+        kube::runtime::WatchStreamExt::default_backoff(watcher(api, watcher::Config::default()));
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(ev) => {
+                let ev = map_event(ev, |m| slim(m.metadata, true));
+                if tx.send(Msg::Object(gk.clone(), ev)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+        }
+    }
+}
+
+async fn watch_full(
+    client: Client,
+    ar: &ApiResource,
+    gk: GroupKind,
+    reader: Arc<KindReader>,
+    labels: bool,
+    tx: mpsc::UnboundedSender<Msg>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client, ar);
+    let stream =
+        kube::runtime::WatchStreamExt::default_backoff(watcher(api, watcher::Config::default()));
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(ev) => {
+                let ev = match ev {
+                    // A deleted object leaves every join whatever its keys: nothing to evaluate.
+                    watcher::Event::Delete(o) => watcher::Event::Delete(Observed {
+                        meta: slim(o.metadata, labels),
+                        evals: Vec::new(),
+                    }),
+                    ev => map_event(ev, |o| reduce(&reader, o, labels)),
+                };
+                if tx.send(Msg::Read(gk.clone(), reader.clone(), ev)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+        }
+    }
 }

@@ -16,6 +16,7 @@ use crate::desired;
 use crate::metrics::Metrics;
 use crate::replay::{self, ReplayAction};
 use crate::resolve::cycle_problems;
+use crate::rules;
 use crate::writer::{WriteError, Writer};
 
 /// One write Lien decided on. Each carries its target and the resourceVersion the decision was
@@ -42,6 +43,15 @@ pub(super) enum Write {
         /// The usage's resourceVersion the status was computed from.
         resource_version: Option<String>,
     },
+    /// Write a dependency rule's status.
+    RuleStatus {
+        /// The rule.
+        source: Source,
+        /// The status.
+        status: lien_api::DependencyRuleStatus,
+        /// The rule's resourceVersion the status was computed from.
+        resource_version: Option<String>,
+    },
     /// Re-issue a refused DELETE, or remove its record (`replay`'s actions).
     Replay(ReplayAction),
 }
@@ -54,7 +64,9 @@ impl Write {
             Self::Label(w) => format!("label/{}", w.target.uid),
             Self::UsageMeta(w) => format!("meta/{}", w.uid),
             Self::OrphanDelete { uid, .. } => format!("orphan/{uid}"),
-            Self::Status { source, .. } => format!("status/{source}"),
+            Self::Status { source, .. } | Self::RuleStatus { source, .. } => {
+                format!("status/{source}")
+            }
             Self::Replay(ReplayAction::Delete { target, .. }) => format!("replay/{}", target.uid),
             Self::Replay(
                 ReplayAction::Forget { target, .. } | ReplayAction::Forged { target, .. },
@@ -70,6 +82,9 @@ impl Write {
             Self::UsageMeta(w) => w.resource_version.as_ref(),
             Self::OrphanDelete { .. } => None,
             Self::Status {
+                resource_version, ..
+            }
+            | Self::RuleStatus {
                 resource_version, ..
             } => resource_version.as_ref(),
             Self::Replay(
@@ -87,6 +102,7 @@ impl Write {
             Self::UsageMeta(_) => "usage_meta",
             Self::OrphanDelete { .. } => "usage_delete",
             Self::Status { .. } => "status",
+            Self::RuleStatus { .. } => "rule_status",
             Self::Replay(ReplayAction::Delete { .. }) => "replay",
             Self::Replay(ReplayAction::Forget { .. }) => "record_forget",
             Self::Replay(ReplayAction::Forged { .. }) => "record_forged",
@@ -106,6 +122,7 @@ impl Write {
                 r
             }
             Self::Status { source, status, .. } => writer.status(source, status).await,
+            Self::RuleStatus { source, status, .. } => writer.status(source, status).await,
             Self::Replay(ReplayAction::Delete { target, attempt }) => {
                 let r = writer.replay(target, attempt).await;
                 if r.is_ok() {
@@ -134,6 +151,9 @@ impl Write {
 #[derive(Debug, Default)]
 pub(super) struct Plan {
     writes: Vec<Write>,
+    /// Plan again after this long even without an event: a count-only status write was put
+    /// off.
+    revisit: Option<std::time::Duration>,
 }
 
 pub(super) fn plan(
@@ -187,13 +207,42 @@ pub(super) fn plan(
             });
         }
     }
-    // Labels first (protection), then the usages' own writes, then replays.
+    let mut revisit: Option<std::time::Duration> = None;
+    st.rule_status_planned
+        .retain(|name, _| st.rules.contains_key(name));
+    for rule in st.rules.values() {
+        let cycle = st.cycles.get(&rule.view.source());
+        if let Some(status) =
+            rules::rule_status(rule, &st.caches, cycle, unenforced.as_deref(), now)
+        {
+            let name = &rule.view.name;
+            let minor = rule
+                .view
+                .status
+                .as_ref()
+                .is_some_and(|previous| rules::only_counts_differ(previous, &status));
+            let since = st.rule_status_planned.get(name).map(|at| at.elapsed());
+            if minor && let Some(since) = since.filter(|s| *s < rules::STATUS_COUNTS_INTERVAL) {
+                let wait = rules::STATUS_COUNTS_INTERVAL - since;
+                revisit = Some(revisit.map_or(wait, |r| r.min(wait)));
+                continue;
+            }
+            st.rule_status_planned
+                .insert(name.clone(), std::time::Instant::now());
+            statuses.push(Write::RuleStatus {
+                source: rule.view.source(),
+                status,
+                resource_version: rule.view.resource_version.clone(),
+            });
+        }
+    }
+    // Labels first (protection), then the sources' own writes, then replays.
     let mut writes = labels.into_iter().map(Write::Label).collect::<Vec<_>>();
     writes.extend(metas);
     writes.extend(orphans);
     writes.extend(statuses);
     writes.extend(replays.into_iter().map(Write::Replay));
-    Plan { writes }
+    Plan { writes, revisit }
 }
 
 pub(super) async fn write_loop(
@@ -277,5 +326,27 @@ pub(super) async fn write_loop(
         } else {
             delay = config.retry_base;
         }
+        if let Some(revisit) = plan.revisit {
+            let at = tokio::time::Instant::now() + revisit;
+            retry_at = Some(retry_at.map_or(at, |r| r.min(at)));
+        }
+    }
+}
+
+#[cfg(test)]
+impl Plan {
+    /// The rule statuses the plan writes.
+    pub(super) fn rule_statuses(&self) -> Vec<&lien_api::DependencyRuleStatus> {
+        self.writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::RuleStatus { status, .. } => Some(status),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub(super) fn revisit(&self) -> Option<std::time::Duration> {
+        self.revisit
     }
 }
