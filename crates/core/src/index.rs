@@ -32,11 +32,23 @@
 //!
 //! Lookups hand out [`RelationRef`] views that borrow from the index; call
 //! [`RelationRef::to_relation`] for an owned [`Relation`].
+//!
+//! # Released objects
+//!
+//! When the last relation protecting an object goes, the object still carries Lien's in-use
+//! label until the leader's next write pass removes it, and a DELETE in that window reaches the
+//! webhook with a label the index cannot explain. Without more, the webhook must confirm with
+//! a live read — for a `DependencyRule` over 100,000 objects, a read of all of them. But this
+//! index *saw* the relation go: [`RelationIndex::was_released`] remembers the keys whose last
+//! relation it removed (the most recent [`RELEASED_CAPACITY`]; a key is forgotten when it is
+//! protected again), so the webhook can tell "stale because I saw it released" from "labelled
+//! by someone whose view I lack".
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::{DefaultHashBuilder, HashSet, HashTable};
 
 use crate::arena::Arena;
 use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
@@ -259,7 +271,15 @@ pub struct RelationIndex {
     rel_free: u32,
     rel_live: usize,
     hasher: DefaultHashBuilder,
+    /// Keys whose last relation this index removed and that have none since (see the module
+    /// documentation), with their order of release for the bound.
+    released: HashSet<ObjectKey>,
+    released_order: VecDeque<ObjectKey>,
 }
+
+/// How many released keys [`RelationIndex::was_released`] remembers: enough for every object
+/// released within a write pass of a busy cluster, small enough (a few hundred KiB) to ignore.
+pub const RELEASED_CAPACITY: usize = 4096;
 
 fn to_u32(n: usize) -> Result<u32, FullError> {
     u32::try_from(n).ok().filter(|&n| n != NIL).ok_or(FullError)
@@ -282,7 +302,33 @@ impl RelationIndex {
             rel_free: NIL,
             rel_live: 0,
             hasher: DefaultHashBuilder::default(),
+            released: HashSet::new(),
+            released_order: VecDeque::new(),
         }
+    }
+
+    /// Whether this index removed the last relation of `key` and has had none for it since
+    /// (among the most recent [`RELEASED_CAPACITY`] such keys).
+    pub fn was_released(&self, key: &ObjectKey) -> bool {
+        self.released.contains(key)
+    }
+
+    fn note_released(&mut self, key: u32) {
+        let k = self.keys[key as usize];
+        let key = self.key_ref(&k).to_key();
+        if self.released.contains(&key) {
+            return;
+        }
+        if self.released_order.len() >= RELEASED_CAPACITY {
+            // Entries protected again since were taken out of the set only: skip them.
+            while let Some(old) = self.released_order.pop_front() {
+                if self.released.remove(&old) {
+                    break;
+                }
+            }
+        }
+        self.released.insert(key.clone());
+        self.released_order.push_back(key);
     }
 
     // ----- updates ---------------------------------------------------------------------------
@@ -608,6 +654,10 @@ impl RelationIndex {
         let key = &mut self.keys[of as usize];
         key.of_head = id;
         key.of_len += 1;
+        if key.of_len == 1 && !self.released.is_empty() {
+            // Protected again: no longer "released" (its place in the order is skipped later).
+            self.released.remove(&r.of);
+        }
         if by != NIL {
             if by_next != NIL {
                 self.rels[by_next as usize].by_prev = id;
@@ -677,6 +727,9 @@ impl RelationIndex {
         let rel = self.rels[id as usize];
         self.unlink(id, Link::Of);
         self.keys[rel.of as usize].of_len -= 1;
+        if self.keys[rel.of as usize].of_len == 0 {
+            self.note_released(rel.of);
+        }
         if rel.by != NIL {
             self.unlink(id, Link::By);
         }
