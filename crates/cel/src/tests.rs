@@ -46,6 +46,9 @@ fn an_unknown_function_is_refused_at_compile_time() {
     compile("[self.metadata.name.lowerAscii(), string(size(self.spec))]");
     compile("lists.range(3).map(i, string(i))");
     compile("self.metadata.name.findAll('[a-z]+')");
+    compile("[optional.of(self.metadata.name).orValue('')]");
+    compile("self.spec.rados.pool.matches('^[a-z]+$') ? ['x'] : []");
+    compile("['a', 'b'].sort()");
 }
 
 #[test]

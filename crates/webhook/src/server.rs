@@ -585,8 +585,11 @@ impl Webhook {
             Operation::Delete => match object_key(req) {
                 Ok(key) => {
                     // The lock is held for the lookup only; rendering happens after.
-                    let decision = decide(&inner.index.read(), &key, req);
-                    finish_delete(decision, key, &inner.policy, req, now)
+                    let (decision, released) = {
+                        let index = inner.index.read();
+                        (decide(&index, &key, req), index.was_released(&key))
+                    };
+                    finish_delete(decision, released, key, &inner.policy, req, now)
                 }
                 Err(e) => Outcome::invalid(e),
             },

@@ -305,7 +305,8 @@ pub fn validate_delete(
     match object_key(req) {
         Ok(key) => {
             let decision = decide(index, &key, req);
-            finish_delete(decision, key, policy, req, now)
+            let released = index.was_released(&key);
+            finish_delete(decision, released, key, policy, req, now)
         }
         Err(e) => Outcome::invalid(e),
     }
@@ -318,8 +319,15 @@ pub fn decide(index: &RelationIndex, key: &ObjectKey, req: &Request<'_>) -> Deci
 }
 
 /// The rest of a DELETE, from the index's [`Decision`]: break-glass, stale labels, records.
+///
+/// `released`: the index saw the object's last relation go
+/// ([`RelationIndex::was_released`]), so an in-use label on an allowed object is stale for a
+/// reason this replica observed, and needs no live read. (An object this index never saw
+/// protected, yet labelled, is confirmed live: the label may come from a replica whose view
+/// this one lacks.)
 pub fn finish_delete(
     decision: Decision,
+    released: bool,
     key: ObjectKey,
     policy: &Policy,
     req: &Request<'_>,
@@ -328,6 +336,12 @@ pub fn finish_delete(
     let old = req.old_metadata();
     let uid = old.and_then(|m| m.uid.as_deref()).map(str::to_owned);
     match decision {
+        Decision::Allowed if has_in_use_label(old) && released => Outcome::Allow {
+            warnings: vec![format!(
+                "{key} carries {IN_USE_LABEL}=true but is no longer in use (Lien saw its last relation go); the label is stale and Lien removes it"
+            )],
+            record: None,
+        },
         Decision::Allowed if has_in_use_label(old) => Outcome::Confirm(Confirm {
             object: key,
             uid,
@@ -393,7 +407,7 @@ pub fn validate_namespace_delete(
     };
     let own = decide(index, &key, req);
     if !own.is_allowed() {
-        return finish_delete(own, key, policy, req, now);
+        return finish_delete(own, false, key, policy, req, now);
     }
     let ns = key.name.as_str();
     let mut outside: Vec<String> = Vec::new();
@@ -429,7 +443,8 @@ pub fn validate_namespace_delete(
         outside.push(line);
     }
     if outside.is_empty() {
-        return finish_delete(Decision::Allowed, key, policy, req, now);
+        let released = index.was_released(&key);
+        return finish_delete(Decision::Allowed, released, key, policy, req, now);
     }
     outside.sort_unstable();
     let n = outside.len();

@@ -312,6 +312,32 @@ async fn labelled_but_unknown_is_confirmed_live_and_fails_closed() {
     );
 }
 
+/// A labelled object whose last relation this index removed is allowed at once: the label is
+/// stale for a reason this replica saw, and no live read (which a DependencyRule over 100,000
+/// objects would make slow) is needed. One it never saw protected is still confirmed live.
+#[tokio::test]
+async fn a_label_the_index_saw_go_stale_needs_no_live_read() {
+    let rv = review("delete-configmap.json");
+    let index = index();
+    index
+        .write()
+        .delete(&Source::usage(NS, "web-uses-settings"));
+    // A live check that never answers would make this a 500 after 200 ms.
+    let h = harness_with(index, policy(), Arc::new(Hang));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("Lien saw its last relation go")),
+        "{r}"
+    );
+    // Never protected in this index: the live read decides (here: it hangs, so 500).
+    let h = harness_with(empty_index(), policy(), Arc::new(Hang));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["status"]["code"], 500, "{r}");
+}
+
 #[tokio::test]
 async fn stripping_the_label_of_an_object_in_use_is_refused() {
     let h = harness();
