@@ -21,6 +21,7 @@
 //! exact wording.
 
 use std::fmt::{self, Write};
+use std::sync::Arc;
 
 use crate::index::RelationIndex;
 use crate::key::ObjectKey;
@@ -32,10 +33,11 @@ pub struct Blocker {
     /// The user; `None` for a protection by reason only. Sorted first, as a protection is the
     /// one blocker that deleting users will not lift.
     pub by: Option<ObjectKey>,
-    /// The relation's source.
-    pub source: Source,
+    /// The relation's source (shared by the blockers of one source: a rule may hold an object
+    /// for hundreds of dependents, and one copy of its name and reason is enough).
+    pub source: Arc<Source>,
     /// The relation's reason.
-    pub reason: Option<String>,
+    pub reason: Option<Arc<str>>,
     /// Whether a blocked DELETE is to be replayed when this relation goes.
     pub replay: bool,
 }
@@ -78,16 +80,35 @@ impl Decision {
 /// Decides a DELETE of `object`, whose UID is `uid` when the caller knows it (the admission
 /// request's `oldObject.metadata.uid`). See the module docs for how UIDs are compared.
 pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str>) -> Decision {
-    let mut blockers: Vec<Blocker> = index
+    // Parsed once, not once per relation (a pool may have hundreds of dependents).
+    let probe = uid.map(|uid| index.uid_probe(uid));
+    let mut blockers: Vec<Blocker> = Vec::with_capacity(index.blocker_count(object));
+    // The owned source and reason of the last relation, shared with the next while they are
+    // the same (a chain holds a rule's relations mostly together).
+    let mut last: Option<((u32, u32), Arc<Source>, Option<Arc<str>>)> = None;
+    for r in index
         .blockers(object)
-        .filter(|r| !uid.is_some_and(|uid| r.of_uid_differs(uid)))
-        .map(|r| Blocker {
+        .filter(|r| !probe.is_some_and(|probe| r.of_uid_differs_probe(probe)))
+    {
+        let ids = r.source_and_reason_ids();
+        let (source, reason) = match &last {
+            Some((last_ids, source, reason)) if *last_ids == ids => {
+                (Arc::clone(source), reason.clone())
+            }
+            _ => {
+                let source = Arc::new(r.source().to_source());
+                let reason: Option<Arc<str>> = r.reason().map(Arc::from);
+                last = Some((ids, Arc::clone(&source), reason.clone()));
+                (source, reason)
+            }
+        };
+        blockers.push(Blocker {
             by: r.by().map(|k| k.to_key()),
-            source: r.source().to_source(),
-            reason: r.reason().map(str::to_owned),
+            source,
+            reason,
             replay: r.replay(),
-        })
-        .collect();
+        });
+    }
     if blockers.is_empty() {
         return Decision::Allowed;
     }

@@ -842,6 +842,19 @@ impl RelationIndex {
         }
     }
 
+    /// `uid` as the index would store it, to compare with many relations' UIDs without parsing
+    /// it each time. A non-UUID UID the index never interned matches no stored UID.
+    pub(crate) fn uid_probe(&self, uid: &str) -> UidProbe {
+        UidProbe(match parse_uuid(uid) {
+            Some(bytes) => StoredUid::Uuid(bytes),
+            None => match self.strs.find(uid) {
+                Some(sym) => StoredUid::other(sym),
+                // Differs from every stored UID, and is not `None` (which means "unknown").
+                None => StoredUid::Other(NIL.to_le_bytes()),
+            },
+        })
+    }
+
     /// How many relations have `of` as the object in use, in O(1).
     pub fn blocker_count(&self, of: &ObjectKey) -> usize {
         self.find_key(of.as_key_ref())
@@ -1080,6 +1093,10 @@ fn validate(source: &Source, relations: &[Relation]) -> Result<(), IndexError> {
     Ok(())
 }
 
+/// A UID prepared for comparison ([`RelationIndex::uid_probe`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UidProbe(StoredUid);
+
 #[derive(Debug, Clone, Copy)]
 enum Link {
     Of,
@@ -1170,6 +1187,19 @@ impl<'a> RelationRef<'a> {
     pub fn of_uid_differs(&self, uid: &str) -> bool {
         let of_uid = self.rel().of_uid;
         of_uid != StoredUid::None && !of_uid.is(&self.index.strs, uid)
+    }
+
+    /// As [`RelationRef::of_uid_differs`], against a UID prepared once by
+    /// [`RelationIndex::uid_probe`] for many relations.
+    pub(crate) fn of_uid_differs_probe(&self, probe: UidProbe) -> bool {
+        let of_uid = self.rel().of_uid;
+        of_uid != StoredUid::None && of_uid != probe.0
+    }
+
+    /// The ids of the relation's source and reason, to share one owned copy of them among
+    /// the relations that have the same (`crate::decision`).
+    pub(crate) fn source_and_reason_ids(&self) -> (u32, u32) {
+        (self.rel().source, self.rel().reason)
     }
 
     /// An owned copy.

@@ -270,7 +270,7 @@ fn blocking_sources(decision: &Decision) -> Vec<Source> {
     let mut sources: Vec<Source> = decision
         .blockers()
         .iter()
-        .map(|b| b.source.clone())
+        .map(|b| Source::clone(&b.source))
         .collect();
     sources.sort_unstable();
     sources.dedup();

@@ -59,6 +59,10 @@ impl State {
     /// (so that it can be removed before the watch stops).
     pub(super) fn wanted_kinds(&self) -> BTreeMap<GroupKind, String> {
         let mut out: BTreeMap<GroupKind, String> = BTreeMap::new();
+        // Namespaces, always (metadata-only, and there are few): a refused Namespace DELETE
+        // (its contents used from outside) is recorded on the Namespace and replayed like any
+        // other, which needs the Namespace in the caches when the denial arrives.
+        out.insert(GroupKind::new("", "Namespace"), "v1".to_owned());
         for u in self.usages.values() {
             for (gk, api_version) in u.kinds() {
                 out.entry(gk).or_insert_with(|| api_version.to_owned());
