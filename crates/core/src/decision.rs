@@ -77,6 +77,9 @@ impl Decision {
     }
 }
 
+/// The owned source and reason of relations with these (source, reason) ids.
+type Shared = ((u32, u32), Arc<Source>, Option<Arc<str>>);
+
 /// Decides a DELETE of `object`, whose UID is `uid` when the caller knows it (the admission
 /// request's `oldObject.metadata.uid`). See the module docs for how UIDs are compared.
 pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str>) -> Decision {
@@ -85,7 +88,7 @@ pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str
     let mut blockers: Vec<Blocker> = Vec::with_capacity(index.blocker_count(object));
     // The owned source and reason of the last relation, shared with the next while they are
     // the same (a chain holds a rule's relations mostly together).
-    let mut last: Option<((u32, u32), Arc<Source>, Option<Arc<str>>)> = None;
+    let mut last: Option<Shared> = None;
     for r in index
         .blockers(object)
         .filter(|r| !probe.is_some_and(|probe| r.of_uid_differs_probe(probe)))
