@@ -19,6 +19,8 @@ mod latency;
 mod ordering;
 #[path = "e2e/protection.rs"]
 mod protection;
+#[path = "e2e/rules_admission.rs"]
+mod rules_admission;
 #[path = "e2e/stress.rs"]
 mod stress;
 #[path = "e2e/tampering.rs"]

@@ -487,8 +487,8 @@ pub fn finish_namespace_delete(
     let ns = key.name.as_str();
     let listed = n.min(policy.max_listed).min(outside.len());
     let mut message = format!(
-        "cannot delete Namespace {ns}: {n} relation{} hold objects in it from outside the namespace, so it would hang in Terminating",
-        if n == 1 { "" } else { "s" }
+        "cannot delete Namespace {ns}: {n} relation{} objects in it from outside the namespace, so it would hang in Terminating",
+        if n == 1 { " holds" } else { "s hold" }
     );
     for (i, line) in outside[..listed].iter().enumerate() {
         message.push_str(if i == 0 { ": " } else { "; " });
