@@ -425,9 +425,13 @@ mod tests {
             "ConfigMap",
             "app",
         ))));
+        // Namespaces are always watched (refused namespace DELETEs are recorded on them).
         assert_eq!(
             wanted.into_iter().collect::<Vec<_>>(),
-            vec![(configmaps(), "v1".to_owned())]
+            vec![
+                (configmaps(), "v1".to_owned()),
+                (GroupKind::new("", "Namespace"), "v1".to_owned())
+            ]
         );
         let source = Source::usage("ns", "u");
         assert!(
