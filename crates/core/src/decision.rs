@@ -85,14 +85,28 @@ type Shared = ((u32, u32), Arc<Source>, Option<Arc<str>>);
 pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str>) -> Decision {
     // Parsed once, not once per relation (a pool may have hundreds of dependents).
     let probe = uid.map(|uid| index.uid_probe(uid));
-    let mut blockers: Vec<Blocker> = Vec::with_capacity(index.blocker_count(object));
-    // The owned source and reason of the last relation, shared with the next while they are
-    // the same (a chain holds a rule's relations mostly together).
-    let mut last: Option<Shared> = None;
-    for r in index
+    let mut refs: Vec<_> = index
         .blockers(object)
         .filter(|r| !probe.is_some_and(|probe| r.of_uid_differs_probe(probe)))
-    {
+        .collect();
+    if refs.is_empty() {
+        return Decision::Allowed;
+    }
+    // The index's list order depends on update history; a person (and a test) wants the same
+    // message for the same state. Sorted as borrowed views, in `Blocker`'s order (user, then
+    // source, reason, replay), comparing interned symbols before text.
+    refs.sort_unstable_by(|a, b| {
+        index
+            .cmp_users(a, b)
+            .then_with(|| a.source().cmp(&b.source()))
+            .then_with(|| a.reason().cmp(&b.reason()))
+            .then_with(|| a.replay().cmp(&b.replay()))
+    });
+    let mut blockers: Vec<Blocker> = Vec::with_capacity(refs.len());
+    // The owned source and reason of the last relation, shared with the next while they are
+    // the same (a rule's relations of one object all have the same).
+    let mut last: Option<Shared> = None;
+    for r in refs {
         let ids = r.source_and_reason_ids();
         let (source, reason) = match &last {
             Some((last_ids, source, reason)) if *last_ids == ids => {
@@ -112,12 +126,6 @@ pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str
             replay: r.replay(),
         });
     }
-    if blockers.is_empty() {
-        return Decision::Allowed;
-    }
-    // The index's list order depends on update history; a person (and a test) wants the same
-    // message for the same state.
-    blockers.sort_unstable();
     Decision::Denied {
         object: object.clone(),
         blockers,

@@ -855,6 +855,41 @@ impl RelationIndex {
         })
     }
 
+    /// Orders two relations by their users as [`ObjectKey`]'s `Ord` would order the owned keys
+    /// (`None`, a protection, first), comparing the text of a part only when the parts'
+    /// symbols differ: the users of one object mostly share group, kind and namespace, and
+    /// sorting a hundred of them then costs one string comparison each, not four.
+    pub(crate) fn cmp_users(&self, a: &RelationRef<'_>, b: &RelationRef<'_>) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let (x, y) = (a.rel().by, b.rel().by);
+        if x == y {
+            return Ordering::Equal;
+        }
+        if x == NIL || y == NIL {
+            return if x == NIL {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+        }
+        let (kx, ky) = (&self.keys[x as usize], &self.keys[y as usize]);
+        let text = |sx: u32, sy: u32| self.strs.get(Sym(sx)).cmp(self.strs.get(Sym(sy)));
+        if kx.group != ky.group {
+            return text(kx.group, ky.group);
+        }
+        if kx.kind != ky.kind {
+            return text(kx.kind, ky.kind);
+        }
+        if kx.namespace != ky.namespace {
+            return match (kx.namespace, ky.namespace) {
+                (NIL, _) => Ordering::Less,
+                (_, NIL) => Ordering::Greater,
+                (nx, ny) => text(nx, ny),
+            };
+        }
+        text(kx.name, ky.name)
+    }
+
     /// How many relations have `of` as the object in use, in O(1).
     pub fn blocker_count(&self, of: &ObjectKey) -> usize {
         self.find_key(of.as_key_ref())
