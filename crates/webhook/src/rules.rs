@@ -6,8 +6,7 @@
 //! - **CEL compiles.** A rule's expressions are compiled once, here, so that a typo is refused
 //!   at `kubectl apply` time naming the field (`spec.keys.by: …`) instead of showing up later as
 //!   `Ready=False`. Compilation is behind [`RuleCompiler`] so that this module stays pure and
-//!   independent of the CEL engine ([`CelParser`], the default, parses with the `cel` crate
-//!   until `lien-cel` replaces it with type checks and the cost bound).
+//!   testable with a fake; the default, [`CelCompiler`], is `lien_cel`'s, the controller's own.
 //! - **Unknown kinds are allowed.** A rule may name a kind whose CRD is installed later (GitOps
 //!   applies everything at once); the controller reports it `Ready=False` and re-checks when
 //!   CRDs appear.
@@ -57,54 +56,43 @@ pub trait RuleCompiler: Send + Sync {
     fn cascade(&self, spec: &CascadeRuleSpec) -> Vec<RuleProblem>;
 }
 
-/// The default compiler: parses every expression with the `cel` crate (the engine the sandbox
-/// evaluates CRD rules with), so a syntax error is refused naming its field.
-///
-/// This is the stand-in until `lien-cel` lands: its `DependencyProgram::compile` and
-/// `CascadeProgram::compile` add type checks and the cost bound, and replace these bodies.
+/// The default compiler: `lien_cel`'s `DependencyProgram::compile` and
+/// `CascadeProgram::compile` — the same compilation the controller runs (parse, refuse unbound
+/// identifiers and unknown functions, bound the cost), so a rule admitted here compiles there.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CelParser;
+pub struct CelCompiler;
 
-impl CelParser {
-    fn check(field: &str, source: &str, problems: &mut Vec<RuleProblem>) {
-        if let Err(e) = cel::Program::compile(source) {
-            // The parser's report spans lines (the source and a caret under the error); one
-            // line reads better in a refusal.
-            let message = e
-                .to_string()
+fn problems(errors: Vec<lien_cel::CompileError>) -> Vec<RuleProblem> {
+    errors
+        .into_iter()
+        .map(|e| RuleProblem {
+            field: e.field,
+            // CEL's parser reports over several lines (the source and a caret under the
+            // error); one line reads better in a refusal.
+            message: e
+                .message
                 .lines()
-                .map(str::trim_end)
-                .filter(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
                 .collect::<Vec<_>>()
-                .join(" ");
-            problems.push(RuleProblem {
-                field: field.to_owned(),
-                message,
-            });
-        }
-    }
+                .join(" "),
+        })
+        .collect()
 }
 
-impl RuleCompiler for CelParser {
+impl RuleCompiler for CelCompiler {
     fn dependency(&self, spec: &DependencyRuleSpec) -> Vec<RuleProblem> {
-        let mut problems = Vec::new();
-        if let Some(keys) = &spec.keys {
-            Self::check("spec.keys.of", &keys.of, &mut problems);
-            Self::check("spec.keys.by", &keys.by, &mut problems);
-        }
-        if let Some(when) = &spec.when {
-            Self::check("spec.when", when, &mut problems);
-        }
-        problems
+        lien_cel::DependencyProgram::compile(spec)
+            .err()
+            .map(problems)
+            .unwrap_or_default()
     }
 
     fn cascade(&self, spec: &CascadeRuleSpec) -> Vec<RuleProblem> {
-        let mut problems = Vec::new();
-        Self::check("spec.children", &spec.children, &mut problems);
-        if let Some(policy) = &spec.propagation_policy_expression {
-            Self::check("spec.propagationPolicyExpression", policy, &mut problems);
-        }
-        problems
+        lien_cel::CascadeProgram::compile(spec)
+            .err()
+            .map(problems)
+            .unwrap_or_default()
     }
 }
 

@@ -47,7 +47,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
-use crate::rules::{CelParser, RuleCompiler, is_rule_kind, validate_rule};
+use crate::rules::{CelCompiler, RuleCompiler, is_rule_kind, validate_rule};
 use crate::validate::{
     BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, decide_namespace,
     finish_delete, finish_namespace_delete, is_lien_kind, object_key, validate_usage,
@@ -362,7 +362,7 @@ impl WebhookBuilder {
         self
     }
 
-    /// The CEL compiler for DependencyRule and CascadeRule admission (default: [`CelParser`]).
+    /// The CEL compiler for DependencyRule and CascadeRule admission (default: [`CelCompiler`]).
     pub fn rule_compiler(mut self, rules: Arc<dyn RuleCompiler>) -> Self {
         self.rules = rules;
         self
@@ -458,7 +458,7 @@ impl Webhook {
             live: Arc::new(NoLiveCheck),
             live_timeout: Duration::from_secs(3),
             kinds: Arc::new(StaticKinds::default()),
-            rules: Arc::new(CelParser),
+            rules: Arc::new(CelCompiler),
             access: None,
             access_timeout: Duration::from_secs(3),
             records: None,

@@ -139,6 +139,19 @@ async fn a_rule_whose_cel_does_not_compile_is_refused_naming_the_field() {
     assert!(m.starts_with("spec.keys.by: "), "{m}");
     assert!(m.contains("correct the CEL expression"), "{m}");
     assert!(!m.contains('\n'), "one line: {m}");
+    // Not only syntax: an identifier other than `self` is refused too (lien-cel's check).
+    let answer = h
+        .webhook
+        .answer(&rule_review(
+            "CREATE",
+            "DependencyRule",
+            pool_rule("[object.spec.pool]"),
+            None,
+        ))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 422, "{m}");
+    assert!(m.starts_with("spec.keys.by: "), "{m}");
     // `when` and a CascadeRule's `children` are named the same way.
     let mut spec = pool_rule("[self.spec.csi.volumeAttributes.pool]");
     spec["when"] = json!("self.spec.x ==");
