@@ -27,7 +27,7 @@ pub mod wellformed;
 
 pub use configuration::{ClientConfig, ConfigurationOptions, validating_webhook_configuration};
 pub use review::{Answer, ReviewError};
-pub use rules::{CelCompiler, NoRuleCompiler, RuleCompiler, RuleProblem};
+pub use rules::{CelCompiler, RuleCompiler, RuleProblem};
 pub use server::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
     LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, Requester, ReviewAuth, Server, SharedIndex,

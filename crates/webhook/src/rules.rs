@@ -96,26 +96,6 @@ impl RuleCompiler for CelCompiler {
     }
 }
 
-/// A compiler that refuses every rule (500, fail closed): for callers that must not admit
-/// rules whose CEL nobody checked.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoRuleCompiler;
-
-const NO_COMPILER: &str = "<compiler>";
-
-impl RuleCompiler for NoRuleCompiler {
-    fn dependency(&self, _: &DependencyRuleSpec) -> Vec<RuleProblem> {
-        vec![RuleProblem {
-            field: NO_COMPILER.to_owned(),
-            message: String::new(),
-        }]
-    }
-
-    fn cascade(&self, _: &CascadeRuleSpec) -> Vec<RuleProblem> {
-        self.dependency(&DependencyRuleSpec::default())
-    }
-}
-
 /// Whether the review is of a `DependencyRule` or `CascadeRule`.
 pub fn is_rule_kind(req: &Request<'_>) -> bool {
     req.kind.group == lien_api::GROUP
@@ -216,9 +196,7 @@ fn validate_dependency(
             lien_api::MAX_REASON_CHARS
         ));
     }
-    if let Some(refusal) = compile_problems(compiler.dependency(&spec), &mut problems) {
-        return refusal;
-    }
+    compile_problems(compiler.dependency(&spec), &mut problems);
     if !problems.is_empty() {
         return Outcome::deny(422, "Invalid", problems.join("; "));
     }
@@ -264,9 +242,7 @@ fn validate_cascade(
     };
     let mut problems = Vec::new();
     check_kind("spec.parent", &spec.parent, &mut problems);
-    if let Some(refusal) = compile_problems(compiler.cascade(&spec), &mut problems) {
-        return refusal;
-    }
+    compile_problems(compiler.cascade(&spec), &mut problems);
     if !problems.is_empty() {
         return Outcome::deny(422, "Invalid", problems.join("; "));
     }
@@ -290,23 +266,14 @@ fn validate_cascade(
     })
 }
 
-/// Adds the compiler's problems to `problems` (each naming its field, with the fix); a
-/// missing compiler refuses at once (500).
-fn compile_problems(found: Vec<RuleProblem>, problems: &mut Vec<String>) -> Option<Outcome> {
+/// Adds the compiler's problems to `problems`, each naming its field, with the fix.
+fn compile_problems(found: Vec<RuleProblem>, problems: &mut Vec<String>) {
     for p in found {
-        if p.field == NO_COMPILER {
-            return Some(Outcome::deny(
-                500,
-                "InternalError",
-                "lien: this webhook has no CEL compiler, so rules cannot be checked; refusing until Lien is configured with one".to_owned(),
-            ));
-        }
         problems.push(format!(
             "{}: {}; correct the CEL expression (it reads the object as `self`) and apply again",
             p.field, p.message
         ));
     }
-    None
 }
 
 fn check_kind(field: &str, side: &KindRef, problems: &mut Vec<String>) {
