@@ -120,3 +120,91 @@ async fn a_namespace_used_from_outside_is_refused_then_replayed() {
     .await;
     env.finish().await;
 }
+
+/// A ClusterRole with `rules`, bound cluster-wide to `user`; both removed at the end.
+async fn grant_cluster(env: &mut Env, name: &str, user: &str, rules: serde_json::Value) {
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name}, "rules": rules}),
+    )
+    .await;
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    )
+    .await;
+}
+
+/// A user who may create DependencyRules but not update every ConfigMap cannot make a rule
+/// whose `of` is ConfigMap: 403 from Lien naming the user, the verb, the resource and the fix.
+/// Granted `update` on configmaps cluster-wide, the same rule is admitted.
+#[tokio::test]
+async fn a_rule_needs_update_on_every_object_of_its_of_kind() {
+    let mut env = Env::start_with(
+        "rule-consent",
+        Options {
+            authorization: lien_sandbox::apiserver::Authorization::Rbac,
+            ..Options::default()
+        },
+    )
+    .await;
+    let user = format!("carol-{}", env.ns);
+    let author = env.cluster_name("rule-author");
+    grant_cluster(
+        &mut env,
+        &author,
+        &user,
+        json!([{"apiGroups": ["lien.dev"], "resources": ["dependencyrules"],
+                "verbs": ["create", "get", "list", "watch"]}]),
+    )
+    .await;
+    let carol = env.client_as(&user, &["system:authenticated"]).await;
+    let name = env.cluster_name("app-uses-settings");
+    let rule = json!({"apiVersion": "lien.dev/v1alpha1", "kind": "DependencyRule",
+        "metadata": {"name": name},
+        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap"},
+                 "by": {"apiVersion": "v1", "kind": "Secret"},
+                 "reason": "every secret needs its namespace's settings"}});
+    let rules: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(carol, &api_resource(&rule));
+    let create = || async {
+        rules
+            .create(
+                &Default::default(),
+                &serde_json::from_value(rule.clone()).expect("rule"),
+            )
+            .await
+    };
+    let (code, message) = api_error(create().await.expect_err("refused"));
+    assert_eq!(code, 403, "{message}");
+    for part in [
+        "admission webhook \"rules.lien.dev\"",
+        &format!(
+            "spec.of: user {user:?} may not update every object of configmaps in every namespace"
+        ),
+        "Grant \"update\" on configmaps cluster-wide",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    let editor = env.cluster_name("cm-editor");
+    grant_cluster(
+        &mut env,
+        &editor,
+        &user,
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"]}]),
+    )
+    .await;
+    wait_for(
+        "the rule to be admitted once carol may update every ConfigMap",
+        DEADLINE,
+        || async { create().await.ok() },
+    )
+    .await;
+    // Removed at the end with the scenario's other cluster-scoped objects.
+    let _ = Api::<kube::api::DynamicObject>::all_with(env.client.clone(), &api_resource(&rule))
+        .delete(&name, &DeleteParams::default())
+        .await;
+    env.finish().await;
+}
