@@ -303,7 +303,11 @@ pub fn replay_actions(
                     target: target(),
                     why: "the record expired",
                 });
-            } else if index.is_in_use(&gk.key(ns.as_deref(), name)) {
+            } else if index.is_in_use(&gk.key(ns.as_deref(), name))
+                || (gk.group.is_empty() && gk.kind == "Namespace" && index.leaving_count(name) > 0)
+            {
+                // A Namespace is "in use" also while objects in it are used from outside it
+                // (the webhook refused its DELETE for them): replayed once the last one goes.
                 continue;
             } else if attempt.replay {
                 out.push(ReplayAction::Delete {
@@ -366,6 +370,50 @@ mod tests {
             time: now,
             replay: true,
         }
+    }
+
+    #[test]
+    fn a_namespace_is_replayed_once_nothing_in_it_is_used_from_outside() {
+        let now = Timestamp::now();
+        let k = key();
+        let gk = GroupKind::new("", "Namespace");
+        let ns_key = ObjectKey::new("", "Namespace", None, "team-a");
+        let mut c = Caches::new();
+        c.add_kind(gk.clone(), false, "v1", "namespaces");
+        let meta = ObjectMeta {
+            name: Some("team-a".into()),
+            uid: Some("u1".into()),
+            annotations: Some(
+                [(
+                    DELETION_ATTEMPT_ANNOTATION.to_string(),
+                    attempt(now).seal(&k, &ns_key).as_str().to_owned(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        c.reset(&gk, [&meta]);
+        let mut index = RelationIndex::new();
+        let src = Source::cluster_usage("b-uses-a");
+        let inside = ObjectKey::new("", "ConfigMap", Some("team-a"), "settings");
+        let outside = ObjectKey::new("", "ConfigMap", Some("team-b"), "app");
+        index
+            .apply(&src, [Relation::uses(src.clone(), inside.clone(), outside)])
+            .expect("applies");
+        let ttl = DEFAULT_REPLAY_TTL;
+        assert!(
+            replay_actions(&index, &c, true, now, ttl, &k).is_empty(),
+            "its contents are used from outside"
+        );
+        // A relation with both ends inside goes with the namespace: it does not hold the replay.
+        let inner = ObjectKey::new("", "ConfigMap", Some("team-a"), "app");
+        index
+            .apply(&src, [Relation::uses(src.clone(), inside, inner)])
+            .expect("applies");
+        assert!(matches!(
+            replay_actions(&index, &c, true, now, ttl, &k)[..],
+            [ReplayAction::Delete { .. }]
+        ));
     }
 
     #[test]

@@ -16,9 +16,12 @@
 //!
 //! [`render_denial`] names every blocker — the user (or "protected" for a protection), the source
 //! as a person would `kubectl get` it, and the reason — sorted deterministically, bounded by
-//! `max_listed` with "and N more" after. See the tests for the exact wording.
+//! `max_listed` with "and N more" after; the users of one source and reason are listed together
+//! and the source named once (a rule holding a pool for 100 volumes). See the tests for the
+//! exact wording.
 
 use std::fmt::{self, Write};
+use std::sync::Arc;
 
 use crate::index::RelationIndex;
 use crate::key::ObjectKey;
@@ -30,10 +33,11 @@ pub struct Blocker {
     /// The user; `None` for a protection by reason only. Sorted first, as a protection is the
     /// one blocker that deleting users will not lift.
     pub by: Option<ObjectKey>,
-    /// The relation's source.
-    pub source: Source,
+    /// The relation's source (shared by the blockers of one source: a rule may hold an object
+    /// for hundreds of dependents, and one copy of its name and reason is enough).
+    pub source: Arc<Source>,
     /// The relation's reason.
-    pub reason: Option<String>,
+    pub reason: Option<Arc<str>>,
     /// Whether a blocked DELETE is to be replayed when this relation goes.
     pub replay: bool,
 }
@@ -73,25 +77,55 @@ impl Decision {
     }
 }
 
+/// The owned source and reason of relations with these (source, reason) ids.
+type Shared = ((u32, u32), Arc<Source>, Option<Arc<str>>);
+
 /// Decides a DELETE of `object`, whose UID is `uid` when the caller knows it (the admission
 /// request's `oldObject.metadata.uid`). See the module docs for how UIDs are compared.
 pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str>) -> Decision {
-    let mut blockers: Vec<Blocker> = index
+    // Parsed once, not once per relation (a pool may have hundreds of dependents).
+    let probe = uid.map(|uid| index.uid_probe(uid));
+    let mut refs: Vec<_> = index
         .blockers(object)
-        .filter(|r| !uid.is_some_and(|uid| r.of_uid_differs(uid)))
-        .map(|r| Blocker {
-            by: r.by().map(|k| k.to_key()),
-            source: r.source().to_source(),
-            reason: r.reason().map(str::to_owned),
-            replay: r.replay(),
-        })
+        .filter(|r| !probe.is_some_and(|probe| r.of_uid_differs_probe(probe)))
         .collect();
-    if blockers.is_empty() {
+    if refs.is_empty() {
         return Decision::Allowed;
     }
     // The index's list order depends on update history; a person (and a test) wants the same
-    // message for the same state.
-    blockers.sort_unstable();
+    // message for the same state. Sorted as borrowed views, in `Blocker`'s order (user, then
+    // source, reason, replay), comparing interned symbols before text.
+    refs.sort_unstable_by(|a, b| {
+        index
+            .cmp_users(a, b)
+            .then_with(|| a.source().cmp(&b.source()))
+            .then_with(|| a.reason().cmp(&b.reason()))
+            .then_with(|| a.replay().cmp(&b.replay()))
+    });
+    let mut blockers: Vec<Blocker> = Vec::with_capacity(refs.len());
+    // The owned source and reason of the last relation, shared with the next while they are
+    // the same (a rule's relations of one object all have the same).
+    let mut last: Option<Shared> = None;
+    for r in refs {
+        let ids = r.source_and_reason_ids();
+        let (source, reason) = match &last {
+            Some((last_ids, source, reason)) if *last_ids == ids => {
+                (Arc::clone(source), reason.clone())
+            }
+            _ => {
+                let source = Arc::new(r.source().to_source());
+                let reason: Option<Arc<str>> = r.reason().map(Arc::from);
+                last = Some((ids, Arc::clone(&source), reason.clone()));
+                (source, reason)
+            }
+        };
+        blockers.push(Blocker {
+            by: r.by().map(|k| k.to_key()),
+            source,
+            reason,
+            replay: r.replay(),
+        });
+    }
     Decision::Denied {
         object: object.clone(),
         blockers,
@@ -101,14 +135,26 @@ pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str
 /// Reasons are written by users; keep one from swamping the message.
 const MAX_REASON_CHARS: usize = 200;
 
-struct Item<'a>(&'a Blocker);
+/// One group of listed blockers: the same source and reason, all users or one protection.
+struct Group<'a> {
+    first: &'a Blocker,
+    users: Vec<&'a ObjectKey>,
+}
 
-impl fmt::Display for Item<'_> {
+impl fmt::Display for Group<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        match &b.by {
-            Some(by) => write!(f, "in use by {by} ({}", b.source)?,
-            None => write!(f, "protected ({}", b.source)?,
+        let b = self.first;
+        if self.users.is_empty() {
+            write!(f, "protected ({}", b.source)?;
+        } else {
+            f.write_str("in use by ")?;
+            for (i, by) in self.users.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{by}")?;
+            }
+            write!(f, " ({}", b.source)?;
         }
         if let Some(reason) = &b.reason {
             f.write_str(": ")?;
@@ -126,29 +172,64 @@ impl fmt::Display for Item<'_> {
     }
 }
 
+/// The listed blockers grouped by source and reason, in the order each group first appears:
+/// a DependencyRule holding a pool for 100 PersistentVolumes says its name and reason once,
+/// after the users it lists, instead of once per user.
+fn groups(listed: &[Blocker]) -> Vec<Group<'_>> {
+    let mut out: Vec<Group<'_>> = Vec::new();
+    for b in listed {
+        let Some(by) = &b.by else {
+            out.push(Group {
+                first: b,
+                users: Vec::new(),
+            });
+            continue;
+        };
+        // Few groups (a handful of sources), so a linear search beats a map.
+        match out.iter_mut().find(|g| {
+            !g.users.is_empty() && g.first.source == b.source && g.first.reason == b.reason
+        }) {
+            Some(g) => g.users.push(by),
+            None => out.push(Group {
+                first: b,
+                users: vec![by],
+            }),
+        }
+    }
+    out
+}
+
 /// The message for a denied DELETE; empty for [`Decision::Allowed`].
 ///
 /// - one blocker: `cannot delete K: it is in use by U (Usage ns/name: reason)`, or
 ///   `cannot delete K: it is protected (ClusterUsage name: reason)`;
-/// - several: `cannot delete K: it has 3 blockers: in use by U1 (…); in use by U2 (…); and 1
-///   more`, listing at most `max_listed` of them in [`Blocker`] order.
+/// - several: `cannot delete K: it has 3 blockers: in use by U1 (…); in use by U2, U3
+///   (DependencyRule r: reason); and 1 more`, listing at most `max_listed` of them (in
+///   [`Blocker`] order), those of one source and reason together with the source named once.
 pub fn render_denial(decision: &Decision, max_listed: usize) -> String {
     let Decision::Denied { object, blockers } = decision else {
         return String::new();
     };
-    let mut out = String::with_capacity(96 + 96 * blockers.len().min(max_listed));
+    let mut out = String::with_capacity(96 + 64 * blockers.len().min(max_listed));
     // Writing to a String cannot fail.
     let _ = write!(out, "cannot delete {object}: ");
     let listed = blockers.len().min(max_listed);
     match blockers.as_slice() {
         [only] if listed == 1 => {
-            let _ = write!(out, "it is {}", Item(only));
+            let _ = write!(
+                out,
+                "it is {}",
+                Group {
+                    first: only,
+                    users: only.by.iter().collect(),
+                }
+            );
         }
         _ => {
             let n = blockers.len();
             let _ = write!(out, "it has {n} blocker{}", if n == 1 { "" } else { "s" });
-            for (i, b) in blockers[..listed].iter().enumerate() {
-                let _ = write!(out, "{}{}", if i == 0 { ": " } else { "; " }, Item(b));
+            for (i, g) in groups(&blockers[..listed]).iter().enumerate() {
+                let _ = write!(out, "{}{}", if i == 0 { ": " } else { "; " }, g);
             }
             if listed > 0 && n > listed {
                 let _ = write!(out, "; and {} more", n - listed);
@@ -267,6 +348,37 @@ mod tests {
             )
         );
         assert_eq!(render_denial(&d, 0), prefix);
+    }
+
+    #[test]
+    fn users_of_one_rule_are_grouped_and_bounded() {
+        let rule = Source::rule("rook-ceph-pv-uses-pool");
+        let pv = |i: usize| ObjectKey::new("", "PersistentVolume", None, format!("pvc-{i:03}"));
+        let mut relations: Vec<Relation> = (0..150)
+            .map(|i| {
+                Relation::uses(rule.clone(), cluster(), pv(i))
+                    .with_reason("its volumes live in the pool")
+                    .with_replay(true)
+            })
+            .collect();
+        let settings = ObjectKey::new("", "ConfigMap", Some("team-a"), "a");
+        relations.push(Relation::uses(usage("u1"), cluster(), settings));
+        let idx = index_with(relations);
+        let d = decide_delete(&idx, &cluster(), Some(UID));
+        assert!(d.wants_replay());
+        let listed: Vec<String> = (0..9)
+            .map(|i| format!("PersistentVolume pvc-{i:03}"))
+            .collect();
+        assert_eq!(
+            render_denial(&d, 10),
+            format!(
+                "cannot delete eks.example.io/Cluster my-cluster: it has 151 blockers: \
+                 in use by ConfigMap team-a/a (Usage team-a/u1); \
+                 in use by {} (DependencyRule rook-ceph-pv-uses-pool: its volumes live in the pool); \
+                 and 141 more",
+                listed.join(", ")
+            )
+        );
     }
 
     #[test]

@@ -270,6 +270,8 @@ pub struct RelationIndex {
     rels: Arena<Rel>,
     rel_free: u32,
     rel_live: usize,
+    /// Per namespace (by symbol), the relations that leave it; see [`Leaving`].
+    leaving: hashbrown::HashMap<u32, Leaving>,
     hasher: DefaultHashBuilder,
     /// Keys whose last relation this index removed and that have none since (see the module
     /// documentation), with their order of release for the bound.
@@ -280,6 +282,24 @@ pub struct RelationIndex {
 /// How many released keys [`RelationIndex::was_released`] remembers: enough for every object
 /// released within a write pass of a busy cluster, small enough (a few hundred KiB) to ignore.
 pub const RELEASED_CAPACITY: usize = 4096;
+
+/// The relations that hold an object of one namespace from outside it: `of` is in the
+/// namespace (and not one of Lien's own kinds, which are never protected) and `by` is not —
+/// in another namespace or cluster-scoped — or, for a protection, its source is not a Usage of
+/// that namespace (a Usage goes with its namespace, and its protection with it). These are what
+/// make a Namespace DELETE hang in `Terminating`; relations with both ends inside go with the
+/// namespace. Kept as a set of relation ids per namespace, maintained where relations are
+/// inserted and freed, so "what leaves namespace X" costs its answer, never a scan of the index.
+#[derive(Debug, Clone, Default)]
+struct Leaving {
+    rels: hashbrown::HashSet<u32>,
+    /// How many of `rels` ask for a blocked DELETE to be replayed.
+    replay: u32,
+}
+
+/// Lien's own API group: its objects are never protected, so relations of them never hold a
+/// namespace (`lien_api::GROUP`; core does not depend on the API crate).
+pub const LIEN_GROUP: &str = "lien.dev";
 
 fn to_u32(n: usize) -> Result<u32, FullError> {
     u32::try_from(n).ok().filter(|&n| n != NIL).ok_or(FullError)
@@ -301,6 +321,7 @@ impl RelationIndex {
             rels: Arena::default(),
             rel_free: NIL,
             rel_live: 0,
+            leaving: hashbrown::HashMap::new(),
             hasher: DefaultHashBuilder::default(),
             released: HashSet::new(),
             released_order: VecDeque::new(),
@@ -671,7 +692,27 @@ impl RelationIndex {
         s.head = id;
         s.len += 1;
         self.rel_live += 1;
+        if let Some(ns) = self.leaves(&rec) {
+            let entry = self.leaving.entry(ns).or_default();
+            entry.rels.insert(id);
+            entry.replay += u32::from(rec.replay);
+        }
         Ok(())
+    }
+
+    /// The namespace (symbol) relation `rel` holds from outside, if any; see [`Leaving`].
+    fn leaves(&self, rel: &Rel) -> Option<u32> {
+        let of = &self.keys[rel.of as usize];
+        if of.namespace == NIL || self.strs.get(Sym(of.group)) == LIEN_GROUP {
+            return None;
+        }
+        let inside = if rel.by != NIL {
+            self.keys[rel.by as usize].namespace == of.namespace
+        } else {
+            let src = &self.srcs[rel.source as usize];
+            src.tag == SRC_USAGE && src.namespace == of.namespace
+        };
+        (!inside).then_some(of.namespace)
     }
 
     /// Removes every relation of source `src`, and the source. Returns how many relations went.
@@ -725,6 +766,17 @@ impl RelationIndex {
     /// record on the free list. Its source list is the caller's business.
     fn free_relation(&mut self, id: u32) {
         let rel = self.rels[id as usize];
+        // Before the keys can be freed: `leaves` reads them.
+        if let Some(ns) = self.leaves(&rel) {
+            if let hashbrown::hash_map::Entry::Occupied(mut entry) = self.leaving.entry(ns) {
+                let leaving = entry.get_mut();
+                leaving.rels.remove(&id);
+                leaving.replay -= u32::from(rel.replay);
+                if leaving.rels.is_empty() {
+                    entry.remove();
+                }
+            }
+        }
         self.unlink(id, Link::Of);
         self.keys[rel.of as usize].of_len -= 1;
         if self.keys[rel.of as usize].of_len == 0 {
@@ -843,6 +895,54 @@ impl RelationIndex {
         }
     }
 
+    /// `uid` as the index would store it, to compare with many relations' UIDs without parsing
+    /// it each time. A non-UUID UID the index never interned matches no stored UID.
+    pub(crate) fn uid_probe(&self, uid: &str) -> UidProbe {
+        UidProbe(match parse_uuid(uid) {
+            Some(bytes) => StoredUid::Uuid(bytes),
+            None => match self.strs.find(uid) {
+                Some(sym) => StoredUid::other(sym),
+                // Differs from every stored UID, and is not `None` (which means "unknown").
+                None => StoredUid::Other(NIL.to_le_bytes()),
+            },
+        })
+    }
+
+    /// Orders two relations by their users as [`ObjectKey`]'s `Ord` would order the owned keys
+    /// (`None`, a protection, first), comparing the text of a part only when the parts'
+    /// symbols differ: the users of one object mostly share group, kind and namespace, and
+    /// sorting a hundred of them then costs one string comparison each, not four.
+    pub(crate) fn cmp_users(&self, a: &RelationRef<'_>, b: &RelationRef<'_>) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let (x, y) = (a.rel().by, b.rel().by);
+        if x == y {
+            return Ordering::Equal;
+        }
+        if x == NIL || y == NIL {
+            return if x == NIL {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+        }
+        let (kx, ky) = (&self.keys[x as usize], &self.keys[y as usize]);
+        let text = |sx: u32, sy: u32| self.strs.get(Sym(sx)).cmp(self.strs.get(Sym(sy)));
+        if kx.group != ky.group {
+            return text(kx.group, ky.group);
+        }
+        if kx.kind != ky.kind {
+            return text(kx.kind, ky.kind);
+        }
+        if kx.namespace != ky.namespace {
+            return match (kx.namespace, ky.namespace) {
+                (NIL, _) => Ordering::Less,
+                (_, NIL) => Ordering::Greater,
+                (nx, ny) => text(nx, ny),
+            };
+        }
+        text(kx.name, ky.name)
+    }
+
     /// How many relations have `of` as the object in use, in O(1).
     pub fn blocker_count(&self, of: &ObjectKey) -> usize {
         self.find_key(of.as_key_ref())
@@ -882,6 +982,33 @@ impl RelationIndex {
     pub fn source_len(&self, source: &Source) -> usize {
         self.find_source(source.as_source_ref())
             .map_or(0, |id| self.srcs[id as usize].len as usize)
+    }
+
+    /// How many relations hold an object of `namespace` from outside it, in O(1): `of` in the
+    /// namespace and not a `lien.dev` kind, `by` elsewhere (another namespace, or
+    /// cluster-scoped), or a protection whose source is not a Usage of the namespace. These
+    /// would leave a deleted namespace `Terminating`; relations with both ends inside do not.
+    pub fn leaving_count(&self, namespace: &str) -> usize {
+        self.leaving_of(namespace).map_or(0, |l| l.rels.len())
+    }
+
+    /// How many of [`RelationIndex::leaving_count`]'s relations ask for replay, in O(1).
+    pub fn leaving_replay_count(&self, namespace: &str) -> usize {
+        self.leaving_of(namespace).map_or(0, |l| l.replay as usize)
+    }
+
+    /// The relations counted by [`RelationIndex::leaving_count`], in no particular order. Each
+    /// step is O(1): take as many as you need.
+    pub fn leaving(&self, namespace: &str) -> impl Iterator<Item = RelationRef<'_>> {
+        self.leaving_of(namespace)
+            .into_iter()
+            .flat_map(|l| l.rels.iter())
+            .map(move |&id| RelationRef { index: self, id })
+    }
+
+    fn leaving_of(&self, namespace: &str) -> Option<&Leaving> {
+        let ns = self.strs.find(namespace)?;
+        self.leaving.get(&ns.0)
     }
 
     /// Every relation, in no particular order.
@@ -948,6 +1075,12 @@ impl RelationIndex {
             + self.srcs.capacity() * size_of::<Src>()
             + table_bytes(&self.src_table)
             + self.rels.heap_bytes()
+            + self.leaving.capacity() * (size_of::<(u32, Leaving)>() + 1)
+            + self
+                .leaving
+                .values()
+                .map(|l| l.rels.capacity() * (size_of::<u32>() + 1))
+                .sum::<usize>()
     }
 
     /// Internal ids for the graph algorithms: the key id of `key`, if the index knows it.
@@ -1048,6 +1181,10 @@ fn validate(source: &Source, relations: &[Relation]) -> Result<(), IndexError> {
     Ok(())
 }
 
+/// A UID prepared for comparison ([`RelationIndex::uid_probe`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UidProbe(StoredUid);
+
 #[derive(Debug, Clone, Copy)]
 enum Link {
     Of,
@@ -1138,6 +1275,19 @@ impl<'a> RelationRef<'a> {
     pub fn of_uid_differs(&self, uid: &str) -> bool {
         let of_uid = self.rel().of_uid;
         of_uid != StoredUid::None && !of_uid.is(&self.index.strs, uid)
+    }
+
+    /// As [`RelationRef::of_uid_differs`], against a UID prepared once by
+    /// [`RelationIndex::uid_probe`] for many relations.
+    pub(crate) fn of_uid_differs_probe(&self, probe: UidProbe) -> bool {
+        let of_uid = self.rel().of_uid;
+        of_uid != StoredUid::None && of_uid != probe.0
+    }
+
+    /// The ids of the relation's source and reason, to share one owned copy of them among
+    /// the relations that have the same (`crate::decision`).
+    pub(crate) fn source_and_reason_ids(&self) -> (u32, u32) {
+        (self.rel().source, self.rel().reason)
     }
 
     /// An owned copy.

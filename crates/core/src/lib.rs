@@ -31,7 +31,9 @@ pub mod seams;
 
 pub use decision::{Blocker, Decision, decide_delete, render_denial};
 pub use graph::{Cycle, deletion_order, find_cycles};
-pub use index::{Chain, FullError, IndexError, RELEASED_CAPACITY, RelationIndex, RelationRef};
+pub use index::{
+    Chain, FullError, IndexError, LIEN_GROUP, RELEASED_CAPACITY, RelationIndex, RelationRef,
+};
 pub use key::{GroupKind, KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
 pub use rule::{Delta, JoinError, RuleConfig, RuleJoin, RuleScope};

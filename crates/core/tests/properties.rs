@@ -221,7 +221,14 @@ fn check_against_model(index: &RelationIndex, model: &Model) -> Result<(), TestC
                         prop_assert!(!blockers.is_empty());
                         blockers
                             .into_iter()
-                            .map(|b| (b.by, b.source, b.reason, b.replay))
+                            .map(|b| {
+                                (
+                                    b.by,
+                                    Source::clone(&b.source),
+                                    b.reason.as_deref().map(str::to_owned),
+                                    b.replay,
+                                )
+                            })
                             .collect()
                     }
                 };
@@ -291,8 +298,8 @@ proptest! {
             for b in decide_delete(&index, &k, uid.as_deref()).blockers() {
                 prop_assert!(all.iter().any(|r| r.of == k
                     && r.by == b.by
-                    && r.source == b.source
-                    && r.reason == b.reason
+                    && r.source == *b.source
+                    && r.reason.as_deref() == b.reason.as_deref()
                     && r.replay == b.replay));
             }
         }

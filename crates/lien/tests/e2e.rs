@@ -21,6 +21,8 @@ mod ordering;
 mod protection;
 #[path = "e2e/rules.rs"]
 mod rules;
+#[path = "e2e/rules_admission.rs"]
+mod rules_admission;
 #[path = "e2e/stress.rs"]
 mod stress;
 #[path = "e2e/tampering.rs"]

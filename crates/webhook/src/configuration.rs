@@ -2,7 +2,7 @@
 //!
 //! # Data model
 //!
-//! One configuration, six webhooks, all answered by `/validate`:
+//! One configuration, seven webhooks, all answered by `/validate`:
 //!
 //! | webhook | operations | resources | selection | failurePolicy |
 //! | --- | --- | --- | --- | --- |
@@ -10,6 +10,7 @@
 //! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"`; matchConditions: the update removes that label | Fail |
 //! | `break-glass.lien.dev` | CREATE, UPDATE | `*` | matchConditions: the break-glass annotation is set or changed | Fail |
 //! | `usages.lien.dev` | CREATE, UPDATE | `lien.dev` `usages`, `clusterusages` | — | Fail |
+//! | `rules.lien.dev` | CREATE, UPDATE | `lien.dev` `dependencyrules`, `cascaderules` | — | Fail |
 //! | `namespaces.lien.dev` | DELETE | `namespaces` | objectSelector `lien.dev/in-use: "true"` | Fail |
 //! | `namespace-contents.lien.dev` | DELETE | `namespaces` | objectSelector: not `lien.dev/in-use: "true"` | Ignore |
 //!
@@ -90,6 +91,8 @@ pub mod names {
     pub const BREAK_GLASS: &str = "break-glass.lien.dev";
     /// Usage / ClusterUsage CREATE and UPDATE.
     pub const USAGES: &str = "usages.lien.dev";
+    /// DependencyRule / CascadeRule CREATE and UPDATE (CEL compiles, creator consents).
+    pub const RULES: &str = "rules.lien.dev";
     /// DELETE of a Namespace that is itself in use (fails closed).
     pub const NAMESPACES: &str = "namespaces.lien.dev";
     /// DELETE of a Namespace that is not itself in use, for its contents used from outside
@@ -188,6 +191,17 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
             "*"
         )]),
     );
+    // Fails closed like the Usage hook: a rule admitted unchecked could pin every object of a
+    // kind (or delete children) on behalf of someone without the right.
+    let rules = hook(
+        names::RULES,
+        json!([rule(
+            &["CREATE", "UPDATE"],
+            &[lien_api::GROUP],
+            &["dependencyrules", "cascaderules"],
+            "*"
+        )]),
+    );
     let namespace_rule = json!([rule(&["DELETE"], &[""], &["namespaces"], "Cluster")]);
     let mut in_use_namespaces = hook(names::NAMESPACES, namespace_rule.clone());
     in_use_namespaces["objectSelector"] = in_use;
@@ -205,6 +219,7 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
         tamper,
         break_glass,
         usages,
+        rules,
         in_use_namespaces,
         namespaces,
     ];
@@ -229,7 +244,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn six_hooks_failing_closed_where_protection_needs_it() {
+    fn seven_hooks_failing_closed_where_protection_needs_it() {
         let opts = ConfigurationOptions::new(ClientConfig::Service {
             namespace: "lien-system".into(),
             name: "lien-webhook".into(),
@@ -245,6 +260,7 @@ mod tests {
                 names::TAMPER,
                 names::BREAK_GLASS,
                 names::USAGES,
+                names::RULES,
                 names::NAMESPACES,
                 names::NAMESPACE_CONTENTS
             ]
@@ -267,9 +283,13 @@ mod tests {
                 .as_str()
                 .is_some_and(|e| e.contains("request.resource.resource == 'namespaces'"))
         );
-        assert_eq!(hooks[4]["objectSelector"], hooks[0]["objectSelector"]);
         assert_eq!(
-            hooks[5]["objectSelector"]["matchExpressions"][0]["operator"],
+            hooks[4]["rules"][0]["resources"],
+            json!(["dependencyrules", "cascaderules"])
+        );
+        assert_eq!(hooks[5]["objectSelector"], hooks[0]["objectSelector"]);
+        assert_eq!(
+            hooks[6]["objectSelector"]["matchExpressions"][0]["operator"],
             "NotIn"
         );
         assert!(

@@ -18,6 +18,7 @@
 
 pub mod configuration;
 pub mod review;
+pub mod rules;
 pub mod scan;
 pub mod server;
 pub mod tls;
@@ -26,6 +27,7 @@ pub mod wellformed;
 
 pub use configuration::{ClientConfig, ConfigurationOptions, validating_webhook_configuration};
 pub use review::{Answer, ReviewError};
+pub use rules::{CelCompiler, RuleCompiler, RuleProblem};
 pub use server::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
     LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, Requester, ReviewAuth, Server, SharedIndex,
@@ -33,6 +35,6 @@ pub use server::{
 };
 pub use tls::{CertManager, ClientCa, Rotation, TlsError, TlsSettings};
 pub use validate::{
-    Authorize, BREAK_GLASS_ANNOTATION, BreakGlassAction, BreakGlassUse, Confirm, Denial,
+    Authorize, BREAK_GLASS_ANNOTATION, BreakGlassAction, BreakGlassUse, Confirm, Consent, Denial,
     KindResolver, Outcome, Policy, Record, Scope,
 };

@@ -47,9 +47,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
+use crate::rules::{CelCompiler, RuleCompiler, is_rule_kind, validate_rule};
 use crate::validate::{
-    BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, finish_delete,
-    is_lien_kind, object_key, validate_namespace_delete, validate_usage, validate_write,
+    BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, decide_namespace,
+    finish_delete, finish_namespace_delete, is_lien_kind, object_key, validate_usage,
+    validate_write,
 };
 
 /// kube-apiserver caps request bodies at 3 MiB of object, sent twice for an UPDATE plus the
@@ -240,7 +242,7 @@ impl Metrics {
         let access_checks = Family::<ResultLabels, Counter>::default();
         registry.register(
             "access_checks",
-            "Access checks of Usage creators (may they update spec.of?), by result",
+            "Access checks of Usage and rule creators (may they update spec.of, or delete every parent?), by result",
             access_checks.clone(),
         );
         let records_dropped = Counter::default();
@@ -287,6 +289,7 @@ struct Inner {
     live: Arc<dyn LiveCheck>,
     live_timeout: Duration,
     kinds: Arc<dyn KindResolver>,
+    rules: Arc<dyn RuleCompiler>,
     access: Option<Arc<dyn AccessCheck>>,
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
@@ -323,6 +326,7 @@ pub struct WebhookBuilder {
     live: Arc<dyn LiveCheck>,
     live_timeout: Duration,
     kinds: Arc<dyn KindResolver>,
+    rules: Arc<dyn RuleCompiler>,
     access: Option<Arc<dyn AccessCheck>>,
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
@@ -355,6 +359,12 @@ impl WebhookBuilder {
     /// The kind resolver for Usage validation (default: no kinds, every Usage is refused).
     pub fn kinds(mut self, kinds: Arc<dyn KindResolver>) -> Self {
         self.kinds = kinds;
+        self
+    }
+
+    /// The CEL compiler for DependencyRule and CascadeRule admission (default: [`CelCompiler`]).
+    pub fn rule_compiler(mut self, rules: Arc<dyn RuleCompiler>) -> Self {
+        self.rules = rules;
         self
     }
 
@@ -412,6 +422,7 @@ impl WebhookBuilder {
                 live: self.live,
                 live_timeout: self.live_timeout,
                 kinds: self.kinds,
+                rules: self.rules,
                 access: self.access,
                 access_timeout: self.access_timeout,
                 records: self.records,
@@ -447,6 +458,7 @@ impl Webhook {
             live: Arc::new(NoLiveCheck),
             live_timeout: Duration::from_secs(3),
             kinds: Arc::new(StaticKinds::default()),
+            rules: Arc::new(CelCompiler),
             access: None,
             access_timeout: Duration::from_secs(3),
             records: None,
@@ -578,7 +590,15 @@ impl Webhook {
         let inner = &*self.inner;
         match req.operation {
             Operation::Delete if req.kind.group.is_empty() && req.kind.kind == "Namespace" => {
-                validate_namespace_delete(&inner.index.read(), &inner.policy, req, now)
+                match object_key(req) {
+                    Ok(key) => {
+                        // The lock is held for the lookup and a bounded copy; sorting and
+                        // rendering happen after.
+                        let decision = decide_namespace(&inner.index.read(), &key, req);
+                        finish_namespace_delete(decision, key, &inner.policy, req, now)
+                    }
+                    Err(e) => Outcome::invalid(e),
+                }
             }
             // Lien's own objects are never protected (`validate::is_lien_kind`).
             Operation::Delete if is_lien_kind(req) => Outcome::allow(),
@@ -593,6 +613,13 @@ impl Webhook {
                 }
                 Err(e) => Outcome::invalid(e),
             },
+            Operation::Create | Operation::Update if is_rule_kind(req) => validate_rule(
+                inner.kinds.as_ref(),
+                inner.rules.as_ref(),
+                req,
+                body,
+                inner.access.is_some(),
+            ),
             Operation::Create | Operation::Update if is_usage_kind(req) => {
                 validate_usage(inner.kinds.as_ref(), req, body, inner.access.is_some())
             }

@@ -31,9 +31,7 @@ use std::time::SystemTime;
 
 use lien_api::{IN_USE_LABEL, ResourceSpec};
 use lien_core::seams::{AccessDecision, AccessRequest, Requester};
-use lien_core::{
-    Decision, ObjectKey, RelationIndex, Source, SourceRef, decide_delete, render_denial,
-};
+use lien_core::{Decision, ObjectKey, RelationIndex, Source, decide_delete, render_denial};
 use serde::Deserialize;
 
 use crate::review::{Metadata, Operation, Request, Status};
@@ -105,7 +103,7 @@ impl Outcome {
         }
     }
 
-    fn deny(code: u16, reason: &'static str, message: String) -> Self {
+    pub(crate) fn deny(code: u16, reason: &'static str, message: String) -> Self {
         Self::Deny {
             status: Status {
                 code,
@@ -272,7 +270,7 @@ fn blocking_sources(decision: &Decision) -> Vec<Source> {
     let mut sources: Vec<Source> = decision
         .blockers()
         .iter()
-        .map(|b| b.source.clone())
+        .map(|b| Source::clone(&b.source))
         .collect();
     sources.sort_unstable();
     sources.dedup();
@@ -390,68 +388,123 @@ pub fn finish_delete(
     }
 }
 
-/// DELETE of a Namespace: refused if the namespace itself is in use, or if objects in it are
-/// used from outside it — otherwise it would hang in `Terminating` until those users go.
-///
-/// Finding the contents walks every relation (the index has no per-namespace list): O(n), fine
-/// for a rare operation, ~1 ms at 100k relations.
-pub fn validate_namespace_delete(
+/// How many relations leaving a namespace are copied out of the index for one refused
+/// Namespace DELETE. The count is exact whatever this is; the copy bounds the work done under
+/// the read lock (a namespace whose pool is used by 100,000 PersistentVolumes must not make the
+/// webhook copy 100,000 relations). Up to this many, the listed ones are the first in sorted
+/// order; beyond it, the first of an arbitrary subset.
+pub const NAMESPACE_BLOCKERS_COPIED: usize = 1024;
+
+/// What the index says about a Namespace DELETE: taken under the read lock by
+/// [`decide_namespace`], turned into an [`Outcome`] after it by [`finish_namespace_delete`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceDecision {
+    /// The namespace object itself is in use.
+    Own(Decision),
+    /// Objects in it are used from outside it (or nothing is: `count == 0`).
+    Contents {
+        /// How many relations leave the namespace.
+        count: usize,
+        /// Whether any of them asks for replay.
+        replay: bool,
+        /// Up to [`NAMESPACE_BLOCKERS_COPIED`] of them, one line each, unsorted.
+        lines: Vec<String>,
+    },
+}
+
+/// The index lookup of a Namespace DELETE (the only part that needs the lock): the namespace's
+/// own relations, then the relations that hold its contents from outside it — counted in O(1)
+/// and copied up to a bound, from the index's per-namespace set (`RelationIndex::leaving`),
+/// never by scanning the index. Relations whose both ends are inside go with the namespace and
+/// do not count; nor do relations of Lien's own kinds (see [`is_lien_kind`]).
+pub fn decide_namespace(
     index: &RelationIndex,
+    key: &ObjectKey,
+    req: &Request<'_>,
+) -> NamespaceDecision {
+    let own = decide(index, key, req);
+    if !own.is_allowed() {
+        return NamespaceDecision::Own(own);
+    }
+    let ns = key.name.as_str();
+    let count = index.leaving_count(ns);
+    if count == 0 {
+        return NamespaceDecision::Contents {
+            count,
+            replay: false,
+            lines: Vec::new(),
+        };
+    }
+    let lines = index
+        .leaving(ns)
+        .take(NAMESPACE_BLOCKERS_COPIED)
+        .map(|r| {
+            let of = r.of();
+            let mut line = String::new();
+            match r.by() {
+                Some(by) => {
+                    let _ = write!(line, "{of} is in use by {by} ({}", r.source());
+                }
+                None => {
+                    let _ = write!(line, "{of} is protected ({}", r.source());
+                }
+            }
+            if let Some(reason) = r.reason() {
+                let _ = write!(line, ": {}", one_line(reason));
+            }
+            line.push(')');
+            line
+        })
+        .collect();
+    NamespaceDecision::Contents {
+        count,
+        replay: index.leaving_replay_count(ns) > 0,
+        lines,
+    }
+}
+
+/// A user's reason on one bounded line, as in the DELETE message (`lien_core::render_denial`).
+fn one_line(reason: &str) -> String {
+    const MAX: usize = 200;
+    let mut out: String = reason
+        .chars()
+        .take(MAX)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if reason.chars().nth(MAX).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// The rest of a Namespace DELETE, from [`decide_namespace`]: the message (sorted, bounded by
+/// `max_listed`, "and N more") and the denial record (replayed when a blocking relation asks).
+pub fn finish_namespace_delete(
+    decision: NamespaceDecision,
+    key: ObjectKey,
     policy: &Policy,
     req: &Request<'_>,
     now: SystemTime,
 ) -> Outcome {
-    let key = match object_key(req) {
-        Ok(key) => key,
-        Err(e) => return Outcome::invalid(e),
+    let (n, replay, mut outside) = match decision {
+        // A labelled Namespace (itself the `of` of a Usage) is confirmed live when its label
+        // looks stale: namespaces are few, and their release is not tracked separately.
+        NamespaceDecision::Own(own) => return finish_delete(own, false, key, policy, req, now),
+        NamespaceDecision::Contents { count: 0, .. } => {
+            return finish_delete(Decision::Allowed, false, key, policy, req, now);
+        }
+        NamespaceDecision::Contents {
+            count,
+            replay,
+            lines,
+        } => (count, replay, lines),
     };
-    let own = decide(index, &key, req);
-    if !own.is_allowed() {
-        return finish_delete(own, false, key, policy, req, now);
-    }
-    let ns = key.name.as_str();
-    let mut outside: Vec<String> = Vec::new();
-    let mut replay = false;
-    for r in index.relations() {
-        let of = r.of();
-        // Lien's own objects are never protected (see `is_lien_kind`).
-        if of.namespace != Some(ns) || of.group == lien_api::GROUP {
-            continue;
-        }
-        let from_outside = match r.by() {
-            Some(by) => by.namespace != Some(ns),
-            // A protection lifts with its source; a Usage in this namespace goes with it.
-            None => !matches!(r.source(), SourceRef::Usage { namespace, .. } if namespace == ns),
-        };
-        if !from_outside {
-            continue;
-        }
-        replay |= r.replay();
-        let mut line = String::new();
-        match r.by() {
-            Some(by) => {
-                let _ = write!(line, "{of} is in use by {by} ({})", r.source());
-            }
-            None => {
-                let _ = write!(line, "{of} is protected ({}", r.source());
-                if let Some(reason) = r.reason() {
-                    let _ = write!(line, ": {reason}");
-                }
-                line.push(')');
-            }
-        }
-        outside.push(line);
-    }
-    if outside.is_empty() {
-        let released = index.was_released(&key);
-        return finish_delete(Decision::Allowed, released, key, policy, req, now);
-    }
     outside.sort_unstable();
-    let n = outside.len();
-    let listed = n.min(policy.max_listed);
+    let ns = key.name.as_str();
+    let listed = n.min(policy.max_listed).min(outside.len());
     let mut message = format!(
-        "cannot delete Namespace {ns}: {n} relation{} hold objects in it from outside the namespace, so it would hang in Terminating",
-        if n == 1 { "" } else { "s" }
+        "cannot delete Namespace {ns}: {n} relation{} objects in it from outside the namespace, so it would hang in Terminating",
+        if n == 1 { " holds" } else { "s hold" }
     );
     for (i, line) in outside[..listed].iter().enumerate() {
         message.push_str(if i == 0 { ": " } else { "; " });
@@ -460,6 +513,9 @@ pub fn validate_namespace_delete(
     if listed > 0 && n > listed {
         let _ = write!(message, "; and {} more", n - listed);
     }
+    message.push_str(
+        "; delete or move those users first (relations with both ends inside the namespace do not count)",
+    );
     let uid = req
         .old_metadata()
         .and_then(|m| m.uid.as_deref())
@@ -474,6 +530,25 @@ pub fn validate_namespace_delete(
         req.is_dry_run(),
         now,
     )
+}
+
+/// DELETE of a Namespace: refused if the namespace itself is in use, or if objects in it are
+/// used from outside it — otherwise it would hang in `Terminating` until those users go.
+/// [`decide_namespace`] then [`finish_namespace_delete`]; the server calls them apart so that
+/// the message is rendered after the lock is released.
+pub fn validate_namespace_delete(
+    index: &RelationIndex,
+    policy: &Policy,
+    req: &Request<'_>,
+    now: SystemTime,
+) -> Outcome {
+    match object_key(req) {
+        Ok(key) => {
+            let decision = decide_namespace(index, &key, req);
+            finish_namespace_delete(decision, key, policy, req, now)
+        }
+        Err(e) => Outcome::invalid(e),
+    }
 }
 
 /// CREATE or UPDATE of any object other than a Usage: the tamper guard (the in-use label may
@@ -608,7 +683,7 @@ struct OldUsageSpec {
 }
 
 #[derive(Deserialize, Default)]
-struct UsageUserInfo {
+pub(crate) struct UsageUserInfo {
     #[serde(default)]
     username: Option<String>,
     #[serde(default)]
@@ -640,6 +715,30 @@ pub struct Authorize {
     /// The scope of `spec.of`'s kind: `request.namespace: None` means "cluster-scoped" for one
     /// and "every namespace" for the other.
     pub scope: Scope,
+    /// Why the right is needed, for the message: a Usage (the default) or a rule.
+    pub consent: Consent,
+}
+
+/// What an access check gives consent to; only the wording of a refusal depends on it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Consent {
+    /// A Usage or ClusterUsage protecting `spec.of`.
+    #[default]
+    Usage,
+    /// A DependencyRule, which can make any object of its `spec.of` kind undeletable.
+    DependencyRule {
+        /// `spec.of.kind`.
+        kind: String,
+        /// Whether the kind is served: if not, the check is over every resource of its group.
+        served: bool,
+    },
+    /// A CascadeRule, whose parents' deletion deletes what they name.
+    CascadeRule {
+        /// `spec.parent.kind`.
+        kind: String,
+        /// As for [`Consent::DependencyRule`].
+        served: bool,
+    },
 }
 
 impl Authorize {
@@ -651,6 +750,13 @@ impl Authorize {
         let what = describe_access(r, self.scope);
         match checked {
             Ok(AccessDecision::Allowed) => Outcome::allow(),
+            Ok(AccessDecision::Denied { reason }) if self.consent != Consent::Usage => {
+                let mut message = crate::rules::consent_refusal(r, self.scope, &self.consent);
+                if !reason.trim().is_empty() {
+                    let _ = write!(message, " (authorizer: {})", reason.trim());
+                }
+                Outcome::deny(403, "Forbidden", message)
+            }
             Ok(AccessDecision::Denied { reason }) => {
                 let mut message = format!(
                     "spec.of: user {:?} may not {what}; a {kind} blocks deletion of its spec.of object and has Lien label it, so whoever creates the {kind} must be allowed to update that object (as Kubernetes requires permission on an owner before a dependent may set blockOwnerDeletion on it). Grant {:?} on {} {}, or ask someone who has it to create this {kind}",
@@ -669,8 +775,14 @@ impl Authorize {
                 500,
                 "InternalError",
                 format!(
-                    "spec.of: cannot check whether user {:?} may {what} ({e}); refusing the {} until Lien can check, retry shortly",
-                    r.user.username, self.usage_kind
+                    "{}: cannot check whether user {:?} may {} ({e}); refusing the {} until Lien can check, retry shortly",
+                    crate::rules::consent_field(&self.consent),
+                    r.user.username,
+                    match self.consent {
+                        Consent::Usage => what,
+                        _ => crate::rules::describe_rule_access(r, self.scope, &self.consent),
+                    },
+                    self.usage_kind
                 ),
             ),
         }
@@ -678,7 +790,7 @@ impl Authorize {
 }
 
 /// `configmaps`, `widgets.example.org`: how kubectl and kube-apiserver name a resource.
-fn qualified_resource(r: &AccessRequest) -> String {
+pub(crate) fn qualified_resource(r: &AccessRequest) -> String {
     if r.group.is_empty() {
         r.resource.clone()
     } else {
@@ -774,6 +886,7 @@ pub fn validate_usage(
             request,
             usage_kind: req.kind.kind.clone().into_owned(),
             scope,
+            consent: Consent::Usage,
         }),
         // check_side vetted the kind a moment ago; a resolver that forgets it in between is
         // refreshing, and the safe answer is to refuse for now.

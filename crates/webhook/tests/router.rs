@@ -393,7 +393,8 @@ async fn namespace_with_objects_used_from_outside_is_refused() {
             "cannot delete Namespace fixtures: 2 relations hold objects in it from outside the \
              namespace, so it would hang in Terminating: ConfigMap fixtures/flags is protected \
              (ClusterUsage keep-flags: audit); ConfigMap fixtures/settings is in use by \
-             apps/Deployment other/api (Usage other/uses-settings)"})
+             apps/Deployment other/api (Usage other/uses-settings); delete or move those users \
+             first (relations with both ends inside the namespace do not count)"})
     );
     let Ok(Record::Denied(d)) = h.records.try_recv() else {
         panic!("a denial record");

@@ -152,6 +152,15 @@ impl State {
                 }
             }
         }
+        // Namespaces, always (metadata-only, and there are few): a refused Namespace DELETE
+        // (its contents used from outside) is recorded on the Namespace and replayed like any
+        // other, which needs the Namespace in the caches when the denial arrives.
+        out.entry(GroupKind::new("", "Namespace"))
+            .or_insert_with(|| WantedKind {
+                api_version: "v1".to_owned(),
+                programs: Vec::new(),
+                labels: false,
+            });
         for w in out.values_mut() {
             w.programs.sort_unstable();
         }
@@ -841,16 +850,27 @@ mod tests {
             "ConfigMap",
             "app",
         ))));
+        // Namespaces are always watched (refused namespace DELETEs are recorded on them).
         assert_eq!(
             wanted.into_iter().collect::<Vec<_>>(),
-            vec![(
-                configmaps(),
-                WantedKind {
-                    api_version: "v1".to_owned(),
-                    programs: vec![],
-                    labels: true,
-                }
-            )]
+            vec![
+                (
+                    configmaps(),
+                    WantedKind {
+                        api_version: "v1".to_owned(),
+                        programs: vec![],
+                        labels: true,
+                    }
+                ),
+                (
+                    GroupKind::new("", "Namespace"),
+                    WantedKind {
+                        api_version: "v1".to_owned(),
+                        programs: vec![],
+                        labels: false,
+                    }
+                )
+            ]
         );
         let source = Source::usage("ns", "u");
         assert!(

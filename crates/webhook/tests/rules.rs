@@ -1,0 +1,513 @@
+//! DependencyRule and CascadeRule admission (CEL compiles, the creator consents), and what the
+//! webhook does with relations a rule derives: refusals listing many dependents, namespaces,
+//! dry runs, the tamper guard and break-glass — all through `Webhook::answer`, with a fake
+//! access check and an index holding `Source::Rule` relations directly (no controller).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lien_core::{ObjectKey, Relation, RelationIndex, Source};
+use lien_webhook::{
+    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, Policy, Record, Scope,
+    StaticKinds, Webhook,
+};
+use parking_lot::{Mutex, RwLock};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+struct FakeAccess {
+    allow: bool,
+    asked: Mutex<Vec<AccessRequest>>,
+}
+
+impl FakeAccess {
+    fn new(allow: bool) -> Arc<Self> {
+        Arc::new(Self {
+            allow,
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+impl AccessCheck for FakeAccess {
+    fn check<'a>(
+        &'a self,
+        request: &'a AccessRequest,
+    ) -> BoxFuture<'a, Result<AccessDecision, AccessCheckError>> {
+        self.asked.lock().push(request.clone());
+        let allow = self.allow;
+        Box::pin(async move {
+            Ok(if allow {
+                AccessDecision::Allowed
+            } else {
+                AccessDecision::Denied {
+                    reason: "no RBAC policy matched".into(),
+                }
+            })
+        })
+    }
+}
+
+fn kinds() -> StaticKinds {
+    StaticKinds::default()
+        .with("ceph.rook.io/v1", "CephBlockPool", Scope::Namespaced)
+        .with_resource(
+            "v1",
+            "PersistentVolume",
+            Scope::Cluster,
+            "persistentvolumes",
+        )
+        .with("v1", "ConfigMap", Scope::Namespaced)
+}
+
+struct Harness {
+    webhook: Webhook,
+    records: mpsc::Receiver<Record>,
+}
+
+fn harness(index: RelationIndex, access: Option<Arc<FakeAccess>>) -> Harness {
+    let (tx, records) = mpsc::channel(16);
+    let mut b = Webhook::builder(Arc::new(RwLock::new(index)))
+        .kinds(Arc::new(kinds()))
+        .policy(Policy {
+            break_glass_groups: vec!["lien:break-glass".into()],
+            ..Policy::default()
+        })
+        .records(tx)
+        .ready(true);
+    if let Some(access) = access {
+        b = b.access_check(access, Duration::from_millis(200));
+    }
+    Harness {
+        webhook: b.build(),
+        records,
+    }
+}
+
+fn review(request: Value) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}),
+    )
+    .expect("json")
+}
+
+fn rule_review(operation: &str, kind: &str, spec: Value, old: Option<Value>) -> Vec<u8> {
+    let object = json!({"apiVersion": "lien.dev/v1alpha1", "kind": kind, "metadata": {"name": "r"}, "spec": spec});
+    let old_object = old.map(|spec| {
+        let mut o = object.clone();
+        o["spec"] = spec;
+        o
+    });
+    review(json!({
+        "uid": "r-1", "operation": operation,
+        "kind": {"group": "lien.dev", "version": "v1alpha1", "kind": kind},
+        "resource": {"group": "lien.dev", "version": "v1alpha1", "resource": format!("{}s", kind.to_lowercase())},
+        "name": "r",
+        "userInfo": {"username": "alice", "uid": "a-1", "groups": ["dev"]},
+        "object": object, "oldObject": old_object,
+    }))
+}
+
+fn pool_rule(keys_by: &str) -> Value {
+    json!({
+        "of": {"apiVersion": "ceph.rook.io/v1", "kind": "CephBlockPool"},
+        "by": {"apiVersion": "v1", "kind": "PersistentVolume"},
+        "scope": "Cluster",
+        "keys": {"of": "[self.metadata.name]", "by": keys_by},
+        "reason": "its data lives in the pool",
+    })
+}
+
+fn message(answer: &lien_webhook::Answer) -> (u16, String) {
+    let status = answer.status.as_ref().expect("a status");
+    (status.code, status.message.clone())
+}
+
+#[tokio::test]
+async fn a_rule_whose_cel_does_not_compile_is_refused_naming_the_field() {
+    let h = harness(RelationIndex::new(), Some(FakeAccess::new(true)));
+    let body = rule_review(
+        "CREATE",
+        "DependencyRule",
+        pool_rule("[self.spec.csi.volumeAttributes.pool"),
+        None,
+    );
+    let answer = h.webhook.answer(&body).await;
+    assert!(!answer.allowed);
+    let (code, m) = message(&answer);
+    assert_eq!(code, 422, "{m}");
+    assert!(m.starts_with("spec.keys.by: "), "{m}");
+    assert!(m.contains("correct the CEL expression"), "{m}");
+    assert!(!m.contains('\n'), "one line: {m}");
+    // Not only syntax: an identifier other than `self` is refused too (lien-cel's check).
+    let answer = h
+        .webhook
+        .answer(&rule_review(
+            "CREATE",
+            "DependencyRule",
+            pool_rule("[object.spec.pool]"),
+            None,
+        ))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 422, "{m}");
+    assert!(m.starts_with("spec.keys.by: "), "{m}");
+    // `when` and a CascadeRule's `children` are named the same way.
+    let mut spec = pool_rule("[self.spec.csi.volumeAttributes.pool]");
+    spec["when"] = json!("self.spec.x ==");
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "DependencyRule", spec, None))
+        .await;
+    assert!(message(&answer).1.starts_with("spec.when: "), "{answer:?}");
+    let cascade = json!({
+        "parent": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "children": "[self.spec.ref",
+    });
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", cascade, None))
+        .await;
+    assert!(
+        message(&answer).1.starts_with("spec.children: "),
+        "{answer:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_good_rule_is_allowed_after_a_cluster_wide_access_check() {
+    let access = FakeAccess::new(true);
+    let h = harness(RelationIndex::new(), Some(access.clone()));
+    let body = rule_review(
+        "CREATE",
+        "DependencyRule",
+        pool_rule("[self.spec.csi.volumeAttributes.pool]"),
+        None,
+    );
+    let answer = h.webhook.answer(&body).await;
+    assert!(answer.allowed, "{answer:?}");
+    let asked = access.asked.lock().clone();
+    assert_eq!(asked.len(), 1);
+    let q = &asked[0];
+    assert_eq!(
+        (
+            q.verb.as_str(),
+            q.group.as_str(),
+            q.resource.as_str(),
+            &q.namespace,
+            &q.name
+        ),
+        ("update", "ceph.rook.io", "cephblockpools", &None, &None)
+    );
+    assert_eq!(q.user.username, "alice");
+    // An unknown kind is allowed (the controller reports it until its CRD appears); consent is
+    // then asked over every resource of its group.
+    let mut spec = pool_rule("[self.spec.pool]");
+    spec["of"] = json!({"apiVersion": "example.org/v1", "kind": "NotYet"});
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "DependencyRule", spec, None))
+        .await;
+    assert!(answer.allowed, "{answer:?}");
+    let asked = access.asked.lock().clone();
+    assert_eq!(
+        (asked[1].group.as_str(), asked[1].resource.as_str()),
+        ("example.org", "*")
+    );
+}
+
+#[tokio::test]
+async fn consent_denied_is_403_naming_user_verb_resource_and_fix() {
+    let h = harness(RelationIndex::new(), Some(FakeAccess::new(false)));
+    let body = rule_review(
+        "CREATE",
+        "DependencyRule",
+        pool_rule("[self.spec.csi.volumeAttributes.pool]"),
+        None,
+    );
+    let answer = h.webhook.answer(&body).await;
+    assert!(!answer.allowed);
+    let (code, m) = message(&answer);
+    assert_eq!(code, 403, "{m}");
+    for part in [
+        "spec.of: user \"alice\" may not update every object of cephblockpools.ceph.rook.io in every namespace",
+        "can make any CephBlockPool undeletable",
+        "Grant \"update\" on cephblockpools.ceph.rook.io cluster-wide",
+        "ask someone who has it to apply this DependencyRule",
+        "(authorizer: no RBAC policy matched)",
+    ] {
+        assert!(m.contains(part), "{part:?} in {m}");
+    }
+    // A CascadeRule needs `delete` on every parent.
+    let cascade = json!({
+        "parent": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "children": "[self.data]",
+    });
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", cascade, None))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 403, "{m}");
+    assert!(
+        m.starts_with(
+            "spec.parent: user \"alice\" may not delete every object of configmaps in every namespace"
+        ),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn changing_only_the_reason_needs_no_consent() {
+    let access = FakeAccess::new(false);
+    let h = harness(RelationIndex::new(), Some(access.clone()));
+    let old = pool_rule("[self.spec.csi.volumeAttributes.pool]");
+    let mut new = old.clone();
+    new["reason"] = json!("reworded");
+    new["replayDeletion"] = json!(true);
+    let answer = h
+        .webhook
+        .answer(&rule_review(
+            "UPDATE",
+            "DependencyRule",
+            new,
+            Some(old.clone()),
+        ))
+        .await;
+    assert!(answer.allowed, "{answer:?}");
+    assert!(access.asked.lock().is_empty());
+    // Changing what it relates does.
+    let moved = pool_rule("[self.spec.csi.volumeAttributes.journalPool]");
+    let answer = h
+        .webhook
+        .answer(&rule_review("UPDATE", "DependencyRule", moved, Some(old)))
+        .await;
+    assert_eq!(message(&answer).0, 403);
+}
+
+#[tokio::test]
+async fn a_rule_over_lien_kinds_or_without_a_reason_is_refused() {
+    let h = harness(RelationIndex::new(), None);
+    let mut spec = pool_rule("[self.spec.pool]");
+    spec["of"] = json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage"});
+    spec["reason"] = json!("  ");
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "DependencyRule", spec, None))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 422);
+    assert!(
+        m.contains("spec.of: Usage (lien.dev/v1alpha1) is one of Lien's own kinds"),
+        "{m}"
+    );
+    assert!(m.contains("spec.reason: must not be blank"), "{m}");
+}
+
+// ----- relations derived by rules ----------------------------------------------------------
+
+const POOL_UID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+fn pool() -> ObjectKey {
+    ObjectKey::new(
+        "ceph.rook.io",
+        "CephBlockPool",
+        Some("rook-ceph"),
+        "replicapool",
+    )
+}
+
+fn pv(i: usize) -> ObjectKey {
+    ObjectKey::new("", "PersistentVolume", None, format!("pvc-{i:03}"))
+}
+
+fn rule() -> Source {
+    Source::rule("rook-ceph-pv-uses-blockpool")
+}
+
+/// A pool held by `n` PersistentVolumes through a rule (with replay).
+fn pool_index(n: usize) -> RelationIndex {
+    let mut idx = RelationIndex::new();
+    idx.apply(
+        &rule(),
+        (0..n).map(|i| {
+            Relation::uses(rule(), pool(), pv(i))
+                .with_reason("its data lives in the pool")
+                .with_replay(true)
+                .with_uids(Some(POOL_UID), None)
+        }),
+    )
+    .expect("valid");
+    idx
+}
+
+fn object_review(
+    operation: &str,
+    old_meta: Value,
+    new_meta: Option<Value>,
+    dry_run: bool,
+) -> Vec<u8> {
+    let object = |meta: Value| json!({"apiVersion": "ceph.rook.io/v1", "kind": "CephBlockPool", "metadata": meta});
+    review(json!({
+        "uid": "d-1", "operation": operation,
+        "kind": {"group": "ceph.rook.io", "version": "v1", "kind": "CephBlockPool"},
+        "resource": {"group": "ceph.rook.io", "version": "v1", "resource": "cephblockpools"},
+        "name": "replicapool", "namespace": "rook-ceph",
+        "userInfo": {"username": "bob", "groups": ["ops", "lien:break-glass"]},
+        "dryRun": dry_run,
+        "oldObject": object(old_meta),
+        "object": new_meta.map(object),
+    }))
+}
+
+fn pool_meta(labels: Value, annotations: Value) -> Value {
+    json!({"name": "replicapool", "namespace": "rook-ceph", "uid": POOL_UID,
+           "resourceVersion": "7", "labels": labels, "annotations": annotations})
+}
+
+#[tokio::test]
+async fn a_delete_held_by_150_rule_dependents_names_the_rule_once_and_bounds_the_list() {
+    let mut h = harness(pool_index(150), None);
+    let body = object_review(
+        "DELETE",
+        pool_meta(json!({"lien.dev/in-use": "true"}), json!({})),
+        None,
+        false,
+    );
+    let answer = h.webhook.answer(&body).await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 409);
+    let listed: Vec<String> = (0..10)
+        .map(|i| format!("PersistentVolume pvc-{i:03}"))
+        .collect();
+    assert_eq!(
+        m,
+        format!(
+            "cannot delete ceph.rook.io/CephBlockPool rook-ceph/replicapool: it has 150 blockers: \
+             in use by {} (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool); \
+             and 140 more",
+            listed.join(", ")
+        )
+    );
+    let Ok(Record::Denied(d)) = h.records.try_recv() else {
+        panic!("a denial record");
+    };
+    assert!(d.replay, "the rule asks for replay");
+    assert_eq!(d.uid.as_deref(), Some(POOL_UID));
+}
+
+#[tokio::test]
+async fn a_dry_run_delete_of_a_rule_held_object_is_refused_without_a_record() {
+    let mut h = harness(pool_index(2), None);
+    let body = object_review(
+        "DELETE",
+        pool_meta(json!({"lien.dev/in-use": "true"}), json!({})),
+        None,
+        true,
+    );
+    let answer = h.webhook.answer(&body).await;
+    assert_eq!(message(&answer).0, 409);
+    assert!(h.records.try_recv().is_err(), "a dry run leaves no trace");
+}
+
+#[tokio::test]
+async fn the_tamper_guard_keeps_the_label_of_a_rule_held_object() {
+    let h = harness(pool_index(1), None);
+    let body = object_review(
+        "UPDATE",
+        pool_meta(json!({"lien.dev/in-use": "true"}), json!({})),
+        Some(pool_meta(json!({}), json!({}))),
+        false,
+    );
+    let answer = h.webhook.answer(&body).await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 409);
+    assert_eq!(
+        m,
+        "cannot remove label lien.dev/in-use from ceph.rook.io/CephBlockPool rook-ceph/replicapool: \
+         Lien manages it and it is in use by PersistentVolume pvc-000 \
+         (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool); \
+         the label goes when the last relation does"
+    );
+    // Once the rule's relation is gone, the label may go.
+    let h = harness(RelationIndex::new(), None);
+    assert!(h.webhook.answer(&body).await.allowed);
+}
+
+#[tokio::test]
+async fn break_glass_overrides_a_rule_and_names_it_in_the_audit() {
+    let mut h = harness(pool_index(3), None);
+    let glass = json!({"lien.dev/break-glass": "INC-42 pool is corrupt"});
+    let body = object_review(
+        "DELETE",
+        pool_meta(json!({"lien.dev/in-use": "true"}), glass),
+        None,
+        false,
+    );
+    let answer = h.webhook.answer(&body).await;
+    assert!(answer.allowed, "{answer:?}");
+    let Ok(Record::BreakGlass(used)) = h.records.try_recv() else {
+        panic!("an audit record");
+    };
+    assert_eq!(used.sources, [rule()]);
+    assert!(
+        used.overridden
+            .contains("DependencyRule rook-ceph-pv-uses-blockpool")
+    );
+}
+
+// ----- namespaces ---------------------------------------------------------------------------
+
+fn namespace_review(name: &str) -> Vec<u8> {
+    review(json!({
+        "uid": "n-1", "operation": "DELETE",
+        "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+        "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+        "name": name, "namespace": name,
+        "userInfo": {"username": "bob", "groups": ["ops"]},
+        "oldObject": {"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": name, "uid": "11111111-2222-4333-8444-555555555555"}},
+    }))
+}
+
+#[tokio::test]
+async fn a_namespace_whose_pool_is_used_by_volumes_outside_it_is_refused_and_recorded() {
+    // 150 cluster-scoped PVs use a pool in rook-ceph: they leave the namespace.
+    let mut h = harness(pool_index(150), None);
+    let answer = h.webhook.answer(&namespace_review("rook-ceph")).await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 409);
+    assert!(
+        m.starts_with(
+            "cannot delete Namespace rook-ceph: 150 relations hold objects in it from outside the namespace, so it would hang in Terminating: \
+             ceph.rook.io/CephBlockPool rook-ceph/replicapool is in use by PersistentVolume pvc-000 \
+             (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool); "
+        ),
+        "{m}"
+    );
+    assert!(
+        m.contains("; and 140 more; delete or move those users first"),
+        "{m}"
+    );
+    let Ok(Record::Denied(d)) = h.records.try_recv() else {
+        panic!("a denial record");
+    };
+    assert_eq!(d.object, ObjectKey::new("", "Namespace", None, "rook-ceph"));
+    assert!(d.replay, "replayed once nothing in it is used from outside");
+    // Another namespace is free to go.
+    assert!(h.webhook.answer(&namespace_review("team-a")).await.allowed);
+}
+
+#[tokio::test]
+async fn a_namespace_whose_relations_stay_inside_it_may_go() {
+    let mut idx = RelationIndex::new();
+    let cm = |name: &str| ObjectKey::new("", "ConfigMap", Some("rook-ceph"), name);
+    idx.apply(
+        &rule(),
+        [Relation::uses(rule(), pool(), cm("nfs")).with_reason("inside")],
+    )
+    .expect("valid");
+    let h = harness(idx, None);
+    let answer = h.webhook.answer(&namespace_review("rook-ceph")).await;
+    assert!(answer.allowed, "{answer:?}");
+}
