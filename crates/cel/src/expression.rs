@@ -8,8 +8,9 @@ use cel::objects::Key;
 use cel::{Context, ExecutionError, Value as CelValue};
 use serde_json::Value;
 
+use crate::access::Access;
 use crate::cost;
-use crate::env::{compile_program, env, json_to_cel};
+use crate::env::{compile_program, env};
 
 /// A CEL expression that does not compile: the field it was written in and what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,7 +27,7 @@ pub struct CompileError {
 pub enum EvalError {
     /// A field the expression reads is absent, as in Kubernetes: reading a missing field is an
     /// error, and `has(self.spec.x)` is the way to test for it.
-    #[error("no such key: {key} (test optional fields with has(), e.g. has(self.spec.{key}))")]
+    #[error("no such key: {key} (a field that may be absent must be tested with has() first)")]
     NoSuchKey {
         /// The missing key.
         key: String,
@@ -62,6 +63,8 @@ pub struct Expression {
     field: Arc<str>,
     source: Arc<str>,
     metered: Arc<IdedExpr>,
+    /// What the expression reads of `self`: only that is converted to CEL.
+    access: Arc<Access>,
 }
 
 impl fmt::Debug for Expression {
@@ -102,6 +105,7 @@ impl Expression {
         Ok(Expression {
             field: field.into(),
             source: source.into(),
+            access: Arc::new(Access::of(&parsed)),
             metered: Arc::new(cost::meter(parsed)),
         })
     }
@@ -118,7 +122,7 @@ impl Expression {
 
     fn eval(&self, object: &Value) -> Result<CelValue, EvalError> {
         let mut ctx = Context::with_env(env());
-        ctx.add_variable_from_value("self", json_to_cel(object));
+        ctx.add_variable_from_value("self", self.access.to_cel(object));
         let metered = &self.metered;
         match cost::metered(|| CelValue::resolve(metered, &ctx)) {
             Err(_) => Err(EvalError::CostLimitExceeded {
@@ -172,10 +176,9 @@ impl Expression {
 fn eval_error(err: ExecutionError) -> EvalError {
     match err {
         ExecutionError::NoSuchKey(k) => EvalError::NoSuchKey { key: k.to_string() },
-        ExecutionError::FunctionError { function, message } if function == "cost" => {
-            // Only reached if the flag was not raised, which `charge` makes impossible; kept
-            // so the wording stays right whatever happens.
-            let _ = message;
+        // `metered` reports an exceeded budget before this is reached; kept so that the
+        // wording stays right whatever happens.
+        ExecutionError::FunctionError { function, .. } if function == "cost" => {
             EvalError::CostLimitExceeded {
                 limit: cost::COST_LIMIT,
             }

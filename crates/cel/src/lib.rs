@@ -17,6 +17,7 @@
 //! Pure: no I/O, no clock, no global state but the compile cache and the per-thread budget of
 //! the evaluation in progress.
 
+mod access;
 pub mod cost;
 mod env;
 mod expression;

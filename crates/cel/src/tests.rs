@@ -212,9 +212,11 @@ fn values_built_to_explode_exceed_the_cost_limit_before_they_are_built() {
 fn the_budget_is_per_evaluation() {
     let items: Vec<Value> = (0..600).map(|i| json!(i)).collect();
     let obj = json!({"spec": {"items": items}});
-    // 600 × 600 = 360,000 iterations: within the limit, every time.
+    // 601 + 600 × (601 + 600) = 721,201 units (the outer range; per element, the inner range
+    // and 600 charged `a + b`): within the limit once, over it twice, so the second evaluation
+    // passes only because each evaluation starts with a fresh budget.
     let expr = compile("self.spec.items.exists(a, self.spec.items.exists(b, a + b < 0))");
-    for _ in 0..5 {
+    for _ in 0..2 {
         assert_eq!(expr.eval_bool(&obj), Ok(false));
     }
 }
@@ -370,4 +372,54 @@ fn expressions_are_send_sync_and_clone() {
     assert_traits::<Expression>();
     assert_traits::<DependencyProgram>();
     assert_traits::<CascadeProgram>();
+}
+
+#[test]
+fn only_what_the_expression_reads_is_converted_and_results_are_the_same() {
+    use crate::access::Access;
+    let access = |src: &str| {
+        let program = crate::compile_program(src).expect("parses");
+        Access::of(program.expression())
+    };
+    // Field chains and has() tests: a tree of paths.
+    let a = access("has(self.spec.csi) && self.spec.csi.driver == 'x' ? [self.metadata.name] : []");
+    let Access::Fields(top) = &a else {
+        panic!("fields expected: {a:?}")
+    };
+    assert_eq!(top.keys().collect::<Vec<_>>(), ["metadata", "spec"]);
+    // `self` as a value, by index or rebound: everything.
+    assert_eq!(access("[string(self)]"), Access::Whole);
+    assert_eq!(access("[self['spec']]"), Access::Whole);
+    assert_eq!(access("[1].map(self, self)"), Access::Whole);
+
+    // The pruned conversion gives the same answers, errors included, as the whole object.
+    let obj = nfs();
+    for (src, expected) in [
+        (
+            "has(self.spec.rados) ? [self.spec.rados.pool] : []",
+            Ok(vec!["replicapool".to_string()]),
+        ),
+        (
+            "has(self.spec.nothing) ? ['x'] : ['y']",
+            Ok(vec!["y".to_string()]),
+        ),
+        ("has(self.spec) ? ['s'] : []", Ok(vec!["s".to_string()])),
+        (
+            "[self.spec.rados.missing]",
+            Err(EvalError::NoSuchKey {
+                key: "missing".into(),
+            }),
+        ),
+        (
+            "self.metadata.labels.map(k, k + '=' + self.metadata.labels[k])",
+            Ok(vec!["app=nfs".to_string()]),
+        ),
+        (
+            "[self.spec.server.active.name]",
+            Err(compile("[1.name]").eval_strings(&obj).expect_err("int")),
+        ),
+        ("[string(size(self.spec))]", Ok(vec!["2".to_string()])),
+    ] {
+        assert_eq!(compile(src).eval_strings(&obj), expected, "{src}");
+    }
 }
