@@ -726,8 +726,9 @@ async fn kubectl(dir: &std::path::Path, args: &[&str]) -> (bool, String, String)
     )
 }
 
-#[tokio::test]
-async fn seed_002_the_bundle_deleted_by_one_kubectl_in_the_worst_order_converges_in_order() {
+/// Seed 002: the bundle (with its namespace or without) deleted by one `kubectl delete -f`
+/// listing the Deployment and the CRD first, while the test plays the finalizer controller.
+async fn seed_002(with_namespace: bool) {
     let mut env = Env::start("packs-seed-002").await;
     let rules = apply_pack(&mut env, "examples/rules/critical-service.yaml").await;
     assert_eq!(rules, ["super-important-finalizer-needs-its-controller"]);
@@ -795,7 +796,10 @@ async fn seed_002_the_bundle_deleted_by_one_kubectl_in_the_worst_order_converges
         api_of(&env, &deployment),
     ));
     // Who disappears when.
-    let watched = [&cool, &crd, &deployment, &namespace];
+    let mut watched = vec![&cool, &crd, &deployment];
+    if with_namespace {
+        watched.push(&namespace);
+    }
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
     let observer = {
         let apis: Vec<(String, Api<DynamicObject>, String)> = watched
@@ -829,7 +833,12 @@ async fn seed_002_the_bundle_deleted_by_one_kubectl_in_the_worst_order_converges
     let dir = std::env::temp_dir().join(format!("lien-packs-{}", env.ns));
     std::fs::create_dir_all(&dir).expect("a temp dir");
     env.write_kubeconfig(&dir.join("kubeconfig"));
-    let worst: Vec<String> = [&deployment, &crd, &namespace, &cool]
+    let mut worst_order = vec![&deployment, &crd];
+    if with_namespace {
+        worst_order.push(&namespace);
+    }
+    worst_order.push(&cool);
+    let worst: Vec<String> = worst_order
         .iter()
         .map(|o| serde_yaml_ng::to_string(o).expect("yaml"))
         .collect();
@@ -851,25 +860,27 @@ async fn seed_002_the_bundle_deleted_by_one_kubectl_in_the_worst_order_converges
         "stdout: {stdout}\nstderr: {stderr}"
     );
 
-    tokio::time::timeout(Duration::from_secs(30), observer)
+    if tokio::time::timeout(Duration::from_secs(30), observer)
         .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "the bundle did not converge in 30 s; gone so far: {:?}",
-                order.lock().expect("order")
-            )
-        })
-        .expect("the observer");
+        .is_err()
+    {
+        let left = api_of(&env, &namespace)
+            .get_opt("finalizer-namespace")
+            .await;
+        panic!(
+            "the bundle did not converge in 30 s; gone so far: {:?}; the namespace: {left:?}",
+            order.lock().expect("order")
+        );
+    }
     let took = started.elapsed();
+    eprintln!("seed 002 (namespace: {with_namespace}): converged {took:?} after kubectl started");
     let order = order.lock().expect("order").clone();
+    let mut seeds_order = vec!["CoolResource", "CustomResourceDefinition", "Deployment"];
+    if with_namespace {
+        seeds_order.push("Namespace");
+    }
     assert_eq!(
-        order,
-        [
-            "CoolResource",
-            "CustomResourceDefinition",
-            "Deployment",
-            "Namespace"
-        ],
+        order, seeds_order,
         "the seed's order (converged in {took:?})"
     );
     tokio::time::timeout(DEADLINE, controller)
@@ -878,6 +889,13 @@ async fn seed_002_the_bundle_deleted_by_one_kubectl_in_the_worst_order_converges
         .expect("the finalizer controller");
     let _ = std::fs::remove_dir_all(&dir);
     env.finish().await;
+}
+
+/// Without the namespace, the Deployment can only go by Lien's replay of kubectl's refused
+/// DELETE, once the CoolResource is finalized and the CRD is gone.
+#[tokio::test]
+async fn seed_002_the_bundle_deleted_by_one_kubectl_in_the_worst_order_converges_in_order() {
+    seed_002(false).await;
 }
 
 // ---- The core pack ----------------------------------------------------------------------------
@@ -939,6 +957,30 @@ async fn the_core_pack_protects_what_a_deployment_references_until_it_is_gone() 
         assert_eq!(api_error(err).0, 409, "{}", described(o));
     }
     wait_free(&env, &unused).await;
+    // The rules over Deployments count what they hold (one ConfigMap, two Secrets, one PVC,
+    // one ServiceAccount).
+    let rules_api: Api<lien_api::DependencyRule> = Api::all(env.client.clone());
+    for (rule, relations) in [
+        ("configmap-used-by-deployment", 1),
+        ("secret-used-by-deployment", 2),
+        ("persistentvolumeclaim-used-by-deployment", 1),
+        ("serviceaccount-used-by-deployment", 1),
+    ] {
+        let api = &rules_api;
+        wait_for(
+            &format!("{rule}: Ready, {relations} relations"),
+            DEADLINE,
+            || async move {
+                let status = api.get(rule).await.ok()?.status?;
+                let ready = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                (ready && status.relations == relations).then_some(())
+            },
+        )
+        .await;
+    }
 
     api_of(&env, &deployment)
         .delete("web", &DeleteParams::default())
