@@ -752,9 +752,15 @@ async fn kubectl(dir: &std::path::Path, args: &[&str]) -> (bool, String, String)
     )
 }
 
-/// Seed 002: the bundle (with its namespace or without) deleted by one `kubectl delete -f`
-/// listing the Deployment and the CRD first, while the test plays the finalizer controller.
-async fn seed_002(with_namespace: bool) {
+/// The kinds of seed 002's bundle this test deletes, and the order in which the seed says they
+/// go (the Namespace is left out: its refused DELETE is replayed by another branch's work).
+const BUNDLE: [&str; 3] = ["Deployment", "CustomResourceDefinition", "CoolResource"];
+const SEEDS_ORDER: [&str; 3] = ["CoolResource", "CustomResourceDefinition", "Deployment"];
+
+/// Seed 002: the bundle deleted by one `kubectl delete -f` listing its objects in each of
+/// `orders` (in turn, the bundle created again each time), while the test plays the finalizer
+/// controller. Each time, everything goes within 30 s, in the seed's order.
+async fn seed_002(orders: &[[&str; 3]]) {
     let mut env = Env::start("packs-seed-002").await;
     let rules = apply_pack(&mut env, "examples/rules/critical-service.yaml").await;
     assert_eq!(rules, ["super-important-finalizer-needs-its-controller"]);
@@ -766,162 +772,174 @@ async fn seed_002(with_namespace: bool) {
             .unwrap_or_else(|| panic!("the bundle has a {kind}"))
             .clone()
     };
-    let (namespace, deployment, crd, cool) = (
-        find("Namespace"),
-        find("Deployment"),
-        find("CustomResourceDefinition"),
-        find("CoolResource"),
-    );
     assert_eq!(
         bundle.len(),
         4,
         "the seed's bundle: namespace, deployment, CRD, instance"
     );
-    for o in [&namespace, &deployment, &crd] {
-        env.create(o.clone()).await;
-    }
-    let cool_api = api_of(&env, &cool);
-    wait_for("CoolResources to be served", DEADLINE, || async {
-        cool_api.list(&Default::default()).await.ok().map(drop)
-    })
-    .await;
-    env.create(cool.clone()).await;
-    // The Deployment is held by the CoolResource (it carries the finalizer: the rule) and by
-    // the CRD (the ClusterUsage).
-    wait_held(
-        &env,
-        &deployment,
-        &cool,
-        "super-important-finalizer-needs-its-controller",
-    )
-    .await;
-    let message = wait_for("the CRD to hold the Deployment", DEADLINE, || async {
-        match api_of(&env, &deployment)
-            .delete("finalizer-deployment", &DeleteParams::default().dry_run())
-            .await
-        {
-            Err(kube::Error::Api(s))
-                if s.code == 409
-                    && s.message.contains(
-                        "in use by apiextensions.k8s.io/CustomResourceDefinition \
-                         coolresources.my.crd.group (ClusterUsage \
-                         coolresources-crd-needs-finalizer-controller",
-                    ) =>
-            {
-                Some(s.message)
-            }
-            _ => None,
-        }
-    })
-    .await;
-    assert!(message.contains("it has 2 blockers"), "{message}");
-
-    // The test plays the finalizer controller while its Deployment exists.
-    let controller = tokio::spawn(finalizer_controller(
-        env.new_client().await,
-        api_of(&env, &deployment),
-    ));
-    // Who disappears when.
-    let mut watched = vec![&cool, &crd, &deployment];
-    if with_namespace {
-        watched.push(&namespace);
-    }
-    let order: Arc<Mutex<Vec<String>>> = Arc::default();
-    let observer = {
-        let apis: Vec<(String, Api<DynamicObject>, String)> = watched
-            .iter()
-            .map(|o| {
-                (
-                    o["kind"].as_str().unwrap_or_default().to_owned(),
-                    api_of(&env, o),
-                    name_of(o).to_owned(),
-                )
-            })
-            .collect();
-        let order = order.clone();
-        tokio::spawn(async move {
-            let mut left = apis;
-            while !left.is_empty() {
-                let mut still = vec![];
-                for (kind, api, name) in left {
-                    match api.get_opt(&name).await {
-                        Ok(None) => order.lock().expect("order").push(kind),
-                        _ => still.push((kind, api, name)),
-                    }
-                }
-                left = still;
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        })
-    };
-
-    // The worst order: the Deployment first, then the CRD, then the rest.
+    env.create(find("Namespace")).await;
+    let (deployment, crd, cool) = (
+        find("Deployment"),
+        find("CustomResourceDefinition"),
+        find("CoolResource"),
+    );
     let dir = std::env::temp_dir().join(format!("lien-packs-{}", env.ns));
     std::fs::create_dir_all(&dir).expect("a temp dir");
     env.write_kubeconfig(&dir.join("kubeconfig"));
-    let mut worst_order = vec![&deployment, &crd];
-    if with_namespace {
-        worst_order.push(&namespace);
-    }
-    worst_order.push(&cool);
-    let worst: Vec<String> = worst_order
-        .iter()
-        .map(|o| serde_yaml_ng::to_string(o).expect("yaml"))
-        .collect();
-    let file = dir.join("bundle-worst-order.yaml");
-    std::fs::write(&file, worst.join("---\n")).expect("write the bundle");
-    let started = tokio::time::Instant::now();
-    let (_, stdout, stderr) = kubectl(&dir, &["delete", "-f", file.to_str().expect("utf-8")]).await;
-    // The Deployment is refused (in use); the rest is accepted and waited for.
-    assert!(
-        stderr.contains(
-            "cannot delete apps/Deployment finalizer-namespace/finalizer-deployment: it has 2 blockers"
-        ),
-        "stdout: {stdout}\nstderr: {stderr}"
-    );
-    assert!(
-        stdout.contains(
-            "customresourcedefinition.apiextensions.k8s.io \"coolresources.my.crd.group\" deleted"
-        ),
-        "stdout: {stdout}\nstderr: {stderr}"
-    );
+    let usage = load("examples/rules/critical-service.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterUsage")
+        .expect("the pack's ClusterUsage");
+    for (round, listed) in orders.iter().enumerate() {
+        if round > 0 {
+            // The ClusterUsage went with its user, the CRD (Lien's owner reference): the bundle
+            // comes back with the pack applied again, as a user would.
+            wait_object_gone(&env, &usage).await;
+            env.create(usage.clone()).await;
+        }
+        for o in [&deployment, &crd] {
+            env.create(o.clone()).await;
+        }
+        let cool_api = api_of(&env, &cool);
+        wait_for("CoolResources to be served", DEADLINE, || async {
+            cool_api.list(&Default::default()).await.ok().map(drop)
+        })
+        .await;
+        env.create(cool.clone()).await;
+        // The Deployment is held by the CoolResource (it carries the finalizer: the rule) and
+        // by the CRD (the ClusterUsage).
+        wait_held(
+            &env,
+            &deployment,
+            &cool,
+            "super-important-finalizer-needs-its-controller",
+        )
+        .await;
+        let message = wait_for("the CRD to hold the Deployment", DEADLINE, || async {
+            match api_of(&env, &deployment)
+                .delete("finalizer-deployment", &DeleteParams::default().dry_run())
+                .await
+            {
+                Err(kube::Error::Api(s))
+                    if s.code == 409
+                        && s.message.contains(
+                            "in use by apiextensions.k8s.io/CustomResourceDefinition \
+                             coolresources.my.crd.group (ClusterUsage \
+                             coolresources-crd-needs-finalizer-controller",
+                        ) =>
+                {
+                    Some(s.message)
+                }
+                _ => None,
+            }
+        })
+        .await;
+        assert!(message.contains("it has 2 blockers"), "{message}");
 
-    if tokio::time::timeout(Duration::from_secs(30), observer)
-        .await
-        .is_err()
-    {
-        let left = api_of(&env, &namespace)
-            .get_opt("finalizer-namespace")
-            .await;
-        panic!(
-            "the bundle did not converge in 30 s; gone so far: {:?}; the namespace: {left:?}",
-            order.lock().expect("order")
+        // The test plays the finalizer controller while its Deployment exists.
+        let controller = tokio::spawn(finalizer_controller(
+            env.new_client().await,
+            api_of(&env, &deployment),
+        ));
+        // Who disappears when.
+        let order: Arc<Mutex<Vec<String>>> = Arc::default();
+        let observer = {
+            let mut left: Vec<(String, Api<DynamicObject>, String)> = [&cool, &crd, &deployment]
+                .iter()
+                .map(|o| {
+                    (
+                        o["kind"].as_str().unwrap_or_default().to_owned(),
+                        api_of(&env, o),
+                        name_of(o).to_owned(),
+                    )
+                })
+                .collect();
+            let order = order.clone();
+            tokio::spawn(async move {
+                while !left.is_empty() {
+                    let mut still = vec![];
+                    for (kind, api, name) in left {
+                        match api.get_opt(&name).await {
+                            Ok(None) => order.lock().expect("order").push(kind),
+                            _ => still.push((kind, api, name)),
+                        }
+                    }
+                    left = still;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            })
+        };
+
+        let manifests: Vec<String> = listed
+            .iter()
+            .map(|kind| serde_yaml_ng::to_string(&find(kind)).expect("yaml"))
+            .collect();
+        let file = dir.join(format!("bundle-{round}.yaml"));
+        std::fs::write(&file, manifests.join("---\n")).expect("write the bundle");
+        let started = tokio::time::Instant::now();
+        let (_, stdout, stderr) =
+            kubectl(&dir, &["delete", "-f", file.to_str().expect("utf-8")]).await;
+        if listed[0] == "Deployment" {
+            // Listed first, the Deployment is refused (in use); Lien replays it later.
+            assert!(
+                stderr.contains(
+                    "cannot delete apps/Deployment finalizer-namespace/finalizer-deployment: \
+                     it has 2 blockers"
+                ),
+                "{listed:?}\nstdout: {stdout}\nstderr: {stderr}"
+            );
+        }
+        assert!(
+            stdout.contains(
+                "customresourcedefinition.apiextensions.k8s.io \"coolresources.my.crd.group\" deleted"
+            ),
+            "{listed:?}\nstdout: {stdout}\nstderr: {stderr}"
         );
+        if tokio::time::timeout(Duration::from_secs(30), observer)
+            .await
+            .is_err()
+        {
+            panic!(
+                "{listed:?}: the bundle did not converge in 30 s; gone so far: {:?}",
+                order.lock().expect("order")
+            );
+        }
+        let took = started.elapsed();
+        eprintln!("seed 002, {listed:?}: converged {took:?} after kubectl started");
+        let order = order.lock().expect("order").clone();
+        assert_eq!(
+            order, SEEDS_ORDER,
+            "{listed:?}: the seed's order (converged in {took:?})"
+        );
+        tokio::time::timeout(DEADLINE, controller)
+            .await
+            .expect("the finalizer controller stops with its Deployment")
+            .expect("the finalizer controller");
     }
-    let took = started.elapsed();
-    eprintln!("seed 002 (namespace: {with_namespace}): converged {took:?} after kubectl started");
-    let order = order.lock().expect("order").clone();
-    let mut seeds_order = vec!["CoolResource", "CustomResourceDefinition", "Deployment"];
-    if with_namespace {
-        seeds_order.push("Namespace");
-    }
-    assert_eq!(
-        order, seeds_order,
-        "the seed's order (converged in {took:?})"
-    );
-    tokio::time::timeout(DEADLINE, controller)
-        .await
-        .expect("the finalizer controller stops with its Deployment")
-        .expect("the finalizer controller");
     let _ = std::fs::remove_dir_all(&dir);
     env.finish().await;
 }
 
-/// Without the namespace, the Deployment can only go by Lien's replay of kubectl's refused
-/// DELETE, once the CoolResource is finalized and the CRD is gone.
+/// The worst order: the Deployment first, then the CRD. The Deployment can only go by Lien's
+/// replay of kubectl's refused DELETE, once the CoolResource is finalized and the CRD is gone.
 #[tokio::test]
 async fn seed_002_the_bundle_deleted_by_one_kubectl_in_the_worst_order_converges_in_order() {
-    seed_002(false).await;
+    seed_002(&[["Deployment", "CustomResourceDefinition", "CoolResource"]]).await;
+}
+
+/// "In any order": every order of the bundle's objects, one after the other.
+#[tokio::test]
+async fn seed_002_every_order_of_the_bundle_converges_in_the_seeds_order() {
+    let [a, b, c] = BUNDLE;
+    seed_002(&[
+        [a, b, c],
+        [a, c, b],
+        [b, a, c],
+        [b, c, a],
+        [c, a, b],
+        [c, b, a],
+    ])
+    .await;
 }
 
 // ---- The core pack ----------------------------------------------------------------------------
