@@ -17,6 +17,8 @@ mod harness;
 mod latency;
 #[path = "e2e/ordering.rs"]
 mod ordering;
+#[path = "e2e/packs.rs"]
+mod packs;
 #[path = "e2e/protection.rs"]
 mod protection;
 #[path = "e2e/rules.rs"]

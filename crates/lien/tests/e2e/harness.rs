@@ -214,6 +214,21 @@ impl Env {
         self.local.as_ref()?.lien.as_ref().map(Lien::webhook_addr)
     }
 
+    /// Writes a kubeconfig for this scenario's admin to `path`, for the real `kubectl`: the
+    /// sandbox's, or a copy of `LIEN_E2E_KUBECONFIG`.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        match (&self.local, &self.kubeconfig) {
+            (Some(local), _) => local
+                .sandbox
+                .write_kubeconfig(path)
+                .expect("the sandbox writes its kubeconfig"),
+            (None, Some(from)) => {
+                std::fs::copy(from, path).expect("LIEN_E2E_KUBECONFIG copies");
+            }
+            (None, None) => unreachable!("an Env is local or has a kubeconfig"),
+        }
+    }
+
     /// Whether Lien runs in this process (so a test may stop and restart it).
     pub fn is_local(&self) -> bool {
         self.local.is_some()
