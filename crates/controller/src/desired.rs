@@ -105,7 +105,14 @@ pub fn label_writes(index: &RelationIndex, caches: &Caches, settled: bool) -> Ve
             continue;
         }
         for ((ns, name), o) in &kind.objects {
-            let in_use = index.is_in_use(&gk.key(ns.as_deref(), name));
+            // Borrowed: a pass looks at every cached object (100,000 PersistentVolumes a rule
+            // reads), so no key is built per object.
+            let in_use = index.is_in_use_ref(lien_core::KeyRef {
+                group: &gk.group,
+                kind: &gk.kind,
+                namespace: ns.as_deref(),
+                name,
+            });
             let labelled = is_labelled(o);
             // An object being deleted keeps whatever label it has: it is past admission.
             if in_use == labelled || (!in_use && !settled) || o.deleting {

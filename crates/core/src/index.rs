@@ -949,6 +949,12 @@ impl RelationIndex {
             .map_or(0, |id| self.keys[id as usize].of_len as usize)
     }
 
+    /// [`Self::is_in_use`] for a borrowed key: no allocation, for scans over many objects.
+    pub fn is_in_use_ref(&self, of: KeyRef<'_>) -> bool {
+        self.find_key(of)
+            .is_some_and(|id| self.keys[id as usize].of_len > 0)
+    }
+
     /// Whether any relation has `of` as the object in use (UIDs not considered).
     pub fn is_in_use(&self, of: &ObjectKey) -> bool {
         self.blocker_count(of) > 0

@@ -78,6 +78,9 @@ pub struct State {
     pub cycles: BTreeMap<Source, Problem>,
     /// Whether the index changed since `cycles` was computed.
     pub(super) cycles_stale: bool,
+    /// When `cycles` was last computed: the search walks the whole graph (100,000 relations of
+    /// one rule), so it runs at most once per `write::CYCLE_SEARCH_INTERVAL`.
+    pub(super) cycles_searched: Option<std::time::Instant>,
     /// When each rule's status was last planned, to space out count-only rewrites
     /// (`rules::STATUS_COUNTS_INTERVAL`).
     pub(super) rule_status_planned: HashMap<String, std::time::Instant>,

@@ -156,6 +156,9 @@ pub(super) struct Plan {
     revisit: Option<std::time::Duration>,
 }
 
+/// The least time between two whole-graph cycle searches.
+pub(super) const CYCLE_SEARCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub(super) fn plan(
     st: &mut State,
     index: &RwLock<RelationIndex>,
@@ -164,10 +167,22 @@ pub(super) fn plan(
     // The read lock: the event loop, which calls this, is the index's only writer, so the
     // webhook's reads go on meanwhile.
     let index = index.read();
+    let mut revisit: Option<std::time::Duration> = None;
     if st.cycles_stale {
-        // The whole-graph search, once per write pass at most and only after a change.
-        st.cycles = cycle_problems(&index);
-        st.cycles_stale = false;
+        // The whole-graph search, once per write pass at most, only after a change, and at
+        // most once per interval: a cycle is a status to report, not a protection to enforce
+        // (each relation of a cycle is enforced as it is), so reporting it up to an interval
+        // late costs nothing, while searching 100,000 relations on every PersistentVolume
+        // event would slow every write pass, labels included.
+        let since = st.cycles_searched.map(|at| at.elapsed());
+        match since.filter(|s| *s < CYCLE_SEARCH_INTERVAL) {
+            Some(since) => revisit = Some(CYCLE_SEARCH_INTERVAL - since),
+            None => {
+                st.cycles = cycle_problems(&index);
+                st.cycles_stale = false;
+                st.cycles_searched = Some(std::time::Instant::now());
+            }
+        }
     }
     let settled = st.settled();
     let now = Timestamp::now();
@@ -207,7 +222,6 @@ pub(super) fn plan(
             });
         }
     }
-    let mut revisit: Option<std::time::Duration> = None;
     st.rule_status_planned
         .retain(|name, _| st.rules.contains_key(name));
     for rule in st.rules.values() {
