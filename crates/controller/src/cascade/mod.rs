@@ -515,6 +515,14 @@ impl Loop {
         match ev {
             watcher::Event::Apply(rule) | watcher::Event::InitApply(rule) => {
                 let name = rule.name_any();
+                // Its deletion (or any change) concerns every parent of its kind.
+                let p = &rule.spec.parent;
+                let gk = GroupKind::from_api_version(&p.api_version, &p.kind);
+                if let Some(pk) = self.parents.get(&gk) {
+                    for (ns, n) in pk.objects.keys() {
+                        self.dirty.insert((gk.clone(), ns.clone(), n.clone()));
+                    }
+                }
                 let program = CascadeProgram::compile(&rule.spec).map_err(|errs| {
                     errs.iter()
                         .map(ToString::to_string)
