@@ -8,15 +8,12 @@
 //! Variables: `object`, `oldObject` (`null` where absent), `request` (the admission request
 //! without `uid`/`object`/`oldObject`) and `namespaceObject` (`null`, as for webhooks). The
 //! `authorizer` variable is not provided (the sandbox has no RBAC): an expression using it
-//! fails to evaluate, and then `failurePolicy` applies. The function library is the `cel`
-//! crate's standard one, without Kubernetes' extension libraries (quantity, url, ip, …), and
-//! expressions are checked when evaluated, not when the configuration is written.
+//! fails to evaluate, and then `failurePolicy` applies. The function library is Lien's one CEL
+//! engine's (`lien-cel`: the standard library, the strings and lists extensions and Kubernetes'
+//! list and regex functions, without quantity, url, ip, …), and expressions are checked when
+//! evaluated, not when the configuration is written.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use cel::objects::Key;
-use cel::{Context, Program};
+use lien_cel::cel::{self, Context};
 use serde_json::Value;
 
 use super::Attributes;
@@ -32,7 +29,7 @@ pub(super) fn evaluate(webhook: &Value, attrs: &Attributes) -> Result<bool, ApiE
     if conditions.is_empty() {
         return Ok(true);
     }
-    let mut context = Context::default();
+    let mut context = Context::with_env(lien_cel::env());
     context.add_variable_from_value("object", to_cel(attrs.object.as_ref()));
     context.add_variable_from_value("oldObject", to_cel(attrs.old_object.as_ref()));
     context.add_variable_from_value("request", to_cel(Some(&cel_request(attrs))));
@@ -64,13 +61,11 @@ pub(super) fn evaluate(webhook: &Value, attrs: &Attributes) -> Result<bool, ApiE
 /// One condition, with kube-apiserver's error wording (`compilation error: …`,
 /// `expression '…' resulted in error: …`).
 fn evaluate_one(expression: &str, context: &Context) -> Result<bool, String> {
-    // Parsing can panic on some malformed input in the `cel` crate; a webhook configuration
-    // must never take the server down, so a panic counts as a compilation error.
-    let compiled = std::panic::catch_unwind(|| Program::compile(expression));
-    let program = match compiled {
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => return Err(format!("compilation error: {e}")),
-        Err(_) => return Err(format!("compilation error: cannot parse {expression:?}")),
+    // `compile_program` turns a panic of the parser into an error: a webhook configuration
+    // must never take the server down.
+    let program = match lien_cel::compile_program(expression) {
+        Ok(p) => p,
+        Err(e) => return Err(format!("compilation error: {e}")),
     };
     match program.execute(context) {
         Ok(cel::Value::Bool(b)) => Ok(b),
@@ -98,29 +93,9 @@ fn aggregate(errors: Vec<String>) -> String {
     }
 }
 
-/// JSON to CEL. Integers become `int` (as Kubernetes' schemas type them), other numbers
-/// `double`.
+/// JSON to CEL, as Lien's CEL engine converts schema-less JSON (absent is `null`).
 fn to_cel(value: Option<&Value>) -> cel::Value {
-    match value {
-        None | Some(Value::Null) => cel::Value::Null,
-        Some(Value::Bool(b)) => cel::Value::Bool(*b),
-        Some(Value::Number(n)) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => cel::Value::Int(i),
-            (None, Some(u)) => cel::Value::UInt(u),
-            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Some(Value::String(s)) => cel::Value::String(Arc::new(s.clone())),
-        Some(Value::Array(items)) => {
-            cel::Value::List(Arc::new(items.iter().map(|v| to_cel(Some(v))).collect()))
-        }
-        Some(Value::Object(map)) => {
-            let map: HashMap<Key, cel::Value> = map
-                .iter()
-                .map(|(k, v)| (Key::from(k.clone()), to_cel(Some(v))))
-                .collect();
-            cel::Value::from(map)
-        }
-    }
+    value.map_or(cel::Value::Null, lien_cel::json_to_cel)
 }
 
 #[cfg(test)]

@@ -7,18 +7,20 @@
 //! maps of their *declared* fields only, with names that are not CEL identifiers escaped
 //! (`__dash__`, `__dot__`, ...), objects with `additionalProperties` → maps keyed by the raw keys.
 //!
-//! The environment is the `cel` crate's standard library with its strings and lists extensions,
-//! plus small Kubernetes library functions (`isSorted`, `sum`, `min`, `max`, list `indexOf` /
-//! `lastIndexOf`, regex `find` / `findAll`). Programs are compiled once per rule text and cached
-//! for the life of the process: rules are immutable text and compiling does not depend on data.
+//! The environment, the Kubernetes library functions and the compile cache are Lien's one CEL
+//! engine, `lien-cel` (the `cel` crate's standard library with its strings and lists extensions,
+//! plus `isSorted`, `sum`, `min`, `max`, list `indexOf` / `lastIndexOf`, regex `find` /
+//! `findAll`); this module keeps what only CRD validation does: the schema-guided conversion and
+//! the evaluation of `x-kubernetes-validations`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
-use cel::common::types::{CelOptional, DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE};
-use cel::common::value::{CowVal, Val};
-use cel::objects::{Key, Map as CelMap};
-use cel::{Context, Env, ExecutionError, Program, Value as CelValue};
+use lien_cel::cel::common::types::CelOptional;
+use lien_cel::cel::common::value::Val;
+use lien_cel::cel::objects::{Key, Map as CelMap};
+use lien_cel::cel::{Context, ExecutionError, Program, Value as CelValue};
+use lien_cel::env;
 use serde_json::{Value, json};
 
 use super::field;
@@ -69,35 +71,12 @@ pub fn escape_property(name: &str) -> Option<String> {
     )
 }
 
-fn env() -> Arc<Env> {
-    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Env::stdlib();
-        // Extensions and our overloads only fail on duplicate declarations, which a fresh
-        // stdlib cannot have; a failure would only lose the functions, never evaluation.
-        let _ = env.add_extension(cel::extensions::strings);
-        let _ = env.add_extension(cel::extensions::lists);
-        let _ = add_kubernetes_library(&mut env);
-        Arc::new(env)
-    })
-    .clone()
-}
-
-/// A compiled rule, or the compiler's complaint (`ERROR: <input>:1:5: ...`).
+/// A compiled rule, or the compiler's complaint (`ERROR: <input>:1:5: ...`). Compiled by Lien's
+/// one CEL engine (`lien-cel`: its environment and process-wide cache), after cel-go's check of
+/// reserved identifiers, which only CRD validation rules apply.
 pub fn compile(source: &str) -> Result<Arc<Program>, String> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Program>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Ok(guard) = cache.lock()
-        && let Some(p) = guard.get(source)
-    {
-        return Ok(p.clone());
-    }
     reject_reserved_identifiers(source)?;
-    let program = Arc::new(env().compile(source).map_err(|e| e.to_string())?);
-    if let Ok(mut guard) = cache.lock() {
-        guard.insert(source.to_string(), program.clone());
-    }
-    Ok(program)
+    lien_cel::compile_program(source)
 }
 
 /// cel-go refuses CEL's reserved words as identifiers (a field named `namespace` is reached as
@@ -189,13 +168,9 @@ pub fn to_cel(node: Node<'_>, value: &Value, root: bool) -> CelValue {
                     out.insert(Key::String(Arc::new(name)), converted);
                 }
             } else {
-                // Schemaless (preserve-unknown-fields) objects are dynamic maps.
-                for (k, v) in map {
-                    out.insert(
-                        Key::String(Arc::new(k.clone())),
-                        to_cel(Node::EMPTY, v, false),
-                    );
-                }
+                // Schemaless (preserve-unknown-fields) objects are dynamic maps, converted as
+                // Lien's CEL engine converts any schema-less JSON.
+                return lien_cel::json_to_cel(value);
             }
             CelValue::Map(CelMap { map: Arc::new(out) })
         }
@@ -449,208 +424,4 @@ fn error_for_reason(rule: &Value, path: &str, type_value: &Value, detail: &str) 
         Some(field::DUPLICATE) => field::duplicate(path, type_value),
         _ => field::invalid(path, type_value, detail),
     }
-}
-
-// ---- Kubernetes library functions -------------------------------------------------------------
-
-type CelResult<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
-
-fn values(args: &[CowVal<'_, '_>]) -> Result<Vec<CelValue>, ExecutionError> {
-    args.iter()
-        .map(|a| CelValue::try_from(a.as_ref()))
-        .collect()
-}
-
-fn owned<'b, 'v>(value: CelValue) -> CelResult<'b, 'v> {
-    let boxed: Box<dyn Val> = value.try_into()?;
-    Ok(CowVal::Owned(boxed))
-}
-
-fn list_arg(values: &[CelValue], function: &str) -> Result<Arc<Vec<CelValue>>, ExecutionError> {
-    match values.first() {
-        Some(CelValue::List(l)) => Ok(l.clone()),
-        _ => Err(ExecutionError::no_such_member_overload(function, vec![])),
-    }
-}
-
-fn compare(
-    a: &CelValue,
-    b: &CelValue,
-    function: &str,
-) -> Result<std::cmp::Ordering, ExecutionError> {
-    a.partial_cmp(b)
-        .ok_or_else(|| ExecutionError::no_such_member_overload(function, vec![]))
-}
-
-fn is_sorted<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    let vals = values(&args)?;
-    let list = list_arg(&vals, "isSorted")?;
-    for pair in list.windows(2) {
-        if compare(&pair[0], &pair[1], "isSorted")? == std::cmp::Ordering::Greater {
-            return owned(CelValue::Bool(false));
-        }
-    }
-    owned(CelValue::Bool(true))
-}
-
-fn sum<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    let vals = values(&args)?;
-    let list = list_arg(&vals, "sum")?;
-    let mut acc = match list.first() {
-        Some(CelValue::Float(_)) => CelValue::Float(0.0),
-        Some(CelValue::UInt(_)) => CelValue::UInt(0),
-        Some(CelValue::Duration(_)) => CelValue::Duration(chrono::Duration::zero()),
-        _ => CelValue::Int(0),
-    };
-    for item in list.iter() {
-        acc = match (&acc, item) {
-            (CelValue::Int(a), CelValue::Int(b)) => CelValue::Int(
-                a.checked_add(*b)
-                    .ok_or_else(|| ExecutionError::function_error("sum", "integer overflow"))?,
-            ),
-            (CelValue::UInt(a), CelValue::UInt(b)) => CelValue::UInt(
-                a.checked_add(*b)
-                    .ok_or_else(|| ExecutionError::function_error("sum", "integer overflow"))?,
-            ),
-            (CelValue::Float(a), CelValue::Float(b)) => CelValue::Float(a + b),
-            (CelValue::Duration(a), CelValue::Duration(b)) => CelValue::Duration(*a + *b),
-            _ => return Err(ExecutionError::no_such_member_overload("sum", vec![])),
-        };
-    }
-    owned(acc)
-}
-
-fn extreme<'b, 'v>(
-    args: Vec<CowVal<'b, 'v>>,
-    function: &str,
-    want: std::cmp::Ordering,
-) -> CelResult<'b, 'v> {
-    let vals = values(&args)?;
-    let list = list_arg(&vals, function)?;
-    let mut best = list.first().cloned().ok_or_else(|| {
-        ExecutionError::function_error(function, format!("{function} called on empty list"))
-    })?;
-    for item in list.iter().skip(1) {
-        if compare(item, &best, function)? == want {
-            best = item.clone();
-        }
-    }
-    owned(best)
-}
-
-fn list_min<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    extreme(args, "min", std::cmp::Ordering::Less)
-}
-
-fn list_max<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    extreme(args, "max", std::cmp::Ordering::Greater)
-}
-
-fn list_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    let vals = values(&args)?;
-    let list = list_arg(&vals, "indexOf")?;
-    let needle = vals.get(1).cloned().unwrap_or(CelValue::Null);
-    let idx = list
-        .iter()
-        .position(|v| *v == needle)
-        .map_or(-1, |i| i as i64);
-    owned(CelValue::Int(idx))
-}
-
-fn list_last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    let vals = values(&args)?;
-    let list = list_arg(&vals, "lastIndexOf")?;
-    let needle = vals.get(1).cloned().unwrap_or(CelValue::Null);
-    let idx = list
-        .iter()
-        .rposition(|v| *v == needle)
-        .map_or(-1, |i| i as i64);
-    owned(CelValue::Int(idx))
-}
-
-fn regex_args(vals: &[CelValue], function: &str) -> Result<(String, regex::Regex), ExecutionError> {
-    match (vals.first(), vals.get(1)) {
-        (Some(CelValue::String(s)), Some(CelValue::String(re))) => {
-            let re = regex::Regex::new(re)
-                .map_err(|e| ExecutionError::function_error(function, e.to_string()))?;
-            Ok((s.to_string(), re))
-        }
-        _ => Err(ExecutionError::no_such_member_overload(function, vec![])),
-    }
-}
-
-fn find<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    let vals = values(&args)?;
-    let (s, re) = regex_args(&vals, "find")?;
-    let found = re
-        .find(&s)
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_default();
-    owned(CelValue::String(Arc::new(found)))
-}
-
-fn find_all_impl<'b, 'v>(args: Vec<CowVal<'b, 'v>>, limited: bool) -> CelResult<'b, 'v> {
-    let vals = values(&args)?;
-    let (s, re) = regex_args(&vals, "findAll")?;
-    let limit = match (limited, vals.get(2)) {
-        (true, Some(CelValue::Int(n))) if *n >= 0 => Some(*n as usize),
-        _ => None,
-    };
-    let found: Vec<CelValue> = re
-        .find_iter(&s)
-        .take(limit.unwrap_or(usize::MAX))
-        .map(|m| CelValue::String(Arc::new(m.as_str().to_string())))
-        .collect();
-    owned(CelValue::List(Arc::new(found)))
-}
-
-fn find_all<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    find_all_impl(args, false)
-}
-
-fn find_all_n<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> CelResult<'b, 'v> {
-    find_all_impl(args, true)
-}
-
-fn add_kubernetes_library(env: &mut Env) -> Result<(), cel::DeclarationError> {
-    env.add_member_overload("isSorted", "list.isSorted()", LIST_TYPE, vec![], is_sorted)?;
-    env.add_member_overload("sum", "list.sum()", LIST_TYPE, vec![], sum)?;
-    env.add_member_overload("min", "list.min()", LIST_TYPE, vec![], list_min)?;
-    env.add_member_overload("max", "list.max()", LIST_TYPE, vec![], list_max)?;
-    env.add_member_overload(
-        "indexOf",
-        "list.indexOf(dyn)",
-        LIST_TYPE,
-        vec![DYN_TYPE],
-        list_index_of,
-    )?;
-    env.add_member_overload(
-        "lastIndexOf",
-        "list.lastIndexOf(dyn)",
-        LIST_TYPE,
-        vec![DYN_TYPE],
-        list_last_index_of,
-    )?;
-    env.add_member_overload(
-        "find",
-        "string.find(string)",
-        STRING_TYPE,
-        vec![STRING_TYPE],
-        find,
-    )?;
-    env.add_member_overload(
-        "findAll",
-        "string.findAll(string)",
-        STRING_TYPE,
-        vec![STRING_TYPE],
-        find_all,
-    )?;
-    env.add_member_overload(
-        "findAll",
-        "string.findAll(string,int)",
-        STRING_TYPE,
-        vec![STRING_TYPE, INT_TYPE],
-        find_all_n,
-    )?;
-    Ok(())
 }
