@@ -128,6 +128,8 @@ pub struct Parent {
     pub children: Result<Vec<ChildKey>, String>,
     /// The policy the rule gives it (the expression's value, else the spec's).
     pub policy: PropagationPolicy,
+    /// Why `propagationPolicyExpression` failed on it (then `policy` is the spec's).
+    pub policy_error: Option<String>,
 }
 
 impl Parent {
@@ -213,6 +215,12 @@ pub fn decide(parent: &Parent, observe: impl Fn(&ChildKey) -> Observed) -> Decis
             let policy = if parent.has(FOREGROUND_FINALIZER) {
                 PropagationPolicy::Foreground
             } else {
+                if let Some(e) = &parent.policy_error {
+                    d.warnings.push(format!(
+                        "spec.propagationPolicyExpression failed ({e}): children are deleted with spec.propagationPolicy {:?}",
+                        parent.policy
+                    ));
+                }
                 parent.policy
             };
             let mut targets = Vec::new();
@@ -397,6 +405,7 @@ mod tests {
             record,
             children: Ok(children),
             policy: PropagationPolicy::Background,
+            policy_error: None,
         }
     }
 
@@ -513,6 +522,17 @@ mod tests {
         );
         let d = decide(&p, |_| present("u1", false, &[]));
         assert_eq!(d.deletes[0].policy, PropagationPolicy::Foreground);
+    }
+
+    #[test]
+    fn a_failing_policy_expression_falls_back_to_the_spec_with_a_warning() {
+        let c = key("XComposite", "", "c1");
+        let mut p = parent(true, &[CASCADE_FINALIZER], Record::default(), vec![c]);
+        p.policy = PropagationPolicy::Foreground;
+        p.policy_error = Some("no such key: compositeDeletePolicy".into());
+        let d = decide(&p, |_| present("u1", false, &[]));
+        assert_eq!(d.deletes[0].policy, PropagationPolicy::Foreground);
+        assert!(d.warnings[0].contains("no such key"), "{:?}", d.warnings);
     }
 
     #[test]

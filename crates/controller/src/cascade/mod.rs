@@ -24,7 +24,6 @@
 //! if the rule is deleted while Lien is down.
 
 pub mod decide;
-pub mod program;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -52,7 +51,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use decide::{CHILDREN_ANNOTATION, ChildKey, ChildMeta, Decision, Observed, Parent, Record};
-use program::{CascadeProgram, ChildRef};
+use lien_cel::{CascadeProgram, ChildRef};
 
 /// How the reconciler runs.
 #[derive(Debug, Clone)]
@@ -128,6 +127,7 @@ struct ParentObj {
     has_annotation: bool,
     refs: Result<Vec<ChildRef>, String>,
     policy: PropagationPolicy,
+    policy_error: Option<String>,
 }
 
 struct RuleState {
@@ -618,17 +618,19 @@ impl Loop {
 
     fn reduce_parent(&self, gk: &GroupKind, obj: &DynamicObject) -> ParentObj {
         let annotation = obj.annotations().get(CHILDREN_ANNOTATION);
-        let (refs, policy) = match self.program_for(gk) {
+        let (refs, policy, policy_error) = match self.program_for(gk) {
             Some((r, _)) => match &r.program {
                 Ok(p) => {
                     let value = serde_json::to_value(obj).unwrap_or(Value::Null);
                     let refs = p.children(&value).map_err(|e| e.to_string());
-                    let policy = p.policy(&value).unwrap_or(r.rule.spec.propagation_policy);
-                    (refs, policy)
+                    match p.policy(&value) {
+                        Ok(policy) => (refs, policy, None),
+                        Err(e) => (refs, r.rule.spec.propagation_policy, Some(e.to_string())),
+                    }
                 }
-                Err(e) => (Err(e.clone()), r.rule.spec.propagation_policy),
+                Err(e) => (Err(e.clone()), r.rule.spec.propagation_policy, None),
             },
-            None => (Err("no rule".into()), PropagationPolicy::Background),
+            None => (Err("no rule".into()), PropagationPolicy::Background, None),
         };
         ParentObj {
             uid: obj.uid().unwrap_or_default(),
@@ -644,6 +646,7 @@ impl Loop {
             has_annotation: annotation.is_some(),
             refs,
             policy,
+            policy_error,
         }
     }
 
@@ -913,6 +916,7 @@ impl Loop {
                 record: p.record.clone(),
                 children,
                 policy: p.policy,
+                policy_error: p.policy_error.clone(),
             },
             rule_deleting,
         ))
@@ -998,6 +1002,8 @@ impl Loop {
                 "CascadeDanglingReference"
             } else if w.contains("re-created") {
                 "CascadeChildRecreated"
+            } else if w.contains("propagationPolicyExpression") {
+                "CascadeInvalidPolicy"
             } else {
                 "CascadeInvalidChildren"
             };
