@@ -27,6 +27,7 @@ pub mod decide;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -90,6 +91,39 @@ impl Default for CascadeConfig {
                 instance: None,
             },
         }
+    }
+}
+
+/// The API requests the reconciler made (not counting its watches: one list and one watch per
+/// kind), logged every few seconds at `info` while they change (`cascade: API requests`).
+#[derive(Debug, Default)]
+pub struct Calls {
+    /// Finalizer and record writes on parents.
+    pub parent_writes: AtomicU64,
+    /// DELETEs of children.
+    pub child_deletes: AtomicU64,
+    /// Events published.
+    pub events: AtomicU64,
+    /// Finalizer and status writes on rules.
+    pub rule_writes: AtomicU64,
+    /// Lists (and discovery) to find the dependents that hold a foreground deletion.
+    pub dependents_lists: AtomicU64,
+}
+
+impl Calls {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(parent_writes, child_deletes, events, rule_writes, dependents_lists)`.
+    pub fn snapshot(&self) -> [u64; 5] {
+        [
+            self.parent_writes.load(Ordering::Relaxed),
+            self.child_deletes.load(Ordering::Relaxed),
+            self.events.load(Ordering::Relaxed),
+            self.rule_writes.load(Ordering::Relaxed),
+            self.dependents_lists.load(Ordering::Relaxed),
+        ]
     }
 }
 
@@ -179,6 +213,7 @@ pub struct Cascade {
     client: Client,
     config: CascadeConfig,
     leader: watch::Receiver<bool>,
+    calls: Arc<Calls>,
 }
 
 impl std::fmt::Debug for Cascade {
@@ -209,6 +244,7 @@ struct Loop {
     warned: HashSet<(String, String)>,
     rules_dirty: bool,
     last_status: Instant,
+    calls: Arc<Calls>,
 }
 
 fn gvk_of(gk: &GroupKind, api_version: &str) -> GroupVersionKind {
@@ -326,7 +362,13 @@ impl Cascade {
             client,
             config,
             leader,
+            calls: Arc::default(),
         }
+    }
+
+    /// The API requests it makes, counted.
+    pub fn calls(&self) -> Arc<Calls> {
+        self.calls.clone()
     }
 
     /// Runs until `stop` turns true.
@@ -335,6 +377,7 @@ impl Cascade {
             client,
             config,
             mut leader,
+            calls,
         } = self;
         let (tx, mut rx) = mpsc::unbounded_channel();
         let rules_task = {
@@ -378,7 +421,9 @@ impl Cascade {
             warned: HashSet::new(),
             rules_dirty: true,
             last_status: Instant::now(),
+            calls,
         };
+        let mut logged = ([0u64; 5], Instant::now());
         let tick = Duration::from_millis(250);
         loop {
             let is_leader = *leader.borrow_and_update();
@@ -405,6 +450,27 @@ impl Cascade {
                 lp.process();
                 lp.report();
                 lp.write_statuses();
+            }
+            if logged.1.elapsed() >= Duration::from_secs(5) {
+                let now = lp.calls.snapshot();
+                if now != logged.0 {
+                    let [
+                        parent_writes,
+                        child_deletes,
+                        events,
+                        rule_writes,
+                        dependents_lists,
+                    ] = now;
+                    tracing::info!(
+                        parent_writes,
+                        child_deletes,
+                        events,
+                        rule_writes,
+                        dependents_lists,
+                        "cascade: API requests"
+                    );
+                }
+                logged = (now, Instant::now());
             }
         }
         rules_task.abort();
@@ -982,7 +1048,9 @@ impl Loop {
             action: "Cascade".into(),
             secondary: None,
         };
+        let calls = self.calls.clone();
         tokio::spawn(async move {
+            Calls::bump(&calls.events);
             if let Err(e) = recorder.publish(&event, &reference).await {
                 tracing::warn!(error = %e, "publishing a cascade event");
             }
@@ -1081,6 +1149,7 @@ impl Loop {
         let semaphore = self.semaphore.clone();
         let manager = self.config.field_manager.clone();
         let retry = self.config.retry_base;
+        let calls = self.calls.clone();
         tokio::spawn(async move {
             let _permit = semaphore.acquire_owned().await;
             let (gk, ns, name) = &id;
@@ -1094,6 +1163,7 @@ impl Loop {
                     field_manager: Some(manager),
                     ..PatchParams::default()
                 };
+                Calls::bump(&calls.parent_writes);
                 match api.patch(name, &params, &Patch::Merge(&patch)).await {
                     // The cache learns the write at once (the watch repeats it later), so the
                     // next decision does not re-send it with a stale resourceVersion.
@@ -1133,6 +1203,7 @@ impl Loop {
                     }),
                     ..DeleteParams::default()
                 };
+                Calls::bump(&calls.child_deletes);
                 match api.delete(&d.child.name, &params).await {
                     Ok(_) => {}
                     // Gone already.
@@ -1194,11 +1265,12 @@ impl Loop {
         let recorder = self.recorder.clone();
         let client = self.client.clone();
         let tx = self.tx.clone();
+        let calls = self.calls.clone();
         tokio::spawn(async move {
             let holders = if foreground_uids.is_empty() {
                 HashMap::new()
             } else {
-                let h = dependents(&client, &foreground_uids).await;
+                let h = dependents(&client, &foreground_uids, &calls).await;
                 let _ = tx.send(Msg::Holders(h.clone()));
                 h
             };
@@ -1245,6 +1317,7 @@ impl Loop {
                     action: "Cascade".into(),
                     secondary: None,
                 };
+                Calls::bump(&calls.events);
                 if let Err(e) = recorder.publish(&event, &reference).await {
                     tracing::warn!(error = %e, "publishing a cascade event");
                 }
@@ -1336,7 +1409,9 @@ impl Loop {
                     ..PatchParams::default()
                 };
                 let tx = self.tx.clone();
+                let calls = self.calls.clone();
                 tokio::spawn(async move {
+                    Calls::bump(&calls.rule_writes);
                     if let Err(e) = api.patch(&name, &params, &Patch::Merge(&patch)).await {
                         tracing::debug!(error = %e, rule = %name, "cascade: rule finalizer write failed");
                     }
@@ -1390,7 +1465,9 @@ impl Loop {
                 field_manager: Some(self.config.field_manager.clone()),
                 ..PatchParams::default()
             };
+            let calls = self.calls.clone();
             tokio::spawn(async move {
+                Calls::bump(&calls.rule_writes);
                 let patch = json!({ "status": value });
                 if let Err(e) = api
                     .patch_status(&name, &params, &Patch::Merge(&patch))
@@ -1519,9 +1596,14 @@ fn truncate(mut s: String, max: usize) -> String {
 /// list per kind per report round, shared by every waiting parent). For each child, the
 /// dependents with `blockOwnerDeletion` are followed down to those that hold the tree: ones
 /// with finalizers of their own, or not yet being deleted.
-async fn dependents(client: &Client, roots: &[String]) -> HashMap<String, Vec<String>> {
+async fn dependents(
+    client: &Client,
+    roots: &[String],
+    calls: &Calls,
+) -> HashMap<String, Vec<String>> {
     let mut by_owner: HashMap<String, Vec<(String, PartialObjectMeta<DynamicObject>)>> =
         HashMap::new();
+    Calls::bump(&calls.dependents_lists);
     let discovery = match kube::discovery::Discovery::new(client.clone()).run().await {
         Ok(d) => d,
         Err(e) => {
@@ -1538,6 +1620,7 @@ async fn dependents(client: &Client, roots: &[String]) -> HashMap<String, Vec<St
                 continue;
             }
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            Calls::bump(&calls.dependents_lists);
             let Ok(list) = api.list_metadata(&ListParams::default()).await else {
                 continue;
             };
