@@ -184,6 +184,39 @@ async fn main() -> anyhow::Result<()> {
     // started.
     let last_composed_gone = Arc::new(Mutex::new(None::<Instant>));
     let gone = last_composed_gone.clone();
+    // When composed resources start being deleted (first, last).
+    let composed_started = Arc::new(Mutex::new((None::<Instant>, None::<Instant>)));
+    let started = composed_started.clone();
+    // When composites start being deleted (first, last) and the last one goes.
+    let composite_times = Arc::new(Mutex::new((
+        None::<Instant>,
+        None::<Instant>,
+        None::<Instant>,
+    )));
+    let xr_watch = {
+        let composites = composites.clone();
+        let times = composite_times.clone();
+        tokio::spawn(async move {
+            let mut seen: HashMap<String, ()> = HashMap::new();
+            let stream = watcher::watcher(composites, watcher::Config::default());
+            futures::pin_mut!(stream);
+            while let Some(Ok(ev)) = stream.next().await {
+                match ev {
+                    watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                        if o.metadata.deletion_timestamp.is_some()
+                            && seen.insert(o.name_any(), ()).is_none()
+                        {
+                            let mut t = times.lock().await;
+                            t.0.get_or_insert_with(Instant::now);
+                            t.1 = Some(Instant::now());
+                        }
+                    }
+                    watcher::Event::Delete(_) => times.lock().await.2 = Some(Instant::now()),
+                    _ => {}
+                }
+            }
+        })
+    };
     let external = {
         let composeds = composeds.clone();
         tokio::spawn(async move {
@@ -196,6 +229,11 @@ async fn main() -> anyhow::Result<()> {
                         if o.metadata.deletion_timestamp.is_some()
                             && seen.insert(o.name_any(), ()).is_none()
                         {
+                            {
+                                let mut t = started.lock().await;
+                                t.0.get_or_insert_with(Instant::now);
+                                t.1 = Some(Instant::now());
+                            }
                             let api = composeds.clone();
                             tokio::spawn(async move {
                                 tokio::time::sleep(latency).await;
@@ -245,6 +283,18 @@ async fn main() -> anyhow::Result<()> {
         .map(|t| t - start)
         .unwrap_or_default();
     let composites_left = composites.list(&ListParams::default()).await?.items.len();
+    let since = |t: Option<Instant>| t.map(|t| t - start).unwrap_or_default();
+    let xr = *composite_times.lock().await;
+    let leaf = *composed_started.lock().await;
+    println!(
+        "timeline: composites' deletion started {:?} .. {:?}; composed resources' deletion started {:?} .. {:?}; last composite gone {:?}",
+        since(xr.0),
+        since(xr.1),
+        since(leaf.0),
+        since(leaf.1),
+        since(xr.2)
+    );
+    xr_watch.abort();
     println!(
         "parents={parents} tree={} latency={latency:?}: DELETEs sent in {deletes_sent:?}; last composed resource gone at {last_leaf:?}; every claim gone at {total:?} (after the last composed: {:?}); composites left: {composites_left}",
         composed + 1,

@@ -245,6 +245,12 @@ struct Loop {
     rules_dirty: bool,
     last_status: Instant,
     calls: Arc<Calls>,
+    /// Children whose DELETE was sent, by UID: not sent again until their watch shows the
+    /// deletion (or the DELETE failed), so a decision on a cache that has not caught up yet does
+    /// not repeat it.
+    requested: HashMap<String, Instant>,
+    /// No dependents scan before this (one scan serves every report due until then).
+    next_scan: Instant,
 }
 
 fn gvk_of(gk: &GroupKind, api_version: &str) -> GroupVersionKind {
@@ -422,6 +428,8 @@ impl Cascade {
             rules_dirty: true,
             last_status: Instant::now(),
             calls,
+            requested: HashMap::new(),
+            next_scan: Instant::now(),
         };
         let mut logged = ([0u64; 5], Instant::now());
         let tick = Duration::from_millis(250);
@@ -524,6 +532,7 @@ impl Loop {
                 }
             }
             Msg::Refused(uid, message) => {
+                self.requested.remove(&uid);
                 let delay = self.refusals.get(&uid).map_or(self.config.retry_base, |r| {
                     (r.delay * 2).min(self.config.retry_max)
                 });
@@ -841,6 +850,9 @@ impl Loop {
                     return;
                 };
                 let old = pk.objects.remove(&key);
+                if let Some(uid) = obj.uid() {
+                    self.warned.retain(|(u, _)| *u != uid);
+                }
                 self.index_parent(&id, old.as_ref(), None);
                 self.reports.remove(&id);
                 self.rules_dirty = true;
@@ -883,6 +895,9 @@ impl Loop {
                     let meta = reduce(&m);
                     let fp = format!("{}:{:?}", meta.deleting, meta.finalizers);
                     let uid = meta.uid.clone();
+                    if meta.deleting {
+                        self.requested.remove(&uid);
+                    }
                     ck.objects.insert(key_of(&m), meta);
                     self.note_progress(&uid, &fp, true);
                 }
@@ -891,6 +906,7 @@ impl Loop {
                     ck.objects.remove(&key_of(&m));
                     let uid = m.metadata.uid.clone().unwrap_or_default();
                     self.progress.remove(&uid);
+                    self.requested.remove(&uid);
                     self.refusals.remove(&uid);
                     self.holders.remove(&uid);
                 }
@@ -990,6 +1006,9 @@ impl Loop {
 
     fn due_retries(&mut self) {
         let now = Instant::now();
+        let keep = self.config.retry_max * 2;
+        self.requested
+            .retain(|_, at| now.duration_since(*at) <= keep);
         let later = self.retries.split_off(&(now + Duration::from_nanos(1)));
         let due = std::mem::replace(&mut self.retries, later);
         for ids in due.into_values() {
@@ -1082,8 +1101,16 @@ impl Loop {
             .deletes
             .iter()
             .filter(|d| self.refusals.get(&d.uid).is_none_or(|r| r.next <= now))
+            .filter(|d| {
+                self.requested
+                    .get(&d.uid)
+                    .is_none_or(|at| now.duration_since(*at) > self.config.retry_max)
+            })
             .cloned()
             .collect();
+        for d in &deletes {
+            self.requested.insert(d.uid.clone(), now);
+        }
         let waiting = !decision.waiting.is_empty();
         if waiting && !self.reports.contains_key(&id) {
             let first = self.config.report_after;
@@ -1261,6 +1288,12 @@ impl Loop {
             }
             let Some(p) = self.parent(&id) else { continue };
             jobs.push((reference(&id.0, p, &id.1, &id.2), waiting));
+        }
+        if now < self.next_scan {
+            // The last scan's findings (in `held_by` already) serve this round.
+            foreground_uids.clear();
+        } else if !foreground_uids.is_empty() {
+            self.next_scan = now + self.config.report_after.max(Duration::from_secs(1));
         }
         let recorder = self.recorder.clone();
         let client = self.client.clone();
