@@ -139,6 +139,12 @@ enum Msg {
     Parent(GroupKind, watcher::Event<DynamicObject>),
     ChildKind(GroupKind, Result<(ApiResource, bool), String>),
     Child(GroupKind, watcher::Event<PartialObjectMeta<DynamicObject>>),
+    /// A parent Lien's write released and thereby deleted (its last finalizer went): until the
+    /// watch says so, it is not decided again. (kube-apiserver answers such an update with the
+    /// object as last stored, Lien's finalizer still in it.)
+    Gone(ParentId),
+    /// A parent as Lien's write left it (the response), ahead of its watch event.
+    Written(GroupKind, DynamicObject),
     /// A parent's writes finished; `retry`: when to decide it again (a write failed).
     Done(ParentId, Option<Duration>),
     /// A child's DELETE was refused (by an admission webhook: a Usage, a rule).
@@ -249,6 +255,10 @@ struct Loop {
     /// deletion (or the DELETE failed), so a decision on a cache that has not caught up yet does
     /// not repeat it.
     requested: HashMap<String, Instant>,
+    /// Per parent, the resourceVersion of Lien's last write whose watch event has not arrived.
+    written: HashMap<ParentId, String>,
+    /// Parents deleted by Lien's release write, until their Delete event.
+    gone: HashSet<ParentId>,
     /// No dependents scan before this (one scan serves every report due until then).
     next_scan: Instant,
 }
@@ -429,6 +439,8 @@ impl Cascade {
             last_status: Instant::now(),
             calls,
             requested: HashMap::new(),
+            written: HashMap::new(),
+            gone: HashSet::new(),
             next_scan: Instant::now(),
         };
         let mut logged = ([0u64; 5], Instant::now());
@@ -521,6 +533,23 @@ impl Loop {
                 self.mark_kind_referrers(&gk);
             }
             Msg::Parent(gk, ev) => self.on_parent(gk, ev),
+            Msg::Gone(id) => {
+                self.gone.insert(id);
+            }
+            Msg::Written(gk, obj) => {
+                // Watch events older than this write may still be queued: they are skipped
+                // until the write's own event arrives, so the cache never goes back in time
+                // (a decision on it would repeat a write with a stale resourceVersion).
+                if let Some(rv) = obj.resource_version() {
+                    let id = (
+                        gk.clone(),
+                        obj.namespace().unwrap_or_default(),
+                        obj.name_any(),
+                    );
+                    self.written.insert(id, rv);
+                }
+                self.on_parent(gk, watcher::Event::Apply(obj));
+            }
             Msg::Child(gk, ev) => self.on_child(gk, ev),
             Msg::Done(id, retry) => {
                 self.in_flight.remove(&id);
@@ -803,6 +832,9 @@ impl Loop {
                 if let Some(pk) = self.parents.get_mut(&gk) {
                     pk.relist = Some(HashMap::new());
                 }
+                // A fresh list is the truth.
+                self.written.retain(|id, _| id.0 != gk);
+                self.gone.retain(|id| id.0 != gk);
             }
             watcher::Event::InitApply(obj) => {
                 let reduced = self.reduce_parent(&gk, &obj);
@@ -832,9 +864,16 @@ impl Loop {
                 self.rules_dirty = true;
             }
             watcher::Event::Apply(obj) => {
-                let reduced = self.reduce_parent(&gk, &obj);
                 let key = (obj.namespace().unwrap_or_default(), obj.name_any());
                 let id = (gk.clone(), key.0.clone(), key.1.clone());
+                if let Some(rv) = self.written.get(&id) {
+                    if obj.resource_version().as_ref() == Some(rv) {
+                        self.written.remove(&id);
+                    } else {
+                        return;
+                    }
+                }
+                let reduced = self.reduce_parent(&gk, &obj);
                 let Some(pk) = self.parents.get_mut(&gk) else {
                     return;
                 };
@@ -846,6 +885,8 @@ impl Loop {
             watcher::Event::Delete(obj) => {
                 let key = (obj.namespace().unwrap_or_default(), obj.name_any());
                 let id = (gk.clone(), key.0.clone(), key.1.clone());
+                self.written.remove(&id);
+                self.gone.remove(&id);
                 let Some(pk) = self.parents.get_mut(&gk) else {
                     return;
                 };
@@ -1036,6 +1077,9 @@ impl Loop {
     fn process(&mut self) {
         let dirty = std::mem::take(&mut self.dirty);
         for id in dirty {
+            if self.gone.contains(&id) {
+                continue;
+            }
             if self.in_flight.contains(&id) {
                 // Decided again once its writes finished and their events arrived.
                 self.dirty.insert(id);
@@ -1157,6 +1201,13 @@ impl Loop {
                 }
                 _ => {}
             }
+            tracing::debug!(
+                kind = %id.0, namespace = %id.1, name = %id.2,
+                finalizer = ?decision.finalizer,
+                record = ?decision.record.as_ref().map(|r| r.as_ref().map(|r| (r.deleting, r.children.len()))),
+                rv = ?p.resource_version,
+                "cascade: parent write"
+            );
             patch = Some(json!({ "metadata": meta }));
         }
         let child_ars: HashMap<GroupKind, ApiResource> = deletes
@@ -1177,6 +1228,7 @@ impl Loop {
         let manager = self.config.field_manager.clone();
         let retry = self.config.retry_base;
         let calls = self.calls.clone();
+        let releasing = decision.releases();
         tokio::spawn(async move {
             let _permit = semaphore.acquire_owned().await;
             let (gk, ns, name) = &id;
@@ -1195,7 +1247,12 @@ impl Loop {
                     // The cache learns the write at once (the watch repeats it later), so the
                     // next decision does not re-send it with a stale resourceVersion.
                     Ok(obj) => {
-                        let _ = tx.send(Msg::Parent(gk.clone(), watcher::Event::Apply(obj)));
+                        let ours = obj.finalizers().iter().any(|f| f == CASCADE_FINALIZER);
+                        let _ = if releasing && ours {
+                            tx.send(Msg::Gone(id.clone()))
+                        } else {
+                            tx.send(Msg::Written(gk.clone(), obj))
+                        };
                     }
                     Err(kube::Error::Api(s)) if s.code == 404 => {
                         let _ = tx.send(Msg::Done(id.clone(), None));
