@@ -1,6 +1,6 @@
 #!/bin/bash
 # The CascadeRule load benchmark: the sandbox alone, `lien run` against it under /usr/bin/time,
-# then examples/cascade_load. Usage: run.sh PARENTS COMPOSED LATENCY_MS
+# then examples/cascade_load. Usage: CASCADE_BENCH_DIR=DIR scripts/cascade-bench.sh PARENTS COMPOSED LATENCY_MS
 set -e
 cd "${CASCADE_BENCH_DIR:?a directory holding the release lien and cascade_load binaries}"
 rm -f kubeconfig sandbox.log lien.log
