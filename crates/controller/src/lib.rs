@@ -32,6 +32,7 @@
 
 pub mod audit;
 pub mod cache;
+pub mod cascade;
 mod controller;
 pub mod desired;
 pub mod leader;

@@ -45,6 +45,8 @@ pub struct LienConfig {
     /// (`--client-ca-file`). `None`: reviews are answered, but no refusal is recorded (no
     /// replay, no events), since anyone reaching the port could have sent it.
     pub webhook_client_ca: Option<String>,
+    /// The CascadeRule reconciler's settings (its reporter is the controller's).
+    pub cascade: lien_controller::cascade::CascadeConfig,
 }
 
 /// A running Lien; dropping it stops it, `shutdown` stops it gracefully.
@@ -260,6 +262,25 @@ impl Lien {
         );
         tasks.push(tokio::spawn(reconciler.run(stopped.clone())));
 
+        // CascadeRules: their own reconciler, writing while this replica leads (the
+        // controller's Lease).
+        let cascade = lien_controller::cascade::Cascade::new(
+            client.clone(),
+            lien_controller::cascade::CascadeConfig {
+                field_manager: FIELD_MANAGER.into(),
+                reporter: kube::runtime::events::Reporter {
+                    controller: controller_config.reporter.clone(),
+                    instance: controller_config
+                        .leader
+                        .as_ref()
+                        .map(|l| l.identity.clone()),
+                },
+                ..config.cascade.clone()
+            },
+            controller.leader(),
+        );
+        tasks.push(tokio::spawn(cascade.run(stopped.clone())));
+
         let mut controller_stop = stopped.clone();
         tasks.push(tokio::spawn(async move {
             let shutdown = async move {
@@ -396,6 +417,7 @@ impl SandboxWithLien {
             usage_access_check,
             // The sandbox presents a client certificate from its CA to every webhook.
             webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
+            cascade: lien_controller::cascade::CascadeConfig::default(),
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

@@ -3,6 +3,8 @@
 
 #[path = "e2e/access.rs"]
 mod access;
+#[path = "e2e/cascade.rs"]
+mod cascade;
 #[path = "e2e/composition.rs"]
 mod composition;
 #[path = "e2e/events.rs"]

@@ -55,6 +55,18 @@ pub struct RunArgs {
     /// The Secret in --namespace holding the replay key (data.key), readable only by Lien.
     #[arg(long, default_value = lien_controller::writer::REPLAY_KEY_SECRET)]
     pub replay_key_secret: String,
+    /// A CascadeRule child whose deletion has not progressed for this long is named as stuck
+    /// on its parent (events, the rule's status). E.g. `5m`, `90s`, `1h`.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub cascade_stuck_after: Duration,
+}
+
+/// `5m`, `90s`, `1h30m`, `500ms` (jiff's friendly duration format).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a duration such as 5m or 90s: {e}"))?;
+    Duration::try_from(d).map_err(|_| format!("{s:?}: a duration must not be negative"))
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -114,6 +126,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         usage_access_check: args.usage_access_check,
         webhook_client_ca,
+        cascade: lien_controller::cascade::CascadeConfig {
+            stuck_after: args.cascade_stuck_after,
+            ..Default::default()
+        },
     };
     let lien = Lien::start(client, config).await?;
     tracing::info!(webhook = %lien.webhook_addr(), "lien is running");

@@ -86,6 +86,15 @@ async fn start_local_lien(
         // The sandbox presents a client certificate from its CA (the default admission
         // kubeconfig): Lien trusts that CA, as `lien sandbox` wires it.
         webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
+        // Reports early and often enough for a scenario to see them.
+        cascade: lien_controller::cascade::CascadeConfig {
+            report_after: Duration::from_millis(500),
+            report_max: Duration::from_secs(2),
+            stuck_after: Duration::from_secs(3),
+            retry_base: Duration::from_millis(100),
+            retry_max: Duration::from_secs(1),
+            ..Default::default()
+        },
     };
     Lien::start_with_listener(client, listener, config)
         .await

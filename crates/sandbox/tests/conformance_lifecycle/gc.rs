@@ -175,6 +175,52 @@ async fn foreground_deletion_waits_for_blocking_dependents_only() {
     sandbox.shutdown().await;
 }
 
+/// "Garbage Collection" › Foreground cascading deletion, several levels deep (seed 001's
+/// composite → composite → managed resource): kube-controller-manager deletes a dependent that
+/// has dependents of its own with Foreground too (`attemptToDeleteItem`: "at least one owner of
+/// object has FinalizerDeletingDependents, and the object itself has dependents, so it is going
+/// to be deleted in Foreground"), so the tree goes leaf first: the leaf, then the middle, then
+/// the root.
+#[tokio::test]
+async fn foreground_deletion_goes_leaf_first_through_several_levels() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "gc-fg-deep").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "gc-fg-deep");
+    let root = configmap(&cms, "root", vec![], &[], &[]).await;
+    let mid = configmap(&cms, "mid", vec![owner_ref(&root, Some(true))], &[], &[]).await;
+    configmap(
+        &cms,
+        "leaf",
+        vec![owner_ref(&mid, Some(true))],
+        &[HOLD],
+        &[],
+    )
+    .await;
+
+    cms.delete("root", &DeleteParams::foreground())
+        .await
+        .expect("delete root");
+    let mid = wait_until(&cms, "mid", "in foreground deletion", |m| {
+        is_deleting(m) && m.finalizers().iter().any(|f| f == "foregroundDeletion")
+    })
+    .await;
+    assert_eq!(mid.finalizers(), ["foregroundDeletion"]);
+    let leaf = wait_until(&cms, "leaf", "being deleted", is_deleting).await;
+    assert_eq!(
+        leaf.finalizers(),
+        [HOLD],
+        "a leaf is deleted in the background"
+    );
+    assert!(is_deleting(&present(&cms, "root").await));
+
+    remove_finalizer(&cms, "leaf", HOLD).await;
+    wait_gone(&cms, "leaf").await;
+    wait_gone(&cms, "mid").await;
+    wait_gone(&cms, "root").await;
+    sandbox.shutdown().await;
+}
+
 /// "Garbage Collection" › Orphaned dependents and "Use Cascading Deletion in a Cluster" › Set
 /// the orphan policy: the owner gets the `orphan` finalizer, the garbage collector removes the
 /// owner's references from the dependents (and only those), then the owner is deleted; the
