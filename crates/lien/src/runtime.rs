@@ -45,6 +45,26 @@ pub struct LienConfig {
     /// (`--client-ca-file`). `None`: reviews are answered, but no refusal is recorded (no
     /// replay, no events), since anyone reaching the port could have sent it.
     pub webhook_client_ca: Option<String>,
+    /// Where the webhook's CA comes from.
+    pub webhook_ca: WebhookCa,
+}
+
+/// Where the webhook's CA set lives.
+#[derive(Debug, Clone)]
+pub enum WebhookCa {
+    /// In this process only: right for one replica (`lien sandbox`, the e2e tests), wrong for
+    /// several behind one Service (each would publish a bundle the others' certificates do not
+    /// verify against).
+    InMemory,
+    /// Shared by every replica through a Secret (`lien run`): see [`crate::webhook_ca`].
+    Secret {
+        /// The Secret's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+        /// How often each replica re-reads it (and the leader rotates it).
+        sync_every: Duration,
+    },
 }
 
 /// A running Lien; dropping it stops it, `shutdown` stops it gracefully.
@@ -181,8 +201,39 @@ impl Lien {
             controller.denial_sink(),
         )));
 
-        let certs = CertManager::new(TlsSettings::new(config.webhook_names.clone()))
-            .context("creating the webhook's CA")?;
+        let tls_settings = TlsSettings::new(config.webhook_names.clone());
+        let certs = match &config.webhook_ca {
+            WebhookCa::InMemory => {
+                let certs = CertManager::new(tls_settings).context("creating the webhook's CA")?;
+                // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
+                tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
+                certs
+            }
+            WebhookCa::Secret {
+                namespace,
+                name,
+                sync_every,
+            } => {
+                let set =
+                    crate::webhook_ca::load_or_create(&client, namespace, name, &tls_settings)
+                        .await?;
+                let certs =
+                    CertManager::from_set(tls_settings, set, time::OffsetDateTime::now_utc())
+                        .with_context(|| {
+                            format!("serving from the CA set in Secret {namespace}/{name}")
+                        })?;
+                tasks.push(crate::webhook_ca::spawn_sync(
+                    client.clone(),
+                    namespace.clone(),
+                    name.clone(),
+                    certs.clone(),
+                    controller.leader(),
+                    *sync_every,
+                    stopped.clone(),
+                ));
+                certs
+            }
+        };
         let mut webhook = lien_webhook::Webhook::builder(index.clone())
             .policy(config.policy.clone())
             .live_check(
@@ -222,8 +273,6 @@ impl Lien {
         let server = Server::start(listener, tls, webhook.router())
             .context("starting the webhook server")?;
         let webhook_addr = server.addr();
-        // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
-        tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
         let options = ConfigurationOptions::new(config.webhook_client.clone());
         // The configuration as it should be: applied now, then kept by its reconciler and
         // rebuilt with every CA bundle.
@@ -396,6 +445,8 @@ impl SandboxWithLien {
             usage_access_check,
             // The sandbox presents a client certificate from its CA to every webhook.
             webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
+            // One process, one replica.
+            webhook_ca: WebhookCa::InMemory,
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

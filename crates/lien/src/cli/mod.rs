@@ -37,7 +37,7 @@ pub enum Command {
     /// no cluster needed.
     Sandbox(sandbox::SandboxArgs),
     /// Run Lien (controller and admission webhook) against a cluster.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Print the CustomResourceDefinitions Lien installs (or write one file per CRD).
     Crds(crds::CrdsArgs),
     /// Print the complete install (namespace, RBAC, CRDs, Deployment, Service, disruption
@@ -71,7 +71,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Crds(args) => crds::run(args),
             Command::Manifests(args) => manifests::run(args),
-            Command::Run(args) => run::run(args).await,
+            Command::Run(args) => run::run(*args).await,
         }
     });
     match result {

@@ -86,6 +86,8 @@ async fn start_local_lien(
         // The sandbox presents a client certificate from its CA (the default admission
         // kubeconfig): Lien trusts that CA, as `lien sandbox` wires it.
         webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
+        // One replica.
+        webhook_ca: lien::runtime::WebhookCa::InMemory,
     };
     Lien::start_with_listener(client, listener, config)
         .await
