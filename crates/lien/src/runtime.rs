@@ -241,7 +241,9 @@ impl Lien {
                 Duration::from_secs(3),
             )
             .kinds(kinds)
-            .records(records_tx);
+            .records(records_tx)
+            // One `/metrics` for the process: the controller's beside the webhook's.
+            .register_metrics(controller.metrics_registrar());
         if config.usage_access_check {
             // 3 s, like the live check: well inside the configuration's timeoutSeconds.
             webhook = webhook.access_check(
@@ -270,6 +272,16 @@ impl Lien {
             }
         };
         let webhook = webhook.build();
+        // Ready (`/readyz`, so the Service routes to this replica) once the index is complete.
+        let mut settled = controller.settled();
+        let ready = webhook.clone();
+        let mut ready_stop = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::select! {
+                Ok(_) = settled.wait_for(|s| *s) => ready.set_ready(true),
+                _ = ready_stop.changed() => {}
+            }
+        }));
         let server = Server::start(listener, tls, webhook.router())
             .context("starting the webhook server")?;
         let webhook_addr = server.addr();

@@ -59,14 +59,20 @@ pub struct Timeouts {
     /// for the next request; so it also closes a keep-alive connection idle that long. `None`:
     /// no bound.
     pub header_read: Option<Duration>,
+    /// On stop: `None` closes every connection at once; `Some(d)` stops accepting (new
+    /// connections are refused, so a client with another endpoint goes there), asks every
+    /// open connection to finish gracefully (HTTP/2 GOAWAY, HTTP/1 close after the response
+    /// in progress) and closes what is still open after `d`. Requests in flight are answered.
+    pub drain: Option<Duration>,
 }
 
 impl Default for Timeouts {
-    /// [`HANDSHAKE_TIMEOUT`], and no header bound (what [`serve_tls`] serves with).
+    /// [`HANDSHAKE_TIMEOUT`], no header bound, no drain (what [`serve_tls`] serves with).
     fn default() -> Self {
         Self {
             handshake: HANDSHAKE_TIMEOUT,
             header_read: None,
+            drain: None,
         }
     }
 }
@@ -95,10 +101,22 @@ pub fn serve_tls_with(
     tokio::spawn(async move {
         // Dropping the set when the loop ends aborts every open connection.
         let mut connections = JoinSet::new();
+        // Told to each connection when draining.
+        let (drain_tx, drain_rx) = watch::channel(false);
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
-                _ = stop.changed() => return,
+                _ = stop.changed() => {
+                    if let Some(drain) = timeouts.drain {
+                        drop(listener);
+                        drain_tx.send_replace(true);
+                        let _ = tokio::time::timeout(drain, async {
+                            while connections.join_next().await.is_some() {}
+                        })
+                        .await;
+                    }
+                    return;
+                }
                 Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             };
             let tcp = match accepted {
@@ -112,6 +130,7 @@ pub fn serve_tls_with(
             let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
             let app = app.clone();
+            let mut drain = drain_rx.clone();
             connections.spawn(async move {
                 let Ok(Ok(tls)) =
                     tokio::time::timeout(timeouts.handshake, acceptor.accept(tcp)).await
@@ -140,9 +159,18 @@ pub fn serve_tls_with(
                     .http1()
                     .timer(TokioTimer::new())
                     .header_read_timeout(timeouts.header_read);
-                let _ = builder
-                    .serve_connection_with_upgrades(TokioIo::new(tls), service)
-                    .await;
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    draining = async { drain.wait_for(|d| *d).await.is_ok() } => {
+                        // Not draining: the serve loop ended (sender gone), close.
+                        if draining {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        }
+                    }
+                }
             });
         }
     })

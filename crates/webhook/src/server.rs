@@ -217,8 +217,11 @@ struct Metrics {
 }
 
 impl Metrics {
-    fn new() -> Self {
-        let mut registry = Registry::with_prefix("lien_webhook");
+    /// The webhook's metrics under `lien_webhook_`, then whatever `others` register at the
+    /// root (the controller's `lien_controller_*`): one `/metrics` for the whole process.
+    fn new(others: Vec<MetricsHook>) -> Self {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("lien_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "requests",
@@ -267,8 +270,11 @@ impl Metrics {
             "Reviews from clients without a verified client certificate, by action: refused (a client CA is configured) or unrecorded (answered, but no replay record or event)",
             unauthenticated.clone(),
         );
+        for hook in others {
+            hook(&mut root);
+        }
         Self {
-            registry,
+            registry: root,
             requests,
             latency,
             live_checks,
@@ -329,7 +335,11 @@ pub struct WebhookBuilder {
     review_auth: ReviewAuth,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
+    metrics_hooks: Vec<MetricsHook>,
 }
+
+/// Registers more metrics on the webhook's `/metrics` (at the registry's root).
+pub type MetricsHook = Box<dyn FnOnce(&mut Registry) + Send>;
 
 impl std::fmt::Debug for WebhookBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -396,9 +406,16 @@ impl WebhookBuilder {
         self
     }
 
+    /// Serves more metrics on `/metrics`: `hook` registers them (with their own prefix) when
+    /// the webhook is built.
+    pub fn register_metrics(mut self, hook: impl FnOnce(&mut Registry) + Send + 'static) -> Self {
+        self.metrics_hooks.push(Box::new(hook));
+        self
+    }
+
     /// The webhook.
     pub fn build(self) -> Webhook {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(self.metrics_hooks);
         metrics
             .client_auth
             .get_or_create(&ModeLabels {
@@ -453,6 +470,7 @@ impl Webhook {
             review_auth: ReviewAuth::default(),
             ready: Arc::new(AtomicBool::new(false)),
             body_timeout: BODY_TIMEOUT,
+            metrics_hooks: Vec::new(),
         }
     }
 
@@ -865,6 +883,10 @@ async fn metrics_handler(State(webhook): State<Webhook>) -> Response {
     }
 }
 
+/// How long a stopping server waits for the reviews in flight: the configuration's
+/// `timeoutSeconds`, after which the API server has given up on them anyway.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A running TLS server; stop it with [`Server::shutdown`] (dropping it stops it too).
 #[derive(Debug)]
 pub struct Server {
@@ -883,6 +905,9 @@ impl Server {
     ) -> std::io::Result<Self> {
         let timeouts = lien_serve::Timeouts {
             header_read: Some(HEADER_READ_TIMEOUT),
+            // On shutdown (SIGTERM) the reviews in flight are answered and the API server's
+            // connections told to go elsewhere: a review is never cut off (tests/ha.rs).
+            drain: Some(DRAIN_TIMEOUT),
             ..lien_serve::Timeouts::default()
         };
         Self::start_with(listener, tls, app, timeouts)

@@ -185,6 +185,9 @@ struct Shared {
     wake: Notify,
     metrics: Metrics,
     leader_tx: watch::Sender<bool>,
+    /// Turns true once the caches first settle (every Usage list and every referenced kind
+    /// listed): the index is complete, the webhook may report ready.
+    settled_tx: watch::Sender<bool>,
 }
 
 impl Controller {
@@ -196,6 +199,7 @@ impl Controller {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let (leader_tx, _) = watch::channel(false);
+        let (settled_tx, _) = watch::channel(false);
         Self {
             client,
             config,
@@ -204,6 +208,7 @@ impl Controller {
                 wake: Notify::new(),
                 metrics: Metrics::default(),
                 leader_tx,
+                settled_tx,
             }),
             tx,
             rx,
@@ -218,6 +223,20 @@ impl Controller {
     /// Whether this replica is the leader, as it changes.
     pub fn leader(&self) -> watch::Receiver<bool> {
         self.shared.leader_tx.subscribe()
+    }
+
+    /// Turns true once the index is complete for the first time (what `/readyz` waits for).
+    pub fn settled(&self) -> watch::Receiver<bool> {
+        self.shared.settled_tx.subscribe()
+    }
+
+    /// Registers the `lien_controller_*` metrics later, e.g. on the webhook's `/metrics`
+    /// (`lien_webhook::WebhookBuilder::register_metrics`).
+    pub fn metrics_registrar(
+        &self,
+    ) -> impl FnOnce(&mut prometheus_client::registry::Registry) + Send + 'static {
+        let metrics = self.shared.metrics.clone();
+        move |registry| metrics.register(registry)
     }
 
     /// Registers the `lien_controller_*` metrics.
@@ -247,6 +266,7 @@ impl Controller {
                 ),
                 tx.clone(),
                 Msg::Usage,
+                shared.metrics.clone(),
             ),
             spawn_watch(
                 watcher(
@@ -255,6 +275,7 @@ impl Controller {
                 ),
                 tx.clone(),
                 Msg::ClusterUsage,
+                shared.metrics.clone(),
             ),
         ];
         let elector = match config.leader.clone() {
@@ -344,6 +365,9 @@ impl Controller {
             let span = tracing::debug_span!("reconcile");
             let wanted =
                 span.in_scope(|| state::handle(&mut st, &shared.index, &shared.metrics, msg));
+            if !*shared.settled_tx.borrow() && st.settled() {
+                shared.settled_tx.send_replace(true);
+            }
             // Start watches for new kinds, stop those no usage refers to.
             sync_kind_watches(
                 &mut kind_tasks,

@@ -34,7 +34,13 @@ pub(super) fn sync_kind_watches(
             metrics.kind_watch_started();
             kind_tasks.insert(
                 gk.clone(),
-                spawn_kind_watch(client.clone(), gk.clone(), api_version.clone(), tx.clone()),
+                spawn_kind_watch(
+                    client.clone(),
+                    gk.clone(),
+                    api_version.clone(),
+                    tx.clone(),
+                    metrics.clone(),
+                ),
             );
         }
     }
@@ -54,6 +60,7 @@ pub(super) fn spawn_watch<K, S>(
     stream: S,
     tx: mpsc::UnboundedSender<Msg>,
     wrap: fn(watcher::Event<K>) -> Msg,
+    metrics: Metrics,
 ) -> JoinHandle<()>
 where
     K: Send + 'static,
@@ -70,7 +77,10 @@ where
                         return;
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+                Err(e) => {
+                    metrics.watch_restarted("usage");
+                    tracing::warn!(error = %e, "watch failed; retrying");
+                }
             }
         }
     })
@@ -81,6 +91,7 @@ fn spawn_kind_watch(
     gk: GroupKind,
     api_version: String,
     tx: mpsc::UnboundedSender<Msg>,
+    metrics: Metrics,
 ) -> JoinHandle<()> {
     let span = tracing::info_span!("kind_watch", kind = %gk);
     tokio::spawn(
@@ -133,7 +144,10 @@ fn spawn_kind_watch(
                             return;
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+                    Err(e) => {
+                        metrics.watch_restarted("object");
+                        tracing::warn!(error = %e, "watch failed; retrying");
+                    }
                 }
             }
         }

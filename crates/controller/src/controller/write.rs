@@ -115,6 +115,9 @@ impl Write {
                 r
             }
             Self::Replay(ReplayAction::Forget { target, why }) => {
+                if *why == replay::RECORD_EXPIRED {
+                    metrics.replay_expired();
+                }
                 tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), why, "forgetting a recorded deletion");
                 writer.record(target, None).await
             }
@@ -134,6 +137,9 @@ impl Write {
 #[derive(Debug, Default)]
 pub(super) struct Plan {
     writes: Vec<Write>,
+    /// Gauges read under the same read lock, set by the write loop (which holds the metrics).
+    replays_pending: usize,
+    relations_by_source: (usize, usize, usize),
 }
 
 pub(super) fn plan(
@@ -193,7 +199,11 @@ pub(super) fn plan(
     writes.extend(orphans);
     writes.extend(statuses);
     writes.extend(replays.into_iter().map(Write::Replay));
-    Plan { writes }
+    Plan {
+        writes,
+        replays_pending: replay::pending_records(&index, &st.caches),
+        relations_by_source: index.len_by_source_kind(),
+    }
 }
 
 pub(super) async fn write_loop(
@@ -225,7 +235,9 @@ pub(super) async fn write_loop(
             () = retry => {}
         }
         retry_at = None;
-        if !*leader.borrow_and_update() {
+        let leading = *leader.borrow_and_update();
+        shared.metrics.set_leader(leading);
+        if !leading {
             continue;
         }
         // The plan comes from the event loop, after the events queued before this request.
@@ -241,6 +253,10 @@ pub(super) async fn write_loop(
                 Err(_) => return,
             },
         };
+        shared.metrics.set_replays_pending(plan.replays_pending);
+        shared
+            .metrics
+            .set_relations_by_source(plan.relations_by_source);
         let timer = shared.metrics.pass_timer();
         let mut failed = false;
         let mut keep: HashSet<String> = HashSet::new();
