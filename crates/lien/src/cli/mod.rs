@@ -4,6 +4,7 @@ mod crds;
 mod manifests;
 mod run;
 mod sandbox;
+mod uninstall;
 
 use clap::{Parser, Subcommand};
 
@@ -43,6 +44,10 @@ pub enum Command {
     /// Print the complete install (namespace, RBAC, CRDs, Deployment, Service, disruption
     /// budget), or write it as the files of `deploy/`.
     Manifests(manifests::ManifestsArgs),
+    /// Remove Lien from the cluster: stop it, its webhook configuration, its labels, records
+    /// and finalizers on every object, its objects and CRDs (refused while something is
+    /// protected, unless --force).
+    Uninstall(uninstall::UninstallArgs),
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -72,6 +77,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Crds(args) => crds::run(args),
             Command::Manifests(args) => manifests::run(args),
             Command::Run(args) => run::run(*args).await,
+            Command::Uninstall(args) => uninstall::run(args).await,
         }
     });
     match result {
