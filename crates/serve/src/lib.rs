@@ -47,6 +47,92 @@ pub struct ClientCertificates(pub Arc<[rustls::pki_types::CertificateDer<'static
 /// How long a client has to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a closed connection of a draining server keeps reading (see [`Lingering`]).
+const LINGER: Duration = Duration::from_secs(1);
+
+/// A TCP connection that, when the server closes it, first shuts its write side and reads
+/// (and drops) whatever the client still sends, for up to `linger` or until the client
+/// closes. Closing a socket with unread data makes the kernel send a reset, and a client that
+/// wrote a request just before it read our last frames (HTTP/2's final GOAWAY during a drain)
+/// would see "broken pipe" instead of the GOAWAY that tells it to retry elsewhere — Go's
+/// HTTP/2 server waits after its final GOAWAY for the same reason.
+struct Lingering {
+    tcp: Option<tokio::net::TcpStream>,
+    linger: Option<Duration>,
+}
+
+impl Lingering {
+    fn tcp(&mut self) -> std::io::Result<&mut tokio::net::TcpStream> {
+        self.tcp
+            .as_mut()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotConnected))
+    }
+}
+
+impl tokio::io::AsyncRead for Lingering {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_read(cx, buf),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Lingering {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_write(cx, buf),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_flush(cx),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_shutdown(cx),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        let (Some(mut tcp), Some(linger)) = (self.tcp.take(), self.linger) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let _ = tcp.shutdown().await;
+            let mut sink = [0u8; 4096];
+            let _ = tokio::time::timeout(linger, async {
+                while matches!(tcp.read(&mut sink).await, Ok(n) if n > 0) {}
+            })
+            .await;
+        });
+    }
+}
+
 /// How long to wait before accepting again after `accept` failed.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -128,6 +214,10 @@ pub fn serve_tls_with(
                 }
             };
             let _ = tcp.set_nodelay(true);
+            let tcp = Lingering {
+                tcp: Some(tcp),
+                linger: timeouts.drain.map(|_| LINGER),
+            };
             let acceptor = acceptor.clone();
             let app = app.clone();
             let mut drain = drain_rx.clone();

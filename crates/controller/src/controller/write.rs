@@ -108,11 +108,11 @@ impl Write {
             Self::Status { source, status, .. } => writer.status(source, status).await,
             Self::Replay(ReplayAction::Delete { target, attempt }) => {
                 let r = writer.replay(target, attempt).await;
-                if r.is_ok() {
+                if let Ok(true) = r {
                     tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
                     metrics.replayed();
                 }
-                r
+                r.map(drop)
             }
             Self::Replay(ReplayAction::Forget { target, why }) => {
                 if *why == replay::RECORD_EXPIRED {
