@@ -349,14 +349,25 @@ impl Lien {
     }
 
     /// Stops the controller (releasing its Lease) and the webhook.
+    /// The tasks and the webhook's drain run together: the controller releases the Lease at
+    /// once while reviews in flight are answered, and the task forwarding the webhook's records
+    /// ends when the drained server drops the webhook (its channel's sender) instead of
+    /// waiting out its timeout.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
-        for t in self.tasks.drain(..) {
-            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
-        }
-        if let Some(server) = self.server.take() {
-            server.shutdown().await;
-        }
+        let tasks = std::mem::take(&mut self.tasks);
+        let server = self.server.take();
+        let drain = async move {
+            if let Some(server) = server {
+                server.shutdown().await;
+            }
+        };
+        let stop_tasks = async move {
+            for t in tasks {
+                let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+            }
+        };
+        tokio::join!(drain, stop_tasks);
     }
 }
 

@@ -215,6 +215,15 @@ async fn both_replicas_answer_and_sigterm_hands_over_at_once() {
     // With a gone, the Service's calls go to b, which answers them.
     wait_refused(&cms, "used").await;
     assert!(c.metric(1, "lien_webhook_requests_total", DENIED).await > b_denied_before);
+    assert!(
+        c.metric(
+            1,
+            "lien_webhook_delete_decisions_total",
+            &["result=\"denied\"", "source=\"Usage\""]
+        )
+        .await
+            > 0.0
+    );
     assert_eq!(c.metric(1, "lien_controller_leader", &[]).await, 1.0);
     eprintln!(
         "HA sigterm: {} concurrent reviews across the SIGTERM, all 409; lease released after {:?}, b leads after {takeover:?}, a exited after {exit_after:?}",

@@ -149,6 +149,15 @@ struct OperationLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    /// `allowed` or `denied`, as the index decided (before break-glass or a live check).
+    result: &'static str,
+    /// The kind of a blocking source (`Usage`, `ClusterUsage`, `DependencyRule`), `none` when
+    /// allowed.
+    source: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -207,6 +216,7 @@ fn latency_histogram() -> Histogram {
 struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
     latency: HistogramFamily,
     live_checks: Family<ResultLabels, Counter>,
     access_checks: Family<ResultLabels, Counter>,
@@ -227,6 +237,12 @@ impl Metrics {
             "requests",
             "Admission reviews answered, by operation and outcome (allowed, denied, invalid, error)",
             requests.clone(),
+        );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "delete_decisions",
+            "DELETE decisions from the index, by result and, when denied, by the kind of each distinct blocking source (Usage, ClusterUsage, DependencyRule)",
+            decisions.clone(),
         );
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         registry.register(
@@ -276,6 +292,7 @@ impl Metrics {
         Self {
             registry: root,
             requests,
+            decisions,
             latency,
             live_checks,
             access_checks,
@@ -283,6 +300,40 @@ impl Metrics {
             break_glass,
             client_auth,
             unauthenticated,
+        }
+    }
+}
+
+impl Metrics {
+    /// One count per distinct kind of blocking source: the blockers are few (sorted, per
+    /// request), and the labels are a fixed set.
+    fn count_decision(&self, decision: &lien_core::Decision) {
+        let mut kinds: Vec<&'static str> = decision
+            .blockers()
+            .iter()
+            .map(|b| match b.source {
+                lien_core::Source::Usage { .. } => "Usage",
+                lien_core::Source::ClusterUsage { .. } => "ClusterUsage",
+                lien_core::Source::Rule { .. } => "DependencyRule",
+            })
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        if kinds.is_empty() {
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    result: "allowed",
+                    source: "none",
+                })
+                .inc();
+        }
+        for source in kinds {
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    result: "denied",
+                    source,
+                })
+                .inc();
         }
     }
 }
@@ -604,6 +655,7 @@ impl Webhook {
                 Ok(key) => {
                     // The lock is held for the lookup only; rendering happens after.
                     let decision = decide(&inner.index.read(), &key, req);
+                    inner.metrics.count_decision(&decision);
                     finish_delete(decision, key, &inner.policy, req, now)
                 }
                 Err(e) => Outcome::invalid(e),
