@@ -17,6 +17,18 @@ struct WriteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    /// `Usage`, `ClusterUsage` or `DependencyRule`.
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WatchLabels {
+    /// `usage` (Usages, ClusterUsages, rules) or `object` (a kind they refer to).
+    watch: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
     category: &'static str,
 }
@@ -31,6 +43,11 @@ pub struct Metrics {
     forged_records: Counter,
     index_errors: Counter,
     relations: Gauge,
+    relations_by_source: Family<SourceLabels, Gauge>,
+    replays_pending: Gauge,
+    replays_expired: Counter,
+    leader: Gauge,
+    watch_restarts: Family<WatchLabels, Counter>,
     watched_kinds: Gauge,
     kind_watches_started: Counter,
     pass_seconds: Histogram,
@@ -46,6 +63,11 @@ impl Default for Metrics {
             forged_records: Counter::default(),
             index_errors: Counter::default(),
             relations: Gauge::default(),
+            relations_by_source: Family::default(),
+            replays_pending: Gauge::default(),
+            replays_expired: Counter::default(),
+            leader: Gauge::default(),
+            watch_restarts: Family::default(),
             watched_kinds: Gauge::default(),
             kind_watches_started: Counter::default(),
             pass_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
@@ -90,6 +112,31 @@ impl Metrics {
             "Relations in the index",
             self.relations.clone(),
         );
+        r.register(
+            "relations_by_source",
+            "Relations in the index by the kind of their source (Usage, ClusterUsage, DependencyRule), as of the last write pass",
+            self.relations_by_source.clone(),
+        );
+        r.register(
+            "replays_pending",
+            "Refused deletions recorded for replay and still waiting for their users to go, as of the last write pass (the leader's)",
+            self.replays_pending.clone(),
+        );
+        r.register(
+            "replays_expired",
+            "Recorded refused deletions dropped unreplayed because they outlived --replay-ttl-hours",
+            self.replays_expired.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this replica holds the leader Lease (it alone writes), else 0",
+            self.leader.clone(),
+        );
+        r.register(
+            "watch_restarts",
+            "Watches that failed and were restarted (with backoff), by watch",
+            self.watch_restarts.clone(),
+        );
         r.register("watched_kinds", "Kinds watched", self.watched_kinds.clone());
         r.register(
             "kind_watches_started",
@@ -117,6 +164,32 @@ impl Metrics {
     }
     pub(crate) fn replayed(&self) {
         self.replays.inc();
+    }
+    pub(crate) fn replay_expired(&self) {
+        self.replays_expired.inc();
+    }
+    pub(crate) fn set_replays_pending(&self, n: usize) {
+        self.replays_pending
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    pub(crate) fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+    pub(crate) fn watch_restarted(&self, watch: &'static str) {
+        self.watch_restarts
+            .get_or_create(&WatchLabels { watch })
+            .inc();
+    }
+    pub(crate) fn set_relations_by_source(&self, (usage, cluster, rule): (usize, usize, usize)) {
+        for (source, n) in [
+            ("Usage", usage),
+            ("ClusterUsage", cluster),
+            ("DependencyRule", rule),
+        ] {
+            self.relations_by_source
+                .get_or_create(&SourceLabels { source })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
     pub(crate) fn forged_record(&self) {
         self.forged_records.inc();

@@ -43,6 +43,28 @@ use crate::desired::ObjectTarget;
 
 /// The annotation that records a refused DELETE on the object.
 pub const DELETION_ATTEMPT_ANNOTATION: &str = "lien.dev/deletion-attempt";
+/// Why an expired record is forgotten (also how the write loop counts expiries).
+pub const RECORD_EXPIRED: &str = "the record expired";
+
+/// How many recorded refused deletions wait for their object to be free (the object is still
+/// in use): the `lien_controller_replays_pending` gauge. O(objects watched), like
+/// [`replay_actions`], and run beside it once per write pass.
+pub fn pending_records(index: &RelationIndex, caches: &Caches) -> usize {
+    caches
+        .kinds()
+        .map(|(gk, kind)| {
+            kind.objects
+                .iter()
+                .filter(|((ns, name), o)| {
+                    !o.deleting
+                        && o.annotations.contains_key(DELETION_ATTEMPT_ANNOTATION)
+                        && index.is_in_use(&gk.key(ns.as_deref(), name))
+                })
+                .count()
+        })
+        .sum()
+}
+
 /// How long a recorded attempt stays valid by default: lifting a protection days later must not
 /// delete by surprise.
 pub const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -301,7 +323,7 @@ pub fn replay_actions(
             } else if attempt.expired(now, ttl) {
                 out.push(ReplayAction::Forget {
                     target: target(),
-                    why: "the record expired",
+                    why: RECORD_EXPIRED,
                 });
             } else if index.is_in_use(&gk.key(ns.as_deref(), name))
                 || (gk.group.is_empty() && gk.kind == "Namespace" && index.leaving_count(name) > 0)

@@ -302,12 +302,14 @@ impl Writer {
     }
 
     /// Re-issues a refused DELETE with a UID precondition and the recorded propagation policy.
-    /// An object already gone counts as done.
+    /// An object already gone counts as done: `Ok(false)`, so that a replay retried after an
+    /// answer that was lost, or sent again from a stale cache, is not counted twice
+    /// (`lien_controller_replays_total` counts DELETEs the API server accepted).
     pub async fn replay(
         &self,
         target: &ObjectTarget,
         attempt: &DeletionAttempt,
-    ) -> Result<(), WriteError> {
+    ) -> Result<bool, WriteError> {
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(attempt.uid.clone()),
@@ -326,8 +328,8 @@ impl Writer {
             || format!("replaying the deletion of {}", describe(target)),
             async {
                 match api.delete(&target.name, &params).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
                     Err(source) => Err(WriteError::Replay {
                         target: describe(target),
                         source,

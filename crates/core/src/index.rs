@@ -1037,6 +1037,21 @@ impl RelationIndex {
             .map(move |s| self.source_ref(s))
     }
 
+    /// How many relations each kind of source contributes: `(Usage, ClusterUsage,
+    /// DependencyRule)`. O(sources), not O(relations): each source knows its length.
+    pub fn len_by_source_kind(&self) -> (usize, usize, usize) {
+        let mut out = (0, 0, 0);
+        for s in self.srcs.iter().filter(|s| s.name != NIL) {
+            let n = s.len as usize;
+            match self.source_ref(s) {
+                SourceRef::Usage { .. } => out.0 += n,
+                SourceRef::ClusterUsage { .. } => out.1 += n,
+                SourceRef::Rule { .. } => out.2 += n,
+            }
+        }
+        out
+    }
+
     /// Every object mentioned by some relation (as `of` or `by`), in no particular order.
     pub fn keys(&self) -> impl Iterator<Item = KeyRef<'_>> {
         self.keys

@@ -4,3 +4,4 @@
 
 pub mod manifests;
 pub mod runtime;
+pub mod webhook_ca;

@@ -217,6 +217,29 @@ fn rbac() -> Vec<Manifest> {
             ),
         ],
     );
+    let webhook_ca = Manifest::role(
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata("lien-webhook-ca", Some(NAMESPACE)),
+        }),
+        vec![
+            (
+                "The webhook CA's Secret is created by the first replica to start (`create` \
+                 cannot be restricted by name).",
+                rule(&[""], &["secrets"], &["create"]),
+            ),
+            (
+                "…read by every replica at start and then periodically, so that all serve \
+                 certificates from the one CA the caBundle trusts; updated by the leader only, \
+                 when it rotates the CA (a replace guarded by resourceVersion). By name only: \
+                 the Secret holds the CA's private key.",
+                json!({"apiGroups": [""], "resources": ["secrets"],
+                       "resourceNames": [crate::webhook_ca::WEBHOOK_CA_SECRET],
+                       "verbs": ["get", "update"]}),
+            ),
+        ],
+    );
     vec![
         Manifest::plain(json!({
             "apiVersion": "v1",
@@ -233,6 +256,8 @@ fn rbac() -> Vec<Manifest> {
         )),
         replay_key,
         Manifest::plain(binding("RoleBinding", "lien-replay-key", Some(NAMESPACE))),
+        webhook_ca,
+        Manifest::plain(binding("RoleBinding", "lien-webhook-ca", Some(NAMESPACE))),
     ]
 }
 

@@ -47,6 +47,26 @@ pub struct LienConfig {
     pub webhook_client_ca: Option<String>,
     /// The CascadeRule reconciler's settings (its reporter is the controller's).
     pub cascade: lien_controller::cascade::CascadeConfig,
+    /// Where the webhook's CA comes from.
+    pub webhook_ca: WebhookCa,
+}
+
+/// Where the webhook's CA set lives.
+#[derive(Debug, Clone)]
+pub enum WebhookCa {
+    /// In this process only: right for one replica (`lien sandbox`, the e2e tests), wrong for
+    /// several behind one Service (each would publish a bundle the others' certificates do not
+    /// verify against).
+    InMemory,
+    /// Shared by every replica through a Secret (`lien run`): see [`crate::webhook_ca`].
+    Secret {
+        /// The Secret's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+        /// How often each replica re-reads it (and the leader rotates it).
+        sync_every: Duration,
+    },
 }
 
 /// A running Lien; dropping it stops it, `shutdown` stops it gracefully.
@@ -183,8 +203,39 @@ impl Lien {
             controller.denial_sink(),
         )));
 
-        let certs = CertManager::new(TlsSettings::new(config.webhook_names.clone()))
-            .context("creating the webhook's CA")?;
+        let tls_settings = TlsSettings::new(config.webhook_names.clone());
+        let certs = match &config.webhook_ca {
+            WebhookCa::InMemory => {
+                let certs = CertManager::new(tls_settings).context("creating the webhook's CA")?;
+                // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
+                tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
+                certs
+            }
+            WebhookCa::Secret {
+                namespace,
+                name,
+                sync_every,
+            } => {
+                let set =
+                    crate::webhook_ca::load_or_create(&client, namespace, name, &tls_settings)
+                        .await?;
+                let certs =
+                    CertManager::from_set(tls_settings, set, time::OffsetDateTime::now_utc())
+                        .with_context(|| {
+                            format!("serving from the CA set in Secret {namespace}/{name}")
+                        })?;
+                tasks.push(crate::webhook_ca::spawn_sync(
+                    client.clone(),
+                    namespace.clone(),
+                    name.clone(),
+                    certs.clone(),
+                    controller.leader(),
+                    *sync_every,
+                    stopped.clone(),
+                ));
+                certs
+            }
+        };
         let mut webhook = lien_webhook::Webhook::builder(index.clone())
             .policy(config.policy.clone())
             .live_check(
@@ -192,7 +243,9 @@ impl Lien {
                 Duration::from_secs(3),
             )
             .kinds(kinds)
-            .records(records_tx);
+            .records(records_tx)
+            // One `/metrics` for the process: the controller's beside the webhook's.
+            .register_metrics(controller.metrics_registrar());
         if config.usage_access_check {
             // 3 s, like the live check: well inside the configuration's timeoutSeconds.
             webhook = webhook.access_check(
@@ -221,11 +274,19 @@ impl Lien {
             }
         };
         let webhook = webhook.build();
+        // Ready (`/readyz`, so the Service routes to this replica) once the index is complete.
+        let mut settled = controller.settled();
+        let ready = webhook.clone();
+        let mut ready_stop = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::select! {
+                Ok(_) = settled.wait_for(|s| *s) => ready.set_ready(true),
+                _ = ready_stop.changed() => {}
+            }
+        }));
         let server = Server::start(listener, tls, webhook.router())
             .context("starting the webhook server")?;
         let webhook_addr = server.addr();
-        // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
-        tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
         let options = ConfigurationOptions::new(config.webhook_client.clone());
         // The configuration as it should be: applied now, then kept by its reconciler and
         // rebuilt with every CA bundle.
@@ -309,14 +370,25 @@ impl Lien {
     }
 
     /// Stops the controller (releasing its Lease) and the webhook.
+    /// The tasks and the webhook's drain run together: the controller releases the Lease at
+    /// once while reviews in flight are answered, and the task forwarding the webhook's records
+    /// ends when the drained server drops the webhook (its channel's sender) instead of
+    /// waiting out its timeout.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
-        for t in self.tasks.drain(..) {
-            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
-        }
-        if let Some(server) = self.server.take() {
-            server.shutdown().await;
-        }
+        let tasks = std::mem::take(&mut self.tasks);
+        let server = self.server.take();
+        let drain = async move {
+            if let Some(server) = server {
+                server.shutdown().await;
+            }
+        };
+        let stop_tasks = async move {
+            for t in tasks {
+                let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+            }
+        };
+        tokio::join!(drain, stop_tasks);
     }
 }
 
@@ -418,6 +490,8 @@ impl SandboxWithLien {
             // The sandbox presents a client certificate from its CA to every webhook.
             webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
             cascade: lien_controller::cascade::CascadeConfig::default(),
+            // One process, one replica.
+            webhook_ca: WebhookCa::InMemory,
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

@@ -47,6 +47,92 @@ pub struct ClientCertificates(pub Arc<[rustls::pki_types::CertificateDer<'static
 /// How long a client has to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a closed connection of a draining server keeps reading (see [`Lingering`]).
+const LINGER: Duration = Duration::from_secs(1);
+
+/// A TCP connection that, when the server closes it, first shuts its write side and reads
+/// (and drops) whatever the client still sends, for up to `linger` or until the client
+/// closes. Closing a socket with unread data makes the kernel send a reset, and a client that
+/// wrote a request just before it read our last frames (HTTP/2's final GOAWAY during a drain)
+/// would see "broken pipe" instead of the GOAWAY that tells it to retry elsewhere — Go's
+/// HTTP/2 server waits after its final GOAWAY for the same reason.
+struct Lingering {
+    tcp: Option<tokio::net::TcpStream>,
+    linger: Option<Duration>,
+}
+
+impl Lingering {
+    fn tcp(&mut self) -> std::io::Result<&mut tokio::net::TcpStream> {
+        self.tcp
+            .as_mut()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotConnected))
+    }
+}
+
+impl tokio::io::AsyncRead for Lingering {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_read(cx, buf),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Lingering {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_write(cx, buf),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_flush(cx),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.tcp() {
+            Ok(tcp) => std::pin::Pin::new(tcp).poll_shutdown(cx),
+            Err(e) => std::task::Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        let (Some(mut tcp), Some(linger)) = (self.tcp.take(), self.linger) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let _ = tcp.shutdown().await;
+            let mut sink = [0u8; 4096];
+            let _ = tokio::time::timeout(linger, async {
+                while matches!(tcp.read(&mut sink).await, Ok(n) if n > 0) {}
+            })
+            .await;
+        });
+    }
+}
+
 /// How long to wait before accepting again after `accept` failed.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -59,14 +145,20 @@ pub struct Timeouts {
     /// for the next request; so it also closes a keep-alive connection idle that long. `None`:
     /// no bound.
     pub header_read: Option<Duration>,
+    /// On stop: `None` closes every connection at once; `Some(d)` stops accepting (new
+    /// connections are refused, so a client with another endpoint goes there), asks every
+    /// open connection to finish gracefully (HTTP/2 GOAWAY, HTTP/1 close after the response
+    /// in progress) and closes what is still open after `d`. Requests in flight are answered.
+    pub drain: Option<Duration>,
 }
 
 impl Default for Timeouts {
-    /// [`HANDSHAKE_TIMEOUT`], and no header bound (what [`serve_tls`] serves with).
+    /// [`HANDSHAKE_TIMEOUT`], no header bound, no drain (what [`serve_tls`] serves with).
     fn default() -> Self {
         Self {
             handshake: HANDSHAKE_TIMEOUT,
             header_read: None,
+            drain: None,
         }
     }
 }
@@ -95,10 +187,22 @@ pub fn serve_tls_with(
     tokio::spawn(async move {
         // Dropping the set when the loop ends aborts every open connection.
         let mut connections = JoinSet::new();
+        // Told to each connection when draining.
+        let (drain_tx, drain_rx) = watch::channel(false);
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
-                _ = stop.changed() => return,
+                _ = stop.changed() => {
+                    if let Some(drain) = timeouts.drain {
+                        drop(listener);
+                        drain_tx.send_replace(true);
+                        let _ = tokio::time::timeout(drain, async {
+                            while connections.join_next().await.is_some() {}
+                        })
+                        .await;
+                    }
+                    return;
+                }
                 Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             };
             let tcp = match accepted {
@@ -110,8 +214,13 @@ pub fn serve_tls_with(
                 }
             };
             let _ = tcp.set_nodelay(true);
+            let tcp = Lingering {
+                tcp: Some(tcp),
+                linger: timeouts.drain.map(|_| LINGER),
+            };
             let acceptor = acceptor.clone();
             let app = app.clone();
+            let mut drain = drain_rx.clone();
             connections.spawn(async move {
                 let Ok(Ok(tls)) =
                     tokio::time::timeout(timeouts.handshake, acceptor.accept(tcp)).await
@@ -140,9 +249,18 @@ pub fn serve_tls_with(
                     .http1()
                     .timer(TokioTimer::new())
                     .header_read_timeout(timeouts.header_read);
-                let _ = builder
-                    .serve_connection_with_upgrades(TokioIo::new(tls), service)
-                    .await;
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    draining = async { drain.wait_for(|d| *d).await.is_ok() } => {
+                        // Not draining: the serve loop ended (sender gone), close.
+                        if draining {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        }
+                    }
+                }
             });
         }
     })

@@ -151,6 +151,15 @@ struct OperationLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    /// `allowed` or `denied`, as the index decided (before break-glass or a live check).
+    result: &'static str,
+    /// The kind of a blocking source (`Usage`, `ClusterUsage`, `DependencyRule`), `none` when
+    /// allowed.
+    source: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -209,6 +218,7 @@ fn latency_histogram() -> Histogram {
 struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
     latency: HistogramFamily,
     live_checks: Family<ResultLabels, Counter>,
     access_checks: Family<ResultLabels, Counter>,
@@ -219,13 +229,22 @@ struct Metrics {
 }
 
 impl Metrics {
-    fn new() -> Self {
-        let mut registry = Registry::with_prefix("lien_webhook");
+    /// The webhook's metrics under `lien_webhook_`, then whatever `others` register at the
+    /// root (the controller's `lien_controller_*`): one `/metrics` for the whole process.
+    fn new(others: Vec<MetricsHook>) -> Self {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("lien_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "requests",
             "Admission reviews answered, by operation and outcome (allowed, denied, invalid, error)",
             requests.clone(),
+        );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "delete_decisions",
+            "DELETE decisions from the index, by result and, when denied, by the kind of each distinct blocking source (Usage, ClusterUsage, DependencyRule)",
+            decisions.clone(),
         );
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         registry.register(
@@ -269,9 +288,13 @@ impl Metrics {
             "Reviews from clients without a verified client certificate, by action: refused (a client CA is configured) or unrecorded (answered, but no replay record or event)",
             unauthenticated.clone(),
         );
+        for hook in others {
+            hook(&mut root);
+        }
         Self {
-            registry,
+            registry: root,
             requests,
+            decisions,
             latency,
             live_checks,
             access_checks,
@@ -279,6 +302,40 @@ impl Metrics {
             break_glass,
             client_auth,
             unauthenticated,
+        }
+    }
+}
+
+impl Metrics {
+    /// One count per distinct kind of blocking source: the blockers are few (sorted, per
+    /// request), and the labels are a fixed set.
+    fn count_decision(&self, decision: &lien_core::Decision) {
+        let mut kinds: Vec<&'static str> = decision
+            .blockers()
+            .iter()
+            .map(|b| match *b.source {
+                lien_core::Source::Usage { .. } => "Usage",
+                lien_core::Source::ClusterUsage { .. } => "ClusterUsage",
+                lien_core::Source::Rule { .. } => "DependencyRule",
+            })
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        if kinds.is_empty() {
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    result: "allowed",
+                    source: "none",
+                })
+                .inc();
+        }
+        for source in kinds {
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    result: "denied",
+                    source,
+                })
+                .inc();
         }
     }
 }
@@ -333,7 +390,11 @@ pub struct WebhookBuilder {
     review_auth: ReviewAuth,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
+    metrics_hooks: Vec<MetricsHook>,
 }
+
+/// Registers more metrics on the webhook's `/metrics` (at the registry's root).
+pub type MetricsHook = Box<dyn FnOnce(&mut Registry) + Send>;
 
 impl std::fmt::Debug for WebhookBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -406,9 +467,16 @@ impl WebhookBuilder {
         self
     }
 
+    /// Serves more metrics on `/metrics`: `hook` registers them (with their own prefix) when
+    /// the webhook is built.
+    pub fn register_metrics(mut self, hook: impl FnOnce(&mut Registry) + Send + 'static) -> Self {
+        self.metrics_hooks.push(Box::new(hook));
+        self
+    }
+
     /// The webhook.
     pub fn build(self) -> Webhook {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(self.metrics_hooks);
         metrics
             .client_auth
             .get_or_create(&ModeLabels {
@@ -465,6 +533,7 @@ impl Webhook {
             review_auth: ReviewAuth::default(),
             ready: Arc::new(AtomicBool::new(false)),
             body_timeout: BODY_TIMEOUT,
+            metrics_hooks: Vec::new(),
         }
     }
 
@@ -609,6 +678,7 @@ impl Webhook {
                         let index = inner.index.read();
                         (decide(&index, &key, req), index.was_released(&key))
                     };
+                    inner.metrics.count_decision(&decision);
                     finish_delete(decision, released, key, &inner.policy, req, now)
                 }
                 Err(e) => Outcome::invalid(e),
@@ -895,6 +965,10 @@ async fn metrics_handler(State(webhook): State<Webhook>) -> Response {
     }
 }
 
+/// How long a stopping server waits for the reviews in flight: the configuration's
+/// `timeoutSeconds`, after which the API server has given up on them anyway.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A running TLS server; stop it with [`Server::shutdown`] (dropping it stops it too).
 #[derive(Debug)]
 pub struct Server {
@@ -913,6 +987,9 @@ impl Server {
     ) -> std::io::Result<Self> {
         let timeouts = lien_serve::Timeouts {
             header_read: Some(HEADER_READ_TIMEOUT),
+            // On shutdown (SIGTERM) the reviews in flight are answered and the API server's
+            // connections told to go elsewhere: a review is never cut off (tests/ha.rs).
+            drain: Some(DRAIN_TIMEOUT),
             ..lien_serve::Timeouts::default()
         };
         Self::start_with(listener, tls, app, timeouts)

@@ -13,11 +13,25 @@
 //!   `CertifiedKey` is swapped atomically: new TLS handshakes get the new certificate, open
 //!   connections keep theirs, nothing restarts.
 //!
-//! [`CertManager::rotate`] is the whole policy, driven by an explicit `now` so tests can move
-//! time: renew the serving certificate when less than `cert_renew_before` is left; create a
-//! pending CA when the signing CA has less than `ca_renew_before` left; promote it to signing
-//! once it has been in the bundle for `ca_propagation` (long enough for the bundle to reach the
-//! API servers), re-issuing the serving certificate from it; drop expired retired CAs.
+//! [`CaSet::rotate`] is the CA policy, driven by an explicit `now` so tests can move time:
+//! create a pending CA when the signing CA has less than `ca_renew_before` left; promote it to
+//! signing once it has been in the bundle for `ca_propagation` (long enough for the bundle to
+//! reach the API servers); drop expired retired CAs. [`CertManager::adopt`] is the serving
+//! side: serve a certificate from the set's signing CA, renewed when less than
+//! `cert_renew_before` is left.
+//!
+//! # Several replicas
+//!
+//! Every replica sits behind the same Service and the configuration has one `caBundle`, so
+//! every replica must serve a certificate that bundle trusts. The [`CaSet`] (certificates and
+//! keys) is therefore shared — `lien run` keeps it in a Secret (`lien::webhook_ca`) — and each
+//! replica issues its own serving certificate from the set's signing CA. Only the leader runs
+//! [`CaSet::rotate`] and writes the result (guarded by resourceVersion); every replica re-reads
+//! the Secret and [`CertManager::adopt`]s what it finds. That is safe whatever the lag between
+//! replicas: a pending CA is in the bundle `ca_propagation` before anyone signs with it, and a
+//! replica still serving from the previous signing CA stays trusted because that CA stays in
+//! the bundle (retired) until it expires, and no serving certificate outlives its CA.
+//! [`CertManager::rotate`] is both steps in one process (`lien sandbox`, tests).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +61,9 @@ pub enum TlsError {
     /// A duration does not fit the certificate's time type.
     #[error("certificate validity out of range")]
     Validity,
+    /// The stored CA set (the Secret) cannot be used.
+    #[error("the stored webhook CA set {0}")]
+    Stored(String),
     /// The client CA bundle (`--client-ca-file`) holds no usable certificate.
     #[error("the client CA bundle {0}")]
     ClientCa(String),
@@ -103,6 +120,15 @@ pub struct TlsSettings {
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
 impl TlsSettings {
+    /// Renewal must start before expiry.
+    fn check(&self) -> Result<(), TlsError> {
+        if self.cert_renew_before >= self.cert_validity || self.ca_renew_before >= self.ca_validity
+        {
+            return Err(TlsError::Validity);
+        }
+        Ok(())
+    }
+
     /// A year-long CA renewed 60 days ahead, 30-day serving certificates renewed 10 days ahead.
     pub fn new(names: Vec<String>) -> Self {
         Self {
@@ -119,34 +145,193 @@ impl TlsSettings {
 struct Ca {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
+    key_pem: String,
     der: CertificateDer<'static>,
     created: OffsetDateTime,
     not_after: OffsetDateTime,
 }
 
+/// One CA as stored: certificate and private key (PEM) with its lifetimes (unix seconds), so a
+/// replica that did not create it can sign with it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredCa {
+    /// The CA certificate (PEM).
+    pub cert_pem: String,
+    /// Its private key (PKCS#8 PEM).
+    pub key_pem: String,
+    /// When it was created (unix seconds): also in its common name.
+    pub created: i64,
+    /// When it expires (unix seconds).
+    pub not_after: i64,
+}
+
+/// The CAs the webhook's `caBundle` holds: the signing one, optionally a pending one (in the
+/// bundle, not signing yet) and retired ones (in the bundle until they expire). Shared by
+/// every replica; see the module docs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaSet {
+    /// Signs the serving certificates.
+    pub signing: StoredCa,
+    /// Created ahead of the signing one's expiry; signs once it has propagated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<StoredCa>,
+    /// Former signing CAs, kept while serving certificates they signed may be served.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<StoredCa>,
+}
+
+fn unix(t: OffsetDateTime) -> i64 {
+    t.unix_timestamp()
+}
+
+fn at(secs: i64) -> Result<OffsetDateTime, TlsError> {
+    OffsetDateTime::from_unix_timestamp(secs).map_err(|_| TlsError::Validity)
+}
+
+impl CaSet {
+    /// A set with one fresh signing CA, valid from `now`.
+    pub fn generate(settings: &TlsSettings, now: OffsetDateTime) -> Result<Self, TlsError> {
+        settings.check()?;
+        Ok(Self {
+            signing: Ca::new(now, settings.ca_validity)?.stored(),
+            pending: None,
+            retired: Vec::new(),
+        })
+    }
+
+    /// The CA policy at `now` (the leader's job): drop expired retired CAs, start a pending CA
+    /// `ca_renew_before` ahead of the signing one's expiry, promote it after `ca_propagation`.
+    /// Returns whether the set changed (then it must be stored and adopted).
+    pub fn rotate(
+        &mut self,
+        settings: &TlsSettings,
+        now: OffsetDateTime,
+    ) -> Result<bool, TlsError> {
+        let mut changed = false;
+        let retired_before = self.retired.len();
+        self.retired.retain(|ca| ca.not_after > unix(now));
+        changed |= self.retired.len() != retired_before;
+        let signing_left = at(self.signing.not_after)? - now;
+        if self.pending.is_none() && signing_left < settings.ca_renew_before {
+            self.pending = Some(Ca::new(now, settings.ca_validity)?.stored());
+            changed = true;
+        }
+        let promote = match &self.pending {
+            Some(p) => now - at(p.created)? >= settings.ca_propagation,
+            None => false,
+        };
+        if promote {
+            if let Some(next) = self.pending.take() {
+                let old = std::mem::replace(&mut self.signing, next);
+                self.retired.push(old);
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// The CA bundle (PEM), newest first: pending, signing, retired.
+    pub fn bundle_pem(&self) -> String {
+        let mut out = String::new();
+        for ca in self
+            .pending
+            .iter()
+            .chain(std::iter::once(&self.signing))
+            .chain(self.retired.iter())
+        {
+            out.push_str(&ca.cert_pem);
+        }
+        out
+    }
+
+    /// As stored (JSON).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// From [`CaSet::to_json`]'s output, checking that the signing CA can sign.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, TlsError> {
+        let set: CaSet = serde_json::from_slice(bytes)
+            .map_err(|e| TlsError::Stored(format!("is not a CA set: {e}")))?;
+        Ca::load(&set.signing)?;
+        Ok(set)
+    }
+}
+
+fn ca_params(
+    created: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> Result<CertificateParams, TlsError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let mut dn = DistinguishedName::new();
+    // The creation time in the name tells CAs apart in the bundle.
+    dn.push(
+        DnType::CommonName,
+        format!("lien webhook CA {}", created.unix_timestamp()),
+    );
+    params.distinguished_name = dn;
+    // Backdate a little: API servers' clocks differ from ours.
+    params.not_before = created - Duration::from_secs(300);
+    params.not_after = not_after;
+    Ok(params)
+}
+
 impl Ca {
     fn new(now: OffsetDateTime, validity: Duration) -> Result<Self, TlsError> {
         let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let mut dn = DistinguishedName::new();
-        // The creation time in the name tells CAs apart in the bundle.
-        dn.push(
-            DnType::CommonName,
-            format!("lien webhook CA {}", now.unix_timestamp()),
-        );
-        params.distinguished_name = dn;
-        // Backdate a little: API servers' clocks differ from ours.
-        params.not_before = now - Duration::from_secs(300);
-        params.not_after = now + validity;
+        let not_after = now + validity;
+        let params = ca_params(now, not_after)?;
         let cert = params.self_signed(&key)?;
         Ok(Self {
             pem: cert.pem(),
             der: cert.der().clone(),
+            key_pem: key.serialize_pem(),
             issuer: Issuer::new(params, key),
             created: now,
-            not_after: now + validity,
+            not_after,
+        })
+    }
+
+    fn stored(&self) -> StoredCa {
+        StoredCa {
+            cert_pem: self.pem.clone(),
+            key_pem: self.key_pem.clone(),
+            created: unix(self.created),
+            not_after: unix(self.not_after),
+        }
+    }
+
+    /// A stored CA, ready to sign. The issuer is rebuilt from the same parameters the CA was
+    /// made with (its name derives from `created`), so what it signs chains to the stored
+    /// certificate; the certificate itself is served as stored.
+    fn load(stored: &StoredCa) -> Result<Self, TlsError> {
+        use rustls::pki_types::pem::PemObject;
+        let created = at(stored.created)?;
+        let not_after = at(stored.not_after)?;
+        let key = KeyPair::from_pem(&stored.key_pem)
+            .map_err(|e| TlsError::Stored(format!("holds an unusable CA key: {e}")))?;
+        let der = CertificateDer::from_pem_slice(stored.cert_pem.as_bytes())
+            .map_err(|e| TlsError::Stored(format!("holds an unusable CA certificate: {e}")))?;
+        let params = ca_params(created, not_after)?;
+        // The stored key must be the certificate's: its SubjectPublicKeyInfo is in the
+        // certificate verbatim.
+        let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
+        if !der.windows(spki.len()).any(|w| w == spki.as_slice()) {
+            return Err(TlsError::Stored(
+                "holds a CA key that does not match its certificate".into(),
+            ));
+        }
+        Ok(Self {
+            pem: stored.cert_pem.clone(),
+            der,
+            key_pem: stored.key_pem.clone(),
+            issuer: Issuer::new(params, key),
+            created,
+            not_after,
         })
     }
 }
@@ -171,9 +356,10 @@ impl CertResolver {
 }
 
 struct State {
+    /// The CAs as shared.
+    set: CaSet,
+    /// `set.signing`, loaded.
     signing: Ca,
-    pending: Option<Ca>,
-    retired: Vec<Ca>,
     cert_not_after: OffsetDateTime,
 }
 
@@ -238,19 +424,6 @@ fn issue(
     Ok((CertifiedKey::new(chain, signing_key), not_after))
 }
 
-fn bundle_of(state: &State) -> String {
-    let mut out = String::new();
-    for ca in state
-        .pending
-        .iter()
-        .chain(std::iter::once(&state.signing))
-        .chain(state.retired.iter())
-    {
-        out.push_str(&ca.pem);
-    }
-    out
-}
-
 impl CertManager {
     /// A fresh CA and serving certificate, valid from `now`.
     pub fn new(settings: TlsSettings) -> Result<Arc<Self>, TlsError> {
@@ -259,13 +432,20 @@ impl CertManager {
 
     /// As [`CertManager::new`], at a given time.
     pub fn new_at(settings: TlsSettings, now: OffsetDateTime) -> Result<Arc<Self>, TlsError> {
-        if settings.cert_renew_before >= settings.cert_validity
-            || settings.ca_renew_before >= settings.ca_validity
-        {
-            return Err(TlsError::Validity);
-        }
+        let set = CaSet::generate(&settings, now)?;
+        Self::from_set(settings, set, now)
+    }
+
+    /// Serving from a shared CA set (read from where the replicas keep it): a serving
+    /// certificate of this replica's own, issued by the set's signing CA.
+    pub fn from_set(
+        settings: TlsSettings,
+        set: CaSet,
+        now: OffsetDateTime,
+    ) -> Result<Arc<Self>, TlsError> {
+        settings.check()?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let signing = Ca::new(now, settings.ca_validity)?;
+        let signing = Ca::load(&set.signing)?;
         let (key, cert_not_after) = issue(
             &signing,
             &settings.names,
@@ -273,22 +453,30 @@ impl CertManager {
             settings.cert_validity,
             &provider,
         )?;
-        let state = State {
-            signing,
-            pending: None,
-            retired: Vec::new(),
-            cert_not_after,
-        };
-        let (bundle, _) = watch::channel(bundle_of(&state));
+        let (bundle, _) = watch::channel(set.bundle_pem());
         Ok(Arc::new(Self {
             settings,
             provider,
-            state: Mutex::new(state),
+            state: Mutex::new(State {
+                set,
+                signing,
+                cert_not_after,
+            }),
             resolver: Arc::new(CertResolver {
                 current: RwLock::new(Arc::new(key)),
             }),
             bundle,
         }))
+    }
+
+    /// The settings it was made with.
+    pub fn settings(&self) -> &TlsSettings {
+        &self.settings
+    }
+
+    /// The CA set it serves from.
+    pub fn ca_set(&self) -> CaSet {
+        self.state.lock().set.clone()
     }
 
     /// The CA bundle (PEM), as it is now.
@@ -351,35 +539,25 @@ impl CertManager {
         self.state.lock().cert_not_after
     }
 
-    /// Applies the rotation policy (see the module docs) at `now`.
-    pub fn rotate(&self, now: OffsetDateTime) -> Result<Rotation, TlsError> {
-        let s = &self.settings;
+    /// Serves from `set` (a replica's view of the shared set) at `now`: a new signing CA
+    /// re-issues the serving certificate from it, a changed bundle is published, and the
+    /// serving certificate is renewed when due.
+    pub fn adopt(&self, set: CaSet, now: OffsetDateTime) -> Result<Rotation, TlsError> {
         let mut state = self.state.lock();
         let mut rotation = Rotation::default();
-        let retired_before = state.retired.len();
-        state.retired.retain(|ca| ca.not_after > now);
-        rotation.bundle |= state.retired.len() != retired_before;
-        if state.pending.is_none() && state.signing.not_after - now < s.ca_renew_before {
-            state.pending = Some(Ca::new(now, s.ca_validity)?);
-            rotation.bundle = true;
+        let new_signer = set.signing != state.set.signing;
+        if new_signer {
+            // Load before changing anything: an unusable set leaves the current one serving.
+            state.signing = Ca::load(&set.signing)?;
         }
-        let promote = state
-            .pending
-            .as_ref()
-            .is_some_and(|p| now - p.created >= s.ca_propagation);
-        if promote {
-            if let Some(next) = state.pending.take() {
-                let old = std::mem::replace(&mut state.signing, next);
-                state.retired.push(old);
-                rotation.bundle = true;
-            }
-        }
-        if promote || state.cert_not_after - now < s.cert_renew_before {
+        rotation.bundle = set.bundle_pem() != state.set.bundle_pem();
+        state.set = set;
+        if new_signer || state.cert_not_after - now < self.settings.cert_renew_before {
             let (key, not_after) = issue(
                 &state.signing,
-                &s.names,
+                &self.settings.names,
                 now,
-                s.cert_validity,
+                self.settings.cert_validity,
                 &self.provider,
             )?;
             *self.resolver.current.write() = Arc::new(key);
@@ -387,10 +565,17 @@ impl CertManager {
             rotation.serving = true;
         }
         if rotation.bundle {
-            let bundle = bundle_of(&state);
-            self.bundle.send_replace(bundle);
+            self.bundle.send_replace(state.set.bundle_pem());
         }
         Ok(rotation)
+    }
+
+    /// The whole policy in one process, sole owner of its CA set (`lien sandbox`, tests):
+    /// [`CaSet::rotate`], then [`CertManager::adopt`].
+    pub fn rotate(&self, now: OffsetDateTime) -> Result<Rotation, TlsError> {
+        let mut set = self.ca_set();
+        set.rotate(&self.settings, now)?;
+        self.adopt(set, now)
     }
 
     /// Rotates every `every` until `stop` turns true, logging failures (the current
@@ -476,14 +661,15 @@ mod tests {
         let both = bundle.borrow_and_update().clone();
         assert_eq!(pems(&both), 2);
         assert!(both.ends_with(&old_bundle), "the old CA stays");
-        // After the propagation delay it signs, and the serving certificate follows.
+        // After the propagation delay it signs, and the serving certificate follows; the
+        // bundle holds the same CAs (newest first), so there is nothing to publish.
         let before = leaf(&m);
         let r = m.rotate(t1 + Duration::from_secs(601)).expect("rotate");
         assert_eq!(
             r,
             Rotation {
                 serving: true,
-                bundle: true
+                bundle: false
             }
         );
         assert_ne!(leaf(&m), before);
@@ -510,5 +696,128 @@ mod tests {
         let mut s = settings();
         s.cert_renew_before = s.cert_validity;
         assert!(matches!(CertManager::new(s), Err(TlsError::Validity)));
+    }
+
+    /// Whether `m`'s serving certificate verifies for `name` at `now` against `bundle`, as the
+    /// API server checks it against `caBundle`.
+    fn trusted(m: &CertManager, bundle: &str, name: &str, now: OffsetDateTime) -> bool {
+        use rustls::client::danger::ServerCertVerifier;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{ServerName, UnixTime};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(bundle.as_bytes()) {
+            roots.add(cert.expect("pem")).expect("root");
+        }
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .expect("verifier");
+        let served = m.resolver().current();
+        let when = UnixTime::since_unix_epoch(Duration::from_secs(
+            u64::try_from(now.unix_timestamp()).expect("after 1970"),
+        ));
+        verifier
+            .verify_server_cert(
+                &served.cert[0],
+                &served.cert[1..],
+                &ServerName::try_from(name.to_owned()).expect("name"),
+                &[],
+                when,
+            )
+            .is_ok()
+    }
+
+    const NAME: &str = "lien-webhook.lien-system.svc";
+
+    #[test]
+    fn replicas_sharing_a_ca_set_are_trusted_by_one_bundle() {
+        let t0 = OffsetDateTime::now_utc();
+        // The first replica creates the set; the second reads it as stored.
+        let a = CertManager::new_at(settings(), t0).expect("a");
+        let stored = a.ca_set().to_json();
+        let b = CertManager::from_set(
+            settings(),
+            CaSet::from_json(&stored).expect("stored set"),
+            t0,
+        )
+        .expect("b");
+        assert_ne!(leaf(&a), leaf(&b), "each replica has its own serving key");
+        assert_eq!(a.ca_bundle_pem(), b.ca_bundle_pem());
+        // Whichever replica publishes its bundle, calls to either verify.
+        for m in [&a, &b] {
+            assert!(trusted(m, &a.ca_bundle_pem(), NAME, t0));
+            assert!(trusted(m, &b.ca_bundle_pem(), NAME, t0));
+        }
+        // Two replicas each with a CA of its own (the bug): one of them is not trusted.
+        let c = CertManager::new_at(settings(), t0).expect("c");
+        assert!(!trusted(&c, &a.ca_bundle_pem(), NAME, t0));
+    }
+
+    #[test]
+    fn a_replica_lagging_behind_the_leaders_rotation_stays_trusted() {
+        let s = settings();
+        let t0 = OffsetDateTime::now_utc();
+        let leader = CertManager::new_at(s.clone(), t0).expect("leader");
+        let follower = CertManager::from_set(s.clone(), leader.ca_set(), t0).expect("follower");
+        // The leader starts a pending CA and publishes the bundle; the follower has not
+        // re-read the set yet.
+        let t1 = t0 + 306 * DAY;
+        // Meanwhile the follower has renewed its serving certificate, from the old CA.
+        let r = follower.adopt(follower.ca_set(), t1).expect("renew");
+        assert!(r.serving && !r.bundle);
+        let mut set = leader.ca_set();
+        assert!(set.rotate(&s, t1).expect("rotate"), "a pending CA");
+        leader.adopt(set.clone(), t1).expect("adopt");
+        assert!(trusted(&follower, &leader.ca_bundle_pem(), NAME, t1));
+        // The leader promotes it and re-issues; the follower, still behind, is still trusted.
+        let t2 = t1 + Duration::from_secs(601);
+        assert!(set.rotate(&s, t2).expect("rotate"), "promoted");
+        let r = leader.adopt(set.clone(), t2).expect("adopt");
+        assert!(r.serving);
+        assert!(trusted(&follower, &leader.ca_bundle_pem(), NAME, t2));
+        assert!(trusted(&leader, &leader.ca_bundle_pem(), NAME, t2));
+        // The follower catches up: it serves from the new CA, as the leader does.
+        let before = leaf(&follower);
+        let r = follower
+            .adopt(CaSet::from_json(&set.to_json()).expect("stored"), t2)
+            .expect("adopt");
+        assert!(r.serving && r.bundle);
+        assert_ne!(leaf(&follower), before);
+        assert_eq!(follower.ca_bundle_pem(), leader.ca_bundle_pem());
+        // Adopting the same set again changes nothing.
+        assert_eq!(
+            follower.adopt(set.clone(), t2).expect("adopt"),
+            Rotation::default()
+        );
+        // When the old CA expires it leaves the bundle; both replicas serve from the new one.
+        let t3 = t0 + 366 * DAY;
+        assert!(set.rotate(&s, t3).expect("rotate"), "retired CA dropped");
+        assert!(set.retired.is_empty());
+        for m in [&leader, &follower] {
+            m.adopt(set.clone(), t3).expect("adopt");
+            assert!(trusted(m, &set.bundle_pem(), NAME, t3));
+        }
+    }
+
+    #[test]
+    fn an_unusable_stored_set_is_refused_and_the_current_one_keeps_serving() {
+        let t0 = OffsetDateTime::now_utc();
+        let m = CertManager::new_at(settings(), t0).expect("manager");
+        let err = CaSet::from_json(b"{}").expect_err("not a set");
+        assert!(err.to_string().contains("is not a CA set"), "{err}");
+        // A key from another CA.
+        let mut set = m.ca_set();
+        set.signing.key_pem = CaSet::generate(&settings(), t0)
+            .expect("other")
+            .signing
+            .key_pem;
+        let err = CaSet::from_json(&set.to_json()).expect_err("mismatched key");
+        assert!(err.to_string().contains("does not match"), "{err}");
+        let before = leaf(&m);
+        assert!(m.adopt(set, t0).is_err());
+        assert_eq!(leaf(&m), before);
+        assert!(trusted(&m, &m.ca_bundle_pem(), NAME, t0));
     }
 }

@@ -197,6 +197,9 @@ struct Shared {
     wake: Notify,
     metrics: Metrics,
     leader_tx: watch::Sender<bool>,
+    /// Turns true once the caches first settle (every Usage list and every referenced kind
+    /// listed): the index is complete, the webhook may report ready.
+    settled_tx: watch::Sender<bool>,
 }
 
 impl Controller {
@@ -208,6 +211,7 @@ impl Controller {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let (leader_tx, _) = watch::channel(false);
+        let (settled_tx, _) = watch::channel(false);
         Self {
             client,
             config,
@@ -216,6 +220,7 @@ impl Controller {
                 wake: Notify::new(),
                 metrics: Metrics::default(),
                 leader_tx,
+                settled_tx,
             }),
             tx,
             rx,
@@ -230,6 +235,20 @@ impl Controller {
     /// Whether this replica is the leader, as it changes.
     pub fn leader(&self) -> watch::Receiver<bool> {
         self.shared.leader_tx.subscribe()
+    }
+
+    /// Turns true once the index is complete for the first time (what `/readyz` waits for).
+    pub fn settled(&self) -> watch::Receiver<bool> {
+        self.shared.settled_tx.subscribe()
+    }
+
+    /// Registers the `lien_controller_*` metrics later, e.g. on the webhook's `/metrics`
+    /// (`lien_webhook::WebhookBuilder::register_metrics`).
+    pub fn metrics_registrar(
+        &self,
+    ) -> impl FnOnce(&mut prometheus_client::registry::Registry) + Send + 'static {
+        let metrics = self.shared.metrics.clone();
+        move |registry| metrics.register(registry)
     }
 
     /// Registers the `lien_controller_*` metrics.
@@ -259,6 +278,7 @@ impl Controller {
                 ),
                 tx.clone(),
                 |ev| Some(Msg::Usage(ev)),
+                shared.metrics.clone(),
             ),
             spawn_watch(
                 watcher(
@@ -267,6 +287,7 @@ impl Controller {
                 ),
                 tx.clone(),
                 |ev| Some(Msg::ClusterUsage(ev)),
+                shared.metrics.clone(),
             ),
             spawn_watch(
                 watcher(
@@ -275,6 +296,7 @@ impl Controller {
                 ),
                 tx.clone(),
                 |ev| Some(Msg::Rule(ev)),
+                shared.metrics.clone(),
             ),
             // Metadata only: any change of a CRD (created, established, deleted) is a hint
             // that a kind a source names may have started or stopped being served.
@@ -289,6 +311,7 @@ impl Controller {
                     watcher::Event::Apply(_) | watcher::Event::Delete(_) => Some(Msg::CrdChanged),
                     _ => None,
                 },
+                shared.metrics.clone(),
             ),
         ];
         let elector = match config.leader.clone() {
@@ -378,12 +401,15 @@ impl Controller {
             if let Msg::CrdChanged = msg {
                 // Kinds not served are retried by their watches with a backoff; a CRD change
                 // retries them now.
-                watches::retry_unknown_kinds(&mut kind_tasks, &st, &client, &tx);
+                watches::retry_unknown_kinds(&mut kind_tasks, &st, &client, &tx, &shared.metrics);
                 continue;
             }
             let span = tracing::debug_span!("reconcile");
             let wanted =
                 span.in_scope(|| state::handle(&mut st, &shared.index, &shared.metrics, msg));
+            if !*shared.settled_tx.borrow() && st.settled() {
+                shared.settled_tx.send_replace(true);
+            }
             // Start watches for new kinds, stop those no usage refers to.
             sync_kind_watches(
                 &mut kind_tasks,

@@ -57,7 +57,7 @@ pub(super) fn sync_kind_watches(
             tracing::info!(kind = %gk, "the rules reading the kind changed: relisting");
         }
         metrics.kind_watch_started();
-        kind_tasks.insert(gk.clone(), start(st, client, gk, w, tx));
+        kind_tasks.insert(gk.clone(), start(st, client, gk, w, tx, metrics));
     }
     kind_tasks.retain(|gk, t| {
         let keep = wanted.contains_key(gk);
@@ -77,6 +77,7 @@ fn start(
     gk: &GroupKind,
     w: &WantedKind,
     tx: &mpsc::UnboundedSender<Msg>,
+    metrics: &Metrics,
 ) -> KindTask {
     let reader = (!w.programs.is_empty()).then(|| Arc::new(st.reader(gk)));
     KindTask {
@@ -87,6 +88,7 @@ fn start(
             reader,
             w.labels,
             tx.clone(),
+            metrics.clone(),
         ),
         programs: w.programs.clone(),
         labels: w.labels,
@@ -101,6 +103,7 @@ pub(super) fn retry_unknown_kinds(
     st: &State,
     client: &Client,
     tx: &mpsc::UnboundedSender<Msg>,
+    metrics: &Metrics,
 ) {
     for (gk, t) in kind_tasks.iter_mut() {
         if st.caches.is_unknown(gk) {
@@ -110,7 +113,7 @@ pub(super) fn retry_unknown_kinds(
                 programs: t.programs.clone(),
                 labels: t.labels,
             };
-            *t = start(st, client, gk, &w, tx);
+            *t = start(st, client, gk, &w, tx, metrics);
         }
     }
 }
@@ -119,6 +122,7 @@ pub(super) fn spawn_watch<K, S>(
     stream: S,
     tx: mpsc::UnboundedSender<Msg>,
     wrap: fn(watcher::Event<K>) -> Option<Msg>,
+    metrics: Metrics,
 ) -> JoinHandle<()>
 where
     K: Send + 'static,
@@ -137,7 +141,10 @@ where
                         return;
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+                Err(e) => {
+                    metrics.watch_restarted("usage");
+                    tracing::warn!(error = %e, "watch failed; retrying");
+                }
             }
         }
     })
@@ -204,6 +211,7 @@ fn spawn_kind_watch(
     reader: Option<Arc<KindReader>>,
     labels: bool,
     tx: mpsc::UnboundedSender<Msg>,
+    metrics: Metrics,
 ) -> JoinHandle<()> {
     let span = tracing::info_span!("kind_watch", kind = %gk);
     tokio::spawn(
@@ -237,8 +245,8 @@ fn spawn_kind_watch(
                 return;
             }
             match reader {
-                None => watch_metadata(client, &ar, gk, tx).await,
-                Some(reader) => watch_full(client, &ar, gk, reader, labels, tx).await,
+                None => watch_metadata(client, &ar, gk, tx, &metrics).await,
+                Some(reader) => watch_full(client, &ar, gk, reader, labels, tx, &metrics).await,
             }
         }
         .instrument(span),
@@ -250,6 +258,7 @@ async fn watch_metadata(
     ar: &ApiResource,
     gk: GroupKind,
     tx: mpsc::UnboundedSender<Msg>,
+    metrics: &Metrics,
 ) {
     // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, ar);
@@ -264,7 +273,10 @@ async fn watch_metadata(
                     return;
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+            Err(e) => {
+                metrics.watch_restarted("object");
+                tracing::warn!(error = %e, "watch failed; retrying");
+            }
         }
     }
 }
@@ -276,6 +288,7 @@ async fn watch_full(
     reader: Arc<KindReader>,
     labels: bool,
     tx: mpsc::UnboundedSender<Msg>,
+    metrics: &Metrics,
 ) {
     let api: Api<DynamicObject> = Api::all_with(client, ar);
     let stream =
@@ -296,7 +309,10 @@ async fn watch_full(
                     return;
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+            Err(e) => {
+                metrics.watch_restarted("object");
+                tracing::warn!(error = %e, "watch failed; retrying");
+            }
         }
     }
 }

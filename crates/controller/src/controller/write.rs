@@ -125,13 +125,16 @@ impl Write {
             Self::RuleStatus { source, status, .. } => writer.status(source, status).await,
             Self::Replay(ReplayAction::Delete { target, attempt }) => {
                 let r = writer.replay(target, attempt).await;
-                if r.is_ok() {
+                if let Ok(true) = r {
                     tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
                     metrics.replayed();
                 }
-                r
+                r.map(drop)
             }
             Self::Replay(ReplayAction::Forget { target, why }) => {
+                if *why == replay::RECORD_EXPIRED {
+                    metrics.replay_expired();
+                }
                 tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), why, "forgetting a recorded deletion");
                 writer.record(target, None).await
             }
@@ -154,6 +157,9 @@ pub(super) struct Plan {
     /// Plan again after this long even without an event: a count-only status write was put
     /// off.
     revisit: Option<std::time::Duration>,
+    /// Gauges read under the same read lock, set by the write loop (which holds the metrics).
+    replays_pending: usize,
+    relations_by_source: (usize, usize, usize),
 }
 
 /// The least time between two whole-graph cycle searches.
@@ -256,7 +262,12 @@ pub(super) fn plan(
     writes.extend(orphans);
     writes.extend(statuses);
     writes.extend(replays.into_iter().map(Write::Replay));
-    Plan { writes, revisit }
+    Plan {
+        writes,
+        revisit,
+        replays_pending: replay::pending_records(&index, &st.caches),
+        relations_by_source: index.len_by_source_kind(),
+    }
 }
 
 pub(super) async fn write_loop(
@@ -288,7 +299,9 @@ pub(super) async fn write_loop(
             () = retry => {}
         }
         retry_at = None;
-        if !*leader.borrow_and_update() {
+        let leading = *leader.borrow_and_update();
+        shared.metrics.set_leader(leading);
+        if !leading {
             continue;
         }
         // The plan comes from the event loop, after the events queued before this request.
@@ -304,6 +317,10 @@ pub(super) async fn write_loop(
                 Err(_) => return,
             },
         };
+        shared.metrics.set_replays_pending(plan.replays_pending);
+        shared
+            .metrics
+            .set_relations_by_source(plan.relations_by_source);
         let timer = shared.metrics.pass_timer();
         let mut failed = false;
         let mut keep: HashSet<String> = HashSet::new();

@@ -4,6 +4,7 @@ mod crds;
 mod manifests;
 mod run;
 mod sandbox;
+mod uninstall;
 
 use clap::{Parser, Subcommand};
 
@@ -37,12 +38,16 @@ pub enum Command {
     /// no cluster needed.
     Sandbox(sandbox::SandboxArgs),
     /// Run Lien (controller and admission webhook) against a cluster.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Print the CustomResourceDefinitions Lien installs (or write one file per CRD).
     Crds(crds::CrdsArgs),
     /// Print the complete install (namespace, RBAC, CRDs, Deployment, Service, disruption
     /// budget), or write it as the files of `deploy/`.
     Manifests(manifests::ManifestsArgs),
+    /// Remove Lien from the cluster: stop it, its webhook configuration, its labels, records
+    /// and finalizers on every object, its objects and CRDs (refused while something is
+    /// protected, unless --force).
+    Uninstall(uninstall::UninstallArgs),
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -71,7 +76,8 @@ pub fn main() -> std::process::ExitCode {
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Crds(args) => crds::run(args),
             Command::Manifests(args) => manifests::run(args),
-            Command::Run(args) => run::run(args).await,
+            Command::Run(args) => run::run(*args).await,
+            Command::Uninstall(args) => uninstall::run(args).await,
         }
     });
     match result {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use lien::runtime::{Lien, LienConfig, install_crds};
+use lien::runtime::{Lien, LienConfig, WebhookCa, install_crds};
 use lien_controller::{ControllerConfig, LeaderConfig};
 use lien_webhook::ClientConfig;
 
@@ -59,17 +59,66 @@ pub struct RunArgs {
     /// on its parent (events, the rule's status). E.g. `5m`, `90s`, `1h`.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub cascade_stuck_after: Duration,
+    /// The Secret in --namespace holding the webhook's CA set (certificates and keys), shared
+    /// by every replica so that each one's serving certificate verifies against the one
+    /// published caBundle; created if absent, rotated by the leader.
+    #[arg(long, default_value = lien::webhook_ca::WEBHOOK_CA_SECRET)]
+    pub webhook_ca_secret: String,
+    /// How often each replica re-reads the webhook CA's Secret (and the leader rotates it).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub webhook_ca_sync: Duration,
+    /// Leader election: how long a claim on the Lease lasts without renewal (how long a killed
+    /// leader's successor waits). `15s`, `500ms`.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub lease_duration: Duration,
+    /// Leader election: how long the leader keeps trying to renew before it steps down
+    /// (shorter than --lease-duration).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub lease_renew_deadline: Duration,
+    /// Leader election: how often to try to acquire or renew the Lease (shorter than
+    /// --lease-renew-deadline).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub lease_retry_period: Duration,
 }
 
-/// `5m`, `90s`, `1h30m`, `500ms` (jiff's friendly duration format).
+/// `5m`, `90s`, `1h30m`, `500ms` (jiff's friendly duration format), or plain seconds (`15`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|e| format!("{s:?}: {e}"));
+    }
     let d: jiff::SignedDuration = s
         .parse()
-        .map_err(|e| format!("{s:?} is not a duration such as 5m or 90s: {e}"))?;
+        .map_err(|e| format!("{s:?} is not a duration such as 500ms, 15s, 5m or 1h30m: {e}"))?;
     Duration::try_from(d).map_err(|_| format!("{s:?}: a duration must not be negative"))
 }
 
+/// The leader-election timings must nest like client-go's: retry < renew deadline < duration.
+fn check_lease_timing(args: &RunArgs) -> anyhow::Result<()> {
+    if args.lease_retry_period.is_zero()
+        || args.lease_retry_period >= args.lease_renew_deadline
+        || args.lease_renew_deadline >= args.lease_duration
+    {
+        anyhow::bail!(
+            "leader election needs 0 < --lease-retry-period ({:?}) < --lease-renew-deadline ({:?}) < --lease-duration ({:?}): a leader must step down before its claim can expire, or two replicas could lead at once",
+            args.lease_retry_period,
+            args.lease_renew_deadline,
+            args.lease_duration
+        );
+    }
+    Ok(())
+}
+
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    check_lease_timing(&args)?;
+    if args.webhook_ca_sync.is_zero() {
+        anyhow::bail!("--webhook-ca-sync must be positive (e.g. 60s)");
+    }
+    // Like kubectl: the in-cluster service account inside a pod, else $KUBECONFIG (or
+    // ~/.kube/config) and its current context (`tests/ha.rs` runs `lien run` this way).
     let client = kube::Client::try_default()
         .await
         .context("connecting to the cluster")?;
@@ -79,6 +128,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let leader = (!args.no_leader_election).then(|| LeaderConfig {
         namespace: args.namespace.clone(),
         identity: args.identity.clone(),
+        lease_duration: args.lease_duration,
+        renew_deadline: args.lease_renew_deadline,
+        retry_period: args.lease_retry_period,
         ..LeaderConfig::default()
     });
     let policy = lien_webhook::validate::Policy {
@@ -130,6 +182,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             stuck_after: args.cascade_stuck_after,
             ..Default::default()
         },
+        webhook_ca: WebhookCa::Secret {
+            namespace: args.namespace.clone(),
+            name: args.webhook_ca_secret.clone(),
+            sync_every: args.webhook_ca_sync,
+        },
     };
     let lien = Lien::start(client, config).await?;
     tracing::info!(webhook = %lien.webhook_addr(), "lien is running");
@@ -159,5 +216,60 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn args(extra: &[&str]) -> RunArgs {
+        Cli::try_parse_from(std::iter::once("lien").chain(extra.iter().copied()))
+            .expect("parses")
+            .run
+    }
+
+    #[test]
+    fn lease_timing_defaults_are_client_gos_and_flags_override_them() {
+        let a = args(&[]);
+        assert_eq!(a.lease_duration, Duration::from_secs(15));
+        assert_eq!(a.lease_renew_deadline, Duration::from_secs(10));
+        assert_eq!(a.lease_retry_period, Duration::from_secs(2));
+        let d = LeaderConfig::default();
+        assert_eq!(
+            (d.lease_duration, d.renew_deadline, d.retry_period),
+            (
+                a.lease_duration,
+                a.lease_renew_deadline,
+                a.lease_retry_period
+            )
+        );
+        check_lease_timing(&a).expect("defaults nest");
+        let fast = args(&[
+            "--lease-duration=2s",
+            "--lease-renew-deadline=1500ms",
+            "--lease-retry-period=200ms",
+        ]);
+        assert_eq!(fast.lease_retry_period, Duration::from_millis(200));
+        check_lease_timing(&fast).expect("nested");
+    }
+
+    #[test]
+    fn lease_timing_that_could_make_two_leaders_is_refused_naming_the_flags() {
+        let bad = args(&["--lease-duration=2s", "--lease-renew-deadline=3s"]);
+        let err = check_lease_timing(&bad).expect_err("renew deadline past the lease");
+        assert!(err.to_string().contains("--lease-renew-deadline"), "{err}");
+        let err = parse_duration("5 parsecs").expect_err("unit");
+        assert!(err.contains("500ms, 15s, 5m or 1h30m"), "{err}");
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
     }
 }

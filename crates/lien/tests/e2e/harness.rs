@@ -95,6 +95,8 @@ async fn start_local_lien(
             retry_max: Duration::from_secs(1),
             ..Default::default()
         },
+        // One replica.
+        webhook_ca: lien::runtime::WebhookCa::InMemory,
     };
     Lien::start_with_listener(client, listener, config)
         .await
