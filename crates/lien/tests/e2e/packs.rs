@@ -876,11 +876,21 @@ async fn seed_002(orders: &[&[&str]]) {
             let order = order.clone();
             tokio::spawn(async move {
                 while !left.is_empty() {
+                    // Looked at last to first: an object seen gone after an earlier one was
+                    // seen present would otherwise be recorded first only because the two
+                    // went between the two reads. What goes within one round is recorded in
+                    // the listed order.
+                    let mut gone = vec![false; left.len()];
+                    for i in (0..left.len()).rev() {
+                        let (_, api, name) = &left[i];
+                        gone[i] = matches!(api.get_opt(name).await, Ok(None));
+                    }
                     let mut still = vec![];
-                    for (kind, api, name) in left {
-                        match api.get_opt(&name).await {
-                            Ok(None) => order.lock().expect("order").push(kind),
-                            _ => still.push((kind, api, name)),
+                    for ((kind, api, name), gone) in left.into_iter().zip(gone) {
+                        if gone {
+                            order.lock().expect("order").push(kind);
+                        } else {
+                            still.push((kind, api, name));
                         }
                     }
                     left = still;
