@@ -26,7 +26,7 @@
 //! - **Status**: `Ready` and `InUse` conditions, observedGeneration, matched counts and a bounded
 //!   list of matched objects with UIDs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
@@ -98,13 +98,27 @@ pub fn is_labelled(o: &CachedObject) -> bool {
 
 /// Every label write that makes "labelled" equal "in use" for the cached objects. Removals
 /// only when `settled` (see the module docs).
-pub fn label_writes(index: &RelationIndex, caches: &Caches, settled: bool) -> Vec<LabelWrite> {
+///
+/// `of_kinds`: the kinds some source protects (a Usage's `spec.of`, a rule's `of`). An object
+/// of another kind cannot be in use, so only its label is looked at (a stale one is removed):
+/// a pass over 100,000 PersistentVolumes a rule reads as users then costs a label lookup each,
+/// not an index lookup.
+pub fn label_writes(
+    index: &RelationIndex,
+    caches: &Caches,
+    settled: bool,
+    of_kinds: &HashSet<GroupKind>,
+) -> Vec<LabelWrite> {
     let mut out = Vec::new();
     for (gk, kind) in caches.kinds() {
         if !kind.synced {
             continue;
         }
+        let may_be_used = of_kinds.contains(gk);
         for ((ns, name), o) in &kind.objects {
+            if !may_be_used && !is_labelled(o) {
+                continue;
+            }
             // Borrowed: a pass looks at every cached object (100,000 PersistentVolumes a rule
             // reads), so no key is built per object.
             let in_use = index.is_in_use_ref(lien_core::KeyRef {
@@ -454,10 +468,15 @@ mod tests {
                 [Relation::protects(Source::usage("ns", "u"), key, "r")],
             )
             .expect("applies");
-        let w = label_writes(&index, &c, false);
+        let of_kinds = HashSet::from([GroupKind::new("", "ConfigMap")]);
+        let w = label_writes(&index, &c, false, &of_kinds);
         assert_eq!(w.len(), 1);
         assert!(w[0].in_use && w[0].target.name == "used");
-        let mut w = label_writes(&index, &c, true);
+        // A kind no source protects: only a stale label is looked at (and removed).
+        let w = label_writes(&index, &c, true, &HashSet::new());
+        assert_eq!(w.len(), 1);
+        assert!(!w[0].in_use && w[0].target.name == "stale");
+        let mut w = label_writes(&index, &c, true, &of_kinds);
         w.sort_by(|a, b| a.target.name.cmp(&b.target.name));
         assert_eq!(w.len(), 2);
         assert!(!w[0].in_use && w[0].target.name == "stale");

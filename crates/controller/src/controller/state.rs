@@ -116,6 +116,17 @@ impl State {
                 .all(|r| r.program.is_err() || r.in_index)
     }
 
+    /// The kinds some source protects: every Usage's `spec.of` kind and every rule's `of` kind
+    /// (only objects of these can be in use).
+    pub fn of_kinds(&self) -> std::collections::HashSet<GroupKind> {
+        let usages = self
+            .usages
+            .values()
+            .filter_map(|u| u.kinds().next().map(|(gk, _)| gk));
+        let rules = self.rules.values().map(|r| r.view.of());
+        usages.chain(rules).collect()
+    }
+
     /// The UID of a source, for the Events that name it.
     pub fn source_uid(&self, source: &Source) -> Option<&str> {
         match source {

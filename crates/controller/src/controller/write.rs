@@ -193,7 +193,7 @@ pub(super) fn plan(
     let settled = st.settled();
     let now = Timestamp::now();
     let unenforced = config.webhook.problem();
-    let labels = desired::label_writes(&index, &st.caches, settled);
+    let labels = desired::label_writes(&index, &st.caches, settled, &st.of_kinds());
     let replays = match &config.replay_key {
         Some(key) => {
             replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl, key)
