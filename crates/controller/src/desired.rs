@@ -319,8 +319,10 @@ fn matched_objects(matched: &[Matched]) -> MatchedObjects {
     }
 }
 
-fn condition(
-    previous: Option<&UsageStatus>,
+/// A `metav1.Condition` whose transition time moves only when its status does: `previous` are
+/// the conditions currently written (a Usage's or a rule's status).
+pub(crate) fn condition(
+    previous: &[Condition],
     type_: &str,
     status: bool,
     reason: &str,
@@ -331,7 +333,8 @@ fn condition(
     let status = if status { "True" } else { "False" };
     // The transition time moves only when the status does (metav1.Condition semantics).
     let since = previous
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .iter()
+        .find(|c| c.type_ == type_)
         .filter(|c| c.status == status)
         .map_or(Time(now), |c| c.last_transition_time.clone());
     Condition {
@@ -355,9 +358,10 @@ pub fn status(
     now: Timestamp,
 ) -> Option<UsageStatus> {
     let previous = view.status.as_ref();
+    let written = previous.map_or(&[][..], |s| s.conditions.as_slice());
     let cond = |type_: &str, status: bool, reason: &str, message: String| {
         condition(
-            previous,
+            written,
             type_,
             status,
             reason,

@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use lien_api::{
     DependencyRule, DependencyRuleSpec, DependencyRuleStatus, DependencyScope, EvaluationError,
 };
@@ -380,21 +379,9 @@ pub fn rule_status(
 ) -> Option<DependencyRuleStatus> {
     let previous = rule.view.status.as_ref();
     let generation = rule.view.generation;
+    let written = previous.map_or(&[][..], |s| s.conditions.as_slice());
     let cond = |type_: &str, status: bool, reason: &str, message: String| {
-        let status = if status { "True" } else { "False" };
-        // The transition time moves only when the status does (metav1.Condition semantics).
-        let since = previous
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
-            .filter(|c| c.status == status)
-            .map_or(Time(now), |c| c.last_transition_time.clone());
-        Condition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            reason: reason.to_owned(),
-            message,
-            last_transition_time: since,
-            observed_generation: generation,
-        }
+        crate::desired::condition(written, type_, status, reason, message, generation, now)
     };
     let relations = rule.join.len();
     let conditions = if let Some(why) = unenforced {

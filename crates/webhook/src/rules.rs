@@ -277,19 +277,7 @@ fn compile_problems(found: Vec<RuleProblem>, problems: &mut Vec<String>) {
 }
 
 fn check_kind(field: &str, side: &KindRef, problems: &mut Vec<String>) {
-    use crate::wellformed;
-    if let Some(why) = wellformed::api_version(&side.api_version) {
-        problems.push(format!(
-            "{field}.apiVersion: invalid value {:?}: {why}",
-            side.api_version
-        ));
-    }
-    if let Some(why) = wellformed::kind(&side.kind) {
-        problems.push(format!(
-            "{field}.kind: invalid value {:?}: {why}",
-            side.kind
-        ));
-    }
+    crate::validate::check_kind(field, &side.api_version, &side.kind, problems);
 }
 
 /// The cluster-wide access question for every object of `kind`; see the module docs.

@@ -1014,22 +1014,24 @@ fn same_objects(of: &ResourceSpec, by: &ResourceSpec, req: &Request<'_>) -> bool
     }
 }
 
+/// Syntax of a kind reference: `<field>.apiVersion` and `<field>.kind` (Usages and rules alike).
+pub(crate) fn check_kind(field: &str, api_version: &str, kind: &str, problems: &mut Vec<String>) {
+    use crate::wellformed;
+    if let Some(why) = wellformed::api_version(api_version) {
+        problems.push(format!(
+            "{field}.apiVersion: invalid value {api_version:?}: {why}"
+        ));
+    }
+    if let Some(why) = wellformed::kind(kind) {
+        problems.push(format!("{field}.kind: invalid value {kind:?}: {why}"));
+    }
+}
+
 /// Syntax and size: `apiVersion`, `kind`, names, namespaces, label keys and values, and a
 /// selector that selects something less than every object of the kind.
 fn check_wellformed(field: &str, side: &ResourceSpec, problems: &mut Vec<String>) {
     use crate::wellformed;
-    if let Some(why) = wellformed::api_version(&side.api_version) {
-        problems.push(format!(
-            "{field}.apiVersion: invalid value {:?}: {why}",
-            side.api_version
-        ));
-    }
-    if let Some(why) = wellformed::kind(&side.kind) {
-        problems.push(format!(
-            "{field}.kind: invalid value {:?}: {why}",
-            side.kind
-        ));
-    }
+    check_kind(field, &side.api_version, &side.kind, problems);
     let namespace = |path: &str, ns: Option<&String>, problems: &mut Vec<String>| {
         if let Some(ns) = ns.filter(|ns| !ns.is_empty()) {
             if let Some(why) = wellformed::dns1123_label(ns) {
