@@ -147,8 +147,9 @@ enum Msg {
     Written(GroupKind, DynamicObject),
     /// A parent's writes finished; `retry`: when to decide it again (a write failed).
     Done(ParentId, Option<Duration>),
-    /// A child's DELETE was refused (by an admission webhook: a Usage, a rule).
-    Refused(String, String),
+    /// A child's DELETE failed: its UID and why; with the parent and the child's name when an
+    /// admission webhook refused it (a Usage, a rule), which is said on the parent at once.
+    Refused(String, String, Option<(ParentId, String)>),
     /// The dependents holding foreground-deleting children, by child UID.
     Holders(HashMap<String, Vec<String>>),
     /// A rule's finalizer or status write finished.
@@ -560,8 +561,21 @@ impl Loop {
                         .push(id);
                 }
             }
-            Msg::Refused(uid, message) => {
+            Msg::Refused(uid, message, refused) => {
                 self.requested.remove(&uid);
+                if let Some((parent, child)) = refused {
+                    // Said at once (not only in the next waiting report): the seed's complaint
+                    // is a teardown that stops without telling anyone why. `warn` says each
+                    // distinct refusal once.
+                    self.warn(
+                        &parent,
+                        "CascadeChildRefused",
+                        format!(
+                            "deleting {child} was refused, retried with backoff: {}",
+                            truncate(message.clone(), 800)
+                        ),
+                    );
+                }
                 let delay = self.refusals.get(&uid).map_or(self.config.retry_base, |r| {
                     (r.delay * 2).min(self.config.retry_max)
                 });
@@ -1296,12 +1310,16 @@ impl Loop {
                     Err(kube::Error::Api(s)) if s.code == 409 && s.message.contains("UID in") => {}
                     Err(kube::Error::Api(s)) if s.code == 409 || s.code == 403 => {
                         // Refused, e.g. by Lien's own webhook: the child is in use.
-                        let _ = tx.send(Msg::Refused(d.uid.clone(), s.message.clone()));
+                        let _ = tx.send(Msg::Refused(
+                            d.uid.clone(),
+                            s.message.clone(),
+                            Some((id.clone(), d.child.to_string())),
+                        ));
                         failed = true;
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, child = %d.child, "cascade: delete failed; retrying");
-                        let _ = tx.send(Msg::Refused(d.uid.clone(), e.to_string()));
+                        let _ = tx.send(Msg::Refused(d.uid.clone(), e.to_string(), None));
                         failed = true;
                     }
                 }

@@ -612,6 +612,13 @@ async fn cascade_child_in_use_is_reported_and_retried() {
         note.contains(&usage),
         "the refusal names the ClusterUsage: {note}"
     );
+    // And at once, as its own event, naming the child and who refused.
+    let refused = env.wait_events("Claim", "db", "CascadeChildRefused").await;
+    let note = refused[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains(&composite) && note.contains(&usage),
+        "the refusal event names the composite and the ClusterUsage: {note}"
+    );
     assert!(w.claims.get_opt("db").await.expect("GET").is_some());
     Api::<lien_api::ClusterUsage>::all(env.client.clone())
         .delete(&usage, &DeleteParams::default())
