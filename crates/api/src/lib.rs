@@ -48,6 +48,12 @@ pub const MAX_REASON_CHARS: usize = 1024;
 /// enough that every object the selector is matched against stays cheap to test.
 pub const MAX_MATCH_LABELS: usize = 32;
 
+/// An `apiVersion`: an optional DNS-subdomain group and `/`, then a version (the schema's
+/// pattern for every `apiVersion` field: Usages' sides and rules' kinds).
+const API_VERSION_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z]([-a-z0-9]*[a-z0-9])?$";
+/// A kind name (the schema's pattern for every `kind` field).
+const KIND_PATTERN: &str = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$";
+
 /// A namespace (a DNS-1123 label), or empty for the Usage's own: the schema's pattern for every
 /// `namespace` field.
 const NAMESPACE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$";
@@ -110,7 +116,7 @@ pub struct ResourceSpec {
     #[schemars(
         length(max = 317),
         regex(
-            pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z]([-a-z0-9]*[a-z0-9])?$"
+            pattern = API_VERSION_PATTERN
         )
     )]
     pub api_version: String,
@@ -118,7 +124,7 @@ pub struct ResourceSpec {
     #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
     #[schemars(
         length(max = 63),
-        regex(pattern = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$")
+        regex(pattern = KIND_PATTERN)
     )]
     pub kind: String,
     /// The object, by name.

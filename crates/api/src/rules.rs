@@ -30,7 +30,7 @@ pub struct KindRef {
     #[schemars(
         length(max = 317),
         regex(
-            pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z]([-a-z0-9]*[a-z0-9])?$"
+            pattern = crate::API_VERSION_PATTERN
         )
     )]
     pub api_version: String,
@@ -38,7 +38,7 @@ pub struct KindRef {
     #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
     #[schemars(
         length(max = 63),
-        regex(pattern = r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$")
+        regex(pattern = crate::KIND_PATTERN)
     )]
     pub kind: String,
 }

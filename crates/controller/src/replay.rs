@@ -58,7 +58,12 @@ pub fn pending_records(index: &RelationIndex, caches: &Caches) -> usize {
                 .filter(|((ns, name), o)| {
                     !o.deleting
                         && o.annotations.contains_key(DELETION_ATTEMPT_ANNOTATION)
-                        && index.is_in_use(&gk.key(ns.as_deref(), name))
+                        && index.is_in_use_ref(lien_core::KeyRef {
+                            group: &gk.group,
+                            kind: &gk.kind,
+                            namespace: ns.as_deref(),
+                            name,
+                        })
                 })
                 .count()
         })
