@@ -366,9 +366,23 @@ impl RelationIndex {
     ) -> Result<usize, IndexError> {
         let relations: Vec<Relation> = relations.into_iter().collect();
         validate(source, &relations)?;
+        self.apply_stream(source, relations)
+    }
+
+    /// As [`RelationIndex::apply`], but reading `relations` one at a time instead of collecting
+    /// them first: a `DependencyRule`'s whole join (`RuleJoin::relations_iter`) goes in without
+    /// ever existing as a `Vec<Relation>` (100,000 relations with their strings are about
+    /// 55 MiB). So validation happens as they arrive, and an invalid relation — like a full
+    /// index — leaves the source removed (it holds nothing) rather than unchanged.
+    pub fn apply_stream(
+        &mut self,
+        source: &Source,
+        relations: impl IntoIterator<Item = Relation>,
+    ) -> Result<usize, IndexError> {
+        let mut relations = relations.into_iter().peekable();
         let src = match self.find_source(source.as_source_ref()) {
             Some(src) => src,
-            None if relations.is_empty() => return Ok(0),
+            None if relations.peek().is_none() => return Ok(0),
             None => self.insert_source(source).map_err(IndexError::Full)?,
         };
         // Add the new relations before dropping the old ones so keys and strings they share
@@ -376,16 +390,19 @@ impl RelationIndex {
         let old = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
         self.srcs[src as usize].len = 0;
         let mut added = Ok(());
-        for relation in &relations {
-            added = self.insert_relation(src, relation);
+        for relation in relations {
+            added = validate(source, std::slice::from_ref(&relation)).and_then(|()| {
+                self.insert_relation(src, &relation)
+                    .map_err(IndexError::Full)
+            });
             if added.is_err() {
                 break;
             }
         }
         self.unlink_chain(old);
-        if let Err(full) = added {
+        if let Err(e) = added {
             self.clear_source(src);
-            return Err(IndexError::Full(full));
+            return Err(e);
         }
         let len = self.srcs[src as usize].len as usize;
         self.free_source_if_empty(src);
@@ -1403,6 +1420,44 @@ mod tests {
             (0, 0, 0)
         );
         assert_eq!(idx.delete(&s), 0);
+    }
+
+    #[test]
+    fn apply_stream_replaces_as_apply_does_and_drops_the_source_on_a_bad_relation() {
+        let s = Source::rule("pv-uses-pool");
+        let pool = key("CephBlockPool", Some("rook"), "pool");
+        let uses = |n: usize| {
+            (0..n)
+                .map(|i| {
+                    Relation::uses(s.clone(), pool.clone(), key("PV", None, &format!("pv-{i}")))
+                })
+                .collect::<Vec<_>>()
+        };
+        let (mut streamed, mut applied) = (RelationIndex::new(), RelationIndex::new());
+        for n in [3, 5, 2] {
+            assert_eq!(streamed.apply_stream(&s, uses(n)), Ok(n));
+            assert_eq!(applied.apply(&s, uses(n)), Ok(n));
+            assert_eq!(
+                sorted(streamed.relations_of_source(&s).map(|r| r.to_relation())),
+                sorted(applied.relations_of_source(&s).map(|r| r.to_relation())),
+            );
+            assert_eq!(streamed.key_count(), applied.key_count());
+            assert_eq!(streamed.string_count(), applied.string_count());
+        }
+        // A relation of another source, after good ones: the source ends up holding nothing
+        // (never half of the stream), and the error names the mismatch.
+        let other = Relation::uses(Source::rule("other"), pool.clone(), key("PV", None, "x"));
+        let bad = uses(2).into_iter().chain([other]);
+        assert!(matches!(
+            streamed.apply_stream(&s, bad),
+            Err(IndexError::SourceMismatch { .. })
+        ));
+        assert!(streamed.is_empty());
+        assert!(!streamed.is_in_use(&pool));
+        assert_eq!((streamed.key_count(), streamed.string_count()), (0, 0));
+        // Nothing streamed into an unknown source creates nothing.
+        assert_eq!(streamed.apply_stream(&s, []), Ok(0));
+        assert_eq!(streamed.source_count(), 0);
     }
 
     #[test]

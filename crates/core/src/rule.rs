@@ -258,12 +258,19 @@ impl RuleJoin {
     /// Every relation the rule derives now (for the initial `apply` or a resync).
     pub fn relations(&self) -> Vec<Relation> {
         let mut out = Vec::with_capacity(self.len);
-        for (&id, obj) in &self.by.objects {
-            for m in self.matches(Side::By, id, obj) {
-                out.push(self.relation(m, id, self.of.objects[&m].uid, obj.uid));
-            }
-        }
+        out.extend(self.relations_iter());
         out
+    }
+
+    /// Every relation the rule derives now, one at a time: for the index's
+    /// [`crate::RelationIndex::apply_stream`], so that a join of 100,000 relations never
+    /// exists as a `Vec<Relation>` (about 550 bytes each with their strings).
+    pub fn relations_iter(&self) -> impl Iterator<Item = Relation> + '_ {
+        self.by.objects.iter().flat_map(move |(&id, obj)| {
+            self.matches(Side::By, id, obj)
+                .into_iter()
+                .map(move |m| self.relation(m, id, self.of.objects[&m].uid, obj.uid))
+        })
     }
 
     /// How many relations the rule derives now (for its status).
