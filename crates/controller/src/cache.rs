@@ -93,6 +93,13 @@ pub struct KindCache {
     pub plural: String,
     /// Whether the first list completed.
     pub synced: bool,
+    /// Only objects carrying Lien's labels or annotations are kept: the kind is read only as a
+    /// rule's `by` side, so nothing decides from its other objects (they are users, never in
+    /// use), and 100,000 PersistentVolumes a rule reads would otherwise cost about 400 bytes
+    /// each here. A marked object is kept so that its stale label is removed and its DELETE
+    /// record forgotten. Set from the kind's [`crate::controller`] watch, which a change of it
+    /// restarts (a relist refills the cache).
+    pub marked_only: bool,
     /// The objects, ordered by namespace and name (status lists them in this order).
     pub objects: BTreeMap<NsName, CachedObject>,
 }
@@ -163,6 +170,27 @@ impl Caches {
     /// Every cached kind.
     pub fn kinds(&self) -> impl Iterator<Item = (&GroupKind, &KindCache)> {
         self.kinds.iter()
+    }
+
+    /// Keeps only objects carrying Lien's labels or annotations for `gk` (see
+    /// [`KindCache::marked_only`]).
+    pub fn set_marked_only(&mut self, gk: &GroupKind, marked_only: bool) {
+        if let Some(kind) = self.kinds.get_mut(gk) {
+            kind.marked_only = marked_only;
+        }
+    }
+
+    /// Whether an object with this metadata belongs in the cache of `gk`: always, unless the
+    /// kind keeps marked objects only and this one carries none of Lien's labels or annotations.
+    pub fn keeps(&self, gk: &GroupKind, meta: &ObjectMeta) -> bool {
+        let liens = |m: &Option<BTreeMap<String, String>>| {
+            m.iter()
+                .flatten()
+                .any(|(k, _)| k.starts_with(LIEN_ANNOTATION_PREFIX))
+        };
+        self.kinds.get(gk).is_none_or(|k| !k.marked_only)
+            || liens(&meta.labels)
+            || liens(&meta.annotations)
     }
 
     /// One object.

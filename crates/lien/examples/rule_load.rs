@@ -23,6 +23,9 @@
 //!    and times until the pool's DELETE is allowed again;
 //! 5. reads Lien's RSS (`VmRSS`, `VmHWM`), stops it with SIGTERM and prints `/usr/bin/time`'s
 //!    report.
+//!
+//! `--reuse` skips steps 1 and 2 against a sandbox an earlier run filled (for iterating on
+//! Lien; the published numbers are from a fresh sandbox).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -47,6 +50,9 @@ struct Args {
     pvs: usize,
     samples: usize,
     concurrency: usize,
+    /// Skip steps 1 and 2: the objects and the rule exist from an earlier run against the same
+    /// sandbox (for iterating; a fresh sandbox is what the published numbers use).
+    reuse: bool,
 }
 
 fn args() -> Result<Args, Error> {
@@ -61,6 +67,7 @@ fn args() -> Result<Args, Error> {
         pvs: 100_000,
         samples: 100,
         concurrency: 32,
+        reuse: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -76,6 +83,7 @@ fn args() -> Result<Args, Error> {
             "--pvs" => a.pvs = value()?.parse()?,
             "--samples" => a.samples = value()?.parse()?,
             "--concurrency" => a.concurrency = value()?.parse()?,
+            "--reuse" => a.reuse = true,
             other => return Err(format!("unknown flag {other}").into()),
         }
     }
@@ -272,13 +280,8 @@ where
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Error> {
-    let a = args()?;
-    let kubeconfig = kube::config::Kubeconfig::read_from(&a.kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    let client = Client::try_from(config)?;
-
+/// Steps 1 and 2: the CRD, namespaces, pools and PVs, then the rule.
+async fn create_objects(client: &Client, a: &Args) -> Result<(), Error> {
     // 1. The CRD, namespaces, pools and PVs.
     let crds: Api<DynamicObject> = Api::all_with(
         client.clone(),
@@ -364,6 +367,27 @@ async fn main() -> Result<(), Error> {
         .create(&PostParams::default(), &serde_json::from_value(rule)?)
         .await?;
     println!("rule {rule_name} created");
+
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let a = args()?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(&a.kubeconfig)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let client = Client::try_from(config)?;
+
+    let used = a.pools - a.spare;
+    let pvs_api: Api<DynamicObject> = Api::all_with(client.clone(), &pv_resource());
+    let rules: Api<DynamicObject> = Api::all_with(client.clone(), &rule_resource());
+    let rule_name = pack_rule(&a.rules)?["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    if !a.reuse {
+        create_objects(&client, &a).await?;
+    }
 
     // 3. Lien, and the initial sync.
     let lien = tokio::process::Command::new("/usr/bin/time")

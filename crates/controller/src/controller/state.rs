@@ -50,6 +50,9 @@ pub struct WantedKind {
     /// Whether the cache needs every label (a usage's selector may read them); otherwise only
     /// Lien's own labels are kept — 100,000 objects' labels are the largest part of a cache.
     pub labels: bool,
+    /// Whether only objects carrying Lien's labels or annotations are cached: the kind is read
+    /// only as a rule's `by` side (see `crate::cache::KindCache::marked_only`).
+    pub marked_only: bool,
 }
 
 /// A change of one source's relations in the index.
@@ -59,6 +62,10 @@ enum Update {
     Replace(Source, Vec<Relation>),
     /// Add and remove some (a rule's object changed).
     Delta(Source, Delta),
+    /// Replace all its relations with the rule's whole join, streamed from the join into the
+    /// index when the update is applied (never collected: see `RelationIndex::apply_stream`).
+    /// Holds the rule's name.
+    Join(String),
     /// It is gone, or holds nothing.
     Delete(Source),
 }
@@ -93,9 +100,20 @@ pub struct State {
     usage_buffer: Vec<Usage>,
     cluster_usage_buffer: Vec<ClusterUsage>,
     rule_buffer: Vec<DependencyRule>,
-    /// A kind's list in progress, each object already reduced to what the cache keeps (100,000
-    /// buffered `ObjectMeta`s would cost several times more).
-    object_buffers: HashMap<GroupKind, BTreeMap<NsName, CachedObject>>,
+    /// A kind's list in progress.
+    object_buffers: HashMap<GroupKind, ListBuffer>,
+}
+
+/// A kind's list in progress.
+#[derive(Debug, Default)]
+struct ListBuffer {
+    /// The objects the cache will keep, already reduced (100,000 buffered `ObjectMeta`s would
+    /// cost several times more).
+    objects: BTreeMap<NsName, CachedObject>,
+    /// The objects the rules' joins held when the list began that it has not listed yet: those
+    /// left at its end are gone. Empty on a first list; a relist copies the names once, where
+    /// a set of every listed name would be built on every list.
+    unlisted: HashSet<NsName>,
 }
 
 impl State {
@@ -142,25 +160,32 @@ impl State {
         let mut out: BTreeMap<GroupKind, WantedKind> = BTreeMap::new();
         for u in self.usages.values() {
             for (gk, api_version) in u.kinds() {
-                out.entry(gk).or_insert_with(|| WantedKind {
+                let w = out.entry(gk).or_insert_with(|| WantedKind {
                     api_version: api_version.to_owned(),
                     programs: Vec::new(),
                     labels: true,
+                    marked_only: false,
                 });
+                // A rule's `by` side came first: a usage reads every object of the kind.
+                w.labels = true;
+                w.marked_only = false;
             }
         }
         for r in self.rules.values() {
             let Some(id) = r.program_id() else { continue };
             let spec = &r.view.spec;
-            for (gk, api_version) in [
-                (r.view.of(), &spec.of.api_version),
-                (r.view.by(), &spec.by.api_version),
+            for (of, gk, api_version) in [
+                (true, r.view.of(), &spec.of.api_version),
+                (false, r.view.by(), &spec.by.api_version),
             ] {
                 let w = out.entry(gk).or_insert_with(|| WantedKind {
                     api_version: api_version.clone(),
                     programs: Vec::new(),
                     labels: false,
+                    marked_only: true,
                 });
+                // Objects of a kind some source protects are all needed (labels, replay).
+                w.marked_only &= !of;
                 if !w.programs.contains(&id) {
                     w.programs.push(id);
                 }
@@ -174,6 +199,7 @@ impl State {
                 api_version: "v1".to_owned(),
                 programs: Vec::new(),
                 labels: false,
+                marked_only: false,
             });
         for w in out.values_mut() {
             w.programs.sort_unstable();
@@ -194,6 +220,7 @@ impl State {
                         api_version: kind.api_version.clone(),
                         programs: Vec::new(),
                         labels: true,
+                        marked_only: false,
                     },
                 );
             }
@@ -278,6 +305,21 @@ impl State {
                         tracing::error!(%source, error = %e, "applying relations");
                     }
                 },
+                Update::Join(name) => {
+                    let Some(r) = self.rules.get(&name) else {
+                        continue;
+                    };
+                    let source = r.view.source();
+                    if let Err(e) = index.apply_stream(&source, r.join.relations_iter()) {
+                        // As for a delta: the index dropped the source; the whole join is
+                        // replayed once there is room.
+                        metrics.index_error();
+                        tracing::error!(%source, error = %e, "applying a rule's relations");
+                        if let Some(r) = self.rules.get_mut(&name) {
+                            r.in_index = false;
+                        }
+                    }
+                }
                 Update::Delta(source, delta) => {
                     if let Err(e) = index.apply_delta(&source, delta.added, delta.removed) {
                         // The index dropped the source (it is full): replay the rule's whole
@@ -440,29 +482,13 @@ impl State {
         &mut self,
         gk: &GroupKind,
         reader: Option<&KindReader>,
-        listed: &HashSet<(Option<&str>, &str)>,
+        unlisted: HashSet<NsName>,
         updates: &mut Vec<Update>,
     ) {
-        let mut gone: Vec<ObjectKey> = Vec::new();
-        for r in self.rules.values() {
-            let missing = |n: &(Option<&str>, &str)| !listed.contains(n);
-            if &r.view.of() == gk {
-                gone.extend(
-                    r.join
-                        .of_names()
-                        .filter(missing)
-                        .map(|(ns, n)| gk.key(ns, n)),
-                );
-            }
-            if &r.view.by() == gk {
-                gone.extend(
-                    r.join
-                        .by_names()
-                        .filter(missing)
-                        .map(|(ns, n)| gk.key(ns, n)),
-                );
-            }
-        }
+        let mut gone: Vec<ObjectKey> = unlisted
+            .into_iter()
+            .map(|(ns, name)| gk.key(ns.as_deref(), &name))
+            .collect();
         for r in self.rules.values_mut() {
             let (of, by) = (&r.view.of() == gk, &r.view.by() == gk);
             if let (Some(id), Some(reader)) = (r.program_id(), reader)
@@ -477,6 +503,22 @@ impl State {
         for key in gone {
             self.rules_remove(&key, updates);
         }
+    }
+
+    /// The objects of `gk` some rule's join holds, on either side (a list starting: those it
+    /// does not list are gone at its end).
+    fn joined_names(&self, gk: &GroupKind) -> HashSet<NsName> {
+        let mut names = HashSet::new();
+        let owned = |(ns, n): (Option<&str>, &str)| (ns.map(str::to_owned), n.to_owned());
+        for r in self.rules.values() {
+            if &r.view.of() == gk {
+                names.extend(r.join.of_names().map(owned));
+            }
+            if &r.view.by() == gk {
+                names.extend(r.join.by_names().map(owned));
+            }
+        }
+        names
     }
 
     /// Discovery does not serve `gk` (any more): its objects are gone from every join.
@@ -508,7 +550,7 @@ impl State {
             let by_ready = r.by_listed || self.caches.is_unknown(&r.view.by());
             if of_ready && by_ready {
                 r.in_index = true;
-                updates.push(Update::Replace(r.view.source(), r.join.relations()));
+                updates.push(Update::Join(r.view.name.clone()));
             }
         }
     }
@@ -546,8 +588,10 @@ pub(super) fn handle(
         }
         Msg::Read(gk, reader, ev) => object_event(st, &gk, Some(&reader), ev, &mut updates),
         Msg::KindFound(gk, ar, namespaced) => {
+            let marked_only = st.wanted_kinds().get(&gk).is_some_and(|w| w.marked_only);
             st.caches
-                .add_kind(gk, namespaced, &ar.api_version, &ar.plural);
+                .add_kind(gk.clone(), namespaced, &ar.api_version, &ar.plural);
+            st.caches.set_marked_only(&gk, marked_only);
             vec![]
         }
         Msg::KindUnknown(gk) => {
@@ -589,7 +633,13 @@ fn object_event(
     let changed = match ev {
         watcher::Event::Apply(o) => {
             st.rules_upsert(gk, &o, updates);
-            st.caches.apply(gk, &o.meta)
+            if st.caches.keeps(gk, &o.meta) {
+                st.caches.apply(gk, &o.meta)
+            } else {
+                // Its last mark of Lien's is gone (or it never had one).
+                let name = o.meta.name.as_deref().unwrap_or("");
+                st.caches.delete(gk, o.meta.namespace.as_deref(), name)
+            }
         }
         watcher::Event::Delete(o) => {
             let name = o.meta.name.as_deref().unwrap_or("");
@@ -599,7 +649,14 @@ fn object_event(
             st.caches.delete(gk, o.meta.namespace.as_deref(), name)
         }
         watcher::Event::Init => {
-            st.object_buffers.insert(gk.clone(), BTreeMap::new());
+            let unlisted = st.joined_names(gk);
+            st.object_buffers.insert(
+                gk.clone(),
+                ListBuffer {
+                    objects: BTreeMap::new(),
+                    unlisted,
+                },
+            );
             false
         }
         watcher::Event::InitApply(o) => {
@@ -607,22 +664,22 @@ fn object_event(
             // no longer has goes at its end.
             st.rules_upsert(gk, &o, updates);
             if let Some(name) = o.meta.name.clone() {
-                st.object_buffers.entry(gk.clone()).or_default().insert(
-                    (o.meta.namespace.clone(), name),
-                    CachedObject::from_meta(&o.meta),
-                );
+                let keep = st.caches.keeps(gk, &o.meta);
+                let buffer = st.object_buffers.entry(gk.clone()).or_default();
+                let key = (o.meta.namespace.clone(), name);
+                if !buffer.unlisted.is_empty() {
+                    buffer.unlisted.remove(&key);
+                }
+                if keep {
+                    buffer.objects.insert(key, CachedObject::from_meta(&o.meta));
+                }
             }
             false
         }
         watcher::Event::InitDone => {
             let buffered = st.object_buffers.remove(gk).unwrap_or_default();
-            let listed: HashSet<(Option<&str>, &str)> = buffered
-                .keys()
-                .map(|(ns, name)| (ns.as_deref(), name.as_str()))
-                .collect();
-            st.rules_listed_kind(gk, reader, &listed, updates);
-            drop(listed);
-            st.caches.reset_objects(gk, buffered);
+            st.rules_listed_kind(gk, reader, buffered.unlisted, updates);
+            st.caches.reset_objects(gk, buffered.objects);
             true
         }
     };
@@ -874,6 +931,7 @@ mod tests {
                         api_version: "v1".to_owned(),
                         programs: vec![],
                         labels: true,
+                        marked_only: false,
                     }
                 ),
                 (
@@ -882,6 +940,7 @@ mod tests {
                         api_version: "v1".to_owned(),
                         programs: vec![],
                         labels: false,
+                        marked_only: false,
                     }
                 )
             ]

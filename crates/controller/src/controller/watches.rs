@@ -33,6 +33,8 @@ pub(super) struct KindTask {
     pub(super) task: JoinHandle<()>,
     programs: Vec<u64>,
     labels: bool,
+    /// A change restarts the watch: the relist refills the cache (see `WantedKind`).
+    marked_only: bool,
     api_version: String,
 }
 
@@ -49,7 +51,9 @@ pub(super) fn sync_kind_watches(
 ) {
     for (gk, w) in wanted {
         let current = kind_tasks.get(gk);
-        if current.is_some_and(|t| t.programs == w.programs && t.labels == w.labels) {
+        if current.is_some_and(|t| {
+            t.programs == w.programs && t.labels == w.labels && t.marked_only == w.marked_only
+        }) {
             continue;
         }
         if let Some(old) = kind_tasks.remove(gk) {
@@ -92,6 +96,7 @@ fn start(
         ),
         programs: w.programs.clone(),
         labels: w.labels,
+        marked_only: w.marked_only,
         api_version: w.api_version.clone(),
     }
 }
@@ -112,6 +117,7 @@ pub(super) fn retry_unknown_kinds(
                 api_version: t.api_version.clone(),
                 programs: t.programs.clone(),
                 labels: t.labels,
+                marked_only: t.marked_only,
             };
             *t = start(st, client, gk, &w, tx, metrics);
         }

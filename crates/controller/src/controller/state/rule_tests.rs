@@ -567,3 +567,88 @@ fn a_kind_usages_and_rules_both_read_has_one_full_watch_keeping_labels() {
         "metadata only now"
     );
 }
+
+#[test]
+fn a_kind_read_only_as_users_caches_only_the_objects_lien_marked() {
+    let mut h = held();
+    let cached = |h: &Harness, gk: &GroupKind| -> Vec<String> {
+        h.st.caches
+            .kind(gk)
+            .map(|k| k.objects.keys().map(|(_, n)| n.clone()).collect())
+            .unwrap_or_default()
+    };
+    let wanted = h.st.wanted_kinds();
+    assert!(
+        wanted[&webapps()].marked_only,
+        "WebApps are only ever users"
+    );
+    assert!(
+        !wanted[&configmaps()].marked_only,
+        "ConfigMaps are protected"
+    );
+    assert_eq!(cached(&h, &configmaps()), ["a", "b"]);
+    assert!(
+        cached(&h, &webapps()).is_empty(),
+        "w1 carries nothing of Lien's"
+    );
+    assert!(h.st.caches.is_settled(&webapps()));
+
+    // A stale in-use label (from a source since gone) keeps w1 cached, so that it is removed.
+    let mut w1 = webapp("w1", Some("a"));
+    w1["metadata"]["labels"] = json!({"lien.dev/in-use": "true", "app": "web"});
+    h.read(&webapps(), watcher::Event::Apply(w1));
+    assert_eq!(cached(&h, &webapps()), ["w1"]);
+    let removals = crate::desired::label_writes(
+        &h.index.read(),
+        &h.st.caches,
+        h.st.settled(),
+        &h.st.of_kinds(),
+    );
+    assert!(
+        removals.iter().any(|w| w.target.name == "w1" && !w.in_use),
+        "{removals:?}"
+    );
+    // The label gone, so is the cache entry; w1 is still a user.
+    h.read(&webapps(), watcher::Event::Apply(webapp("w1", Some("a"))));
+    assert!(cached(&h, &webapps()).is_empty());
+    assert_eq!(h.users("a"), vec!["w1"]);
+
+    // A relist without w1: w1 leaves the join (the list's end says what is gone).
+    h.list(&webapps(), vec![webapp("w2", Some("a"))]);
+    assert_eq!(h.users("a"), vec!["w2"]);
+    assert!(cached(&h, &webapps()).is_empty());
+
+    // A usage reading WebApps needs every one of them: the kind's watch restarts (the wanted
+    // kind changed) and its relist caches them all.
+    let mut u = lien_api::Usage::new(
+        "u",
+        lien_api::UsageSpec {
+            of: lien_api::ResourceSpec {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                resource_ref: Some(lien_api::ResourceRef {
+                    name: "b".into(),
+                    namespace: None,
+                }),
+                resource_selector: None,
+            },
+            by: Some(lien_api::ResourceSpec {
+                api_version: "example.org/v1".into(),
+                kind: "WebApp".into(),
+                resource_ref: Some(lien_api::ResourceRef {
+                    name: "w2".into(),
+                    namespace: None,
+                }),
+                resource_selector: None,
+            }),
+            ..Default::default()
+        },
+    );
+    u.metadata.namespace = Some("ns".into());
+    let wanted = h.send(Msg::Usage(watcher::Event::Apply(u)));
+    assert!(!wanted[&webapps()].marked_only);
+    assert!(wanted[&webapps()].labels);
+    h.list(&webapps(), vec![webapp("w2", Some("a"))]);
+    assert_eq!(cached(&h, &webapps()), ["w2"]);
+    assert!(h.in_use("b"), "the usage resolved its user from the cache");
+}
