@@ -4,8 +4,10 @@
 //! The pure layers (`snapshot` → `graph` / `why` / `plan`) take what was read and return text;
 //! `read` and `apply` are the only parts that talk to the API server.
 
+pub mod apply;
 pub mod graph;
 pub mod plan;
+pub mod read;
 pub mod snapshot;
 pub mod why;
 
