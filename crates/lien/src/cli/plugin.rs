@@ -185,11 +185,24 @@ async fn load(s: &Session, kube: &KubeArgs) -> Result<plugin::Graph, ReadError> 
     plugin::derive(&snapshot).map_err(|e| ReadError::Usage(format!("deriving relations: {e}")))
 }
 
+/// How many source problems are printed before "and N more": a rule pack naming kinds the
+/// cluster does not serve must not bury the answer.
+const PROBLEMS_LISTED: usize = 5;
+
 fn report_problems(graph: &plugin::Graph) {
-    for (source, problems) in &graph.problems {
-        for p in problems {
-            eprintln!("warning: {source}: {p}");
-        }
+    let all: Vec<String> = graph
+        .problems
+        .iter()
+        .flat_map(|(source, problems)| problems.iter().map(move |p| format!("{source}: {p}")))
+        .collect();
+    for p in all.iter().take(PROBLEMS_LISTED) {
+        eprintln!("warning: {p}");
+    }
+    if all.len() > PROBLEMS_LISTED {
+        eprintln!(
+            "warning: and {} more (Usages' and rules' status conditions say the same)",
+            all.len() - PROBLEMS_LISTED
+        );
     }
 }
 
