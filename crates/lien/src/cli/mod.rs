@@ -166,4 +166,41 @@ mod tests {
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
     }
+
+    #[test]
+    fn completion_scripts_offer_the_plugin_commands_and_flags() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "kubectl-lien", &mut out);
+            let script = String::from_utf8(out).expect("utf-8");
+            for word in ["why", "graph", "plan", "all-namespaces", "kubeconfig", "mermaid"] {
+                assert!(script.contains(word), "{shell}: {word} missing");
+            }
+        }
+    }
+
+    #[test]
+    fn plugin_commands_take_kubectl_flags() {
+        let cli = Cli::try_parse_from([
+            "lien", "graph", "-A", "--context", "prod", "--kubeconfig", "/k", "-o", "svg",
+        ])
+        .expect("parses");
+        let Command::Graph(g) = cli.command else {
+            panic!("not graph")
+        };
+        assert!(g.kube.all_namespaces);
+        assert_eq!(g.kube.context.as_deref(), Some("prod"));
+        assert!(matches!(g.output, plugin::GraphFormat::Svg));
+        let cli = Cli::try_parse_from(["lien", "why", "cm", "x", "-n", "shop"]).expect("parses");
+        let Command::Why(w) = cli.command else {
+            panic!("not why")
+        };
+        assert_eq!(w.object, ["cm", "x"]);
+        assert_eq!(w.kube.namespace.as_deref(), Some("shop"));
+        assert!(Cli::try_parse_from(["lien", "why", "a", "b", "c"]).is_err());
+    }
 }

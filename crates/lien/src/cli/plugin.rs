@@ -161,8 +161,10 @@ struct Session {
 }
 
 async fn session(kube: &KubeArgs) -> Result<Session, ReadError> {
+    let started = std::time::Instant::now();
     let (client, default_ns) = read::connect(&kube.connection()).await?;
     let discovery = Discovery::run(&client).await?;
+    tracing::debug!(elapsed = ?started.elapsed(), "connected, discovery read");
     Ok(Session {
         client,
         discovery,
@@ -174,6 +176,7 @@ async fn load(s: &Session, kube: &KubeArgs) -> Result<plugin::Graph, ReadError> 
     // With -A nothing narrows; otherwise a user who may not list cluster-wide still sees their
     // namespace.
     let fallback = (!kube.all_namespaces).then_some(s.namespace.as_str());
+    let started = std::time::Instant::now();
     let snapshot = read::read_snapshot(
         &s.client,
         &s.discovery,
@@ -182,7 +185,12 @@ async fn load(s: &Session, kube: &KubeArgs) -> Result<plugin::Graph, ReadError> 
         },
     )
     .await?;
-    plugin::derive(&snapshot).map_err(|e| ReadError::Usage(format!("deriving relations: {e}")))
+    tracing::debug!(elapsed = ?started.elapsed(), "listed");
+    let started = std::time::Instant::now();
+    let graph = plugin::derive(&snapshot)
+        .map_err(|e| ReadError::Usage(format!("deriving relations: {e}")))?;
+    tracing::debug!(elapsed = ?started.elapsed(), relations = graph.index.len(), "derived");
+    Ok(graph)
 }
 
 /// How many source problems are printed before "and N more": a rule pack naming kinds the
