@@ -354,14 +354,23 @@ impl ApiServer {
         write: &WriteOptions,
         decoded: bool,
     ) -> Result<Vec<String>, ApiError> {
-        let Some(schema) = t
+        let unknown = if let Some(schema) = t
             .resource
             .version(&t.version)
             .and_then(|v| v.schema.as_ref())
-        else {
+        {
+            crate::schema::prune_and_default(schema, object)
+        } else if let Some(builtin) =
+            crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
+                .filter(|_| !t.resource.is_custom())
+        {
+            // kube-apiserver decodes a built-in kind into its Go struct: fields the struct does
+            // not have are dropped, and reported under Strict/Warn (apimachinery's strict JSON
+            // decoding, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go).
+            prune_builtin(builtin, object)
+        } else {
             return Ok(vec![]);
         };
-        let unknown = crate::schema::prune_and_default(schema, object);
         if unknown.is_empty() || write.field_validation == FieldValidation::Ignore {
             return Ok(vec![]);
         }
@@ -1061,4 +1070,20 @@ fn without_rv(v: &Value) -> Value {
 /// precondition).
 fn body_sets_resource_version(body: &[u8]) -> bool {
     std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
+}
+
+/// Drops the fields of a built-in object that its Go type does not declare, `metadata` included
+/// (ObjectMeta is a struct too), and returns their paths (`.spec.bogus`, `.metadata.bogus`).
+fn prune_builtin(builtin: &crate::builtins::Builtin, object: &mut Value) -> Vec<String> {
+    let Some(schema) = crate::builtins::pruning_schema(builtin.schema) else {
+        return vec![];
+    };
+    let mut unknown = crate::schema::prune_and_default(&schema, object);
+    if let Some(meta_schema) = schema["properties"].get("metadata") {
+        if let Some(meta) = object.get_mut("metadata") {
+            let found = crate::schema::prune_and_default(meta_schema, meta);
+            unknown.extend(found.into_iter().map(|p| format!(".metadata{p}")));
+        }
+    }
+    unknown
 }
