@@ -374,6 +374,13 @@ impl ApiServer {
         if unknown.is_empty() || write.field_validation == FieldValidation::Ignore {
             return Ok(vec![]);
         }
+        let mut unknown = unknown;
+        if !decoded {
+            // A patched object reaches kube-apiserver's strict decoder re-marshalled from a Go
+            // map, whose keys are sorted at every level (encoding/json); a body is decoded in
+            // its own order.
+            unknown.sort_by(|a, b| a.split('.').cmp(b.split('.')));
+        }
         let messages: Vec<String> = unknown
             .iter()
             .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
