@@ -47,6 +47,9 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Server-side apply: take ownership of conflicting fields.
     pub force: bool,
+    /// A POST or PUT body as sent, for strict decoding in document order (duplicate fields
+    /// are visible only there).
+    pub raw_body: Option<bytes::Bytes>,
 }
 
 impl WriteOptions {
@@ -57,6 +60,7 @@ impl WriteOptions {
             field_manager: String::new(),
             field_validation: FieldValidation::Warn,
             force: false,
+            raw_body: None,
         }
     }
 
@@ -354,6 +358,7 @@ impl ApiServer {
         write: &WriteOptions,
         decoded: bool,
     ) -> Result<Vec<String>, ApiError> {
+        let mut body_errors: Vec<String> = Vec::new();
         let unknown = if let Some(schema) = t
             .resource
             .version(&t.version)
@@ -367,11 +372,22 @@ impl ApiServer {
             // kube-apiserver decodes a built-in kind into its Go struct: fields the struct does
             // not have are dropped, and reported under Strict/Warn (apimachinery's strict JSON
             // decoding, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go).
-            prune_builtin(builtin, object)
+            let pruned = prune_builtin(builtin, object);
+            // A body as sent is decoded in its own order, duplicates included.
+            let from_body = write.raw_body.as_ref().filter(|_| decoded).and_then(|raw| {
+                let schema = crate::builtins::pruning_schema(builtin.schema)?;
+                crate::schema::strict_decoding_errors(&schema, raw)
+            });
+            if let Some(errors) = from_body {
+                body_errors = errors;
+            }
+            pruned
         } else {
             return Ok(vec![]);
         };
-        if unknown.is_empty() || write.field_validation == FieldValidation::Ignore {
+        if (unknown.is_empty() && body_errors.is_empty())
+            || write.field_validation == FieldValidation::Ignore
+        {
             return Ok(vec![]);
         }
         let mut unknown = unknown;
@@ -381,10 +397,14 @@ impl ApiServer {
             // its own order.
             unknown.sort_by(|a, b| a.split('.').cmp(b.split('.')));
         }
-        let messages: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
-            .collect();
+        let messages: Vec<String> = if body_errors.is_empty() {
+            unknown
+                .iter()
+                .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
+                .collect()
+        } else {
+            body_errors
+        };
         if write.field_validation == FieldValidation::Strict {
             let strict = format!("strict decoding error: {}", messages.join(", "));
             let message = if decoded {

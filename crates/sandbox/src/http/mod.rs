@@ -434,6 +434,10 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::POST, true) => {
             let object = parse_json(&body)?;
+            let write = WriteOptions {
+                raw_body: Some(body.clone()),
+                ..write
+            };
             let w = server.create(&target, object, &write).await?;
             Ok(with_warnings(
                 json_response(StatusCode::CREATED, &w.object),
@@ -442,6 +446,10 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::PUT, false) => {
             let object = parse_json(&body)?;
+            let write = WriteOptions {
+                raw_body: Some(body.clone()),
+                ..write
+            };
             let w = server.update(&target, object, &write).await?;
             Ok(with_warnings(
                 json_response(StatusCode::OK, &w.object),
@@ -564,6 +572,7 @@ fn write_options(
             query.get("fieldValidation").map_or("", String::as_str),
         )?,
         force: false,
+        raw_body: None,
     })
 }
 

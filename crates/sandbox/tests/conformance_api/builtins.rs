@@ -15,6 +15,16 @@ async fn send(
     body: Option<Value>,
 ) -> (u16, Vec<String>, Value) {
     let bytes = body.map_or_else(Vec::new, |b| serde_json::to_vec(&b).expect("body"));
+    send_raw(client, method, uri, content_type, bytes).await
+}
+
+async fn send_raw(
+    client: &kube::Client,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    bytes: Vec<u8>,
+) -> (u16, Vec<String>, Value) {
     let request = http::Request::builder()
         .method(method)
         .uri(uri)
@@ -284,6 +294,39 @@ async fn builtin_unknown_fields_strict_warn_ignore() {
     assert_eq!(code, 201, "{created}");
     assert!(warnings.is_empty(), "{warnings:?}");
     assert!(created.get("bogus").is_none(), "{created}");
+
+    // Duplicate fields exist only in the body as sent; strict decoding reports them with the
+    // unknown ones in document order (k/k test/integration/apiserver/field_validation_test.go).
+    let dup = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup","name":"dup"},"data":{"a":"b"},"bogus":1}"#;
+    let (code, _, s) = send_raw(
+        &client,
+        "POST",
+        &format!("{cms}?fieldValidation=Strict"),
+        "application/json",
+        dup.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 400, "{s}");
+    assert_eq!(
+        s["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: duplicate field \"metadata.name\", unknown field \"bogus\""
+    );
+    let (code, warnings, _) = send_raw(
+        &client,
+        "POST",
+        &format!("{cms}?fieldValidation=Warn"),
+        "application/json",
+        dup.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "duplicate field \"metadata.name\"""#,
+            r#"299 - "unknown field \"bogus\"""#
+        ]
+    );
 
     // PUT: wrapped like a POST body.
     let mut update = created.clone();
