@@ -123,6 +123,18 @@ async fn create_with_an_unknown_field_is_refused_then_warned() {
         "{}",
         warned.stderr
     );
+    // Server-side apply refuses the field too (kube-apiserver words it from structured-merge
+    // typing, `.bogus: field not declared in schema`; the sandbox from the strict decoder —
+    // docs/sandbox.md).
+    let other = k.file(
+        "cm2.yaml",
+        &BOGUS_CM.replace("name: bogus", "name: applied"),
+    );
+    let refused = k
+        .ns(&["apply", "--server-side", "-f", &path_str(&other)])
+        .await
+        .err();
+    assert!(refused.contains("bogus"), "{refused}");
     let stored = k.ns(&["get", "cm", "bogus", "-o", "json"]).await.out();
     let stored: serde_json::Value = serde_json::from_str(&stored).expect("json");
     assert!(
