@@ -14,6 +14,7 @@ pub mod admission;
 pub mod apiserver;
 pub mod auth;
 pub mod authz;
+pub mod builtins;
 pub mod controllers;
 pub mod error;
 pub mod http;

@@ -6,6 +6,8 @@
 //! generator commands (`kubectl create configmap …`) send protobuf, which the sandbox refuses,
 //! so objects come from YAML manifests. `kubectl` must be on PATH: CI installs it.
 
+#[path = "kubectl_smoke/catalog.rs"]
+mod catalog;
 mod common;
 
 use std::path::{Path, PathBuf};

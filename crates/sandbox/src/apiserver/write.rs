@@ -47,6 +47,9 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Server-side apply: take ownership of conflicting fields.
     pub force: bool,
+    /// A POST or PUT body as sent, for strict decoding in document order (duplicate fields
+    /// are visible only there).
+    pub raw_body: Option<bytes::Bytes>,
 }
 
 impl WriteOptions {
@@ -57,6 +60,7 @@ impl WriteOptions {
             field_manager: String::new(),
             field_validation: FieldValidation::Warn,
             force: false,
+            raw_body: None,
         }
     }
 
@@ -354,21 +358,53 @@ impl ApiServer {
         write: &WriteOptions,
         decoded: bool,
     ) -> Result<Vec<String>, ApiError> {
-        let Some(schema) = t
+        let mut body_errors: Vec<String> = Vec::new();
+        let unknown = if let Some(schema) = t
             .resource
             .version(&t.version)
             .and_then(|v| v.schema.as_ref())
-        else {
+        {
+            crate::schema::prune_and_default(schema, object)
+        } else if let Some(builtin) =
+            crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
+                .filter(|_| !t.resource.is_custom())
+        {
+            // kube-apiserver decodes a built-in kind into its Go struct: fields the struct does
+            // not have are dropped, and reported under Strict/Warn (apimachinery's strict JSON
+            // decoding, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go).
+            let pruned = prune_builtin(builtin, object);
+            // A body as sent is decoded in its own order, duplicates included.
+            let from_body = write.raw_body.as_ref().filter(|_| decoded).and_then(|raw| {
+                let schema = crate::builtins::pruning_schema(builtin.schema)?;
+                crate::schema::strict_decoding_errors(&schema, raw)
+            });
+            if let Some(errors) = from_body {
+                body_errors = errors;
+            }
+            pruned
+        } else {
             return Ok(vec![]);
         };
-        let unknown = crate::schema::prune_and_default(schema, object);
-        if unknown.is_empty() || write.field_validation == FieldValidation::Ignore {
+        if (unknown.is_empty() && body_errors.is_empty())
+            || write.field_validation == FieldValidation::Ignore
+        {
             return Ok(vec![]);
         }
-        let messages: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
-            .collect();
+        let mut unknown = unknown;
+        if !decoded {
+            // A patched object reaches kube-apiserver's strict decoder re-marshalled from a Go
+            // map, whose keys are sorted at every level (encoding/json); a body is decoded in
+            // its own order.
+            unknown.sort_by(|a, b| a.split('.').cmp(b.split('.')));
+        }
+        let messages: Vec<String> = if body_errors.is_empty() {
+            unknown
+                .iter()
+                .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
+                .collect()
+        } else {
+            body_errors
+        };
         if write.field_validation == FieldValidation::Strict {
             let strict = format!("strict decoding error: {}", messages.join(", "));
             let message = if decoded {
@@ -1061,4 +1097,20 @@ fn without_rv(v: &Value) -> Value {
 /// precondition).
 fn body_sets_resource_version(body: &[u8]) -> bool {
     std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
+}
+
+/// Drops the fields of a built-in object that its Go type does not declare, `metadata` included
+/// (ObjectMeta is a struct too), and returns their paths (`.spec.bogus`, `.metadata.bogus`).
+fn prune_builtin(builtin: &crate::builtins::Builtin, object: &mut Value) -> Vec<String> {
+    let Some(schema) = crate::builtins::pruning_schema(builtin.schema) else {
+        return vec![];
+    };
+    let mut unknown = crate::schema::prune_and_default(&schema, object);
+    if let Some(meta_schema) = schema["properties"].get("metadata") {
+        if let Some(meta) = object.get_mut("metadata") {
+            let found = crate::schema::prune_and_default(meta_schema, meta);
+            unknown.extend(found.into_iter().map(|p| format!(".metadata{p}")));
+        }
+    }
+    unknown
 }

@@ -96,6 +96,27 @@ pub fn group_or_resources(
             entry["categories"] = json!(rt.categories);
         }
         list.push(entry);
+        if let Some(builtin) =
+            crate::builtins::find(&rt.group, version, &rt.plural).filter(|_| !rt.is_custom())
+        {
+            // Every subresource kube-apiserver lists, served or not (docs/sandbox.md says which
+            // are not); a subresource of another kind names its group, version and kind.
+            for sub in builtin.subresources {
+                let mut e = json!({
+                    "name": format!("{}/{}", rt.plural, sub.name),
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                    "kind": sub.kind,
+                    "verbs": sub.verbs,
+                });
+                if sub.group != rt.group || sub.version != version {
+                    e["group"] = json!(sub.group);
+                    e["version"] = json!(sub.version);
+                }
+                list.push(e);
+            }
+            continue;
+        }
         if rt.version(version).is_some_and(|v| v.status_subresource) {
             list.push(json!({
                 "name": format!("{}/status", rt.plural),

@@ -42,7 +42,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/version", get(discovery::version))
         .route("/api", get(discovery::api_versions))
         .route("/apis", get(discovery::api_groups))
-        .route("/openapi/v2", get(not_served))
+        .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::group_version))
         .fallback(dispatch)
@@ -53,10 +53,6 @@ pub fn router(state: HttpState) -> Router {
 
 async fn ok_text() -> &'static str {
     "ok"
-}
-
-async fn not_served() -> Response {
-    error_response(&ApiError::path_not_found())
 }
 
 /// kube-apiserver's filter chain, in its order: authentication (a known bearer token, except
@@ -166,7 +162,10 @@ pub(crate) fn error_response(err: &ApiError) -> Response {
 
 fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
     for w in warnings {
-        let text = format!("299 - \"{}\"", w.replace('"', "'"));
+        // Quoted as Go's strconv.Quote does (apimachinery's util/net NewWarningHeader), so
+        // clients unquote `unknown field "bogus"` back to kube-apiserver's text.
+        let quoted = w.replace('\\', "\\\\").replace('"', "\\\"");
+        let text = format!("299 - \"{quoted}\"");
         if let Ok(v) = HeaderValue::from_str(&text) {
             resp.headers_mut().append(header::WARNING, v);
         }
@@ -324,8 +323,40 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
                 .version(&info.version)
                 .is_some_and(|v| v.status_subresource))
         || rt.extra_subresources.contains(&info.subresource.as_str());
+    if !sub_ok && !rt.is_custom() && (rt.namespaced || info.namespace.is_empty()) {
+        let listed = crate::builtins::find(&rt.group, &info.version, &rt.plural)
+            .is_some_and(|b| b.subresources.iter().any(|s| s.name == info.subresource));
+        if listed {
+            // Discovery lists it as kube-apiserver does, but nothing runs in the sandbox to
+            // answer it (logs, exec, proxies…): refuse it plainly instead of serving the parent.
+            return Err(ApiError::method_not_allowed(format!(
+                "the Lien sandbox does not serve {}/{}: it stores objects and runs no workloads",
+                rt.plural, info.subresource
+            )));
+        }
+    }
     if !sub_ok || (!rt.namespaced && !info.namespace.is_empty()) {
         return Err(ApiError::path_not_found());
+    }
+    if !rt.is_custom() && info.subresource.is_empty() {
+        let verb = match (req.method(), info.name.is_empty()) {
+            (&Method::GET, false) => "get",
+            (&Method::GET, true) => "list",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, false) => "delete",
+            (&Method::DELETE, true) => "deletecollection",
+            _ => "",
+        };
+        if !verb.is_empty() && !rt.verbs.contains(&verb) {
+            // kube-apiserver installs a route per verb its storage implements
+            // (staging/src/k8s.io/apiserver/pkg/endpoints/installer.go); any other method on
+            // the path is go-restful's 405.
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
     }
     let target = Target::new(rt.clone(), &info.version, &info.namespace, &info.name)
         .with_subresource(&info.subresource);
@@ -403,6 +434,10 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::POST, true) => {
             let object = parse_json(&body)?;
+            let write = WriteOptions {
+                raw_body: Some(body.clone()),
+                ..write
+            };
             let w = server.create(&target, object, &write).await?;
             Ok(with_warnings(
                 json_response(StatusCode::CREATED, &w.object),
@@ -411,6 +446,10 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::PUT, false) => {
             let object = parse_json(&body)?;
+            let write = WriteOptions {
+                raw_body: Some(body.clone()),
+                ..write
+            };
             let w = server.update(&target, object, &write).await?;
             Ok(with_warnings(
                 json_response(StatusCode::OK, &w.object),
@@ -533,6 +572,7 @@ fn write_options(
             query.get("fieldValidation").map_or("", String::as_str),
         )?,
         force: false,
+        raw_body: None,
     })
 }
 
