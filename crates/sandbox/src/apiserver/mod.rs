@@ -8,9 +8,12 @@
 //! methods with their own service-account users, so they go through admission exactly as the
 //! real controllers do.
 
+mod defaults;
 pub mod kinds;
 pub mod meta;
 mod read;
+pub mod scale;
+pub mod services;
 mod write;
 
 use std::collections::HashMap;
@@ -128,6 +131,7 @@ pub struct ApiServer {
     registry: RwLock<Registry>,
     pub config: Config,
     admission: crate::admission::Dispatcher,
+    service_allocator: services::Allocator,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -148,6 +152,7 @@ impl ApiServer {
             registry: RwLock::new(Registry::with_builtins()),
             config,
             admission,
+            service_allocator: services::Allocator::default(),
         });
         server.bootstrap();
         server
@@ -249,6 +254,38 @@ impl ApiServer {
                 store.insert(&key, ns);
             }
         }
+        drop(store);
+        self.bootstrap_kubernetes_service();
+    }
+
+    /// The `kubernetes` Service kube-apiserver keeps in `default`, at the service range's first
+    /// address (its endpoints controller is not run: the Service is what clients look up).
+    fn bootstrap_kubernetes_service(&self) {
+        let Some(rt) = self.registry().get("", "services").cloned() else {
+            return;
+        };
+        let mut svc = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {
+                "clusterIP": services::first_ip().to_string(),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "sessionAffinity": "None",
+                "type": "ClusterIP",
+            },
+        });
+        if meta::prepare_create(&rt, "default", &mut svc).is_err() {
+            return;
+        }
+        kinds::default_on_create(&rt, &mut svc);
+        let Ok(_reserved) = self
+            .service_allocator
+            .allocate(&mut svc, services::InUse::default())
+        else {
+            return;
+        };
+        self.store().insert(&rt.key(), svc);
     }
 
     pub(crate) fn store(&self) -> MutexGuard<'_, Store> {

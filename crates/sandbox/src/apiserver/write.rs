@@ -134,6 +134,9 @@ pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+    /// The deprecated `orphanDependents` as the client sent it: `Some(false)` is what makes
+    /// kube-apiserver answer 202 Accepted to a delete that did not finish at once.
+    pub orphan_dependents: Option<bool>,
 }
 
 impl DeleteOptions {
@@ -143,15 +146,20 @@ impl DeleteOptions {
             propagation: None,
             precondition_uid: None,
             precondition_resource_version: None,
+            orphan_dependents: None,
         }
     }
 
     /// Reads a `DeleteOptions` body (kubectl and client-go send one), with query values
     /// (`?propagationPolicy=`) already applied taking precedence only where the body is silent.
     pub fn merge_body(&mut self, body: &Value) -> Result<(), ApiError> {
+        let orphan = body["orphanDependents"].as_bool();
+        if orphan.is_some() {
+            self.orphan_dependents = orphan;
+        }
         if let Some(p) = body["propagationPolicy"].as_str() {
             self.propagation = Some(Propagation::parse(p)?);
-        } else if let Some(orphan) = body["orphanDependents"].as_bool() {
+        } else if let Some(orphan) = orphan {
             // The deprecated field, as kube-apiserver still honours it.
             self.propagation = Some(if orphan {
                 Propagation::Orphan
@@ -203,12 +211,12 @@ pub enum DeleteOutcome {
 }
 
 /// A commit lost a race with a concurrent write.
-enum Commit<T> {
+pub(super) enum Commit<T> {
     Done(T),
     Raced,
 }
 
-const MAX_RETRIES: usize = 16;
+pub(super) const MAX_RETRIES: usize = 16;
 
 impl ApiServer {
     async fn admit(
@@ -248,13 +256,30 @@ impl ApiServer {
         } else {
             None
         };
-        let attrs = Attributes {
-            operation,
-            kind: GroupVersionKind {
+        // A write through `scale` is reviewed as kube-apiserver sends it: an autoscaling/v1
+        // Scale, old and new.
+        let scale = (t.subresource == "scale")
+            .then(|| super::scale::paths(rt, &t.version))
+            .flatten();
+        let view = |o: &Value| match &scale {
+            Some(paths) => super::scale::to_scale(paths, o),
+            None => Self::output(rt, &t.version, o),
+        };
+        let kind = match scale {
+            Some(_) => GroupVersionKind {
+                group: "autoscaling".to_string(),
+                version: "v1".to_string(),
+                kind: "Scale".to_string(),
+            },
+            None => GroupVersionKind {
                 group: rt.group.clone(),
                 version: t.version.clone(),
                 kind: rt.kind.clone(),
             },
+        };
+        let attrs = Attributes {
+            operation,
+            kind,
             resource: GroupVersionResource {
                 group: rt.group.clone(),
                 version: t.version.clone(),
@@ -273,8 +298,8 @@ impl ApiServer {
             } else {
                 String::new()
             },
-            object: object.map(|o| Self::output(rt, &t.version, o)),
-            old_object: old.map(|o| Self::output(rt, &t.version, o)),
+            object: object.map(view),
+            old_object: old.map(view),
             dry_run: write.dry_run,
             options,
             user: write.user.clone(),
@@ -499,6 +524,13 @@ impl ApiServer {
             .to_string();
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         kinds::default_on_create(&rt, &mut body);
+        // Held until the Service is stored (or the create fails), then released.
+        let _reserved = if rt.group.is_empty() && rt.plural == "services" {
+            let in_use = super::services::InUse::of(&self.store().list(&rt.key(), None));
+            Some(self.service_allocator.allocate(&mut body, in_use)?)
+        } else {
+            None
+        };
         let mut warnings = Self::prune(t, &mut body, write, record_manager)?;
         body["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         body["kind"] = json!(rt.kind);
@@ -751,7 +783,7 @@ impl ApiServer {
             .ok_or_else(|| t.not_found())
     }
 
-    async fn commit_update(
+    pub(super) async fn commit_update(
         &self,
         t: &Target,
         current: &Arc<Value>,
@@ -772,6 +804,12 @@ impl ApiServer {
             &mut new,
             if sub == "finalize" { "" } else { sub },
         )?;
+        if sub.is_empty() {
+            kinds::apply_defaults(&rt, &mut new);
+            if rt.group.is_empty() && rt.plural == "services" {
+                super::services::keep_allocated(&mut new, current)?;
+            }
+        }
         if sub == "finalize" {
             // A namespace's finalize subresource changes spec.finalizers and nothing else.
             let finalizers = new["spec"]["finalizers"].clone();

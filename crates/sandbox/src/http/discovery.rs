@@ -17,7 +17,7 @@ pub async fn version() -> Response {
         &json!({
             "major": "1",
             "minor": "32",
-            "gitVersion": "v1.32.0-lien-sandbox",
+            "gitVersion": super::GIT_VERSION,
             "gitCommit": env!("CARGO_PKG_VERSION"),
             "gitTreeState": "clean",
             "buildDate": "2026-01-01T00:00:00Z",
@@ -123,6 +123,17 @@ pub fn group_or_resources(
                 "singularName": "",
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if crate::apiserver::scale::paths(&rt, version).is_some() {
+            list.push(json!({
+                "name": format!("{}/scale", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }

@@ -25,6 +25,9 @@ use crate::auth::{Authenticator, UserInfo};
 use crate::error::ApiError;
 use crate::patch::PatchKind;
 
+/// The Kubernetes version the sandbox reports (`/version`, the node's kubelet).
+pub const GIT_VERSION: &str = "v1.32.0-lien-sandbox";
+
 /// kube-apiserver's limit on a request body.
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -322,7 +325,9 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
             && rt
                 .version(&info.version)
                 .is_some_and(|v| v.status_subresource))
-        || rt.extra_subresources.contains(&info.subresource.as_str());
+        || rt.extra_subresources.contains(&info.subresource.as_str())
+        || (info.subresource == "scale"
+            && crate::apiserver::scale::paths(&rt, &info.version).is_some());
     if !sub_ok && !rt.is_custom() && (rt.namespaced || info.namespace.is_empty()) {
         let listed = crate::builtins::find(&rt.group, &info.version, &rt.plural)
             .is_some_and(|b| b.subresources.iter().any(|s| s.name == info.subresource));
@@ -393,6 +398,18 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
     }
     let q = |k: &str| query.get(k).map(String::as_str);
 
+    if info.subresource == "scale" && !info.name.is_empty() {
+        return scale(
+            &server,
+            &target,
+            method,
+            &content_type,
+            &body,
+            write,
+            &query,
+        )
+        .await;
+    }
     match (method, info.name.is_empty()) {
         (Method::GET, true) if q("watch").is_some_and(|w| w == "true" || w == "1") => {
             let opts = watch_options(&query)?;
@@ -480,19 +497,9 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::DELETE, false) => {
             let opts = delete_options(&query, &body, write)?;
-            match server.delete(&target, &opts).await? {
-                DeleteOutcome::Pending(o) => Ok(json_response(StatusCode::OK, &o)),
-                DeleteOutcome::Deleted(o) => {
-                    if rt.is_custom() {
-                        Ok(json_response(StatusCode::OK, &o))
-                    } else {
-                        Ok(json_response(
-                            StatusCode::OK,
-                            &success_status(&rt.group, &rt.plural, &o),
-                        ))
-                    }
-                }
-            }
+            let outcome = server.delete(&target, &opts).await?;
+            let (code, body) = delete_response(&rt, &opts, outcome);
+            Ok(json_response(code, &body))
         }
         (Method::DELETE, true) => {
             let list_opts = list_options(&query)?;
@@ -509,6 +516,76 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         _ => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         )),
+    }
+}
+
+/// `…/scale`: get, update and patch of the `autoscaling/v1` Scale.
+async fn scale(
+    server: &ApiServer,
+    target: &Target,
+    method: Method,
+    content_type: &str,
+    body: &Bytes,
+    mut write: WriteOptions,
+    query: &std::collections::HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    use crate::apiserver::scale::ScaleChange;
+    let change = match method {
+        Method::GET => {
+            return Ok(json_response(StatusCode::OK, &server.get_scale(target)?));
+        }
+        Method::PUT => ScaleChange::Update(parse_json(body)?),
+        Method::PATCH => {
+            let kind = PatchKind::from_content_type(content_type).ok_or_else(|| {
+                ApiError::unsupported_media_type(
+                    content_type,
+                    &[
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/apply-patch+yaml",
+                        "application/strategic-merge-patch+json",
+                    ],
+                )
+            })?;
+            write.force = query.get("force").is_some_and(|f| f == "true");
+            ScaleChange::Patch(kind, body)
+        }
+        _ => {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+    };
+    let w = server.write_scale(target, change, &write).await?;
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &w.object),
+        &w.warnings,
+    ))
+}
+
+/// What kube-apiserver answers to a DELETE of one object (`endpoints/handlers/delete.go` and
+/// `registry/generic/registry/store.go`): an object still waiting for finalizers is returned as it
+/// now is, with 202 Accepted only if the client set the deprecated `orphanDependents: false`; a
+/// deleted object is returned itself by the registries that set `ReturnDeletedObject`, else
+/// `finalizeDelete` answers a `Status` naming it.
+fn delete_response(
+    rt: &crate::registry::ResourceType,
+    opts: &DeleteOptions,
+    outcome: DeleteOutcome,
+) -> (StatusCode, Value) {
+    match outcome {
+        DeleteOutcome::Pending(o) => {
+            let code = if opts.orphan_dependents == Some(false) {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            (code, o)
+        }
+        DeleteOutcome::Deleted(o) if crate::apiserver::kinds::returns_deleted_object(rt) => {
+            (StatusCode::OK, o)
+        }
+        DeleteOutcome::Deleted(o) => (StatusCode::OK, success_status(&rt.group, &rt.plural, &o)),
     }
 }
 
@@ -635,6 +712,7 @@ fn delete_options(
         opts.propagation = Some(Propagation::parse(p)?);
     }
     if let Some(o) = query.get("orphanDependents") {
+        opts.orphan_dependents = Some(o == "true");
         if opts.propagation.is_none() {
             opts.propagation = Some(if o == "true" {
                 Propagation::Orphan
