@@ -8,6 +8,8 @@ mod common;
 mod admission;
 #[path = "conformance_api/crd.rs"]
 mod crd;
+#[path = "conformance_api/events.rs"]
+mod events;
 #[path = "conformance_api/list.rs"]
 mod list;
 #[path = "conformance_api/rbac.rs"]

@@ -8,6 +8,8 @@
 //! methods with their own service-account users, so they go through admission exactly as the
 //! real controllers do.
 
+pub mod events;
+pub mod fields;
 pub mod kinds;
 pub mod meta;
 mod read;
@@ -289,10 +291,28 @@ impl ApiServer {
 
     /// Rewrites a stored object for output at the requested version.
     pub(crate) fn output(rt: &ResourceType, version: &str, object: &Value) -> Value {
-        let mut out = object.clone();
+        let mut out = Self::view(rt, object);
         out["apiVersion"] = Value::String(rt.api_version(version));
         out["kind"] = Value::String(rt.kind.clone());
         out
+    }
+
+    /// A stored object as its API shows it: `events.k8s.io` events are stored as core events.
+    pub(crate) fn view(rt: &ResourceType, object: &Value) -> Value {
+        if rt.is_events_api() {
+            events::to_events_v1(object)
+        } else {
+            object.clone()
+        }
+    }
+
+    /// An object as it is stored (the inverse of [`Self::view`]).
+    pub(crate) fn to_storage(rt: &ResourceType, object: Value) -> Value {
+        if rt.is_events_api() {
+            events::to_core(object)
+        } else {
+            object
+        }
     }
 
     pub(crate) fn namespace_labels(

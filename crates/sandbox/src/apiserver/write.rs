@@ -525,7 +525,7 @@ impl ApiServer {
             if write.dry_run {
                 body
             } else {
-                (*store.insert(&rt.key(), body)).clone()
+                (*store.insert(&rt.key(), Self::to_storage(&rt, body))).clone()
             }
         };
         if !write.dry_run {
@@ -708,11 +708,16 @@ impl ApiServer {
         Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
     }
 
-    /// The stored object a request addresses, or 404.
+    /// The stored object a request addresses, or 404, as the addressed API shows it.
     pub(crate) fn current(&self, t: &Target) -> Result<Arc<Value>, ApiError> {
-        self.store()
+        let stored = self
+            .store()
             .get(&t.resource.key(), &t.object_key())
-            .ok_or_else(|| t.not_found())
+            .ok_or_else(|| t.not_found())?;
+        if t.resource.is_events_api() {
+            return Ok(Arc::new(Self::view(&t.resource, &stored)));
+        }
+        Ok(stored)
     }
 
     async fn commit_update(
@@ -799,7 +804,7 @@ impl ApiServer {
                     .map(|o| (*o).clone())
                     .unwrap_or(new)
             } else {
-                (*store.replace(&rt.key(), new)).clone()
+                (*store.replace(&rt.key(), Self::to_storage(&rt, new))).clone()
             }
         };
         if !unchanged {
@@ -909,7 +914,9 @@ impl ApiServer {
                     Some(obj) if without_rv(&obj) == without_rv(&current) => {
                         DeleteOutcome::Pending((*current).clone())
                     }
-                    Some(obj) => DeleteOutcome::Pending((*store.replace(&rt.key(), obj)).clone()),
+                    Some(obj) => DeleteOutcome::Pending(
+                        (*store.replace(&rt.key(), Self::to_storage(&rt, obj))).clone(),
+                    ),
                     None => match store.remove(&rt.key(), &t.object_key()) {
                         Some(last) => DeleteOutcome::Deleted((*last).clone()),
                         None => return Err(t.not_found()),
