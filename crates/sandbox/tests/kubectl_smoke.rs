@@ -8,6 +8,9 @@
 
 mod common;
 
+#[path = "kubectl_smoke/events.rs"]
+mod events;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
