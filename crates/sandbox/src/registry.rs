@@ -340,6 +340,26 @@ const BUILTINS: &[Builtin] = &[
         status: false,
         verbs: &["create"],
     },
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectRulesReview",
+        plural: "selfsubjectrulesreviews",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        verbs: &["create"],
+    },
+    Builtin {
+        group: "authentication.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectReview",
+        plural: "selfsubjectreviews",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        verbs: &["create"],
+    },
 ];
 
 /// Every resource served, by `(group, plural)`.
