@@ -14,6 +14,8 @@ mod events;
 mod list;
 #[path = "conformance_api/rbac.rs"]
 mod rbac;
+#[path = "conformance_api/self_reviews.rs"]
+mod self_reviews;
 #[path = "conformance_api/support.rs"]
 mod support;
 #[path = "conformance_api/watch.rs"]

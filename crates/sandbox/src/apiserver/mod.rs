@@ -201,10 +201,39 @@ impl ApiServer {
         mut review: Value,
         requester: &UserInfo,
     ) -> Result<Value, ApiError> {
+        if kind == "SelfSubjectRulesReview" {
+            let namespace = review["spec"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let rules = match self.config.authorization {
+                Authorization::AlwaysAllow => crate::authz::everything(),
+                Authorization::Rbac => {
+                    crate::authz::rules_for(&self.rbac_policy(), requester, &namespace)
+                }
+            };
+            review["status"] = crate::authz::rules_review_status(&rules);
+            return Ok(review);
+        }
         let requester = (kind == "SelfSubjectAccessReview").then_some(requester);
         let attrs = crate::authz::review_attributes(kind, &review, requester)?;
         review["status"] = crate::authz::review_status(&self.authorize(&attrs));
         Ok(review)
+    }
+
+    /// A `SelfSubjectReview`: who the requester is, as authentication found them (k/k
+    /// `pkg/registry/authentication/selfsubjectreview/rest.go`).
+    pub(crate) fn review_self(&self, requester: &UserInfo) -> Value {
+        let mut user = serde_json::to_value(requester).unwrap_or_default();
+        if requester.groups.is_empty() {
+            if let Some(u) = user.as_object_mut() {
+                u.remove("groups");
+            }
+        }
+        serde_json::json!({
+            "metadata": {"creationTimestamp": meta::now()},
+            "status": {"userInfo": user},
+        })
     }
 
     /// The namespaces every cluster starts with, and in RBAC mode the bootstrap roles.
