@@ -57,8 +57,24 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// Where the objects are stored. Usually `(group, plural)`; `events.k8s.io` `events` share
+    /// core `events`' storage, as kube-apiserver serves both from one registry
+    /// (k/k `pkg/registry/events/rest/storage_events.go` builds the core event store).
     pub fn key(&self) -> ResourceKey {
+        if self.is_events_api() {
+            return (String::new(), "events".to_string());
+        }
+        self.id()
+    }
+
+    /// `(group, plural)`: the resource's identity in the API, which the registry is keyed by.
+    pub fn id(&self) -> ResourceKey {
         (self.group.clone(), self.plural.clone())
+    }
+
+    /// `events.k8s.io` `events`: served from core events' storage, converted on the way.
+    pub fn is_events_api(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
     }
 
     pub fn version(&self, version: &str) -> Option<&VersionInfo> {
@@ -107,7 +123,7 @@ impl Registry {
             let mut merged: BTreeMap<ResourceKey, ResourceType> = BTreeMap::new();
             for b in crate::builtins::BUILTINS {
                 let rt = builtin_resource_type(b);
-                match merged.get_mut(&rt.key()) {
+                match merged.get_mut(&rt.id()) {
                     // One resource served at several versions (autoscaling/v1 and v2
                     // horizontalpodautoscalers): one store, the preferred version first.
                     Some(existing) => {
@@ -117,7 +133,7 @@ impl Registry {
                             .sort_by(|a, b| compare_versions(&b.name, &a.name));
                     }
                     None => {
-                        merged.insert(rt.key(), rt);
+                        merged.insert(rt.id(), rt);
                     }
                 }
             }
@@ -152,7 +168,7 @@ impl Registry {
     }
 
     pub fn insert(&mut self, rt: ResourceType) {
-        self.resources.insert(rt.key(), Arc::new(rt));
+        self.resources.insert(rt.id(), Arc::new(rt));
     }
 
     pub fn remove(&mut self, key: &ResourceKey) -> Option<Arc<ResourceType>> {

@@ -12,10 +12,14 @@ mod builtins;
 mod crd;
 #[path = "conformance_api/kinds.rs"]
 mod kinds;
+#[path = "conformance_api/events.rs"]
+mod events;
 #[path = "conformance_api/list.rs"]
 mod list;
 #[path = "conformance_api/rbac.rs"]
 mod rbac;
+#[path = "conformance_api/self_reviews.rs"]
+mod self_reviews;
 #[path = "conformance_api/support.rs"]
 mod support;
 #[path = "conformance_api/watch.rs"]

@@ -12,6 +12,8 @@ mod common;
 
 #[path = "kubectl_smoke/kinds.rs"]
 mod kinds;
+#[path = "kubectl_smoke/events.rs"]
+mod events;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -516,6 +516,16 @@ impl ApiServer {
                 created: true,
             });
         }
+        if rt.group == "authentication.k8s.io" && rt.kind == "SelfSubjectReview" {
+            let mut review = self.review_self(&write.user);
+            review["apiVersion"] = json!(rt.api_version(&t.version));
+            review["kind"] = json!(rt.kind);
+            return Ok(Written {
+                object: review,
+                warnings: vec![],
+                created: true,
+            });
+        }
         self.check_namespace_open(&rt, &t.namespace, &body)?;
         // Admission sees the name as the request gave it: empty when generateName is used.
         let requested_name = body["metadata"]["name"]
@@ -593,7 +603,7 @@ impl ApiServer {
             if write.dry_run {
                 body
             } else {
-                (*store.insert(&rt.key(), body)).clone()
+                (*store.insert(&rt.key(), Self::to_storage(&rt, body))).clone()
             }
         };
         if !write.dry_run {
@@ -776,11 +786,16 @@ impl ApiServer {
         Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
     }
 
-    /// The stored object a request addresses, or 404.
+    /// The stored object a request addresses, or 404, as the addressed API shows it.
     pub(crate) fn current(&self, t: &Target) -> Result<Arc<Value>, ApiError> {
-        self.store()
+        let stored = self
+            .store()
             .get(&t.resource.key(), &t.object_key())
-            .ok_or_else(|| t.not_found())
+            .ok_or_else(|| t.not_found())?;
+        if t.resource.is_events_api() {
+            return Ok(Arc::new(Self::view(&t.resource, &stored)));
+        }
+        Ok(stored)
     }
 
     pub(super) async fn commit_update(
@@ -873,7 +888,7 @@ impl ApiServer {
                     .map(|o| (*o).clone())
                     .unwrap_or(new)
             } else {
-                (*store.replace(&rt.key(), new)).clone()
+                (*store.replace(&rt.key(), Self::to_storage(&rt, new))).clone()
             }
         };
         if !unchanged {
@@ -983,7 +998,9 @@ impl ApiServer {
                     Some(obj) if without_rv(&obj) == without_rv(&current) => {
                         DeleteOutcome::Pending((*current).clone())
                     }
-                    Some(obj) => DeleteOutcome::Pending((*store.replace(&rt.key(), obj)).clone()),
+                    Some(obj) => DeleteOutcome::Pending(
+                        (*store.replace(&rt.key(), Self::to_storage(&rt, obj))).clone(),
+                    ),
                     None => match store.remove(&rt.key(), &t.object_key()) {
                         Some(last) => DeleteOutcome::Deleted((*last).clone()),
                         None => return Err(t.not_found()),

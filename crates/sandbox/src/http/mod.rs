@@ -411,7 +411,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         .await;
     }
     match (method, info.name.is_empty()) {
-        (Method::GET, true) if q("watch").is_some_and(|w| w == "true" || w == "1") => {
+        (Method::GET, true) if q("watch").is_some_and(go_bool) => {
             let opts = watch_options(&query)?;
             let timeout = opts.timeout.unwrap_or(server.config.default_watch_timeout);
             let stream = server.watch(&target, opts)?;
@@ -486,7 +486,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
                 )
             })?;
             let mut write = write;
-            write.force = q("force").is_some_and(|f| f == "true");
+            write.force = q("force").is_some_and(go_bool);
             let w = server.patch(&target, kind, &body, &write).await?;
             let code = if w.created {
                 StatusCode::CREATED
@@ -693,12 +693,16 @@ fn watch_options(
     };
     Ok(WatchOptions {
         list,
-        allow_bookmarks: query
-            .get("allowWatchBookmarks")
-            .is_some_and(|v| v == "true"),
-        send_initial_events: query.get("sendInitialEvents").is_some_and(|v| v == "true"),
+        allow_bookmarks: query.get("allowWatchBookmarks").is_some_and(|v| go_bool(v)),
+        send_initial_events: query.get("sendInitialEvents").is_some_and(|v| go_bool(v)),
         timeout,
     })
+}
+
+/// A boolean query parameter as kube-apiserver's Go decoding reads it (`strconv.ParseBool`):
+/// the Python client, for one, sends `watch=True`.
+fn go_bool(v: &str) -> bool {
+    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 fn delete_options(
@@ -714,7 +718,7 @@ fn delete_options(
     if let Some(o) = query.get("orphanDependents") {
         opts.orphan_dependents = Some(o == "true");
         if opts.propagation.is_none() {
-            opts.propagation = Some(if o == "true" {
+            opts.propagation = Some(if go_bool(o) {
                 Propagation::Orphan
             } else {
                 Propagation::Background
