@@ -19,6 +19,7 @@ pub mod error;
 pub mod http;
 pub mod labels;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod sandbox;
 pub mod schema;

@@ -16,5 +16,7 @@ mod rbac;
 mod support;
 #[path = "conformance_api/watch.rs"]
 mod watch;
+#[path = "conformance_api/wire.rs"]
+mod wire;
 #[path = "conformance_api/write.rs"]
 mod write;
