@@ -22,6 +22,7 @@ pub mod http;
 pub mod kubelet;
 pub mod labels;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod sandbox;
 pub mod schema;

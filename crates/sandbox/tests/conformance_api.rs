@@ -24,5 +24,7 @@ mod self_reviews;
 mod support;
 #[path = "conformance_api/watch.rs"]
 mod watch;
+#[path = "conformance_api/wire.rs"]
+mod wire;
 #[path = "conformance_api/write.rs"]
 mod write;

@@ -3,8 +3,9 @@
 //!
 //! Each test starts its own sandbox, writes its kubeconfig to a private directory and runs the
 //! machine's `kubectl` there with its own discovery cache, in its own namespace. kubectl's
-//! generator commands (`kubectl create configmap …`) send protobuf, which the sandbox refuses,
-//! so objects come from YAML manifests. `kubectl` must be on PATH: CI installs it.
+//! generator commands (`kubectl create configmap …`) send protobuf and read protobuf answers
+//! (kubectl_smoke/wire.rs); the other tests build objects from YAML manifests. `kubectl` must be
+//! on PATH: CI installs it.
 
 #[path = "kubectl_smoke/catalog.rs"]
 mod catalog;
@@ -14,6 +15,8 @@ mod common;
 mod kinds;
 #[path = "kubectl_smoke/events.rs"]
 mod events;
+#[path = "kubectl_smoke/wire.rs"]
+mod wire;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

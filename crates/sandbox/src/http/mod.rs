@@ -2,6 +2,7 @@
 //! `as=Table`), watch streams and `Status` errors, over axum.
 
 mod discovery;
+mod negotiate;
 mod openapi;
 mod table;
 
@@ -24,6 +25,8 @@ use crate::apiserver::{
 use crate::auth::{Authenticator, UserInfo};
 use crate::error::ApiError;
 use crate::patch::PatchKind;
+use crate::protobuf;
+use negotiate::{Format, negotiate};
 
 /// The Kubernetes version the sandbox reports (`/version`, the node's kubelet).
 pub const GIT_VERSION: &str = "v1.32.0-lien-sandbox";
@@ -295,13 +298,98 @@ fn wants_table(headers: &HeaderMap) -> bool {
 }
 
 async fn dispatch(State(state): State<HttpState>, req: Request) -> Response {
-    match handle(state, req).await {
+    // Protobuf is served for built-in kinds only; discovery stays JSON.
+    let protobuf_served = parse_path(req.uri().path())
+        .filter(|info| !info.resource.is_empty())
+        .and_then(|info| {
+            state
+                .server
+                .resolve(&info.group, &info.version, &info.resource)
+        })
+        .is_some_and(|rt| !rt.is_custom());
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = match negotiate(accept, protobuf_served) {
+        Ok(format) => format,
+        Err(e) => return error_response(&e),
+    };
+    let resp = match handle(state, req, format).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
+    };
+    encode_response(resp, format).await
+}
+
+/// Re-encodes a JSON answer (an object, a list or a `Status`) in the negotiated format. Watch
+/// streams are encoded as they are written, and `Table`s have no protobuf form (JSON stays).
+async fn encode_response(resp: Response, format: Format) -> Response {
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == "application/json");
+    if format == Format::Json || !is_json || resp.headers().contains_key(header::TRANSFER_ENCODING)
+    {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return error_response(&ApiError::internal("reading a response to re-encode"));
+    };
+    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let encoded = match format {
+        Format::Protobuf if value["kind"] != "Table" => protobuf::encode(&value)
+            .map(|b| (b, protobuf::MEDIA_TYPE))
+            .map_err(|e| e.to_string()),
+        Format::Yaml => serde_yaml_ng::to_string(&value)
+            .map(|y| (y.into_bytes(), "application/yaml"))
+            .map_err(|e| e.to_string()),
+        _ => return Response::from_parts(parts, Body::from(bytes)),
+    };
+    match encoded {
+        Ok((body, media_type)) => {
+            parts
+                .headers
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(body))
+        }
+        Err(e) => error_response(&ApiError::internal(format!(
+            "encoding the response as {format:?}: {e}"
+        ))),
     }
 }
 
-async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
+/// A protobuf request body as the JSON the rest of the server handles; other bodies unchanged.
+/// Custom resources have no protobuf form: their bodies are refused as kube-apiserver refuses
+/// them (415).
+fn body_as_json(
+    rt: &crate::registry::ResourceType,
+    content_type: &mut String,
+    body: Bytes,
+) -> Result<Bytes, ApiError> {
+    if !content_type.starts_with(protobuf::MEDIA_TYPE) {
+        return Ok(body);
+    }
+    if rt.is_custom() {
+        return Err(ApiError::unsupported_media_type(
+            content_type,
+            &["application/json", "application/yaml"],
+        ));
+    }
+    let object = protobuf::decode(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body of the request is not a valid protobuf object: {e}"
+        ))
+    })?;
+    *content_type = "application/json".into();
+    Ok(Bytes::from(serde_json::to_vec(&object).unwrap_or_default()))
+}
+
+async fn handle(state: HttpState, req: Request, format: Format) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     if let ["apis", group] = path
         .trim_matches('/')
@@ -373,7 +461,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
     let query = query_map(&req);
     let table = wants_table(req.headers());
     let method = req.method().clone();
-    let content_type = req
+    let mut content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -389,13 +477,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         .await
         .map_err(|_| ApiError::too_large("the request body is too large"))?;
     let write = write_options(&query, user.clone(), &user_agent)?;
-    if matches!(method, Method::POST | Method::PUT) && content_type.contains("protobuf") {
-        // Protobuf is out of scope: refuse it as kube-apiserver refuses a format it lacks.
-        return Err(ApiError::unsupported_media_type(
-            &content_type,
-            &["application/json", "application/yaml"],
-        ));
-    }
+    let body = body_as_json(&rt, &mut content_type, body)?;
     let q = |k: &str| query.get(k).map(String::as_str);
 
     if info.subresource == "scale" && !info.name.is_empty() {
@@ -420,6 +502,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
                 stream,
                 timeout,
                 table,
+                format == Format::Protobuf && !table,
             ))
         }
         (Method::GET, true) => {
@@ -737,6 +820,7 @@ fn watch_response(
     mut stream: crate::apiserver::WatchStream,
     timeout: Duration,
     table: bool,
+    protobuf: bool,
 ) -> Response {
     let rt = stream.target.resource.clone();
     let version = stream.target.version.clone();
@@ -754,8 +838,19 @@ fn watch_response(
                         let rv = event.object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
                         event.object = table::objects_to_table(&rt, &version, std::slice::from_ref(&event.object), &rv, None);
                     }
-                    let mut line = serde_json::to_vec(&event.to_json()).unwrap_or_default();
-                    line.push(b'\n');
+                    let line = if protobuf {
+                        match protobuf::encode_watch_frame(event.type_, &event.object) {
+                            Ok(frame) => frame,
+                            Err(e) => {
+                                tracing::warn!("a watch event has no protobuf form: {e}");
+                                return;
+                            }
+                        }
+                    } else {
+                        let mut line = serde_json::to_vec(&event.to_json()).unwrap_or_default();
+                        line.push(b'\n');
+                        line
+                    };
                     if tx.send(Bytes::from(line)).await.is_err() {
                         return;
                     }
@@ -765,7 +860,15 @@ fn watch_response(
     });
     Response::builder()
         .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "application/json")
+        // kube-apiserver's watch handler: `;stream=watch` on every type but JSON.
+        .header(
+            header::CONTENT_TYPE,
+            if protobuf {
+                protobuf::WATCH_MEDIA_TYPE
+            } else {
+                "application/json"
+            },
+        )
         .header(header::TRANSFER_ENCODING, "chunked")
         .body(Body::from_stream(events.map(Ok::<Bytes, std::io::Error>)))
         .unwrap_or_else(|_| error_response(&ApiError::internal("watch response")))
