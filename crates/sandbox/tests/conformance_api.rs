@@ -10,10 +10,10 @@ mod admission;
 mod builtins;
 #[path = "conformance_api/crd.rs"]
 mod crd;
-#[path = "conformance_api/kinds.rs"]
-mod kinds;
 #[path = "conformance_api/events.rs"]
 mod events;
+#[path = "conformance_api/kinds.rs"]
+mod kinds;
 #[path = "conformance_api/list.rs"]
 mod list;
 #[path = "conformance_api/rbac.rs"]

@@ -11,10 +11,10 @@
 mod catalog;
 mod common;
 
-#[path = "kubectl_smoke/kinds.rs"]
-mod kinds;
 #[path = "kubectl_smoke/events.rs"]
 mod events;
+#[path = "kubectl_smoke/kinds.rs"]
+mod kinds;
 #[path = "kubectl_smoke/wire.rs"]
 mod wire;
 

@@ -310,7 +310,9 @@ async fn a_protobuf_watch_is_length_framed_watch_events() {
         201
     );
     let request = http::Request::builder()
-        .uri(format!("{CONFIGMAPS}?watch=true&timeoutSeconds=1"))
+        .uri(format!(
+            "{CONFIGMAPS}?watch=true&timeoutSeconds=1&fieldSelector=metadata.name%3Dwatched"
+        ))
         .header("accept", "application/vnd.kubernetes.protobuf;stream=watch")
         .body(Vec::new().into())
         .expect("a request");
