@@ -62,7 +62,14 @@ static DEFINITIONS_GZ: &[u8] = include_bytes!("../../data/openapi-definitions.js
 /// Every OpenAPI definition of the built-in kinds, by name. `$ref`s point at
 /// `#/components/schemas/NAME`.
 pub fn definitions() -> &'static Map<String, Value> {
-    static DEFS: LazyLock<Map<String, Value>> = LazyLock::new(|| {
+    static DEFS: LazyLock<Map<String, Value>> = LazyLock::new(parse_definitions);
+    &DEFS
+}
+
+/// Decompresses and parses the compiled-in definitions (what [`definitions`] does once per
+/// process; public for the benchmark).
+pub fn parse_definitions() -> Map<String, Value> {
+    {
         let mut json = Vec::new();
         // The data is compiled in and checked by .ci/check-generated: failing to read it is a
         // build defect, and an empty set of definitions keeps the server up (no schemas served).
@@ -77,8 +84,7 @@ pub fn definitions() -> &'static Map<String, Value> {
             tracing::error!("the built-in OpenAPI definitions do not parse: {e}");
             Map::new()
         })
-    });
-    &DEFS
+    }
 }
 
 /// The definition name a `$ref` points at.
