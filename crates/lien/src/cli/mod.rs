@@ -177,7 +177,14 @@ mod tests {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "kubectl-lien", &mut out);
             let script = String::from_utf8(out).expect("utf-8");
-            for word in ["why", "graph", "plan", "all-namespaces", "kubeconfig", "mermaid"] {
+            for word in [
+                "why",
+                "graph",
+                "plan",
+                "all-namespaces",
+                "kubeconfig",
+                "mermaid",
+            ] {
                 assert!(script.contains(word), "{shell}: {word} missing");
             }
         }
@@ -186,7 +193,15 @@ mod tests {
     #[test]
     fn plugin_commands_take_kubectl_flags() {
         let cli = Cli::try_parse_from([
-            "lien", "graph", "-A", "--context", "prod", "--kubeconfig", "/k", "-o", "svg",
+            "lien",
+            "graph",
+            "-A",
+            "--context",
+            "prod",
+            "--kubeconfig",
+            "/k",
+            "-o",
+            "svg",
         ])
         .expect("parses");
         let Command::Graph(g) = cli.command else {
