@@ -255,6 +255,7 @@ pub async fn graph(args: GraphArgs) -> ExitCode {
             .collect();
         let g = load(&s, &args.kube).await?;
         report_problems(&g);
+        let started = std::time::Instant::now();
         let view = plugin::select(
             &g,
             &Selection {
@@ -262,14 +263,18 @@ pub async fn graph(args: GraphArgs) -> ExitCode {
                 objects: keys,
             },
         );
-        Ok(match args.output {
+        tracing::debug!(elapsed = ?started.elapsed(), edges = view.edges.len(), "selected");
+        let started = std::time::Instant::now();
+        let out = match args.output {
             GraphFormat::Dot => graph::to_dot(&view),
             GraphFormat::Mermaid => graph::to_mermaid(&view),
             GraphFormat::Json => graph::to_json(&view),
             GraphFormat::Svg => {
                 graph::to_svg(&view).map_err(|e| ReadError::Usage(e.to_string()))?
             }
-        }) as Result<String, ReadError>
+        };
+        tracing::debug!(elapsed = ?started.elapsed(), bytes = out.len(), "rendered");
+        Ok(out) as Result<String, ReadError>
     }
     .await;
     match result {

@@ -7,7 +7,7 @@
 //! of any namespace; a user who may list only their namespace gets that namespace (said on
 //! stderr), which is all their permissions let anyone see.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use futures::future::try_join_all;
@@ -435,35 +435,70 @@ pub async fn read_snapshot(
         let api: Api<DependencyRule> = Api::all(client.clone());
         async move { api.list(&lp).await }
     });
-    let (usages, cluster_usages, rules) = futures::try_join!(usages, cluster_usages, rules)?;
+    // The kinds rules read are listed as soon as the (few) rules are in, while the Usages are
+    // still being listed: the two largest lists overlap instead of following each other.
+    let rules_and_kinds = async {
+        let rules: Vec<RuleView> = rules
+            .await?
+            .iter()
+            .filter_map(RuleView::from_rule)
+            .collect();
+        let mut gks: BTreeSet<GroupKind> = BTreeSet::new();
+        for r in &rules {
+            gks.insert(r.of());
+            gks.insert(r.by());
+        }
+        let (lists, unknown) = list_kinds(client, discovery, gks, true, ns).await?;
+        Ok::<_, ReadError>((rules, lists, unknown))
+    };
+    let (usages, cluster_usages, (rules, mut lists, mut unknown)) =
+        futures::try_join!(usages, cluster_usages, rules_and_kinds)?;
     let mut views: Vec<UsageView> = usages.iter().filter_map(UsageView::from_usage).collect();
     views.extend(
         cluster_usages
             .iter()
             .filter_map(UsageView::from_cluster_usage),
     );
-    let rules: Vec<RuleView> = rules.iter().filter_map(RuleView::from_rule).collect();
+    // Kinds only usages name: metadata is enough (selectors read labels).
+    let listed: BTreeSet<GroupKind> = lists
+        .iter()
+        .map(|k| k.gk.clone())
+        .chain(unknown.iter().cloned())
+        .collect();
+    let rest: BTreeSet<GroupKind> = views
+        .iter()
+        .flat_map(|v| v.kinds().map(|(gk, _)| gk).collect::<Vec<_>>())
+        .filter(|gk| !listed.contains(gk))
+        .collect();
+    let (more, more_unknown) = list_kinds(client, discovery, rest, false, ns).await?;
+    lists.extend(more);
+    unknown.extend(more_unknown);
+    Ok(Snapshot {
+        usages: views,
+        rules,
+        kinds: lists,
+        unknown,
+    })
+}
 
-    // Every kind named, and whether a rule reads its objects' fields.
-    let mut kinds: BTreeMap<GroupKind, bool> = BTreeMap::new();
-    for v in &views {
-        for (gk, _) in v.kinds() {
-            kinds.entry(gk).or_insert(false);
-        }
-    }
-    for r in &rules {
-        kinds.insert(r.of(), true);
-        kinds.insert(r.by(), true);
-    }
+/// Lists every kind of `gks` that is served (full objects, or metadata only), concurrently;
+/// returns the lists and the kinds not served.
+async fn list_kinds(
+    client: &Client,
+    discovery: &Discovery,
+    gks: BTreeSet<GroupKind>,
+    full: bool,
+    ns: Option<&str>,
+) -> Result<(Vec<KindObjects>, Vec<GroupKind>), ReadError> {
     let mut unknown = Vec::new();
     let mut served = Vec::new();
-    for (gk, full) in kinds {
+    for gk in gks {
         match discovery.by_kind(&gk) {
-            Some(r) => served.push((r.clone(), full)),
+            Some(r) => served.push(r.clone()),
             None => unknown.push(gk),
         }
     }
-    let lists = try_join_all(served.into_iter().map(|(r, full)| async move {
+    let lists = try_join_all(served.into_iter().map(|r| async move {
         let what = r.plural_ref();
         let objects: Vec<DynamicObject> = if full {
             list_scoped(&what, ns, |n, lp| {
@@ -498,10 +533,5 @@ pub async fn read_snapshot(
         })
     }))
     .await?;
-    Ok(Snapshot {
-        usages: views,
-        rules,
-        kinds: lists,
-        unknown,
-    })
+    Ok((lists, unknown))
 }
