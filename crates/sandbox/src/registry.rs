@@ -324,6 +324,38 @@ const BUILTINS: &[Builtin] = &[
         status: false,
         verbs: &["create"],
     },
+    // Pods, Jobs and CronJobs for `kubectl run`, `create job` and `create cronjob` (wire's
+    // smoke tests) until the catalog's generated table serves every built-in.
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        namespaced: true,
+        short_names: &["po"],
+        status: true,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        namespaced: true,
+        short_names: &[],
+        status: true,
+        verbs: ALL_VERBS,
+    },
+    Builtin {
+        group: "batch",
+        version: "v1",
+        kind: "CronJob",
+        plural: "cronjobs",
+        namespaced: true,
+        short_names: &["cj"],
+        status: true,
+        verbs: ALL_VERBS,
+    },
 ];
 
 /// Every resource served, by `(group, plural)`.
