@@ -418,3 +418,36 @@ fn lists_and_statuses_have_messages_custom_resources_do_not() {
     assert_eq!(message.reason.as_deref(), Some("NotFound"));
     assert!(encode(&json!({"apiVersion": "example.org/v1", "kind": "Widget"})).is_err());
 }
+
+#[test]
+fn every_served_built_in_kind_and_its_list_have_a_message() {
+    let registry = crate::registry::Registry::with_builtins();
+    for rt in registry.all() {
+        for version in &rt.versions {
+            let api_version = rt.api_version(&version.name);
+            // Create-only kinds (reviews) have no list.
+            let lists = rt.verbs.contains(&"list");
+            for kind in std::iter::once(&rt.kind).chain(lists.then_some(&rt.list_kind)) {
+                assert!(
+                    super::has_message(&api_version, kind),
+                    "{api_version} {kind} has no protobuf message"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_resource_kind_round_trips_its_metadata() {
+    for resource in super::schema::RESOURCES {
+        let object = json!({
+            "apiVersion": resource.api_version, "kind": resource.kind,
+            "metadata": {"name": "x", "namespace": "n", "labels": {"a": "b"},
+                         "creationTimestamp": "2024-05-06T07:08:09Z",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                              "name": "o", "uid": "u", "controller": true}]}
+        });
+        let bytes = encode(&object).expect("encode");
+        assert_eq!(decode(&bytes).expect("decode"), object, "{}", resource.kind);
+    }
+}

@@ -339,3 +339,49 @@ async fn a_protobuf_watch_is_length_framed_watch_events() {
     let cm = pb::ConfigMap::decode(raw.as_slice()).expect("a ConfigMap");
     assert_eq!(cm.metadata.and_then(|m| m.name).as_deref(), Some("watched"));
 }
+
+/// A DELETE body in protobuf is a `DeleteOptions` (meta/v1) like its JSON form: a wrong
+/// `preconditions.uid` is a 409 Conflict and the object stays (k/k
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go` decodes the body with the
+/// request's content type).
+#[tokio::test]
+async fn a_protobuf_delete_options_body_is_honoured() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let body = envelope("v1", "ConfigMap", &config_map("kept"));
+    assert_eq!(
+        call(
+            &client,
+            "POST",
+            CONFIGMAPS,
+            "application/json",
+            PROTOBUF,
+            body
+        )
+        .await
+        .status,
+        201
+    );
+    let options = pbmeta::DeleteOptions {
+        preconditions: Some(pbmeta::Preconditions {
+            uid: Some("not-the-uid".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let body = envelope("v1", "DeleteOptions", &options);
+    let path = format!("{CONFIGMAPS}/kept");
+    let refused = call(&client, "DELETE", &path, PROTOBUF_THEN_JSON, PROTOBUF, body).await;
+    assert_eq!(
+        refused.status,
+        409,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    let (_, kind, raw) = refused.unknown();
+    assert_eq!(kind, "Status");
+    let status = pbmeta::Status::decode(raw.as_slice()).expect("a Status");
+    assert_eq!(status.reason.as_deref(), Some("Conflict"));
+    let still = call(&client, "GET", &path, "application/json", "", vec![]).await;
+    assert_eq!(still.status, 200);
+}

@@ -190,3 +190,70 @@ async fn server_dry_run_of_a_generator_prints_the_object() {
     let err = k.ns(&["get", "cm", "d"]).await.err();
     assert!(err.contains("configmaps \"d\" not found"), "{err}");
 }
+
+/// `kubectl run`, `create job` and `create cronjob` send a Pod, a Job and a CronJob in protobuf
+/// (pod templates with containers, restart policies and a schedule).
+#[tokio::test]
+async fn run_and_create_job_and_cronjob() {
+    let sandbox = common::sandbox().await;
+    let k = Kubectl::new(&sandbox, "wire-run").await;
+    for (args, printed) in [
+        (
+            vec!["run", "p", "--image=nginx", "--port=80"],
+            "pod/p created",
+        ),
+        (
+            // No `-- command`: the harness appends its flags after the arguments.
+            vec!["create", "job", "j", "--image=busybox"],
+            "job.batch/j created",
+        ),
+        (
+            vec![
+                "create",
+                "cronjob",
+                "c",
+                "--image=busybox",
+                "--schedule=*/5 * * * *",
+            ],
+            "cronjob.batch/c created",
+        ),
+    ] {
+        let out = k.ns(&args).await.out();
+        assert_eq!(out.trim(), printed, "kubectl {args:?}");
+    }
+    let jsonpath = |what: &'static str, name: &'static str, path: &'static str| {
+        let k = &k;
+        async move {
+            k.ns(&["get", what, name, "-o", &format!("jsonpath={path}")])
+                .await
+                .out()
+        }
+    };
+    assert_eq!(
+        jsonpath(
+            "pod",
+            "p",
+            "{.spec.containers[0].image} {.spec.containers[0].ports[0].containerPort} {.metadata.labels.run}"
+        )
+        .await,
+        "nginx 80 p"
+    );
+    assert_eq!(
+        jsonpath(
+            "job",
+            "j",
+            "{.spec.template.spec.containers[0].image} {.spec.template.spec.restartPolicy}"
+        )
+        .await,
+        "busybox Never"
+    );
+    assert_eq!(
+        jsonpath(
+            "cronjob",
+            "c",
+            "{.spec.schedule} {.spec.jobTemplate.spec.template.spec.restartPolicy}"
+        )
+        .await,
+        "*/5 * * * * OnFailure"
+    );
+}
