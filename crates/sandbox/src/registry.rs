@@ -396,10 +396,10 @@ impl Registry {
                 categories: vec![],
                 verbs: b.verbs.to_vec(),
                 crd: None,
-                extra_subresources: if b.plural == "namespaces" {
-                    vec!["finalize"]
-                } else {
-                    vec![]
+                extra_subresources: match b.plural {
+                    "namespaces" => vec!["finalize"],
+                    "serviceaccounts" => vec!["token"],
+                    _ => vec![],
                 },
             };
             resources.insert(rt.id(), Arc::new(rt));
