@@ -228,7 +228,8 @@ fn builtin_resource_type(b: &crate::builtins::Builtin) -> ResourceType {
             .subresources
             .iter()
             .map(|s| s.name)
-            .filter(|s| *s == "finalize")
+            // A namespace's `finalize` and a ServiceAccount's `token` (TokenRequest).
+            .filter(|s| matches!((b.plural, *s), (_, "finalize") | ("serviceaccounts", "token")))
             .collect(),
     }
 }

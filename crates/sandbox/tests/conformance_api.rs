@@ -22,6 +22,8 @@ mod rbac;
 mod self_reviews;
 #[path = "conformance_api/support.rs"]
 mod support;
+#[path = "conformance_api/tokens.rs"]
+mod tokens;
 #[path = "conformance_api/watch.rs"]
 mod watch;
 #[path = "conformance_api/wire.rs"]

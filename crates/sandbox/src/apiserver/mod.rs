@@ -16,6 +16,7 @@ pub mod meta;
 mod read;
 pub mod scale;
 pub mod services;
+pub mod tokens;
 mod write;
 
 use std::collections::HashMap;
@@ -134,6 +135,8 @@ pub struct ApiServer {
     pub config: Config,
     admission: crate::admission::Dispatcher,
     service_allocator: services::Allocator,
+    /// Signs and verifies the service account tokens TokenRequest issues.
+    tokens: Option<tokens::TokenSigner>,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -155,6 +158,7 @@ impl ApiServer {
             config,
             admission,
             service_allocator: services::Allocator::default(),
+            tokens: tokens::TokenSigner::generate().ok(),
         });
         server.bootstrap();
         server
@@ -239,6 +243,131 @@ impl ApiServer {
             "metadata": {"creationTimestamp": meta::now()},
             "status": {"userInfo": user},
         })
+    }
+
+    /// `POST serviceaccounts/NAME/token`: a token for the ServiceAccount, valid for
+    /// `spec.expirationSeconds` (default one hour, at least ten minutes), as kube-apiserver's
+    /// TokenRequest (k/k `pkg/registry/core/serviceaccount/storage/token.go`,
+    /// `pkg/apis/authentication/validation`).
+    pub(crate) fn token_request(&self, t: &Target, body: Value) -> Result<Value, ApiError> {
+        let invalid = |field: &str, message: String| {
+            ApiError::invalid(
+                "authentication.k8s.io",
+                "TokenRequest",
+                &t.name,
+                vec![crate::error::Cause::new(
+                    "FieldValueInvalid",
+                    field,
+                    message,
+                )],
+            )
+        };
+        match (body["apiVersion"].as_str(), body["kind"].as_str()) {
+            (Some("authentication.k8s.io/v1") | None, Some("TokenRequest") | None) => {}
+            (v, k) => {
+                return Err(ApiError::bad_request(format!(
+                    "the body of the request must be an authentication.k8s.io/v1 TokenRequest, not {} {}",
+                    v.unwrap_or_default(),
+                    k.unwrap_or_default()
+                )));
+            }
+        }
+        let expiration = match &body["spec"]["expirationSeconds"] {
+            Value::Null => 3600,
+            v => v.as_i64().ok_or_else(|| {
+                invalid(
+                    "spec.expirationSeconds",
+                    format!("Invalid value: {v}: must be an integer"),
+                )
+            })?,
+        };
+        if expiration < 600 {
+            return Err(invalid(
+                "spec.expirationSeconds",
+                format!(
+                    "Invalid value: {expiration}: may not specify a duration less than 10 minutes"
+                ),
+            ));
+        }
+        if expiration > 1 << 32 {
+            return Err(invalid(
+                "spec.expirationSeconds",
+                format!(
+                    "Invalid value: {expiration}: may not specify a duration larger than 2^32 seconds"
+                ),
+            ));
+        }
+        let audiences: Vec<String> = match body["spec"]["audiences"].as_array() {
+            Some(a) if !a.is_empty() => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => vec![tokens::ISSUER.to_string()],
+        };
+        let account = self.current(t)?;
+        let uid = account["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let signer = self
+            .tokens
+            .as_ref()
+            .ok_or_else(|| ApiError::internal("no service account signing key"))?;
+        let now = jiff::Timestamp::now().as_second();
+        let claims = tokens::Claims {
+            aud: audiences.clone(),
+            exp: now + expiration,
+            iat: now,
+            nbf: now,
+            iss: tokens::ISSUER.to_string(),
+            jti: uuid::Uuid::new_v4().to_string(),
+            kubernetes: tokens::KubernetesClaims {
+                namespace: t.namespace.clone(),
+                serviceaccount: tokens::ServiceAccountRef {
+                    name: t.name.clone(),
+                    uid,
+                },
+            },
+            sub: format!("system:serviceaccount:{}:{}", t.namespace, t.name),
+        };
+        let token = signer.sign(&claims).map_err(ApiError::internal)?;
+        let expires = jiff::Timestamp::from_second(claims.exp)
+            .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_default();
+        Ok(serde_json::json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": t.name, "namespace": t.namespace, "creationTimestamp": null},
+            "spec": {"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": null},
+            "status": {"token": token, "expirationTimestamp": expires},
+        }))
+    }
+
+    /// The user behind a service account token this server issued, while it has not expired
+    /// and its ServiceAccount (the same object, by uid) still exists — kube-apiserver's
+    /// service account token authenticator with its lookup of the live object.
+    pub fn authenticate_service_account_token(&self, token: &str) -> Option<UserInfo> {
+        let claims = self
+            .tokens
+            .as_ref()?
+            .verify(token, jiff::Timestamp::now().as_second())?;
+        let sa = &claims.kubernetes;
+        let live = self.store().get(
+            &(String::new(), "serviceaccounts".to_string()),
+            &(sa.namespace.clone(), sa.serviceaccount.name.clone()),
+        )?;
+        if live["metadata"]["uid"].as_str() != Some(sa.serviceaccount.uid.as_str())
+            || live["metadata"]["deletionTimestamp"].is_string()
+        {
+            return None;
+        }
+        let mut user = UserInfo::service_account(&sa.namespace, &sa.serviceaccount.name);
+        user.uid = sa.serviceaccount.uid.clone();
+        user.extra.insert(
+            "authentication.kubernetes.io/credential-id".to_string(),
+            vec![format!("JTI={}", claims.jti)],
+        );
+        Some(user)
     }
 
     /// The namespaces every cluster starts with, and in RBAC mode the bootstrap roles.

@@ -71,14 +71,14 @@ async fn authenticate(
 ) -> Response {
     let path = req.uri().path();
     let public = matches!(path, "/healthz" | "/livez" | "/readyz" | "/version");
-    let user = state
-        .auth
-        .authenticate(
-            req.headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-        )
-        .cloned();
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let user = state.auth.authenticate(authorization).cloned().or_else(|| {
+        let token = authorization?.strip_prefix("Bearer ")?.trim();
+        state.server.authenticate_service_account_token(token)
+    });
     let Some(user) = user else {
         return if public {
             next.run(req).await
@@ -543,6 +543,11 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
                 json_response(StatusCode::CREATED, &w.object),
                 &w.warnings,
             ))
+        }
+        (Method::POST, false) if info.subresource == "token" => {
+            let object = parse_json(&body)?;
+            let answer = server.token_request(&target, object)?;
+            Ok(json_response(StatusCode::CREATED, &answer))
         }
         (Method::PUT, false) => {
             let object = parse_json(&body)?;
