@@ -229,7 +229,12 @@ fn builtin_resource_type(b: &crate::builtins::Builtin) -> ResourceType {
             .iter()
             .map(|s| s.name)
             // A namespace's `finalize` and a ServiceAccount's `token` (TokenRequest).
-            .filter(|s| matches!((b.plural, *s), (_, "finalize") | ("serviceaccounts", "token")))
+            .filter(|s| {
+                matches!(
+                    (b.plural, *s),
+                    (_, "finalize") | ("serviceaccounts", "token")
+                )
+            })
             .collect(),
     }
 }

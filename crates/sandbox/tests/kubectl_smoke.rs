@@ -7,6 +7,8 @@
 //! (kubectl_smoke/wire.rs); the other tests build objects from YAML manifests. `kubectl` must be
 //! on PATH: CI installs it.
 
+#[path = "kubectl_smoke/auth.rs"]
+mod auth;
 #[path = "kubectl_smoke/catalog.rs"]
 mod catalog;
 mod common;
