@@ -59,6 +59,36 @@ impl TestWebhook {
         let ca = CertificateAuthority::new("lien test webhook CA")?;
         let cert = ca.issue(&["127.0.0.1", "localhost"])?;
         let tls = cert.server_config(&ca)?;
+        Self::serve(tls, ca.cert_pem(), decide).await
+    }
+
+    /// Starts a webhook on 127.0.0.1 serving a certificate the test made itself (e.g. with
+    /// `openssl req -x509`, as users do); `caBundle` is that certificate.
+    pub async fn start_with_pem(
+        cert_pem: &str,
+        key_pem: &str,
+        decide: impl Fn(&Value) -> Verdict + Send + Sync + 'static,
+    ) -> Result<TestWebhook, TlsError> {
+        let chain = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| TlsError::Io(format!("reading the certificate PEM: {e}")))?;
+        let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
+            .map_err(|e| TlsError::Io(format!("reading the key PEM: {e}")))?
+            .ok_or_else(|| TlsError::Io("the key PEM holds no private key".into()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Self::serve(Arc::new(config), cert_pem, decide).await
+    }
+
+    async fn serve(
+        tls: Arc<rustls::ServerConfig>,
+        ca_bundle_pem: &str,
+        decide: impl Fn(&Value) -> Verdict + Send + Sync + 'static,
+    ) -> Result<TestWebhook, TlsError> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| TlsError::Io(e.to_string()))?;
@@ -105,7 +135,7 @@ impl TestWebhook {
         );
         Ok(TestWebhook {
             url: format!("https://{addr}/validate"),
-            ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.cert_pem()),
+            ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca_bundle_pem),
             seen,
             decide,
             stop,

@@ -194,6 +194,9 @@ enum Special {
     SchemaOrBool,
     /// apiextensions `JSONSchemaPropsOrStringArray`: a schema or an array of strings.
     SchemaOrStringArray,
+    /// `ExtraValue` (authentication, authorization, certificates): Go's `[]string`, a message
+    /// with one repeated `items` field in protobuf and a plain array in JSON.
+    StringList,
 }
 
 fn special(index: usize) -> Special {
@@ -231,6 +234,13 @@ fn special(index: usize) -> Special {
                 Special::SchemaOrStringArray,
             ));
         }
+        list.extend(
+            schema::MESSAGES
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.name == "ExtraValue")
+                .map(|(i, _)| (Some(i), Special::StringList)),
+        );
         list.into_iter()
             .filter_map(|(i, s)| i.map(|i| (i, s)))
             .collect()
@@ -455,6 +465,7 @@ fn to_special(
             let (schema, strings) = (take(1), take(2));
             schema.or(strings)
         }
+        Special::StringList => Some(take(1).unwrap_or_else(|| Value::Array(Vec::new()))),
     })
 }
 
@@ -617,6 +628,7 @@ fn from_special(kind: Special, value: &Value) -> Result<Option<Map<String, Value
             fields(vec![(2, value.clone())])
         }
         (Special::SchemaOrBool, Value::Bool(_)) => fields(vec![(1, value.clone())]),
+        (Special::StringList, Value::Array(_)) => fields(vec![(1, value.clone())]),
         (_, other) => {
             return Err(CodecError::new(format!(
                 "{other} is not a valid {kind:?} value"

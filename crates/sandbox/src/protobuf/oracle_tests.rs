@@ -451,3 +451,37 @@ fn every_resource_kind_round_trips_its_metadata() {
         assert_eq!(decode(&bytes).expect("decode"), object, "{}", resource.kind);
     }
 }
+
+/// `UserInfo.extra` maps to `ExtraValue`, Go's `[]string`: a message with a repeated `items`
+/// field in protobuf, a plain array in JSON (`kubectl auth whoami` reads it back in protobuf).
+#[test]
+fn self_subject_review_with_extra_user_info() {
+    use k8s_pb::api::authentication::v1 as authn;
+    let review = authn::SelfSubjectReview {
+        metadata: Some(pbmeta::ObjectMeta::default()),
+        status: Some(authn::SelfSubjectReviewStatus {
+            user_info: Some(authn::UserInfo {
+                username: s("system:serviceaccount:demo:default"),
+                uid: s("4f1c"),
+                groups: vec!["system:serviceaccounts".into()],
+                extra: [(
+                    "authentication.kubernetes.io/credential-id".to_string(),
+                    authn::ExtraValue {
+                        items: vec!["JTI=917a".into()],
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            }),
+        }),
+    };
+    round_trip::<k8s_openapi::api::authentication::v1::SelfSubjectReview, _>(
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+               "metadata": {},
+               "status": {"userInfo": {"username": "system:serviceaccount:demo:default",
+                                       "uid": "4f1c", "groups": ["system:serviceaccounts"],
+                                       "extra": {"authentication.kubernetes.io/credential-id":
+                                                 ["JTI=917a"]}}}}),
+        review,
+    );
+}
