@@ -3,5 +3,6 @@
 //! crates; this one only connects them.
 
 pub mod manifests;
+pub mod plugin;
 pub mod runtime;
 pub mod webhook_ca;

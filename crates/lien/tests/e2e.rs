@@ -21,6 +21,8 @@ mod latency;
 mod ordering;
 #[path = "e2e/packs.rs"]
 mod packs;
+#[path = "e2e/plugin.rs"]
+mod plugin;
 #[path = "e2e/protection.rs"]
 mod protection;
 #[path = "e2e/rules.rs"]

@@ -658,6 +658,81 @@ pub fn review_attributes(
     )
 }
 
+/// What a user may do everywhere: what `system:masters` (kube-apiserver's privileged-group
+/// authorizer) and the AlwaysAllow authorizer answer to `RulesFor`.
+pub fn everything() -> Vec<PolicyRule> {
+    let all = || vec!["*".to_string()];
+    vec![
+        PolicyRule {
+            verbs: all(),
+            api_groups: all(),
+            resources: all(),
+            ..PolicyRule::default()
+        },
+        PolicyRule {
+            verbs: all(),
+            non_resource_urls: all(),
+            ..PolicyRule::default()
+        },
+    ]
+}
+
+/// The rules that apply to `user` in `namespace` (cluster-wide only when empty): RBAC's
+/// `RulesFor` (k/k `plugin/pkg/auth/authorizer/rbac/rbac.go`) — every ClusterRoleBinding's rules,
+/// then the namespace's RoleBindings' — after `system:masters`' everything.
+pub fn rules_for(policy: &RbacPolicy, user: &UserInfo, namespace: &str) -> Vec<PolicyRule> {
+    let mut rules = Vec::new();
+    if user.groups.iter().any(|g| g == MASTERS_GROUP) {
+        rules.extend(everything());
+    }
+    let bound = |b: &Binding| b.subjects.iter().any(|s| applies_to(user, s, &b.namespace));
+    for b in policy.cluster_role_bindings.iter().filter(|b| bound(b)) {
+        rules.extend(policy.rules_of(b).iter().cloned());
+    }
+    if !namespace.is_empty() {
+        for b in policy
+            .role_bindings
+            .iter()
+            .filter(|b| b.namespace == namespace && bound(b))
+        {
+            rules.extend(policy.rules_of(b).iter().cloned());
+        }
+    }
+    rules
+}
+
+/// A `SelfSubjectRulesReview`'s `status`: each rule as a resource rule, a non-resource rule or
+/// both (k/k `pkg/registry/authorization/selfsubjectrulesreview/rest.go`), empty fields left out
+/// as Go's `omitempty` leaves them.
+pub fn rules_review_status(rules: &[PolicyRule]) -> Value {
+    let mut resource_rules = Vec::new();
+    let mut non_resource_rules = Vec::new();
+    for r in rules {
+        if !r.resources.is_empty() {
+            let mut rule = json!({"verbs": r.verbs});
+            for (key, list) in [
+                ("apiGroups", &r.api_groups),
+                ("resources", &r.resources),
+                ("resourceNames", &r.resource_names),
+            ] {
+                if !list.is_empty() {
+                    rule[key] = json!(list);
+                }
+            }
+            resource_rules.push(rule);
+        }
+        if !r.non_resource_urls.is_empty() {
+            non_resource_rules
+                .push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
+        }
+    }
+    json!({
+        "resourceRules": resource_rules,
+        "nonResourceRules": non_resource_rules,
+        "incomplete": false,
+    })
+}
+
 /// A review's `status` from a decision: `allowed`, and `reason` when there is one (RBAC gives
 /// none when it does not allow; it never sets `denied`).
 pub fn review_status(decision: &Decision) -> Value {
@@ -713,7 +788,9 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
                 "system:basic-user",
                 json!([{"apiGroups": ["authorization.k8s.io"],
                     "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
-                    "verbs": ["create"]}]),
+                    "verbs": ["create"]},
+                    {"apiGroups": ["authentication.k8s.io"],
+                    "resources": ["selfsubjectreviews"], "verbs": ["create"]}]),
             ),
         ),
         (

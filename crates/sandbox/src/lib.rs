@@ -2,7 +2,8 @@
 //!
 //! `apiserver` holds the semantics (verbs, write pipeline, watch), `store` the revisioned data,
 //! `auth`/`authz` authentication and authorization (AlwaysAllow or RBAC),
-//! `controllers` the garbage collector and the namespace and CRD controllers, `admission` the
+//! `controllers` the garbage collector, the namespace, namespace-bootstrap and CRD controllers,
+//! `kubelet` the one Node's registration, `admission` the
 //! validating webhook dispatcher, `http` the wire protocol kubectl and kube-rs speak, and
 //! `sandbox` puts them together behind TLS with a kubeconfig.
 
@@ -14,11 +15,14 @@ pub mod admission;
 pub mod apiserver;
 pub mod auth;
 pub mod authz;
+pub mod builtins;
 pub mod controllers;
 pub mod error;
 pub mod http;
+pub mod kubelet;
 pub mod labels;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod sandbox;
 pub mod schema;

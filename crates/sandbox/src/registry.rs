@@ -6,7 +6,7 @@
 //! what kube-apiserver does for CRDs without a conversion webhook).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
@@ -57,8 +57,24 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// Where the objects are stored. Usually `(group, plural)`; `events.k8s.io` `events` share
+    /// core `events`' storage, as kube-apiserver serves both from one registry
+    /// (k/k `pkg/registry/events/rest/storage_events.go` builds the core event store).
     pub fn key(&self) -> ResourceKey {
+        if self.is_events_api() {
+            return (String::new(), "events".to_string());
+        }
+        self.id()
+    }
+
+    /// `(group, plural)`: the resource's identity in the API, which the registry is keyed by.
+    pub fn id(&self) -> ResourceKey {
         (self.group.clone(), self.plural.clone())
+    }
+
+    /// `events.k8s.io` `events`: served from core events' storage, converted on the way.
+    pub fn is_events_api(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
     }
 
     pub fn version(&self, version: &str) -> Option<&VersionInfo> {
@@ -87,245 +103,6 @@ impl ResourceType {
     }
 }
 
-const ALL_VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    short_names: &'static [&'static str],
-    status: bool,
-    verbs: &'static [&'static str],
-}
-
-const BUILTINS: &[Builtin] = &[
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        namespaced: false,
-        short_names: &["ns"],
-        status: true,
-        verbs: &[
-            "create", "delete", "get", "list", "patch", "update", "watch",
-        ],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        namespaced: true,
-        short_names: &["cm"],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "ServiceAccount",
-        plural: "serviceaccounts",
-        namespaced: true,
-        short_names: &["sa"],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Service",
-        plural: "services",
-        namespaced: true,
-        short_names: &["svc"],
-        status: true,
-        verbs: &[
-            "create", "delete", "get", "list", "patch", "update", "watch",
-        ],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
-        short_names: &["ev"],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "PersistentVolume",
-        plural: "persistentvolumes",
-        namespaced: false,
-        short_names: &["pv"],
-        status: true,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "PersistentVolumeClaim",
-        plural: "persistentvolumeclaims",
-        namespaced: true,
-        short_names: &["pvc"],
-        status: true,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "events.k8s.io",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
-        short_names: &["ev"],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "storage.k8s.io",
-        version: "v1",
-        kind: "StorageClass",
-        plural: "storageclasses",
-        namespaced: false,
-        short_names: &["sc"],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "apps",
-        version: "v1",
-        kind: "Deployment",
-        plural: "deployments",
-        namespaced: true,
-        short_names: &["deploy"],
-        status: true,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind: "Lease",
-        plural: "leases",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "apiextensions.k8s.io",
-        version: "v1",
-        kind: "CustomResourceDefinition",
-        plural: "customresourcedefinitions",
-        namespaced: false,
-        short_names: &["crd", "crds"],
-        status: true,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "admissionregistration.k8s.io",
-        version: "v1",
-        kind: "ValidatingWebhookConfiguration",
-        plural: "validatingwebhookconfigurations",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "admissionregistration.k8s.io",
-        version: "v1",
-        kind: "MutatingWebhookConfiguration",
-        plural: "mutatingwebhookconfigurations",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "Role",
-        plural: "roles",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRole",
-        plural: "clusterroles",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "RoleBinding",
-        plural: "rolebindings",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRoleBinding",
-        plural: "clusterrolebindings",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        verbs: ALL_VERBS,
-    },
-    Builtin {
-        group: "authorization.k8s.io",
-        version: "v1",
-        kind: "SubjectAccessReview",
-        plural: "subjectaccessreviews",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        verbs: &["create"],
-    },
-    Builtin {
-        group: "authorization.k8s.io",
-        version: "v1",
-        kind: "SelfSubjectAccessReview",
-        plural: "selfsubjectaccessreviews",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        verbs: &["create"],
-    },
-];
-
 /// Every resource served, by `(group, plural)`.
 #[derive(Debug, Clone)]
 pub struct Registry {
@@ -339,36 +116,34 @@ impl Default for Registry {
 }
 
 impl Registry {
+    /// Every built-in resource of Kubernetes 1.32 ([`crate::builtins::BUILTINS`]). The table is
+    /// built once per process; each sandbox's registry starts as a copy of its `Arc`s.
     pub fn with_builtins() -> Self {
-        let mut resources = BTreeMap::new();
-        for b in BUILTINS {
-            let rt = ResourceType {
-                group: b.group.to_string(),
-                versions: vec![VersionInfo {
-                    name: b.version.to_string(),
-                    schema: None,
-                    printer_columns: vec![],
-                    status_subresource: b.status,
-                    scale_subresource: None,
-                }],
-                kind: b.kind.to_string(),
-                list_kind: format!("{}List", b.kind),
-                plural: b.plural.to_string(),
-                singular: b.kind.to_lowercase(),
-                namespaced: b.namespaced,
-                short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
-                categories: vec![],
-                verbs: b.verbs.to_vec(),
-                crd: None,
-                extra_subresources: if b.plural == "namespaces" {
-                    vec!["finalize"]
-                } else {
-                    vec![]
-                },
-            };
-            resources.insert(rt.key(), Arc::new(rt));
-        }
-        Registry { resources }
+        static BUILTIN_REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+            let mut merged: BTreeMap<ResourceKey, ResourceType> = BTreeMap::new();
+            for b in crate::builtins::BUILTINS {
+                let rt = builtin_resource_type(b);
+                match merged.get_mut(&rt.id()) {
+                    // One resource served at several versions (autoscaling/v1 and v2
+                    // horizontalpodautoscalers): one store, the preferred version first.
+                    Some(existing) => {
+                        existing.versions.extend(rt.versions);
+                        existing
+                            .versions
+                            .sort_by(|a, b| compare_versions(&b.name, &a.name));
+                    }
+                    None => {
+                        merged.insert(rt.id(), rt);
+                    }
+                }
+            }
+            let resources = merged
+                .into_iter()
+                .map(|(k, rt)| (k, Arc::new(rt)))
+                .collect();
+            Registry { resources }
+        });
+        BUILTIN_REGISTRY.clone()
     }
 
     pub fn get(&self, group: &str, plural: &str) -> Option<&Arc<ResourceType>> {
@@ -393,7 +168,7 @@ impl Registry {
     }
 
     pub fn insert(&mut self, rt: ResourceType) {
-        self.resources.insert(rt.key(), Arc::new(rt));
+        self.resources.insert(rt.id(), Arc::new(rt));
     }
 
     pub fn remove(&mut self, key: &ResourceKey) -> Option<Arc<ResourceType>> {
@@ -419,6 +194,42 @@ impl Registry {
             versions.sort_by(|a, b| compare_versions(b, a));
         }
         groups.into_iter().collect()
+    }
+}
+
+fn builtin_resource_type(b: &crate::builtins::Builtin) -> ResourceType {
+    ResourceType {
+        group: b.group.to_string(),
+        versions: vec![VersionInfo {
+            name: b.version.to_string(),
+            // Built-in schemas are served from `crate::builtins`, not per resource type.
+            schema: None,
+            printer_columns: vec![],
+            status_subresource: b.subresources.iter().any(|s| s.name == "status"),
+            scale_subresource: None,
+        }],
+        kind: b.kind.to_string(),
+        list_kind: if b.list_kind.is_empty() {
+            format!("{}List", b.kind)
+        } else {
+            b.list_kind.to_string()
+        },
+        plural: b.plural.to_string(),
+        // kube-apiserver's singularName for built-ins is the lower-cased kind.
+        singular: b.kind.to_lowercase(),
+        namespaced: b.namespaced,
+        short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+        categories: b.categories.iter().map(|s| s.to_string()).collect(),
+        verbs: b.verbs.to_vec(),
+        crd: None,
+        // Subresources the sandbox serves besides `status`; discovery lists every subresource
+        // kube-apiserver has (`crate::builtins::Builtin::subresources`).
+        extra_subresources: b
+            .subresources
+            .iter()
+            .map(|s| s.name)
+            .filter(|s| *s == "finalize")
+            .collect(),
     }
 }
 

@@ -123,6 +123,10 @@ impl Sandbox {
         }
         let server = ApiServer::new(api);
         let mut tasks = crate::controllers::spawn_all(&server);
+        tasks.push(crate::controllers::spawn_bootstrap(&server, ca.cert_pem()));
+        if let Err(e) = crate::kubelet::register(&server).await {
+            tracing::warn!(error = %e.message, "registering the sandbox's node");
+        }
         let app = router(HttpState {
             server: server.clone(),
             auth: Arc::new(auth),

@@ -6,15 +6,25 @@ mod common;
 
 #[path = "conformance_api/admission.rs"]
 mod admission;
+#[path = "conformance_api/builtins.rs"]
+mod builtins;
 #[path = "conformance_api/crd.rs"]
 mod crd;
+#[path = "conformance_api/kinds.rs"]
+mod kinds;
+#[path = "conformance_api/events.rs"]
+mod events;
 #[path = "conformance_api/list.rs"]
 mod list;
 #[path = "conformance_api/rbac.rs"]
 mod rbac;
+#[path = "conformance_api/self_reviews.rs"]
+mod self_reviews;
 #[path = "conformance_api/support.rs"]
 mod support;
 #[path = "conformance_api/watch.rs"]
 mod watch;
+#[path = "conformance_api/wire.rs"]
+mod wire;
 #[path = "conformance_api/write.rs"]
 mod write;

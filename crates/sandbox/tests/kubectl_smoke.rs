@@ -3,10 +3,20 @@
 //!
 //! Each test starts its own sandbox, writes its kubeconfig to a private directory and runs the
 //! machine's `kubectl` there with its own discovery cache, in its own namespace. kubectl's
-//! generator commands (`kubectl create configmap …`) send protobuf, which the sandbox refuses,
-//! so objects come from YAML manifests. `kubectl` must be on PATH: CI installs it.
+//! generator commands (`kubectl create configmap …`) send protobuf and read protobuf answers
+//! (kubectl_smoke/wire.rs); the other tests build objects from YAML manifests. `kubectl` must be
+//! on PATH: CI installs it.
 
+#[path = "kubectl_smoke/catalog.rs"]
+mod catalog;
 mod common;
+
+#[path = "kubectl_smoke/kinds.rs"]
+mod kinds;
+#[path = "kubectl_smoke/events.rs"]
+mod events;
+#[path = "kubectl_smoke/wire.rs"]
+mod wire;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -294,7 +304,9 @@ spec:
     // A built-in kind's own columns.
     let rows = table(&k.ns(&["get", "configmaps"]).await.out());
     assert_eq!(rows[0], ["NAME", "DATA", "AGE"], "{rows:?}");
-    assert_eq!(rows[1][..2], ["settings", "1"], "{rows:?}");
+    // The namespace's own kube-root-ca.crt (kube-controller-manager's) is listed first.
+    assert_eq!(rows[1][..2], ["kube-root-ca.crt", "1"], "{rows:?}");
+    assert_eq!(rows[2][..2], ["settings", "1"], "{rows:?}");
 
     // label: add, select by it, overwrite only with --overwrite, remove.
     let out = k.ns(&["label", "widget", "w1", "tier=gold"]).await.out();
@@ -406,9 +418,13 @@ spec:
         .out();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&containers).expect("json"),
+        // With the container defaults kube-apiserver applies (`SetDefaults_Container`).
         json!([
-            {"name": "app", "image": "nginx:1.28", "env": [{"name": "MODE", "value": "smoke"}]},
-            {"name": "sidecar", "image": "busybox"},
+            {"name": "app", "image": "nginx:1.28", "env": [{"name": "MODE", "value": "smoke"}],
+             "imagePullPolicy": "IfNotPresent", "resources": {},
+             "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"},
+            {"name": "sidecar", "image": "busybox", "imagePullPolicy": "Always", "resources": {},
+             "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"},
         ])
     );
     // The same patch again changes nothing and kubectl says so.
@@ -665,7 +681,13 @@ async fn delete_cascades_background_foreground_and_orphan() {
     assert_eq!(refs, "", "the orphan keeps an owner reference");
 
     let rows = table(&k.ns(&["get", "configmaps", "-o", "name"]).await.out());
-    assert_eq!(rows, [[format!("configmap/{dependent}")]]);
+    assert_eq!(
+        rows,
+        [
+            ["configmap/kube-root-ca.crt".to_string()],
+            [format!("configmap/{dependent}")]
+        ]
+    );
     sandbox.shutdown().await;
 }
 

@@ -1,7 +1,9 @@
 //! The command line: one binary, one subcommand per way of running Lien.
 
+mod completion;
 mod crds;
 mod manifests;
+mod plugin;
 mod run;
 mod sandbox;
 mod uninstall;
@@ -48,12 +50,60 @@ pub enum Command {
     /// and finalizers on every object, its objects and CRDs (refused while something is
     /// protected, unless --force).
     Uninstall(uninstall::UninstallArgs),
+    /// Every relation holding an object (who uses it, through which Usage or rule, why), the
+    /// refused DELETE recorded for replay, and what to do.
+    Why(plugin::WhyArgs),
+    /// The "X is used by Y" graph as DOT, Mermaid, SVG or JSON.
+    Graph(plugin::GraphArgs),
+    /// A safe deletion order (users before what they use), in numbered steps; --apply performs
+    /// it.
+    Plan(plugin::PlanArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(completion::CompletionArgs),
+}
+
+/// The name the binary answers to as a kubectl plugin (`kubectl lien …` runs `kubectl-lien`).
+const PLUGIN_BIN: &str = "kubectl-lien";
+
+/// Whether the binary was started as `kubectl-lien` (argv[0]): then it is the kubectl plugin,
+/// named `kubectl lien` in help and offering the plugin commands only.
+fn invoked_as_plugin() -> bool {
+    std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .is_some_and(|stem| stem == PLUGIN_BIN)
+}
+
+fn parse() -> (Cli, bool) {
+    use clap::{CommandFactory, FromArgMatches};
+    let as_plugin = invoked_as_plugin();
+    let mut cmd = Cli::command();
+    if as_plugin {
+        cmd = cmd.name(PLUGIN_BIN).bin_name("kubectl lien").about(
+            "kubectl lien: why is this object blocked, the dependency graph, a safe deletion order",
+        );
+        for hidden in ["sandbox", "run", "crds", "manifests", "uninstall"] {
+            cmd = cmd.mut_subcommand(hidden, |s| s.hide(true));
+        }
+    }
+    let matches = cmd.get_matches();
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => (cli, as_plugin),
+        Err(e) => e.exit(),
+    }
 }
 
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (cli, as_plugin) = parse();
+    // The plugin commands print their answer; only warnings belong on stderr.
+    let quiet = matches!(
+        cli.command,
+        Command::Why(_) | Command::Graph(_) | Command::Plan(_) | Command::Completion(_)
+    );
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if quiet { "warn" } else { "info" })
+    });
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -73,21 +123,38 @@ pub fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Sandbox(args) => sandbox::run(args).await,
-            Command::Crds(args) => crds::run(args),
-            Command::Manifests(args) => manifests::run(args),
-            Command::Run(args) => run::run(*args).await,
-            Command::Uninstall(args) => uninstall::run(args).await,
+            // The plugin commands print their errors as kubectl does and choose the exit code.
+            Command::Why(args) => Err(Exit(plugin::why(args).await)),
+            Command::Graph(args) => Err(Exit(plugin::graph(args).await)),
+            Command::Plan(args) => Err(Exit(plugin::plan(args).await)),
+            Command::Completion(args) => {
+                completion::run(args, if as_plugin { PLUGIN_BIN } else { "lien" }).map_err(Fail)
+            }
+            Command::Sandbox(args) => sandbox::run(args).await.map_err(Fail),
+            Command::Crds(args) => crds::run(args).map_err(Fail),
+            Command::Manifests(args) => manifests::run(args).map_err(Fail),
+            Command::Run(args) => run::run(*args).await.map_err(Fail),
+            Command::Uninstall(args) => uninstall::run(args).await.map_err(Fail),
         }
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
+        Err(Exit(code)) => code,
+        Err(Fail(e)) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
 }
+
+/// How a command ended other than with success.
+enum Ended {
+    /// An exit code chosen by the command, its message already printed.
+    Exit(std::process::ExitCode),
+    /// An error to print.
+    Fail(anyhow::Error),
+}
+use Ended::{Exit, Fail};
 
 #[cfg(test)]
 mod tests {
@@ -98,5 +165,42 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn completion_scripts_offer_the_plugin_commands_and_flags() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "kubectl-lien", &mut out);
+            let script = String::from_utf8(out).expect("utf-8");
+            for word in ["why", "graph", "plan", "all-namespaces", "kubeconfig", "mermaid"] {
+                assert!(script.contains(word), "{shell}: {word} missing");
+            }
+        }
+    }
+
+    #[test]
+    fn plugin_commands_take_kubectl_flags() {
+        let cli = Cli::try_parse_from([
+            "lien", "graph", "-A", "--context", "prod", "--kubeconfig", "/k", "-o", "svg",
+        ])
+        .expect("parses");
+        let Command::Graph(g) = cli.command else {
+            panic!("not graph")
+        };
+        assert!(g.kube.all_namespaces);
+        assert_eq!(g.kube.context.as_deref(), Some("prod"));
+        assert!(matches!(g.output, plugin::GraphFormat::Svg));
+        let cli = Cli::try_parse_from(["lien", "why", "cm", "x", "-n", "shop"]).expect("parses");
+        let Command::Why(w) = cli.command else {
+            panic!("not why")
+        };
+        assert_eq!(w.object, ["cm", "x"]);
+        assert_eq!(w.kube.namespace.as_deref(), Some("shop"));
+        assert!(Cli::try_parse_from(["lien", "why", "a", "b", "c"]).is_err());
     }
 }

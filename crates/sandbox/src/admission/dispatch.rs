@@ -355,21 +355,19 @@ fn build_client(
     let pem = base64::engine::general_purpose::STANDARD
         .decode(ca_bundle.trim())
         .map_err(|e| format!("caBundle is not valid base64: {e}"))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-        let cert = cert.map_err(|e| format!("unable to load root certificates: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("unable to load root certificates: {e}"))?;
-    }
-    if !pem.is_empty() && roots.is_empty() {
+    let bundle = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("unable to load root certificates: {e}"))?;
+    if !pem.is_empty() && bundle.is_empty() {
         return Err("unable to load root certificates: unable to parse bytes as PEM block".into());
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = super::trust::BundleVerifier::new(bundle, provider.clone())?;
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots);
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
     let mut tls = match client_certificate {
         None => builder.with_no_client_auth(),
         Some((cert_pem, key_pem)) => {
@@ -601,11 +599,28 @@ fn describe_tls_error(error: &rustls::Error) -> String {
         rustls::Error::InvalidCertificate(C::NotValidForName) => {
             format!("{VERIFY}certificate is not valid for the requested name")
         }
-        rustls::Error::InvalidCertificate(
-            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
-        ) => format!("{VERIFY}certificate has expired or is not yet valid"),
+        // Go adds the times (RFC 3339, whole seconds) when it knows them.
+        rustls::Error::InvalidCertificate(C::ExpiredContext { time, not_after }) => format!(
+            "{VERIFY}certificate has expired or is not yet valid: current time {} is after {}",
+            rfc3339(*time),
+            rfc3339(*not_after)
+        ),
+        rustls::Error::InvalidCertificate(C::NotValidYetContext { time, not_before }) => format!(
+            "{VERIFY}certificate has expired or is not yet valid: current time {} is before {}",
+            rfc3339(*time),
+            rfc3339(*not_before)
+        ),
+        rustls::Error::InvalidCertificate(C::Expired | C::NotValidYet) => {
+            format!("{VERIFY}certificate has expired or is not yet valid")
+        }
         other => format!("tls: {other}"),
     }
+}
+
+fn rfc3339(t: rustls::pki_types::UnixTime) -> String {
+    jiff::Timestamp::from_second(t.as_secs() as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| t.as_secs().to_string())
 }
 
 /// rustls reports presented names as `DnsName("x")` / `IpAddress(…)`; Go lists the bare names.

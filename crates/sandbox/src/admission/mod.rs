@@ -28,6 +28,7 @@ pub mod credentials;
 mod dispatch;
 mod matching;
 mod review;
+mod trust;
 
 #[cfg(test)]
 mod server_tests;

@@ -75,6 +75,16 @@ impl Server {
         delay: Duration,
     ) -> Server {
         let (certs, key) = ca.leaf(names);
+        Server::start_with(certs, key, answer, delay).await
+    }
+
+    /// Serves `answer(review)` over TLS with the given certificate chain.
+    async fn start_with(
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        answer: impl Fn(Value) -> Option<Value> + Send + Sync + Clone + 'static,
+        delay: Duration,
+    ) -> Server {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -615,5 +625,156 @@ async fn dry_run_needs_side_effect_free_webhooks() {
         Ok(vec![])
     );
     assert_eq!(server.seen().len(), 1);
+    server.stop().await;
+}
+
+/// A self-signed certificate for `names`, as `openssl req -x509 -addext subjectAltName=…` makes
+/// it: `CA:TRUE`, its own issuer. `expired` dates it 2019–2020.
+fn self_signed(
+    names: &[&str],
+    expired: bool,
+) -> (String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(names).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "hook.webhooks.svc");
+    if expired {
+        params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 1, 1);
+    }
+    let key = KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("self-signed cert");
+    let bundle = base64::engine::general_purpose::STANDARD.encode(cert.pem());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    (bundle, vec![cert.der().clone()], key)
+}
+
+/// Calls a webhook at service `webhooks/<service>` (mapped to `addr`) trusting `bundle`.
+async fn call_service(addr: SocketAddr, service: &str, bundle: &str) -> Result<(), String> {
+    let dispatcher = Dispatcher::new(DispatcherConfig {
+        services: [(("webhooks".to_string(), service.to_string()), vec![addr])]
+            .into_iter()
+            .collect(),
+        ..DispatcherConfig::default()
+    });
+    let configs = [configuration(
+        "c",
+        vec![hook(
+            "tls.example.org",
+            json!({"service": {"namespace": "webhooks", "name": service, "path": "/validate", "port": 8443},
+                "caBundle": bundle}),
+        )],
+    )];
+    dispatcher
+        .validate(&configs, &pod_attrs(Operation::Create))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.message)
+}
+
+const CALL_PREFIX: &str = "Internal error occurred: failed calling webhook \"tls.example.org\": failed to call webhook: Post \"https://";
+
+/// Go's `crypto/x509` trusts a certificate that is itself in the root pool (`Verify` in
+/// `crypto/x509/verify.go`: the chain is the certificate alone), CA or not — so kube-apiserver
+/// accepts a self-signed `CA:TRUE` serving certificate listed in `caBundle`, and so must the
+/// sandbox.
+#[tokio::test]
+async fn self_signed_ca_serving_certificate_in_ca_bundle_is_trusted() {
+    let (bundle, certs, key) = self_signed(&["hook.webhooks.svc"], false);
+    let server = Server::start_with(certs, key, allow, Duration::ZERO).await;
+    assert_eq!(call_service(server.addr, "hook", &bundle).await, Ok(()));
+    assert_eq!(server.seen().len(), 1);
+    server.stop().await;
+
+    // Go does not refuse a CA as the leaf of a chain either: a CA:TRUE serving certificate
+    // that a bundled CA signed is trusted.
+    let ca = Ca::new();
+    let mut params = CertificateParams::new(vec!["hook.webhooks.svc".to_string()]).expect("p");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let leaf_key = KeyPair::generate().expect("key");
+    let leaf = params.signed_by(&leaf_key, &ca.issuer).expect("leaf");
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
+    let server = Server::start_with(vec![leaf.der().clone()], key, allow, Duration::ZERO).await;
+    assert_eq!(
+        call_service(server.addr, "hook", &ca.bundle()).await,
+        Ok(())
+    );
+    server.stop().await;
+}
+
+/// Trusted or not, the host name must be among the certificate's names (Go's
+/// `Certificate.VerifyHostname`, `HostnameError`: "certificate is valid for …, not …").
+#[tokio::test]
+async fn a_trusted_certificate_for_another_name_is_refused() {
+    let (bundle, certs, key) = self_signed(&["hook.webhooks.svc"], false);
+    let server = Server::start_with(certs, key, allow, Duration::ZERO).await;
+    let err = call_service(server.addr, "impostor", &bundle)
+        .await
+        .expect_err("wrong SAN");
+    assert_eq!(
+        err,
+        format!(
+            "{CALL_PREFIX}impostor.webhooks.svc:8443/validate?timeout=10s\": tls: failed to verify certificate: x509: certificate is valid for hook.webhooks.svc, not impostor.webhooks.svc"
+        )
+    );
+    assert!(server.seen().is_empty());
+    server.stop().await;
+}
+
+/// An expired certificate is refused whether it is trusted directly (in `caBundle`) or through
+/// a CA (Go's `CertificateInvalidError` `Expired`: "certificate has expired or is not yet
+/// valid: current time … is after …").
+#[tokio::test]
+async fn an_expired_certificate_is_refused() {
+    let (bundle, certs, key) = self_signed(&["hook.webhooks.svc"], true);
+    let server = Server::start_with(certs, key, allow, Duration::ZERO).await;
+    let err = call_service(server.addr, "hook", &bundle)
+        .await
+        .expect_err("expired");
+    let expected = format!(
+        "{CALL_PREFIX}hook.webhooks.svc:8443/validate?timeout=10s\": tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time "
+    );
+    assert!(err.starts_with(&expected), "{err}");
+    assert!(err.ends_with(" is after 2020-01-01T00:00:00Z"), "{err}");
+    server.stop().await;
+
+    let ca = Ca::new();
+    let mut params = CertificateParams::new(vec!["hook.webhooks.svc".to_string()]).expect("p");
+    params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2020, 1, 1);
+    let leaf_key = KeyPair::generate().expect("key");
+    let leaf = params.signed_by(&leaf_key, &ca.issuer).expect("leaf");
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
+    let server = Server::start_with(vec![leaf.der().clone()], key, allow, Duration::ZERO).await;
+    let err = call_service(server.addr, "hook", &ca.bundle())
+        .await
+        .expect_err("expired leaf");
+    assert!(err.starts_with(&expected), "{err}");
+    assert!(err.ends_with(" is after 2020-01-01T00:00:00Z"), "{err}");
+    assert!(server.seen().is_empty());
+    server.stop().await;
+}
+
+/// A self-signed certificate that `caBundle` does not list is signed by an unknown authority
+/// (Go's `UnknownAuthorityError`).
+#[tokio::test]
+async fn a_certificate_from_an_unknown_ca_is_refused() {
+    let (_, certs, key) = self_signed(&["hook.webhooks.svc"], false);
+    let (other_bundle, _, _) = self_signed(&["hook.webhooks.svc"], false);
+    let server = Server::start_with(certs, key, allow, Duration::ZERO).await;
+    for bundle in [other_bundle, Ca::new().bundle()] {
+        let err = call_service(server.addr, "hook", &bundle)
+            .await
+            .expect_err("unknown CA");
+        assert_eq!(
+            err,
+            format!(
+                "{CALL_PREFIX}hook.webhooks.svc:8443/validate?timeout=10s\": tls: failed to verify certificate: x509: certificate signed by unknown authority"
+            )
+        );
+    }
+    assert!(server.seen().is_empty());
     server.stop().await;
 }

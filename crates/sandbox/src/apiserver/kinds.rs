@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::defaults;
 use crate::error::{ApiError, Cause};
 use crate::registry::ResourceType;
 
@@ -13,42 +14,76 @@ fn is(rt: &ResourceType, group: &str, plural: &str) -> bool {
     rt.group == group && rt.plural == plural
 }
 
+/// Whether a DELETE that removed the object answers with the object itself rather than a
+/// `Status`: the registries that set `ReturnDeletedObject: true` in their
+/// `genericregistry.Store` (k/k `pkg/registry/core/{pod,podtemplate,service,serviceaccount}/storage`,
+/// `pkg/registry/storage/{storageclass,csidriver,csinode,volumeattachment,csistoragecapacity,
+/// volumeattributesclass}/storage`, `pkg/registry/resource/resourceclaim/storage`). Custom
+/// resources' store (`apiextensions-apiserver/pkg/registry/customresource/etcd.go`) does not.
+pub fn returns_deleted_object(rt: &ResourceType) -> bool {
+    matches!(
+        (rt.group.as_str(), rt.plural.as_str()),
+        ("", "pods" | "podtemplates" | "services" | "serviceaccounts")
+            | (
+                "storage.k8s.io",
+                "storageclasses"
+                    | "csidrivers"
+                    | "csinodes"
+                    | "volumeattachments"
+                    | "csistoragecapacities"
+                    | "volumeattributesclasses"
+            )
+            | ("resource.k8s.io", "resourceclaims")
+    )
+}
+
+/// The defaulting functions kube-apiserver runs whenever it decodes an object (create and
+/// update alike): `pkg/apis/{core,apps,batch}/v1/defaults.go`.
+pub fn apply_defaults(rt: &ResourceType, object: &mut Value) {
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "services") => defaults::service(object),
+        ("", "podtemplates") => defaults::pod_template(&mut object["template"]),
+        ("", "replicationcontrollers") => defaults::replication_controller(object),
+        ("apps", "deployments") => defaults::deployment(object),
+        ("apps", "replicasets") => defaults::replica_set(object),
+        ("apps", "statefulsets") => defaults::stateful_set(object),
+        ("apps", "daemonsets") => defaults::daemon_set(object),
+        ("batch", "jobs") => defaults::job(object),
+        ("batch", "cronjobs") => defaults::cron_job(object),
+        ("", "secrets") => {
+            if object["type"].is_null() {
+                object["type"] = json!("Opaque");
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Defaults the real strategies' `PrepareForCreate` and the defaulting functions apply.
 pub fn default_on_create(rt: &ResourceType, object: &mut Value) {
+    apply_defaults(rt, object);
     if is(rt, "", "namespaces") {
         let name = object["metadata"]["name"].clone();
         object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
         object["spec"]["finalizers"] = json!(["kubernetes"]);
         object["status"] = json!({"phase": "Active"});
-    } else if is(rt, "", "secrets") {
-        if object["type"].is_null() {
-            object["type"] = json!("Opaque");
-        }
     } else if is(rt, "", "services") {
-        if object["spec"]["type"].is_null() {
-            object["spec"]["type"] = json!("ClusterIP");
-        }
-        if object["spec"]["sessionAffinity"].is_null() {
-            object["spec"]["sessionAffinity"] = json!("None");
-        }
         object["status"] = json!({"loadBalancer": {}});
     } else if is(rt, "", "persistentvolumeclaims") || is(rt, "", "persistentvolumes") {
         object["status"] = json!({"phase": "Pending"});
-    } else if is(rt, "apps", "deployments") {
+    } else if is(rt, "", "pods") {
+        defaults::pod(object, &crate::apiserver::meta::name_suffix());
+    } else if is(rt, "", "replicationcontrollers") || is(rt, "apps", "replicasets") {
+        object["status"] = json!({"replicas": 0});
+    } else if is(rt, "apps", "statefulsets") {
+        object["status"] = json!({"replicas": 0, "availableReplicas": 0});
+    } else if is(rt, "apps", "daemonsets") {
+        object["status"] = json!({"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0});
+    } else if is(rt, "apps", "deployments") || is(rt, "batch", "cronjobs") {
         object["status"] = json!({});
-        let spec = &mut object["spec"];
-        if spec["replicas"].is_null() {
-            spec["replicas"] = json!(1);
-        }
-        if spec["revisionHistoryLimit"].is_null() {
-            spec["revisionHistoryLimit"] = json!(10);
-        }
-        if spec["progressDeadlineSeconds"].is_null() {
-            spec["progressDeadlineSeconds"] = json!(600);
-        }
-        if spec["strategy"].is_null() {
-            spec["strategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
-        }
+    } else if is(rt, "batch", "jobs") {
+        defaults::job_selector(object);
+        object["status"] = json!({});
     } else if is(rt, "apiextensions.k8s.io", "customresourcedefinitions") {
         let mut finalizers = crate::apiserver::meta::finalizers(object);
         if !finalizers.iter().any(|f| f == CRD_CLEANUP_FINALIZER) {

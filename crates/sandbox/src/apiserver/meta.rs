@@ -153,7 +153,13 @@ pub fn tracks_generation(rt: &ResourceType) -> bool {
     rt.is_custom()
         || matches!(
             (rt.group.as_str(), rt.plural.as_str()),
-            ("apps", "deployments")
+            (
+                "apps",
+                "deployments" | "replicasets" | "statefulsets" | "daemonsets"
+            ) | ("", "replicationcontrollers")
+                | ("batch", "jobs" | "cronjobs")
+                | ("policy", "poddisruptionbudgets")
+                | ("networking.k8s.io", "networkpolicies" | "ingresses")
                 | ("apiextensions.k8s.io", "customresourcedefinitions")
                 | ("admissionregistration.k8s.io", _)
         )

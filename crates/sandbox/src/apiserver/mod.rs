@@ -8,9 +8,14 @@
 //! methods with their own service-account users, so they go through admission exactly as the
 //! real controllers do.
 
+mod defaults;
+pub mod events;
+pub mod fields;
 pub mod kinds;
 pub mod meta;
 mod read;
+pub mod scale;
+pub mod services;
 mod write;
 
 use std::collections::HashMap;
@@ -128,6 +133,7 @@ pub struct ApiServer {
     registry: RwLock<Registry>,
     pub config: Config,
     admission: crate::admission::Dispatcher,
+    service_allocator: services::Allocator,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -148,6 +154,7 @@ impl ApiServer {
             registry: RwLock::new(Registry::with_builtins()),
             config,
             admission,
+            service_allocator: services::Allocator::default(),
         });
         server.bootstrap();
         server
@@ -199,10 +206,39 @@ impl ApiServer {
         mut review: Value,
         requester: &UserInfo,
     ) -> Result<Value, ApiError> {
+        if kind == "SelfSubjectRulesReview" {
+            let namespace = review["spec"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let rules = match self.config.authorization {
+                Authorization::AlwaysAllow => crate::authz::everything(),
+                Authorization::Rbac => {
+                    crate::authz::rules_for(&self.rbac_policy(), requester, &namespace)
+                }
+            };
+            review["status"] = crate::authz::rules_review_status(&rules);
+            return Ok(review);
+        }
         let requester = (kind == "SelfSubjectAccessReview").then_some(requester);
         let attrs = crate::authz::review_attributes(kind, &review, requester)?;
         review["status"] = crate::authz::review_status(&self.authorize(&attrs));
         Ok(review)
+    }
+
+    /// A `SelfSubjectReview`: who the requester is, as authentication found them (k/k
+    /// `pkg/registry/authentication/selfsubjectreview/rest.go`).
+    pub(crate) fn review_self(&self, requester: &UserInfo) -> Value {
+        let mut user = serde_json::to_value(requester).unwrap_or_default();
+        if requester.groups.is_empty() {
+            if let Some(u) = user.as_object_mut() {
+                u.remove("groups");
+            }
+        }
+        serde_json::json!({
+            "metadata": {"creationTimestamp": meta::now()},
+            "status": {"userInfo": user},
+        })
     }
 
     /// The namespaces every cluster starts with, and in RBAC mode the bootstrap roles.
@@ -249,6 +285,38 @@ impl ApiServer {
                 store.insert(&key, ns);
             }
         }
+        drop(store);
+        self.bootstrap_kubernetes_service();
+    }
+
+    /// The `kubernetes` Service kube-apiserver keeps in `default`, at the service range's first
+    /// address (its endpoints controller is not run: the Service is what clients look up).
+    fn bootstrap_kubernetes_service(&self) {
+        let Some(rt) = self.registry().get("", "services").cloned() else {
+            return;
+        };
+        let mut svc = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {
+                "clusterIP": services::first_ip().to_string(),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "sessionAffinity": "None",
+                "type": "ClusterIP",
+            },
+        });
+        if meta::prepare_create(&rt, "default", &mut svc).is_err() {
+            return;
+        }
+        kinds::default_on_create(&rt, &mut svc);
+        let Ok(_reserved) = self
+            .service_allocator
+            .allocate(&mut svc, services::InUse::default())
+        else {
+            return;
+        };
+        self.store().insert(&rt.key(), svc);
     }
 
     pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
@@ -289,10 +357,28 @@ impl ApiServer {
 
     /// Rewrites a stored object for output at the requested version.
     pub(crate) fn output(rt: &ResourceType, version: &str, object: &Value) -> Value {
-        let mut out = object.clone();
+        let mut out = Self::view(rt, object);
         out["apiVersion"] = Value::String(rt.api_version(version));
         out["kind"] = Value::String(rt.kind.clone());
         out
+    }
+
+    /// A stored object as its API shows it: `events.k8s.io` events are stored as core events.
+    pub(crate) fn view(rt: &ResourceType, object: &Value) -> Value {
+        if rt.is_events_api() {
+            events::to_events_v1(object)
+        } else {
+            object.clone()
+        }
+    }
+
+    /// An object as it is stored (the inverse of [`Self::view`]).
+    pub(crate) fn to_storage(rt: &ResourceType, object: Value) -> Value {
+        if rt.is_events_api() {
+            events::to_core(object)
+        } else {
+            object
+        }
     }
 
     pub(crate) fn namespace_labels(

@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 use super::{ApiServer, Target};
 use crate::error::ApiError;
 use crate::labels::{FieldSelector, Selector};
+use crate::registry::{ResourceKey, ResourceType};
 use crate::store::{Change, EventType, ObjectKey, list_table, object_key};
 
 /// `?labelSelector=&fieldSelector=&limit=&continue=&resourceVersion=&resourceVersionMatch=`
@@ -40,8 +41,19 @@ impl ListOptions {
         })
     }
 
-    fn matches(&self, object: &Value) -> bool {
-        self.label_selector.matches_object(object) && self.field_selector.matches(object)
+    /// Whether a stored object matches, once [`Self::converted`] for its resource.
+    fn matches(&self, key: &ResourceKey, object: &Value) -> bool {
+        self.label_selector.matches_object(object)
+            && super::fields::matches(key, &self.field_selector, object)
+    }
+
+    /// These options with the field selector converted to the stored object's labels, or the
+    /// 400 kube-apiserver answers for a label the resource does not support.
+    fn converted(&self, rt: &ResourceType) -> Result<ListOptions, ApiError> {
+        let mut out = self.clone();
+        out.field_selector =
+            super::fields::convert(rt, &self.field_selector).map_err(ApiError::bad_request)?;
+        Ok(out)
     }
 }
 
@@ -137,8 +149,12 @@ impl WatchStream {
         if !t.name.is_empty() && name != t.name {
             return None;
         }
-        let now = options.list.matches(&change.object);
-        let before = change.old.as_ref().is_some_and(|o| options.list.matches(o));
+        let key = t.resource.key();
+        let now = options.list.matches(&key, &change.object);
+        let before = change
+            .old
+            .as_ref()
+            .is_some_and(|o| options.list.matches(&key, o));
         let type_ = match change.event {
             EventType::Added if now => "ADDED",
             EventType::Modified if now && before => "MODIFIED",
@@ -188,11 +204,13 @@ impl ApiServer {
             .namespaced
             .then_some(t.namespace.as_str())
             .filter(|n| !n.is_empty());
+        let opts = opts.converted(&t.resource)?;
+        let key = t.resource.key();
         Ok(self
             .store()
-            .list(&t.resource.key(), ns)
+            .list(&key, ns)
             .into_iter()
-            .filter(|o| opts.matches(o))
+            .filter(|o| opts.matches(&key, o))
             .map(|o| (*o).clone())
             .collect())
     }
@@ -205,9 +223,8 @@ impl ApiServer {
             .namespaced
             .then_some(t.namespace.as_str())
             .filter(|n| !n.is_empty());
-        opts.field_selector
-            .check_supported(&[])
-            .map_err(ApiError::bad_request)?;
+        let opts = &opts.converted(rt)?;
+        let key = rt.key();
         let limit = opts.limit.filter(|l| *l > 0);
         let (table, revision, after) = {
             let mut store = self.store();
@@ -260,7 +277,7 @@ impl ApiServer {
             }
             items.extend(
                 page.into_iter()
-                    .filter(|o| opts.matches(o))
+                    .filter(|o| opts.matches(&key, o))
                     .map(|o| Self::output(rt, &t.version, &o)),
             );
             more = page_more;
@@ -288,16 +305,14 @@ impl ApiServer {
 
     /// Starts a watch. Without a resourceVersion (or with "0", or with `sendInitialEvents`),
     /// the current state comes first as ADDED events.
-    pub fn watch(&self, t: &Target, opts: WatchOptions) -> Result<WatchStream, ApiError> {
+    pub fn watch(&self, t: &Target, mut opts: WatchOptions) -> Result<WatchStream, ApiError> {
         let rt = &t.resource;
         let ns = rt
             .namespaced
             .then_some(t.namespace.as_str())
             .filter(|n| !n.is_empty());
-        opts.list
-            .field_selector
-            .check_supported(&[])
-            .map_err(ApiError::bad_request)?;
+        opts.list = opts.list.converted(rt)?;
+        let key = rt.key();
         let store = self.store();
         let requested = match opts.list.resource_version.as_deref() {
             None | Some("") | Some("0") => None,
@@ -309,7 +324,7 @@ impl ApiServer {
                 let items: Vec<WatchEvent> = store
                     .list(&rt.key(), ns)
                     .into_iter()
-                    .filter(|o| opts.list.matches(o))
+                    .filter(|o| opts.list.matches(&key, o))
                     .filter(|o| t.name.is_empty() || object_key(o).1 == t.name)
                     .map(|o| WatchEvent {
                         type_: "ADDED",

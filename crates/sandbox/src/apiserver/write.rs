@@ -47,6 +47,9 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Server-side apply: take ownership of conflicting fields.
     pub force: bool,
+    /// A POST or PUT body as sent, for strict decoding in document order (duplicate fields
+    /// are visible only there).
+    pub raw_body: Option<bytes::Bytes>,
 }
 
 impl WriteOptions {
@@ -57,6 +60,7 @@ impl WriteOptions {
             field_manager: String::new(),
             field_validation: FieldValidation::Warn,
             force: false,
+            raw_body: None,
         }
     }
 
@@ -130,6 +134,9 @@ pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+    /// The deprecated `orphanDependents` as the client sent it: `Some(false)` is what makes
+    /// kube-apiserver answer 202 Accepted to a delete that did not finish at once.
+    pub orphan_dependents: Option<bool>,
 }
 
 impl DeleteOptions {
@@ -139,15 +146,20 @@ impl DeleteOptions {
             propagation: None,
             precondition_uid: None,
             precondition_resource_version: None,
+            orphan_dependents: None,
         }
     }
 
     /// Reads a `DeleteOptions` body (kubectl and client-go send one), with query values
     /// (`?propagationPolicy=`) already applied taking precedence only where the body is silent.
     pub fn merge_body(&mut self, body: &Value) -> Result<(), ApiError> {
+        let orphan = body["orphanDependents"].as_bool();
+        if orphan.is_some() {
+            self.orphan_dependents = orphan;
+        }
         if let Some(p) = body["propagationPolicy"].as_str() {
             self.propagation = Some(Propagation::parse(p)?);
-        } else if let Some(orphan) = body["orphanDependents"].as_bool() {
+        } else if let Some(orphan) = orphan {
             // The deprecated field, as kube-apiserver still honours it.
             self.propagation = Some(if orphan {
                 Propagation::Orphan
@@ -199,12 +211,12 @@ pub enum DeleteOutcome {
 }
 
 /// A commit lost a race with a concurrent write.
-enum Commit<T> {
+pub(super) enum Commit<T> {
     Done(T),
     Raced,
 }
 
-const MAX_RETRIES: usize = 16;
+pub(super) const MAX_RETRIES: usize = 16;
 
 impl ApiServer {
     async fn admit(
@@ -244,13 +256,30 @@ impl ApiServer {
         } else {
             None
         };
-        let attrs = Attributes {
-            operation,
-            kind: GroupVersionKind {
+        // A write through `scale` is reviewed as kube-apiserver sends it: an autoscaling/v1
+        // Scale, old and new.
+        let scale = (t.subresource == "scale")
+            .then(|| super::scale::paths(rt, &t.version))
+            .flatten();
+        let view = |o: &Value| match &scale {
+            Some(paths) => super::scale::to_scale(paths, o),
+            None => Self::output(rt, &t.version, o),
+        };
+        let kind = match scale {
+            Some(_) => GroupVersionKind {
+                group: "autoscaling".to_string(),
+                version: "v1".to_string(),
+                kind: "Scale".to_string(),
+            },
+            None => GroupVersionKind {
                 group: rt.group.clone(),
                 version: t.version.clone(),
                 kind: rt.kind.clone(),
             },
+        };
+        let attrs = Attributes {
+            operation,
+            kind,
             resource: GroupVersionResource {
                 group: rt.group.clone(),
                 version: t.version.clone(),
@@ -269,8 +298,8 @@ impl ApiServer {
             } else {
                 String::new()
             },
-            object: object.map(|o| Self::output(rt, &t.version, o)),
-            old_object: old.map(|o| Self::output(rt, &t.version, o)),
+            object: object.map(view),
+            old_object: old.map(view),
             dry_run: write.dry_run,
             options,
             user: write.user.clone(),
@@ -354,21 +383,53 @@ impl ApiServer {
         write: &WriteOptions,
         decoded: bool,
     ) -> Result<Vec<String>, ApiError> {
-        let Some(schema) = t
+        let mut body_errors: Vec<String> = Vec::new();
+        let unknown = if let Some(schema) = t
             .resource
             .version(&t.version)
             .and_then(|v| v.schema.as_ref())
-        else {
+        {
+            crate::schema::prune_and_default(schema, object)
+        } else if let Some(builtin) =
+            crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
+                .filter(|_| !t.resource.is_custom())
+        {
+            // kube-apiserver decodes a built-in kind into its Go struct: fields the struct does
+            // not have are dropped, and reported under Strict/Warn (apimachinery's strict JSON
+            // decoding, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go).
+            let pruned = prune_builtin(builtin, object);
+            // A body as sent is decoded in its own order, duplicates included.
+            let from_body = write.raw_body.as_ref().filter(|_| decoded).and_then(|raw| {
+                let schema = crate::builtins::pruning_schema(builtin.schema)?;
+                crate::schema::strict_decoding_errors(&schema, raw)
+            });
+            if let Some(errors) = from_body {
+                body_errors = errors;
+            }
+            pruned
+        } else {
             return Ok(vec![]);
         };
-        let unknown = crate::schema::prune_and_default(schema, object);
-        if unknown.is_empty() || write.field_validation == FieldValidation::Ignore {
+        if (unknown.is_empty() && body_errors.is_empty())
+            || write.field_validation == FieldValidation::Ignore
+        {
             return Ok(vec![]);
         }
-        let messages: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
-            .collect();
+        let mut unknown = unknown;
+        if !decoded {
+            // A patched object reaches kube-apiserver's strict decoder re-marshalled from a Go
+            // map, whose keys are sorted at every level (encoding/json); a body is decoded in
+            // its own order.
+            unknown.sort_by(|a, b| a.split('.').cmp(b.split('.')));
+        }
+        let messages: Vec<String> = if body_errors.is_empty() {
+            unknown
+                .iter()
+                .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
+                .collect()
+        } else {
+            body_errors
+        };
         if write.field_validation == FieldValidation::Strict {
             let strict = format!("strict decoding error: {}", messages.join(", "));
             let message = if decoded {
@@ -455,6 +516,16 @@ impl ApiServer {
                 created: true,
             });
         }
+        if rt.group == "authentication.k8s.io" && rt.kind == "SelfSubjectReview" {
+            let mut review = self.review_self(&write.user);
+            review["apiVersion"] = json!(rt.api_version(&t.version));
+            review["kind"] = json!(rt.kind);
+            return Ok(Written {
+                object: review,
+                warnings: vec![],
+                created: true,
+            });
+        }
         self.check_namespace_open(&rt, &t.namespace, &body)?;
         // Admission sees the name as the request gave it: empty when generateName is used.
         let requested_name = body["metadata"]["name"]
@@ -463,6 +534,13 @@ impl ApiServer {
             .to_string();
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         kinds::default_on_create(&rt, &mut body);
+        // Held until the Service is stored (or the create fails), then released.
+        let _reserved = if rt.group.is_empty() && rt.plural == "services" {
+            let in_use = super::services::InUse::of(&self.store().list(&rt.key(), None));
+            Some(self.service_allocator.allocate(&mut body, in_use)?)
+        } else {
+            None
+        };
         let mut warnings = Self::prune(t, &mut body, write, record_manager)?;
         body["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         body["kind"] = json!(rt.kind);
@@ -525,7 +603,7 @@ impl ApiServer {
             if write.dry_run {
                 body
             } else {
-                (*store.insert(&rt.key(), body)).clone()
+                (*store.insert(&rt.key(), Self::to_storage(&rt, body))).clone()
             }
         };
         if !write.dry_run {
@@ -708,14 +786,19 @@ impl ApiServer {
         Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
     }
 
-    /// The stored object a request addresses, or 404.
+    /// The stored object a request addresses, or 404, as the addressed API shows it.
     pub(crate) fn current(&self, t: &Target) -> Result<Arc<Value>, ApiError> {
-        self.store()
+        let stored = self
+            .store()
             .get(&t.resource.key(), &t.object_key())
-            .ok_or_else(|| t.not_found())
+            .ok_or_else(|| t.not_found())?;
+        if t.resource.is_events_api() {
+            return Ok(Arc::new(Self::view(&t.resource, &stored)));
+        }
+        Ok(stored)
     }
 
-    async fn commit_update(
+    pub(super) async fn commit_update(
         &self,
         t: &Target,
         current: &Arc<Value>,
@@ -736,6 +819,12 @@ impl ApiServer {
             &mut new,
             if sub == "finalize" { "" } else { sub },
         )?;
+        if sub.is_empty() {
+            kinds::apply_defaults(&rt, &mut new);
+            if rt.group.is_empty() && rt.plural == "services" {
+                super::services::keep_allocated(&mut new, current)?;
+            }
+        }
         if sub == "finalize" {
             // A namespace's finalize subresource changes spec.finalizers and nothing else.
             let finalizers = new["spec"]["finalizers"].clone();
@@ -799,7 +888,7 @@ impl ApiServer {
                     .map(|o| (*o).clone())
                     .unwrap_or(new)
             } else {
-                (*store.replace(&rt.key(), new)).clone()
+                (*store.replace(&rt.key(), Self::to_storage(&rt, new))).clone()
             }
         };
         if !unchanged {
@@ -909,7 +998,9 @@ impl ApiServer {
                     Some(obj) if without_rv(&obj) == without_rv(&current) => {
                         DeleteOutcome::Pending((*current).clone())
                     }
-                    Some(obj) => DeleteOutcome::Pending((*store.replace(&rt.key(), obj)).clone()),
+                    Some(obj) => DeleteOutcome::Pending(
+                        (*store.replace(&rt.key(), Self::to_storage(&rt, obj))).clone(),
+                    ),
                     None => match store.remove(&rt.key(), &t.object_key()) {
                         Some(last) => DeleteOutcome::Deleted((*last).clone()),
                         None => return Err(t.not_found()),
@@ -1061,4 +1152,20 @@ fn without_rv(v: &Value) -> Value {
 /// precondition).
 fn body_sets_resource_version(body: &[u8]) -> bool {
     std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
+}
+
+/// Drops the fields of a built-in object that its Go type does not declare, `metadata` included
+/// (ObjectMeta is a struct too), and returns their paths (`.spec.bogus`, `.metadata.bogus`).
+fn prune_builtin(builtin: &crate::builtins::Builtin, object: &mut Value) -> Vec<String> {
+    let Some(schema) = crate::builtins::pruning_schema(builtin.schema) else {
+        return vec![];
+    };
+    let mut unknown = crate::schema::prune_and_default(&schema, object);
+    if let Some(meta_schema) = schema["properties"].get("metadata") {
+        if let Some(meta) = object.get_mut("metadata") {
+            let found = crate::schema::prune_and_default(meta_schema, meta);
+            unknown.extend(found.into_iter().map(|p| format!(".metadata{p}")));
+        }
+    }
+    unknown
 }

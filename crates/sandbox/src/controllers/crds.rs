@@ -115,7 +115,7 @@ pub fn on_crd_written(server: &ApiServer, crd: &Value) {
         )
         .is_none();
     if gone {
-        server.registry_mut().remove(&rt.key());
+        server.registry_mut().remove(&rt.id());
         server.store().drop_resource(&rt.key());
         return;
     }

@@ -1,11 +1,13 @@
 //! The controllers kube-controller-manager and kube-apiserver run that deletion depends on: the
-//! garbage collector, the namespace controller, and the CRD controllers (establish, clean up).
+//! garbage collector, the namespace controller, the CRD controllers (establish, clean up), and
+//! the serviceaccounts and root-ca-cert-publisher controllers (`bootstrap`).
 //!
 //! Each is fed every change from the store (never dropped), keeps a work queue with per-item
 //! exponential backoff (client-go's `ItemExponentialFailureRateLimiter`), and acts through the
 //! API server's own verbs as its real service account, so admission sees what it would see in a
 //! cluster.
 
+pub mod bootstrap;
 pub mod crds;
 pub mod gc;
 pub mod namespaces;
@@ -23,6 +25,16 @@ pub fn spawn_all(server: &Arc<ApiServer>) -> Vec<tokio::task::JoinHandle<()>> {
         tokio::spawn(namespaces::run(server.clone(), server.controller_feed())),
         tokio::spawn(crds::run(server.clone(), server.controller_feed())),
     ]
+}
+
+/// Starts the namespace bootstrap controller, which publishes `ca_pem` (the cluster's CA) in
+/// every namespace.
+pub fn spawn_bootstrap(server: &Arc<ApiServer>, ca_pem: &str) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(bootstrap::run(
+        server.clone(),
+        ca_pem.to_string(),
+        server.controller_feed(),
+    ))
 }
 
 /// The API address of a stored object, at its resource's storage version.

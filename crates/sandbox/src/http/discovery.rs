@@ -17,7 +17,7 @@ pub async fn version() -> Response {
         &json!({
             "major": "1",
             "minor": "32",
-            "gitVersion": "v1.32.0-lien-sandbox",
+            "gitVersion": super::GIT_VERSION,
             "gitCommit": env!("CARGO_PKG_VERSION"),
             "gitTreeState": "clean",
             "buildDate": "2026-01-01T00:00:00Z",
@@ -96,12 +96,44 @@ pub fn group_or_resources(
             entry["categories"] = json!(rt.categories);
         }
         list.push(entry);
+        if let Some(builtin) =
+            crate::builtins::find(&rt.group, version, &rt.plural).filter(|_| !rt.is_custom())
+        {
+            // Every subresource kube-apiserver lists, served or not (docs/sandbox.md says which
+            // are not); a subresource of another kind names its group, version and kind.
+            for sub in builtin.subresources {
+                let mut e = json!({
+                    "name": format!("{}/{}", rt.plural, sub.name),
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                    "kind": sub.kind,
+                    "verbs": sub.verbs,
+                });
+                if sub.group != rt.group || sub.version != version {
+                    e["group"] = json!(sub.group);
+                    e["version"] = json!(sub.version);
+                }
+                list.push(e);
+            }
+            continue;
+        }
         if rt.version(version).is_some_and(|v| v.status_subresource) {
             list.push(json!({
                 "name": format!("{}/status", rt.plural),
                 "singularName": "",
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if crate::apiserver::scale::paths(&rt, version).is_some() {
+            list.push(json!({
+                "name": format!("{}/scale", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }

@@ -2,6 +2,7 @@
 //! `as=Table`), watch streams and `Status` errors, over axum.
 
 mod discovery;
+mod negotiate;
 mod openapi;
 mod table;
 
@@ -24,6 +25,11 @@ use crate::apiserver::{
 use crate::auth::{Authenticator, UserInfo};
 use crate::error::ApiError;
 use crate::patch::PatchKind;
+use crate::protobuf;
+use negotiate::{Format, negotiate};
+
+/// The Kubernetes version the sandbox reports (`/version`, the node's kubelet).
+pub const GIT_VERSION: &str = "v1.32.0-lien-sandbox";
 
 /// kube-apiserver's limit on a request body.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -42,7 +48,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/version", get(discovery::version))
         .route("/api", get(discovery::api_versions))
         .route("/apis", get(discovery::api_groups))
-        .route("/openapi/v2", get(not_served))
+        .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::group_version))
         .fallback(dispatch)
@@ -53,10 +59,6 @@ pub fn router(state: HttpState) -> Router {
 
 async fn ok_text() -> &'static str {
     "ok"
-}
-
-async fn not_served() -> Response {
-    error_response(&ApiError::path_not_found())
 }
 
 /// kube-apiserver's filter chain, in its order: authentication (a known bearer token, except
@@ -166,7 +168,10 @@ pub(crate) fn error_response(err: &ApiError) -> Response {
 
 fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
     for w in warnings {
-        let text = format!("299 - \"{}\"", w.replace('"', "'"));
+        // Quoted as Go's strconv.Quote does (apimachinery's util/net NewWarningHeader), so
+        // clients unquote `unknown field "bogus"` back to kube-apiserver's text.
+        let quoted = w.replace('\\', "\\\\").replace('"', "\\\"");
+        let text = format!("299 - \"{quoted}\"");
         if let Ok(v) = HeaderValue::from_str(&text) {
             resp.headers_mut().append(header::WARNING, v);
         }
@@ -293,13 +298,98 @@ fn wants_table(headers: &HeaderMap) -> bool {
 }
 
 async fn dispatch(State(state): State<HttpState>, req: Request) -> Response {
-    match handle(state, req).await {
+    // Protobuf is served for built-in kinds only; discovery stays JSON.
+    let protobuf_served = parse_path(req.uri().path())
+        .filter(|info| !info.resource.is_empty())
+        .and_then(|info| {
+            state
+                .server
+                .resolve(&info.group, &info.version, &info.resource)
+        })
+        .is_some_and(|rt| !rt.is_custom());
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = match negotiate(accept, protobuf_served) {
+        Ok(format) => format,
+        Err(e) => return error_response(&e),
+    };
+    let resp = match handle(state, req, format).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
+    };
+    encode_response(resp, format).await
+}
+
+/// Re-encodes a JSON answer (an object, a list or a `Status`) in the negotiated format. Watch
+/// streams are encoded as they are written, and `Table`s have no protobuf form (JSON stays).
+async fn encode_response(resp: Response, format: Format) -> Response {
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == "application/json");
+    if format == Format::Json || !is_json || resp.headers().contains_key(header::TRANSFER_ENCODING)
+    {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return error_response(&ApiError::internal("reading a response to re-encode"));
+    };
+    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let encoded = match format {
+        Format::Protobuf if value["kind"] != "Table" => protobuf::encode(&value)
+            .map(|b| (b, protobuf::MEDIA_TYPE))
+            .map_err(|e| e.to_string()),
+        Format::Yaml => serde_yaml_ng::to_string(&value)
+            .map(|y| (y.into_bytes(), "application/yaml"))
+            .map_err(|e| e.to_string()),
+        _ => return Response::from_parts(parts, Body::from(bytes)),
+    };
+    match encoded {
+        Ok((body, media_type)) => {
+            parts
+                .headers
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(body))
+        }
+        Err(e) => error_response(&ApiError::internal(format!(
+            "encoding the response as {format:?}: {e}"
+        ))),
     }
 }
 
-async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
+/// A protobuf request body as the JSON the rest of the server handles; other bodies unchanged.
+/// Custom resources have no protobuf form: their bodies are refused as kube-apiserver refuses
+/// them (415).
+fn body_as_json(
+    rt: &crate::registry::ResourceType,
+    content_type: &mut String,
+    body: Bytes,
+) -> Result<Bytes, ApiError> {
+    if !content_type.starts_with(protobuf::MEDIA_TYPE) {
+        return Ok(body);
+    }
+    if rt.is_custom() {
+        return Err(ApiError::unsupported_media_type(
+            content_type,
+            &["application/json", "application/yaml"],
+        ));
+    }
+    let object = protobuf::decode(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body of the request is not a valid protobuf object: {e}"
+        ))
+    })?;
+    *content_type = "application/json".into();
+    Ok(Bytes::from(serde_json::to_vec(&object).unwrap_or_default()))
+}
+
+async fn handle(state: HttpState, req: Request, format: Format) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     if let ["apis", group] = path
         .trim_matches('/')
@@ -323,9 +413,43 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
             && rt
                 .version(&info.version)
                 .is_some_and(|v| v.status_subresource))
-        || rt.extra_subresources.contains(&info.subresource.as_str());
+        || rt.extra_subresources.contains(&info.subresource.as_str())
+        || (info.subresource == "scale"
+            && crate::apiserver::scale::paths(&rt, &info.version).is_some());
+    if !sub_ok && !rt.is_custom() && (rt.namespaced || info.namespace.is_empty()) {
+        let listed = crate::builtins::find(&rt.group, &info.version, &rt.plural)
+            .is_some_and(|b| b.subresources.iter().any(|s| s.name == info.subresource));
+        if listed {
+            // Discovery lists it as kube-apiserver does, but nothing runs in the sandbox to
+            // answer it (logs, exec, proxies…): refuse it plainly instead of serving the parent.
+            return Err(ApiError::method_not_allowed(format!(
+                "the Lien sandbox does not serve {}/{}: it stores objects and runs no workloads",
+                rt.plural, info.subresource
+            )));
+        }
+    }
     if !sub_ok || (!rt.namespaced && !info.namespace.is_empty()) {
         return Err(ApiError::path_not_found());
+    }
+    if !rt.is_custom() && info.subresource.is_empty() {
+        let verb = match (req.method(), info.name.is_empty()) {
+            (&Method::GET, false) => "get",
+            (&Method::GET, true) => "list",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, false) => "delete",
+            (&Method::DELETE, true) => "deletecollection",
+            _ => "",
+        };
+        if !verb.is_empty() && !rt.verbs.contains(&verb) {
+            // kube-apiserver installs a route per verb its storage implements
+            // (staging/src/k8s.io/apiserver/pkg/endpoints/installer.go); any other method on
+            // the path is go-restful's 405.
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
     }
     let target = Target::new(rt.clone(), &info.version, &info.namespace, &info.name)
         .with_subresource(&info.subresource);
@@ -337,7 +461,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
     let query = query_map(&req);
     let table = wants_table(req.headers());
     let method = req.method().clone();
-    let content_type = req
+    let mut content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -353,17 +477,23 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         .await
         .map_err(|_| ApiError::too_large("the request body is too large"))?;
     let write = write_options(&query, user.clone(), &user_agent)?;
-    if matches!(method, Method::POST | Method::PUT) && content_type.contains("protobuf") {
-        // Protobuf is out of scope: refuse it as kube-apiserver refuses a format it lacks.
-        return Err(ApiError::unsupported_media_type(
-            &content_type,
-            &["application/json", "application/yaml"],
-        ));
-    }
+    let body = body_as_json(&rt, &mut content_type, body)?;
     let q = |k: &str| query.get(k).map(String::as_str);
 
+    if info.subresource == "scale" && !info.name.is_empty() {
+        return scale(
+            &server,
+            &target,
+            method,
+            &content_type,
+            &body,
+            write,
+            &query,
+        )
+        .await;
+    }
     match (method, info.name.is_empty()) {
-        (Method::GET, true) if q("watch").is_some_and(|w| w == "true" || w == "1") => {
+        (Method::GET, true) if q("watch").is_some_and(go_bool) => {
             let opts = watch_options(&query)?;
             let timeout = opts.timeout.unwrap_or(server.config.default_watch_timeout);
             let stream = server.watch(&target, opts)?;
@@ -372,6 +502,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
                 stream,
                 timeout,
                 table,
+                format == Format::Protobuf && !table,
             ))
         }
         (Method::GET, true) => {
@@ -403,6 +534,10 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::POST, true) => {
             let object = parse_json(&body)?;
+            let write = WriteOptions {
+                raw_body: Some(body.clone()),
+                ..write
+            };
             let w = server.create(&target, object, &write).await?;
             Ok(with_warnings(
                 json_response(StatusCode::CREATED, &w.object),
@@ -411,6 +546,10 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::PUT, false) => {
             let object = parse_json(&body)?;
+            let write = WriteOptions {
+                raw_body: Some(body.clone()),
+                ..write
+            };
             let w = server.update(&target, object, &write).await?;
             Ok(with_warnings(
                 json_response(StatusCode::OK, &w.object),
@@ -430,7 +569,7 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
                 )
             })?;
             let mut write = write;
-            write.force = q("force").is_some_and(|f| f == "true");
+            write.force = q("force").is_some_and(go_bool);
             let w = server.patch(&target, kind, &body, &write).await?;
             let code = if w.created {
                 StatusCode::CREATED
@@ -441,19 +580,9 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         }
         (Method::DELETE, false) => {
             let opts = delete_options(&query, &body, write)?;
-            match server.delete(&target, &opts).await? {
-                DeleteOutcome::Pending(o) => Ok(json_response(StatusCode::OK, &o)),
-                DeleteOutcome::Deleted(o) => {
-                    if rt.is_custom() {
-                        Ok(json_response(StatusCode::OK, &o))
-                    } else {
-                        Ok(json_response(
-                            StatusCode::OK,
-                            &success_status(&rt.group, &rt.plural, &o),
-                        ))
-                    }
-                }
-            }
+            let outcome = server.delete(&target, &opts).await?;
+            let (code, body) = delete_response(&rt, &opts, outcome);
+            Ok(json_response(code, &body))
         }
         (Method::DELETE, true) => {
             let list_opts = list_options(&query)?;
@@ -470,6 +599,76 @@ async fn handle(state: HttpState, req: Request) -> Result<Response, ApiError> {
         _ => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         )),
+    }
+}
+
+/// `…/scale`: get, update and patch of the `autoscaling/v1` Scale.
+async fn scale(
+    server: &ApiServer,
+    target: &Target,
+    method: Method,
+    content_type: &str,
+    body: &Bytes,
+    mut write: WriteOptions,
+    query: &std::collections::HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    use crate::apiserver::scale::ScaleChange;
+    let change = match method {
+        Method::GET => {
+            return Ok(json_response(StatusCode::OK, &server.get_scale(target)?));
+        }
+        Method::PUT => ScaleChange::Update(parse_json(body)?),
+        Method::PATCH => {
+            let kind = PatchKind::from_content_type(content_type).ok_or_else(|| {
+                ApiError::unsupported_media_type(
+                    content_type,
+                    &[
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/apply-patch+yaml",
+                        "application/strategic-merge-patch+json",
+                    ],
+                )
+            })?;
+            write.force = query.get("force").is_some_and(|f| f == "true");
+            ScaleChange::Patch(kind, body)
+        }
+        _ => {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+    };
+    let w = server.write_scale(target, change, &write).await?;
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &w.object),
+        &w.warnings,
+    ))
+}
+
+/// What kube-apiserver answers to a DELETE of one object (`endpoints/handlers/delete.go` and
+/// `registry/generic/registry/store.go`): an object still waiting for finalizers is returned as it
+/// now is, with 202 Accepted only if the client set the deprecated `orphanDependents: false`; a
+/// deleted object is returned itself by the registries that set `ReturnDeletedObject`, else
+/// `finalizeDelete` answers a `Status` naming it.
+fn delete_response(
+    rt: &crate::registry::ResourceType,
+    opts: &DeleteOptions,
+    outcome: DeleteOutcome,
+) -> (StatusCode, Value) {
+    match outcome {
+        DeleteOutcome::Pending(o) => {
+            let code = if opts.orphan_dependents == Some(false) {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            (code, o)
+        }
+        DeleteOutcome::Deleted(o) if crate::apiserver::kinds::returns_deleted_object(rt) => {
+            (StatusCode::OK, o)
+        }
+        DeleteOutcome::Deleted(o) => (StatusCode::OK, success_status(&rt.group, &rt.plural, &o)),
     }
 }
 
@@ -533,6 +732,7 @@ fn write_options(
             query.get("fieldValidation").map_or("", String::as_str),
         )?,
         force: false,
+        raw_body: None,
     })
 }
 
@@ -576,12 +776,16 @@ fn watch_options(
     };
     Ok(WatchOptions {
         list,
-        allow_bookmarks: query
-            .get("allowWatchBookmarks")
-            .is_some_and(|v| v == "true"),
-        send_initial_events: query.get("sendInitialEvents").is_some_and(|v| v == "true"),
+        allow_bookmarks: query.get("allowWatchBookmarks").is_some_and(|v| go_bool(v)),
+        send_initial_events: query.get("sendInitialEvents").is_some_and(|v| go_bool(v)),
         timeout,
     })
+}
+
+/// A boolean query parameter as kube-apiserver's Go decoding reads it (`strconv.ParseBool`):
+/// the Python client, for one, sends `watch=True`.
+fn go_bool(v: &str) -> bool {
+    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 fn delete_options(
@@ -595,8 +799,9 @@ fn delete_options(
         opts.propagation = Some(Propagation::parse(p)?);
     }
     if let Some(o) = query.get("orphanDependents") {
+        opts.orphan_dependents = Some(o == "true");
         if opts.propagation.is_none() {
-            opts.propagation = Some(if o == "true" {
+            opts.propagation = Some(if go_bool(o) {
                 Propagation::Orphan
             } else {
                 Propagation::Background
@@ -615,6 +820,7 @@ fn watch_response(
     mut stream: crate::apiserver::WatchStream,
     timeout: Duration,
     table: bool,
+    protobuf: bool,
 ) -> Response {
     let rt = stream.target.resource.clone();
     let version = stream.target.version.clone();
@@ -632,8 +838,19 @@ fn watch_response(
                         let rv = event.object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
                         event.object = table::objects_to_table(&rt, &version, std::slice::from_ref(&event.object), &rv, None);
                     }
-                    let mut line = serde_json::to_vec(&event.to_json()).unwrap_or_default();
-                    line.push(b'\n');
+                    let line = if protobuf {
+                        match protobuf::encode_watch_frame(event.type_, &event.object) {
+                            Ok(frame) => frame,
+                            Err(e) => {
+                                tracing::warn!("a watch event has no protobuf form: {e}");
+                                return;
+                            }
+                        }
+                    } else {
+                        let mut line = serde_json::to_vec(&event.to_json()).unwrap_or_default();
+                        line.push(b'\n');
+                        line
+                    };
                     if tx.send(Bytes::from(line)).await.is_err() {
                         return;
                     }
@@ -643,7 +860,15 @@ fn watch_response(
     });
     Response::builder()
         .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "application/json")
+        // kube-apiserver's watch handler: `;stream=watch` on every type but JSON.
+        .header(
+            header::CONTENT_TYPE,
+            if protobuf {
+                protobuf::WATCH_MEDIA_TYPE
+            } else {
+                "application/json"
+            },
+        )
         .header(header::TRANSFER_ENCODING, "chunked")
         .body(Body::from_stream(events.map(Ok::<Bytes, std::io::Error>)))
         .unwrap_or_else(|_| error_response(&ApiError::internal("watch response")))

@@ -1,11 +1,13 @@
-//! OpenAPI v3 discovery, enough for kubectl: `/openapi/v3` lists one document per group
-//! version, and each document has the paths of its resources with their operations' query
-//! parameters and `x-kubernetes-group-version-kind`. kubectl reads these to learn that the server
-//! validates fields itself (`fieldValidation` on PATCH), and uses a CRD's schema from here when
-//! one is declared.
+//! OpenAPI, enough for kubectl: `/openapi/v3` lists one document per group version, and each
+//! document has the paths of its resources with their operations' query parameters and
+//! `x-kubernetes-group-version-kind`, and the schemas: kube-apiserver's definitions (with their
+//! descriptions, for `kubectl explain`) for built-in kinds (`crate::builtins`), a CRD's own schema
+//! for custom resources. kubectl learns from the documents that the server validates fields itself
+//! (`fieldValidation` on PATCH). `/openapi/v2` is the same definitions as one Swagger 2.0 document,
+//! in JSON only.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
@@ -62,7 +64,18 @@ fn gvk(rt: &ResourceType, version: &str) -> Value {
     json!({"group": rt.group, "version": version, "kind": rt.kind})
 }
 
+/// A built-in kind's definition name (`io.k8s.api.apps.v1.Deployment`).
+fn builtin_schema(rt: &ResourceType, version: &str) -> Option<&'static str> {
+    if rt.is_custom() {
+        return None;
+    }
+    crate::builtins::find(&rt.group, version, &rt.plural).map(|b| b.schema)
+}
+
 fn schema_name(rt: &ResourceType, version: &str) -> String {
+    if let Some(name) = builtin_schema(rt, version) {
+        return name.to_string();
+    }
     let group = if rt.group.is_empty() {
         "core".to_string()
     } else {
@@ -115,6 +128,7 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
     }
     let mut paths = Map::new();
     let mut schemas = Map::new();
+    let mut builtin_roots = Vec::new();
     let prefix = format!("/{}", doc_path(group, version));
     for rt in resources {
         let base = if rt.namespaced {
@@ -124,10 +138,9 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
         };
         // The server takes strategic merge patches for built-in kinds, but these documents do
         // not advertise them: `kubectl apply` computes its patch from the OpenAPI v3 schema of
-        // a kind whose PATCH lists that type, and the built-in schemas here are placeholders
-        // without `metadata` or the patch strategies, so every apply printed "warning: error
-        // calculating patch from openapi v3 spec: unable to find api field \"metadata\"".
-        // Unadvertised, kubectl uses its compiled-in types, which carry the real strategies.
+        // a kind whose PATCH lists that type, and the built-in definitions here (k8s-openapi's)
+        // carry no `x-kubernetes-patch-strategy`/`-merge-key`, so kubectl would merge lists
+        // wrongly. Unadvertised, kubectl uses its compiled-in types, which carry the strategies.
         let patch_types = [
             "application/json-patch+json",
             "application/merge-patch+json",
@@ -165,6 +178,10 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
                 }),
             );
         }
+        if let Some(name) = builtin_schema(&rt, version) {
+            builtin_roots.push(name);
+            continue;
+        }
         let mut schema = rt
             .version(version)
             .and_then(|v| v.schema.clone())
@@ -174,6 +191,12 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
         schema["x-kubernetes-group-version-kind"] = json!([gvk(&rt, version)]);
         schemas.insert(schema_name(&rt, version), schema);
     }
+    let defs = crate::builtins::definitions();
+    for name in crate::builtins::reachable(&builtin_roots) {
+        if let Some(def) = defs.get(&name) {
+            schemas.insert(name, to_v3(def));
+        }
+    }
     json_response(
         StatusCode::OK,
         &json!({
@@ -181,6 +204,89 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
             "info": {"title": "Kubernetes", "version": "v1.32.0-lien-sandbox"},
             "paths": paths,
             "components": {"schemas": schemas},
+        }),
+    )
+}
+
+/// A stored definition in OpenAPI v3 form: a `$ref` with siblings (a description) becomes
+/// `allOf: [{$ref}]` beside them, as kube-apiserver's v3 documents write it (v3 ignores a
+/// `$ref`'s siblings).
+fn to_v3(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut out: Map<String, Value> =
+                m.iter().map(|(k, v)| (k.clone(), to_v3(v))).collect();
+            // Only a string is a reference: JSONSchemaProps has a *property* named `$ref`.
+            if out.len() > 1 && out.get("$ref").is_some_and(Value::is_string) {
+                if let Some(r) = out.remove("$ref") {
+                    out.insert("allOf".into(), json!([{"$ref": r}]));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(to_v3).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A stored definition in Swagger 2.0 form: refs point at `#/definitions/`.
+fn to_v2(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| match (k.as_str(), v.as_str()) {
+                    ("$ref", Some(r)) => (
+                        k.clone(),
+                        json!(format!("#/definitions/{}", crate::builtins::ref_name(r))),
+                    ),
+                    _ => (k.clone(), to_v2(v)),
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(to_v2).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `/openapi/v2`: every built-in definition and every served custom resource's schema, in JSON.
+/// The protobuf form kube-apiserver also offers is not served: a request that accepts only it
+/// (kubectl's) gets 404, which kubectl takes as "no OpenAPI v2 here" and uses v3 instead; a 406
+/// would make kubectl's client-side validation fail to download it.
+pub async fn v2(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("*/*");
+    let json_ok = accept.split(',').any(|a| {
+        let a = a.trim();
+        a.starts_with("application/json") || a.starts_with("*/*") || a.starts_with("application/*")
+    });
+    if !json_ok {
+        return error_response(&ApiError::path_not_found());
+    }
+    static BUILTIN_V2: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
+        crate::builtins::definitions()
+            .iter()
+            .map(|(k, v)| (k.clone(), to_v2(v)))
+            .collect()
+    });
+    let mut definitions = BUILTIN_V2.clone();
+    for rt in state.server.registry().all().filter(|rt| rt.is_custom()) {
+        for v in &rt.versions {
+            let mut schema = v.schema.clone().unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
+            schema["x-kubernetes-group-version-kind"] = json!([gvk(rt, &v.name)]);
+            definitions.insert(schema_name(rt, &v.name), schema);
+        }
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "swagger": "2.0",
+            "info": {"title": "Kubernetes", "version": "v1.32.0-lien-sandbox"},
+            "paths": {},
+            "definitions": definitions,
         }),
     )
 }

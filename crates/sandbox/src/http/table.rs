@@ -67,6 +67,22 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         ("", "services") => {
             cols.push(path("Type", "string", ".spec.type"));
             cols.push(path("Cluster-IP", "string", ".spec.clusterIP"));
+            cols.push(path("External-IP", "string", "#service-external-ip"));
+            cols.push(path("Port(s)", "string", "#service-ports"));
+        }
+        ("", "nodes") => {
+            cols.push(path("Status", "string", "#node-status"));
+            cols.push(path("Roles", "string", "#node-roles"));
+            let mut age = column("Age", "string", "", "");
+            age.json_path = "#age".into();
+            cols.push(age);
+            cols.push(path("Version", "string", ".status.nodeInfo.kubeletVersion"));
+            return cols;
+        }
+        ("", "pods") => {
+            cols.push(path("Ready", "string", "#pod-ready"));
+            cols.push(path("Status", "string", "#pod-status"));
+            cols.push(path("Restarts", "string", "#pod-restarts"));
         }
         ("apps", "deployments") => {
             cols.push(path("Ready", "string", "#ready"));
@@ -223,6 +239,9 @@ fn cell(object: &Value, col: &PrinterColumn) -> Value {
         let want = object["spec"]["replicas"].as_i64().unwrap_or(0);
         return json!(format!("{ready}/{want}"));
     }
+    if let Some(text) = printed(object, p) {
+        return json!(text);
+    }
     if let Some(paths) = p.strip_prefix("#count:") {
         let n: usize = paths
             .split(',')
@@ -315,6 +334,129 @@ pub fn list_to_table(
         table["metadata"]["continue"] = c.clone();
     }
     table
+}
+
+/// The computed cells of kubectl's built-in printers (k/k `pkg/printers/internalversion`).
+fn printed(object: &Value, column: &str) -> Option<String> {
+    let status = &object["status"];
+    let spec = &object["spec"];
+    Some(match column {
+        "#node-status" => {
+            let ready = status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Ready")
+                .is_some_and(|c| c["status"] == "True");
+            let mut text = if ready { "Ready" } else { "NotReady" }.to_string();
+            if spec["unschedulable"] == json!(true) {
+                text.push_str(",SchedulingDisabled");
+            }
+            text
+        }
+        "#node-roles" => {
+            let mut roles: Vec<String> = object["metadata"]["labels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| {
+                    k.strip_prefix("node-role.kubernetes.io/")
+                        .filter(|r| !r.is_empty())
+                        .map(str::to_string)
+                        .or_else(|| {
+                            (k == "kubernetes.io/role")
+                                .then(|| v.as_str().unwrap_or_default().to_string())
+                        })
+                })
+                .collect();
+            roles.sort();
+            if roles.is_empty() {
+                "<none>".to_string()
+            } else {
+                roles.join(",")
+            }
+        }
+        "#pod-ready" => {
+            let total = spec["containers"].as_array().map_or(0, Vec::len);
+            let ready = status["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["ready"] == json!(true))
+                .count();
+            format!("{ready}/{total}")
+        }
+        "#pod-status" => {
+            if !object["metadata"]["deletionTimestamp"].is_null() {
+                "Terminating".to_string()
+            } else {
+                status["reason"]
+                    .as_str()
+                    .or(status["phase"].as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            }
+        }
+        "#pod-restarts" => status["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["restartCount"].as_i64())
+            .sum::<i64>()
+            .to_string(),
+        "#service-external-ip" => {
+            let mut ips: Vec<String> = spec["externalIPs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            match spec["type"].as_str().unwrap_or_default() {
+                "ExternalName" => spec["externalName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                "LoadBalancer" => {
+                    for i in status["loadBalancer"]["ingress"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Some(v) = i["ip"].as_str().or(i["hostname"].as_str()) {
+                            ips.push(v.to_string());
+                        }
+                    }
+                    if ips.is_empty() {
+                        "<pending>".to_string()
+                    } else {
+                        ips.join(",")
+                    }
+                }
+                _ if ips.is_empty() => "<none>".to_string(),
+                _ => ips.join(","),
+            }
+        }
+        "#service-ports" => {
+            let ports: Vec<String> = spec["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let protocol = p["protocol"].as_str().unwrap_or("TCP");
+                    match p["nodePort"].as_i64() {
+                        Some(n) => format!("{}:{n}/{protocol}", p["port"]),
+                        None => format!("{}/{protocol}", p["port"]),
+                    }
+                })
+                .collect();
+            if ports.is_empty() {
+                "<none>".to_string()
+            } else {
+                ports.join(",")
+            }
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod cel;
 pub mod field;
 mod node;
 mod prune;
+mod strict;
 mod structural;
 mod validate;
 
@@ -24,6 +25,8 @@ mod tests;
 use serde_json::Value;
 
 use crate::error::Cause;
+
+pub use strict::strict_decoding_errors;
 
 /// Prunes fields the schema does not declare (unless `x-kubernetes-preserve-unknown-fields`,
 /// `x-kubernetes-embedded-resource` rules or `additionalProperties` keep them), then applies

@@ -22,9 +22,44 @@ pub async fn sandbox_with(tune: impl FnOnce(&mut Config)) -> Sandbox {
         ..Config::default()
     };
     tune(&mut api);
-    Sandbox::start(SandboxConfig { port: 0, api })
+    let sandbox = Sandbox::start(SandboxConfig { port: 0, api })
         .await
-        .expect("sandbox starts")
+        .expect("sandbox starts");
+    settled(&sandbox).await;
+    sandbox
+}
+
+/// The ConfigMap kube-controller-manager's root-ca-cert-publisher puts in every namespace, as on
+/// any cluster: tests that count a namespace's ConfigMaps leave it out.
+pub const ROOT_CA: &str = "kube-root-ca.crt";
+
+/// Waits until kube-controller-manager's bootstrap objects are in the initial namespaces, as a
+/// cluster's are by the time anyone uses it, so they do not show up in a test's watch.
+async fn settled(sandbox: &Sandbox) {
+    let api = sandbox.api().clone();
+    wait_for(
+        "the initial namespaces' bootstrap objects",
+        Duration::from_secs(10),
+        || {
+            let api = api.clone();
+            async move {
+                let rt = api.resolve("", "v1", "configmaps")?;
+                ["default", "kube-system", "kube-public", "kube-node-lease"]
+                    .iter()
+                    .all(|ns| {
+                        api.get(&lien_sandbox::apiserver::Target::new(
+                            rt.clone(),
+                            "v1",
+                            ns,
+                            ROOT_CA,
+                        ))
+                        .is_ok()
+                    })
+                    .then_some(())
+            }
+        },
+    )
+    .await;
 }
 
 /// A client for a context of the sandbox's kubeconfig (`sandbox` = admin, `sandbox-user`).

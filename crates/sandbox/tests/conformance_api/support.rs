@@ -43,7 +43,11 @@ pub async fn create_configmaps(api: &Api<ConfigMap>, names: &[&str]) {
 }
 
 pub fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
-    let mut v: Vec<String> = items.iter().filter_map(|o| o.meta().name.clone()).collect();
+    let mut v: Vec<String> = items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .filter(|n| n != crate::common::ROOT_CA)
+        .collect();
     v.sort();
     v
 }

@@ -1,0 +1,406 @@
+//! `lien why | graph | plan` — also `kubectl lien …` when the binary is installed as
+//! `kubectl-lien`. Flags follow kubectl's (`-n/--namespace`, `-A`, `--context`,
+//! `--kubeconfig`, `TYPE NAME` and `TYPE/NAME`); errors are printed as kubectl prints them.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use lien::plugin::read::{self, Connection, Discovery, ReadError, ReadScope};
+use lien::plugin::{self, Selection, apply, graph};
+use lien_core::ObjectKey;
+
+/// kubectl's connection and namespace flags.
+#[derive(Debug, Clone, Args)]
+pub struct KubeArgs {
+    /// The namespace (default: the kubeconfig context's, else `default`).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long = "all-namespaces")]
+    pub all_namespaces: bool,
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl KubeArgs {
+    fn connection(&self) -> Connection {
+        Connection {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
+    }
+}
+
+/// `why`.
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    /// The object: `TYPE/NAME` or `TYPE NAME` (e.g. `configmap/settings`, `cm settings`).
+    #[arg(required = true, num_args = 1..=2, value_name = "TYPE/NAME")]
+    pub object: Vec<String>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Lien's `--replay-ttl-hours` (how long a refused DELETE stays replayable).
+    #[arg(long, default_value_t = 24)]
+    pub replay_ttl_hours: u64,
+}
+
+/// `graph -o`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT.
+    Dot,
+    /// Mermaid flowchart (paste into a Markdown file).
+    Mermaid,
+    /// SVG, drawn in-process.
+    Svg,
+    /// JSON nodes and edges.
+    Json,
+}
+
+/// `graph`.
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// Only what is connected to these objects (`TYPE/NAME …` or `TYPE NAME …`).
+    #[arg(value_name = "TYPE/NAME")]
+    pub objects: Vec<String>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Output format.
+    #[arg(short = 'o', long, default_value = "dot")]
+    pub output: GraphFormat,
+}
+
+/// `plan -o`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PlanFormat {
+    /// Numbered steps.
+    Text,
+    /// JSON.
+    Json,
+}
+
+/// `plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The objects to delete (`TYPE/NAME …` or `TYPE NAME …`).
+    #[arg(value_name = "TYPE/NAME")]
+    pub objects: Vec<String>,
+    /// A manifest (YAML or JSON, several documents or a List) naming the objects to delete, as
+    /// for `kubectl delete -f`; `-` reads stdin.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        conflicts_with = "objects"
+    )]
+    pub file: Option<PathBuf>,
+    /// Every object of the namespace that takes part in a relation.
+    #[arg(long, conflicts_with_all = ["objects", "file"])]
+    pub all: bool,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Output format of the plan.
+    #[arg(short = 'o', long, default_value = "text")]
+    pub output: PlanFormat,
+    /// Perform the plan: delete step by step, waiting for each step's objects to be gone.
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: how long one step may take (e.g. `30s`, `5m`).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, "s"), |i| s.split_at(i));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration: use e.g. 30s, 5m, 1h"))?;
+    let secs = match unit {
+        "ms" => return Ok(Duration::from_millis(n)),
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// Prints the error as kubectl would and fails.
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{e}");
+    ExitCode::FAILURE
+}
+
+fn print(out: &str) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`| head`) is not an error worth a message.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail(format!("error: writing the output: {e}")),
+    }
+}
+
+struct Session {
+    client: kube::Client,
+    discovery: Discovery,
+    /// `-n`, else the context's namespace.
+    namespace: String,
+}
+
+async fn session(kube: &KubeArgs) -> Result<Session, ReadError> {
+    let started = std::time::Instant::now();
+    let (client, default_ns) = read::connect(&kube.connection()).await?;
+    let discovery = Discovery::run(&client).await?;
+    tracing::debug!(elapsed = ?started.elapsed(), "connected, discovery read");
+    Ok(Session {
+        client,
+        discovery,
+        namespace: kube.namespace.clone().unwrap_or(default_ns),
+    })
+}
+
+async fn load(s: &Session, kube: &KubeArgs) -> Result<plugin::Graph, ReadError> {
+    // With -A nothing narrows; otherwise a user who may not list cluster-wide still sees their
+    // namespace.
+    let fallback = (!kube.all_namespaces).then_some(s.namespace.as_str());
+    let started = std::time::Instant::now();
+    let snapshot = read::read_snapshot(
+        &s.client,
+        &s.discovery,
+        ReadScope {
+            namespace: fallback,
+        },
+    )
+    .await?;
+    tracing::debug!(elapsed = ?started.elapsed(), "listed");
+    let started = std::time::Instant::now();
+    let graph = plugin::derive(&snapshot)
+        .map_err(|e| ReadError::Usage(format!("deriving relations: {e}")))?;
+    tracing::debug!(elapsed = ?started.elapsed(), relations = graph.index.len(), "derived");
+    Ok(graph)
+}
+
+/// How many source problems are printed before "and N more": a rule pack naming kinds the
+/// cluster does not serve must not bury the answer.
+const PROBLEMS_LISTED: usize = 5;
+
+fn report_problems(graph: &plugin::Graph) {
+    let all: Vec<String> = graph
+        .problems
+        .iter()
+        .flat_map(|(source, problems)| problems.iter().map(move |p| format!("{source}: {p}")))
+        .collect();
+    for p in all.iter().take(PROBLEMS_LISTED) {
+        eprintln!("warning: {p}");
+    }
+    if all.len() > PROBLEMS_LISTED {
+        eprintln!(
+            "warning: and {} more (Usages' and rules' status conditions say the same)",
+            all.len() - PROBLEMS_LISTED
+        );
+    }
+}
+
+/// `why`.
+pub async fn why(args: WhyArgs) -> ExitCode {
+    let result = async {
+        let s = session(&args.kube).await?;
+        let objects = read::parse_objects(&args.object)?;
+        let [(key, resource)] =
+            <[_; 1]>::try_from(read::object_keys(&s.discovery, &objects, &s.namespace)?).map_err(
+                |v: Vec<_>| {
+                    ReadError::Usage(format!("why takes one object, {} were given", v.len()))
+                },
+            )?;
+        let (info, _) = read::get_object(&s.client, &key, &resource).await?;
+        if !s.discovery.lien_installed() {
+            return Err(ReadError::NotInstalled);
+        }
+        let mut g = load(&s, &args.kube).await?;
+        g.nodes.insert(key.clone(), info);
+        Ok(plugin::why(
+            &g,
+            &key,
+            Duration::from_secs(args.replay_ttl_hours * 3600),
+        ))
+    }
+    .await;
+    match result {
+        Ok(text) => print(&text),
+        Err(e) => fail(e),
+    }
+}
+
+/// `graph`.
+pub async fn graph(args: GraphArgs) -> ExitCode {
+    let result = async {
+        let s = session(&args.kube).await?;
+        let objects = read::parse_objects(&args.objects)?;
+        let keys: Vec<ObjectKey> = read::object_keys(&s.discovery, &objects, &s.namespace)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let g = load(&s, &args.kube).await?;
+        report_problems(&g);
+        let view = plugin::select(
+            &g,
+            &Selection {
+                namespace: (!args.kube.all_namespaces).then(|| s.namespace.clone()),
+                objects: keys,
+            },
+        );
+        Ok(match args.output {
+            GraphFormat::Dot => graph::to_dot(&view),
+            GraphFormat::Mermaid => graph::to_mermaid(&view),
+            GraphFormat::Json => graph::to_json(&view),
+            GraphFormat::Svg => {
+                graph::to_svg(&view).map_err(|e| ReadError::Usage(e.to_string()))?
+            }
+        }) as Result<String, ReadError>
+    }
+    .await;
+    match result {
+        Ok(text) => print(&text),
+        Err(e) => fail(e),
+    }
+}
+
+/// The objects a manifest names (`kubectl delete -f`): every document, and the items of Lists.
+fn manifest_objects(
+    text: &str,
+    origin: &str,
+) -> Result<Vec<(String, String, Option<String>)>, ReadError> {
+    use serde::Deserialize;
+    let mut out = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let value = serde_json::Value::deserialize(doc)
+            .map_err(|e| ReadError::Usage(format!("{origin}: not YAML or JSON: {e}")))?;
+        if value.is_null() {
+            continue;
+        }
+        let items: Vec<serde_json::Value> = match value.get("items") {
+            Some(serde_json::Value::Array(items))
+                if value["kind"].as_str().is_some_and(|k| k.ends_with("List")) =>
+            {
+                items.clone()
+            }
+            _ => vec![value],
+        };
+        for item in items {
+            let field = |path: &[&str]| {
+                path.iter()
+                    .try_fold(&item, |v, p| v.get(p))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            };
+            let (Some(api_version), Some(kind), Some(name)) = (
+                field(&["apiVersion"]),
+                field(&["kind"]),
+                field(&["metadata", "name"]),
+            ) else {
+                return Err(ReadError::Usage(format!(
+                    "{origin}: every object needs apiVersion, kind and metadata.name"
+                )));
+            };
+            let group = api_version
+                .split_once('/')
+                .map_or("", |(g, _)| g)
+                .to_owned();
+            let ty = if group.is_empty() {
+                kind
+            } else {
+                format!("{kind}.{group}")
+            };
+            out.push((ty, name, field(&["metadata", "namespace"])));
+        }
+    }
+    Ok(out)
+}
+
+/// `plan`.
+pub async fn plan(args: PlanArgs) -> ExitCode {
+    let result = async {
+        let s = session(&args.kube).await?;
+        let keys: Vec<ObjectKey> = if let Some(file) = &args.file {
+            let origin = file.display().to_string();
+            let text = if origin == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(file)
+            }
+            .map_err(|e| ReadError::Usage(format!("reading {origin}: {e}")))?;
+            let mut keys = Vec::new();
+            for (ty, name, ns) in manifest_objects(&text, &origin)? {
+                let r = s.discovery.resolve_type(&ty)?;
+                let ns = ns.unwrap_or_else(|| s.namespace.clone());
+                keys.push(r.gk().key(r.namespaced.then_some(ns.as_str()), &name));
+            }
+            keys
+        } else if !args.all {
+            let objects = read::parse_objects(&args.objects)?;
+            if objects.is_empty() {
+                return Err(ReadError::Usage(
+                    "name the objects to delete (TYPE/NAME …), or -f FILE, or -n NAMESPACE --all"
+                        .into(),
+                ));
+            }
+            read::object_keys(&s.discovery, &objects, &s.namespace)?
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Named objects must exist, as for `kubectl delete` (NotFound in kubectl's words).
+        futures::future::try_join_all(keys.iter().map(|k| {
+            let s = &s;
+            async move {
+                let r = s
+                    .discovery
+                    .by_kind(&lien_core::GroupKind::new(&k.group, &k.kind))
+                    .ok_or_else(|| ReadError::UnknownType(k.kind.clone()))?;
+                read::get_object(&s.client, k, r).await
+            }
+        }))
+        .await?;
+        let g = load(&s, &args.kube).await?;
+        report_problems(&g);
+        let keys = if args.all {
+            plugin::plan::all_in_namespace(&g, &s.namespace)
+        } else {
+            keys
+        };
+        let p = plugin::plan(&g, &keys).map_err(|e| ReadError::Usage(e.to_string()))?;
+        Ok((s, p))
+    }
+    .await;
+    let (s, p) = match result {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    let text = match args.output {
+        PlanFormat::Text => plugin::plan::to_text(&p),
+        PlanFormat::Json => plugin::plan::to_json(&p),
+    };
+    let code = print(&text);
+    if !args.apply || code != ExitCode::SUCCESS {
+        return code;
+    }
+    match apply::apply(&s.client, &s.discovery, &p, args.timeout).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(format!("error: {e}")),
+    }
+}

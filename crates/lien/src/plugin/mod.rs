@@ -1,0 +1,17 @@
+//! `kubectl lien`: why an object is held, the use graph as a picture, and a safe deletion
+//! order — read through the user's kubeconfig, derived with the controller's own code.
+//!
+//! The pure layers (`snapshot` → `graph` / `why` / `plan`) take what was read and return text;
+//! `read` and `apply` are the only parts that talk to the API server.
+
+pub mod apply;
+pub mod graph;
+pub mod plan;
+pub mod read;
+pub mod snapshot;
+pub mod why;
+
+pub use graph::{Selection, View, select};
+pub use plan::{Plan, PlanCycle, plan};
+pub use snapshot::{Attempt, Graph, KindObjects, NodeInfo, Snapshot, derive};
+pub use why::why;

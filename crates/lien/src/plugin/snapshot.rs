@@ -1,0 +1,257 @@
+//! What the plugin read from the cluster, and the relations derived from it — with the
+//! controller's own pure code, so `kubectl lien` and the webhook never disagree about who uses
+//! what.
+//!
+//! # Data model
+//!
+//! A [`Snapshot`] is one consistent-enough read: every Usage and ClusterUsage (as the
+//! controller's [`UsageView`]s), every DependencyRule (as [`RuleView`]s), and the objects of
+//! every kind any of them names ([`KindObjects`]: discovery's answer plus the objects). Kinds the
+//! API server does not serve are listed in `unknown`.
+//!
+//! [`derive`] turns it into a [`Graph`]: a [`RelationIndex`] filled exactly as the controller
+//! fills its own — usages through [`resolve`] over the same [`Caches`], rules through the same
+//! compiled [`Program`]s, [`KindReader::reduce`] and one [`RuleJoin`] per rule — plus what a
+//! person wants to see about each object: its UID, whether it is being deleted, and the refused
+//! DELETE Lien recorded on it for replay, if any. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use kube::api::DynamicObject;
+use lien_controller::cache::{Caches, GroupKind};
+use lien_controller::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
+use lien_controller::resolve::{Problem, UsageView, resolve};
+use lien_controller::rules::{KindReader, Program, Read, RuleView, SideEval};
+use lien_core::{IndexError, ObjectKey, RelationIndex, RuleJoin, Source};
+
+/// The objects of one kind, with what discovery said about the kind.
+#[derive(Debug, Clone)]
+pub struct KindObjects {
+    /// The kind.
+    pub gk: GroupKind,
+    /// Whether it is namespaced.
+    pub namespaced: bool,
+    /// The served `apiVersion` listed.
+    pub api_version: String,
+    /// The resource's plural.
+    pub plural: String,
+    /// The objects (full objects for kinds a rule reads; metadata is enough otherwise).
+    pub objects: Vec<DynamicObject>,
+}
+
+/// Everything the plugin read.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Usages and ClusterUsages.
+    pub usages: Vec<UsageView>,
+    /// DependencyRules.
+    pub rules: Vec<RuleView>,
+    /// The objects of every kind a usage or rule names that the API server serves.
+    pub kinds: Vec<KindObjects>,
+    /// Kinds a usage or rule names that the API server does not serve.
+    pub unknown: Vec<GroupKind>,
+}
+
+/// A refused DELETE that Lien recorded on the object (`lien.dev/deletion-attempt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// The record.
+    pub attempt: DeletionAttempt,
+    /// Whether it carries a signature. The plugin cannot verify it (only Lien holds the key);
+    /// an unsigned record is certainly not Lien's and is never replayed.
+    pub signed: bool,
+}
+
+impl Attempt {
+    /// Parses the annotation's value; `None` when it is not a record at all.
+    pub fn parse(raw: &str) -> Option<Self> {
+        let value: serde_json::Value = serde_json::from_str(raw).ok()?;
+        let signed = value
+            .get("signature")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|s| !s.is_empty());
+        let attempt: DeletionAttempt = serde_json::from_value(value).ok()?;
+        Some(Self { attempt, signed })
+    }
+
+    /// Until when the record is replayable, with Lien's `--replay-ttl-hours`.
+    pub fn until(&self, ttl: std::time::Duration) -> Timestamp {
+        let ttl = jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX);
+        self.attempt.time.checked_add(ttl).unwrap_or(Timestamp::MAX)
+    }
+}
+
+/// What the plugin shows about one object besides its relations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// A refused DELETE recorded for replay.
+    pub attempt: Option<Attempt>,
+}
+
+/// The derived relations and what is known of each object.
+#[derive(Debug, Default)]
+pub struct Graph {
+    /// Every relation, as the controller's index would hold it.
+    pub index: RelationIndex,
+    /// The objects read, by key.
+    pub nodes: BTreeMap<ObjectKey, NodeInfo>,
+    /// Why a source holds less than it says (unknown kind, not found, invalid CEL…): shown so
+    /// that an empty answer is not mistaken for "nothing holds it".
+    pub problems: BTreeMap<Source, Vec<String>>,
+}
+
+/// Derives the relations of `snapshot` with the controller's code. Fails only when the index
+/// refuses a relation (its string table is full).
+pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
+    let mut caches = Caches::new();
+    let mut nodes = BTreeMap::new();
+    for kind in &snapshot.kinds {
+        caches.add_kind(
+            kind.gk.clone(),
+            kind.namespaced,
+            &kind.api_version,
+            &kind.plural,
+        );
+        caches.reset(&kind.gk, kind.objects.iter().map(|o| &o.metadata));
+        for o in &kind.objects {
+            let Some(name) = o.metadata.name.as_deref() else {
+                continue;
+            };
+            let key = kind.gk.key(o.metadata.namespace.as_deref(), name);
+            let attempt = o
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DELETION_ATTEMPT_ANNOTATION))
+                .and_then(|raw| Attempt::parse(raw));
+            nodes.insert(
+                key,
+                NodeInfo {
+                    uid: o.metadata.uid.clone().unwrap_or_default(),
+                    deleting: o.metadata.deletion_timestamp.is_some(),
+                    attempt,
+                },
+            );
+        }
+    }
+    for gk in &snapshot.unknown {
+        caches.mark_unknown(gk.clone());
+    }
+    let mut index = RelationIndex::new();
+    let mut problems: BTreeMap<Source, Vec<String>> = BTreeMap::new();
+    for view in &snapshot.usages {
+        let resolution = resolve(view, &caches);
+        let source = view.source();
+        if !resolution.problems.is_empty() {
+            problems.insert(
+                source.clone(),
+                resolution.problems.iter().map(Problem::to_string).collect(),
+            );
+        }
+        index.apply(&source, resolution.relations)?;
+    }
+    let by_kind: BTreeMap<&GroupKind, &KindObjects> =
+        snapshot.kinds.iter().map(|k| (&k.gk, k)).collect();
+    for view in &snapshot.rules {
+        let source = view.source();
+        let program = match Program::compile(&view.spec) {
+            Ok(p) => p,
+            Err(errors) => {
+                problems.insert(
+                    source,
+                    errors
+                        .iter()
+                        .map(|e| format!("InvalidExpression: {e}"))
+                        .collect(),
+                );
+                continue;
+            }
+        };
+        let (of_gk, by_gk) = (view.of(), view.by());
+        let mut missing = Vec::new();
+        for (field, gk) in [("spec.of", &of_gk), ("spec.by", &by_gk)] {
+            if !by_kind.contains_key(gk) {
+                missing.push(format!(
+                    "UnknownKind: {field}: the API server does not serve kind {gk}"
+                ));
+            }
+        }
+        if !missing.is_empty() {
+            problems.insert(source, missing);
+            continue;
+        }
+        let mut join = RuleJoin::new(view.join_config(program.cel.keyed()));
+        let mut errors = Vec::new();
+        let same_kind = of_gk == by_gk;
+        // As the controller's kind watch does: one reader per kind, evaluating both sides when
+        // the rule relates a kind to itself.
+        let sides: &[(&GroupKind, bool, bool)] = if same_kind {
+            &[(&of_gk, true, true)]
+        } else {
+            &[(&of_gk, true, false), (&by_gk, false, true)]
+        };
+        for &(gk, of, by) in sides {
+            let reader = KindReader {
+                reads: vec![Read {
+                    program: program.clone(),
+                    of,
+                    by,
+                }],
+            };
+            let Some(kind) = by_kind.get(gk) else {
+                continue;
+            };
+            for o in &kind.objects {
+                let Some(name) = o.metadata.name.as_deref() else {
+                    continue;
+                };
+                let key = gk.key(o.metadata.namespace.as_deref(), name);
+                let uid = o.metadata.uid.as_deref();
+                let json = serde_json::to_value(o).unwrap_or_default();
+                let Some(eval) = reader.reduce(&json).pop() else {
+                    continue;
+                };
+                if let Some(side) = eval.of {
+                    match side {
+                        SideEval::Ok { keys, .. } => {
+                            if let Err(e) = join.upsert_of(&key, uid, Some(keys)) {
+                                errors.push(format!("{key}: {e}"));
+                            }
+                        }
+                        SideEval::Failed { field, message } => {
+                            errors.push(format!("EvaluationError: {field} on {key}: {message}"));
+                        }
+                    }
+                }
+                if let Some(side) = eval.by {
+                    match side {
+                        SideEval::Ok { keys, when } => {
+                            if let Err(e) = join.upsert_by(&key, uid, Some(keys), when) {
+                                errors.push(format!("{key}: {e}"));
+                            }
+                        }
+                        // As for an object the controller never evaluated: it joins nothing
+                        // (the rule's status counts the error).
+                        SideEval::Failed { field, message } => {
+                            errors.push(format!("EvaluationError: {field} on {key}: {message}"));
+                        }
+                    }
+                }
+            }
+        }
+        if !errors.is_empty() {
+            problems.insert(source.clone(), errors);
+        }
+        index.apply(&source, join.relations())?;
+    }
+    Ok(Graph {
+        index,
+        nodes,
+        problems,
+    })
+}

@@ -1,0 +1,146 @@
+//! `kubectl lien why`: every relation holding one object, and what to do about each. Pure.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use lien_core::{ObjectKey, Source};
+
+use super::graph::{kind_label, name_label};
+use super::snapshot::Graph;
+
+/// `kubectl` arguments naming `key`: `deployment.apps/web -n team-a`.
+pub fn kubectl_ref(key: &ObjectKey) -> String {
+    let mut out = format!("{}/{}", kind_label(key).to_lowercase(), key.name);
+    if let Some(ns) = &key.namespace {
+        let _ = write!(out, " -n {ns}");
+    }
+    out
+}
+
+fn describe(key: &ObjectKey) -> String {
+    format!("{} {}", kind_label(key), name_label(key))
+}
+
+fn source_fix(source: &Source) -> String {
+    match source {
+        Source::Usage { namespace, name } => {
+            format!("remove the Usage: kubectl delete usage/{name} -n {namespace}")
+        }
+        Source::ClusterUsage { name } => {
+            format!("remove the ClusterUsage: kubectl delete clusterusage/{name}")
+        }
+        Source::Rule { name } => format!(
+            "change or remove the DependencyRule (it holds every such pair): kubectl edit dependencyrule/{name}"
+        ),
+    }
+}
+
+/// The text of `kubectl lien why` for `key`: who holds it, through which source, why, the
+/// refused DELETE Lien recorded (replayed until when, with Lien's `--replay-ttl-hours` as
+/// `replay_ttl`), and what to do. The caller has checked that the object exists.
+pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
+    let mut out = String::new();
+    let mut held: Vec<_> = graph.index.blockers(key).map(|r| r.to_relation()).collect();
+    held.sort();
+    held.dedup();
+    let info = graph.nodes.get(key);
+    if held.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} is not in use: no Usage, ClusterUsage or DependencyRule holds it.",
+            describe(key)
+        );
+    } else {
+        let n = held.len();
+        let _ = writeln!(
+            out,
+            "{} is in use ({n} relation{}); a DELETE is refused while any of them holds:",
+            describe(key),
+            if n == 1 { "" } else { "s" }
+        );
+        for (i, r) in held.iter().enumerate() {
+            let _ = writeln!(out);
+            match &r.by {
+                Some(by) => {
+                    let _ = writeln!(out, "  {}. used by {}", i + 1, describe(by));
+                    let _ = writeln!(out, "     source: {}", r.source);
+                    if let Some(reason) = &r.reason {
+                        let _ = writeln!(out, "     reason: {reason}");
+                    }
+                    let _ = writeln!(
+                        out,
+                        "     replay: {}",
+                        if r.replay {
+                            "yes: a refused DELETE is re-issued once the last user is gone"
+                        } else {
+                            "no"
+                        }
+                    );
+                    let by_state = graph.nodes.get(by);
+                    if by_state.is_some_and(|b| b.deleting) {
+                        let _ = writeln!(
+                            out,
+                            "     to do: wait: the user is being deleted (it still holds until it is gone)"
+                        );
+                    } else {
+                        let _ = writeln!(
+                            out,
+                            "     to do: delete the user first: kubectl delete {}",
+                            kubectl_ref(by)
+                        );
+                    }
+                    let _ = writeln!(out, "        or: {}", source_fix(&r.source));
+                }
+                None => {
+                    let _ = writeln!(out, "  {}. protected (no user)", i + 1);
+                    let _ = writeln!(out, "     source: {}", r.source);
+                    if let Some(reason) = &r.reason {
+                        let _ = writeln!(out, "     reason: {reason}");
+                    }
+                    let _ = writeln!(out, "     to do: {}", source_fix(&r.source));
+                }
+            }
+        }
+    }
+    let _ = writeln!(out);
+    if info.is_some_and(|i| i.deleting) {
+        let _ = writeln!(
+            out,
+            "It is being deleted (deletionTimestamp is set): it goes once its finalizers are removed."
+        );
+    }
+    match info.and_then(|i| i.attempt.as_ref()) {
+        None => {
+            let _ = writeln!(out, "Refused DELETE: none recorded.");
+        }
+        Some(a) => {
+            let hours = replay_ttl.as_secs() / 3600;
+            let who = format!("by {} at {}", a.attempt.user, a.attempt.time);
+            if !a.signed {
+                let _ = writeln!(
+                    out,
+                    "Refused DELETE: a record {who} is present but not signed: Lien did not write it and will not replay it."
+                );
+            } else if a.attempt.replay {
+                let _ = writeln!(
+                    out,
+                    "Refused DELETE: recorded {who}; Lien re-issues it once nothing holds the object, until {} (--replay-ttl-hours={hours}).",
+                    a.until(replay_ttl)
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "Refused DELETE: recorded {who}; not replayed (no relation asked for replayDeletion): delete it again once it is free."
+                );
+            }
+        }
+    }
+    if !held.is_empty() {
+        let _ = writeln!(
+            out,
+            "Break-glass (only if Lien runs with --break-glass-group and you are in that group; audited): kubectl annotate {} lien.dev/break-glass=\"<reason>\", then delete it.",
+            kubectl_ref(key)
+        );
+    }
+    out
+}

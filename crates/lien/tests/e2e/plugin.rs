@@ -1,0 +1,221 @@
+//! `kubectl lien` through the real kubectl: the built `lien` binary is put on PATH as
+//! `kubectl-lien` (a symlink in a temporary directory), so kubectl finds it as a plugin and it
+//! runs in plugin mode (chosen by argv[0]), reading through the scenario's kubeconfig.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::harness::{DEADLINE, Env, wait_gone, wait_label};
+
+struct Kubectl {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn new(env: &Env) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("lien-plugin-{}-{}", std::process::id(), env.ns));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let link = dir.join("kubectl-lien");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(Path::new(env!("CARGO_BIN_EXE_lien")), &link)
+            .expect("symlink kubectl-lien");
+        let kubeconfig = dir.join("kubeconfig");
+        env.write_kubeconfig(&kubeconfig);
+        Self { dir, kubeconfig }
+    }
+
+    /// Runs `kubectl ARGS…` (without blocking the runtime that serves the sandbox); returns
+    /// (success, stdout, stderr).
+    async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let path = format!(
+            "{}:{}",
+            self.dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = tokio::process::Command::new("kubectl")
+            .args(args)
+            .env("PATH", path)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .output()
+            .await
+            .expect("kubectl runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for Kubectl {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `c` uses `b` uses `a`, through two Usages.
+async fn chain(env: &mut Env) {
+    for name in ["a", "b", "c"] {
+        env.configmap(name, json!({})).await;
+    }
+    for (usage, of, by) in [("b-uses-a", "a", "b"), ("c-uses-b", "b", "c")] {
+        env.usage(
+            usage,
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
+                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": by}},
+                   "reason": format!("{by} reads {of}")}),
+        )
+        .await;
+    }
+    wait_label(&env.configmaps(), "a", true).await;
+    wait_label(&env.configmaps(), "b", true).await;
+}
+
+#[tokio::test]
+async fn kubectl_lien_why_graph_and_plan_apply_tear_down_a_chain() {
+    let mut env = Env::start("plugin-chain").await;
+    chain(&mut env).await;
+    let k = Kubectl::new(&env);
+    let ns = env.ns.clone();
+
+    // why, in both of kubectl's forms.
+    for args in [
+        vec!["lien", "why", "configmap/a", "-n", &ns],
+        vec!["lien", "why", "cm", "a", "--namespace", &ns],
+    ] {
+        let (ok, out, err) = k.run(&args).await;
+        assert!(ok, "{args:?}: {err}");
+        assert!(out.contains(&format!("used by ConfigMap {ns}/b")), "{out}");
+        assert!(
+            out.contains(&format!("source: Usage {ns}/b-uses-a")),
+            "{out}"
+        );
+        assert!(out.contains("reason: b reads a"), "{out}");
+        assert!(
+            out.contains(&format!("kubectl delete configmap/b -n {ns}")),
+            "{out}"
+        );
+    }
+    let (ok, out, _) = k.run(&["lien", "why", "configmap/c", "-n", &ns]).await;
+    assert!(ok && out.contains("is not in use"), "{out}");
+    let (ok, _, err) = k
+        .run(&["lien", "why", "configmap/missing", "-n", &ns])
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("Error from server (NotFound): configmaps \"missing\" not found"),
+        "{err}"
+    );
+    let (ok, _, err) = k.run(&["lien", "why", "nosuchkind/x", "-n", &ns]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("the server doesn't have a resource type \"nosuchkind\""),
+        "{err}"
+    );
+
+    // graph: DOT and SVG name the three objects and the two Usages.
+    let (ok, dot, err) = k.run(&["lien", "graph", "-n", &ns, "-o", "dot"]).await;
+    assert!(ok, "{err}");
+    for needle in [
+        format!("{ns}/a"),
+        format!("{ns}/b"),
+        format!("{ns}/c"),
+        format!("Usage {ns}/b-uses-a"),
+        format!("Usage {ns}/c-uses-b"),
+    ] {
+        assert!(dot.contains(&needle), "{needle} missing from {dot}");
+    }
+    assert_eq!(dot.matches(" -> ").count(), 2, "{dot}");
+    let (ok, svg, err) = k
+        .run(&["lien", "graph", "-A", "-o", "svg", "configmap/b", "-n", &ns])
+        .await;
+    assert!(ok, "{err}");
+    let doc = roxmltree::Document::parse(&svg).expect("SVG is XML");
+    let text: String = doc
+        .descendants()
+        .filter(|n| n.is_text())
+        .filter_map(|n| n.text())
+        .collect();
+    for name in ["a", "b", "c"] {
+        assert!(
+            text.contains(&format!("{ns}/{name}")),
+            "{name} not in the SVG"
+        );
+    }
+
+    // plan, then --apply: c, then b, then a; all gone.
+    let (ok, plan, err) = k.run(&["lien", "plan", "configmap/a", "-n", &ns]).await;
+    assert!(ok, "{err}");
+    let c = plan.find(&format!("ConfigMap {ns}/c")).expect("c planned");
+    let b = plan.find(&format!("ConfigMap {ns}/b")).expect("b planned");
+    let a = plan.find(&format!("ConfigMap {ns}/a")).expect("a planned");
+    assert!(c < b && b < a, "{plan}");
+    assert!(plan.contains("3 objects in 3 steps"), "{plan}");
+    let (ok, out, err) = k
+        .run(&[
+            "lien",
+            "plan",
+            "--apply",
+            "--timeout",
+            "20s",
+            "configmap/a",
+            "-n",
+            &ns,
+        ])
+        .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("done: 3 objects deleted in 3 steps"), "{out}");
+    for name in ["a", "b", "c"] {
+        wait_gone(&env.configmaps(), name, DEADLINE).await;
+    }
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn kubectl_lien_plan_refuses_a_cycle_and_apply_stops_at_a_refusal() {
+    let mut env = Env::start("plugin-cycle").await;
+    let ns = env.ns.clone();
+    for name in ["x", "y"] {
+        env.configmap(name, json!({})).await;
+    }
+    for (usage, of, by) in [("x-uses-y", "y", "x"), ("y-uses-x", "x", "y")] {
+        env.usage(
+            usage,
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
+                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": by}},
+                   "reason": "loop"}),
+        )
+        .await;
+    }
+    env.protected_configmap("kept", "keep-it", "kept for the audit")
+        .await;
+    wait_label(&env.configmaps(), "x", true).await;
+    wait_label(&env.configmaps(), "kept", true).await;
+    let k = Kubectl::new(&env);
+
+    let (ok, _, err) = k.run(&["lien", "plan", "cm", "x", "-n", &ns]).await;
+    assert!(!ok, "a cycle must fail");
+    for needle in [
+        format!("ConfigMap {ns}/x"),
+        format!("ConfigMap {ns}/y"),
+        format!("Usage {ns}/x-uses-y"),
+        format!("Usage {ns}/y-uses-x"),
+    ] {
+        assert!(err.contains(&needle), "{needle} missing from {err}");
+    }
+
+    // A protection no order lifts: the plan warns, --apply stops with the webhook's message.
+    let (ok, out, err) = k
+        .run(&["lien", "plan", "--apply", "configmap/kept", "-n", &ns])
+        .await;
+    assert!(!ok, "{out}");
+    assert!(out.contains("is protected by Usage"), "{out}");
+    assert!(err.contains("step 1: deleting ConfigMap"), "{err}");
+    assert!(err.contains("denied the request"), "{err}");
+    assert!(err.contains("kept for the audit"), "{err}");
+    assert!(env.configmaps().get("kept").await.is_ok(), "kept must stay");
+    env.finish().await;
+}

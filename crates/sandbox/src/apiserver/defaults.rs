@@ -1,0 +1,566 @@
+//! The defaults kube-apiserver applies to workloads and Services when it decodes them (k/k
+//! `pkg/apis/{core,apps,batch}/v1/defaults.go`), the fields their strategies' `PrepareForCreate`
+//! set, and what the admission plugins every cluster runs add to a Pod (`ServiceAccount`,
+//! `Priority`, `DefaultTolerationSeconds`). Pure functions over JSON: no I/O.
+
+use serde_json::{Map, Value, json};
+
+/// Sets `object[field]` to `value` when absent or null.
+fn default(object: &mut Value, field: &str, value: Value) {
+    if object.is_object() && object[field].is_null() {
+        object[field] = value;
+    }
+}
+
+/// Calls `f` on each item of the array `object[field]`, if there is one (never inserting the
+/// field: a missing list stays missing).
+fn each(object: &mut Value, field: &str, mut f: impl FnMut(&mut Value)) {
+    if let Some(items) = object.get_mut(field).and_then(Value::as_array_mut) {
+        items.iter_mut().for_each(&mut f);
+    }
+}
+
+/// `SetDefaults_Container` and friends, for one container of any kind.
+fn container(c: &mut Value) {
+    default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    default(c, "terminationMessagePolicy", json!("File"));
+    if c["imagePullPolicy"].is_null() {
+        let policy = if image_tag(c["image"].as_str().unwrap_or_default()) == "latest" {
+            "Always"
+        } else {
+            "IfNotPresent"
+        };
+        c["imagePullPolicy"] = json!(policy);
+    }
+    default(c, "resources", json!({}));
+    each(c, "ports", |p| default(p, "protocol", json!("TCP")));
+    each(c, "env", |e| {
+        if e["valueFrom"]["fieldRef"].is_object() {
+            default(&mut e["valueFrom"]["fieldRef"], "apiVersion", json!("v1"));
+        }
+    });
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if c[probe].is_object() {
+            let p = &mut c[probe];
+            default(p, "timeoutSeconds", json!(1));
+            default(p, "periodSeconds", json!(10));
+            default(p, "successThreshold", json!(1));
+            default(p, "failureThreshold", json!(3));
+            if p["httpGet"].is_object() {
+                default(&mut p["httpGet"], "path", json!("/"));
+                default(&mut p["httpGet"], "scheme", json!("HTTP"));
+            }
+        }
+    }
+}
+
+/// The tag `ParseImageName` finds: `latest` when the reference names neither tag nor digest.
+pub fn image_tag(image: &str) -> &str {
+    let (name, digest) = match image.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (image, None),
+    };
+    let last = name.rsplit('/').next().unwrap_or(name);
+    match last.split_once(':') {
+        Some((_, tag)) => tag,
+        None if digest.is_some() => "",
+        None => "latest",
+    }
+}
+
+/// `SetDefaults_PodSpec` (and the container and volume defaults under it): what every pod
+/// template and Pod gets.
+pub fn pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    default(spec, "dnsPolicy", json!("ClusterFirst"));
+    default(spec, "restartPolicy", json!("Always"));
+    default(spec, "terminationGracePeriodSeconds", json!(30));
+    default(spec, "securityContext", json!({}));
+    default(spec, "schedulerName", json!("default-scheduler"));
+    for field in ["containers", "initContainers", "ephemeralContainers"] {
+        each(spec, field, container);
+    }
+    each(spec, "volumes", |v| {
+        for source in ["configMap", "secret", "projected", "downwardAPI"] {
+            if v[source].is_object() {
+                default(&mut v[source], "defaultMode", json!(420));
+            }
+        }
+        if v["hostPath"].is_object() {
+            default(&mut v["hostPath"], "type", json!(""));
+        }
+    });
+}
+
+/// The pod template at `spec.template`, if there is one.
+fn template_in(spec: &mut Value) {
+    if let Some(t) = spec.get_mut("template") {
+        pod_template(t);
+    }
+}
+
+/// A pod template (`spec.template` of workloads).
+pub fn pod_template(template: &mut Value) {
+    if let Some(spec) = template.get_mut("spec") {
+        pod_spec(spec);
+    }
+}
+
+/// A Pod on create: `SetDefaults_Pod` (limits copied to unset requests, `enableServiceLinks`),
+/// the pod spec defaults, what the `ServiceAccount`, `Priority` and `DefaultTolerationSeconds`
+/// admission plugins add, and `PrepareForCreate`'s status (`Pending`, with its QoS class).
+/// `volume_suffix` names the projected token volume (`kube-api-access-<suffix>`).
+pub fn pod(object: &mut Value, volume_suffix: &str) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    for field in ["containers", "initContainers"] {
+        each(spec, field, |c| {
+            let limits = c["resources"]["limits"].as_object().cloned();
+            if let Some(limits) = limits {
+                let resources = &mut c["resources"];
+                if !resources["requests"].is_object() {
+                    resources["requests"] = json!({});
+                }
+                for (name, value) in limits {
+                    default(&mut resources["requests"], &name, value);
+                }
+            }
+        });
+    }
+    pod_spec(spec);
+    default(spec, "enableServiceLinks", json!(true));
+    // ServiceAccount admission plugin.
+    default(spec, "serviceAccountName", json!("default"));
+    let sa = spec["serviceAccountName"].clone();
+    spec["serviceAccount"] = sa;
+    if spec["automountServiceAccountToken"] != json!(false) {
+        mount_service_account_token(spec, volume_suffix);
+    }
+    // Priority admission plugin (no default PriorityClass).
+    if spec["priorityClassName"].is_null() {
+        default(spec, "priority", json!(0));
+    }
+    default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    // DefaultTolerationSeconds admission plugin.
+    let mut tolerations = spec["tolerations"].as_array().cloned().unwrap_or_default();
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = tolerations.iter().any(|t| {
+            (t["key"] == key || t["key"].is_null() && t["operator"] == "Exists")
+                && (t["effect"] == "NoExecute" || t["effect"].is_null())
+        });
+        if !tolerated {
+            tolerations.push(json!({
+                "key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300,
+            }));
+        }
+    }
+    spec["tolerations"] = json!(tolerations);
+    let qos = qos_class(&object["spec"]);
+    object["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The projected volume the `ServiceAccount` admission plugin adds, mounted in every container
+/// that does not mount that path already.
+fn mount_service_account_token(spec: &mut Value, suffix: &str) {
+    const PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let mounted = |c: &Value| {
+        c["volumeMounts"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["mountPath"] == PATH))
+    };
+    let name = format!("kube-api-access-{suffix}");
+    let mut any = false;
+    for field in ["containers", "initContainers"] {
+        each(spec, field, |c| {
+            if !mounted(c) {
+                let mut mounts = c["volumeMounts"].as_array().cloned().unwrap_or_default();
+                mounts.push(json!({"name": name, "readOnly": true, "mountPath": PATH}));
+                c["volumeMounts"] = json!(mounts);
+                any = true;
+            }
+        });
+    }
+    if !any {
+        return;
+    }
+    let mut volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
+    volumes.push(json!({
+        "name": name,
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ],
+        },
+    }));
+    spec["volumes"] = json!(volumes);
+}
+
+/// `GetPodQOS` (k/k `pkg/apis/core/helper/qos`): Guaranteed when every container sets cpu and
+/// memory limits equal to its requests, BestEffort when none sets any, Burstable otherwise.
+pub fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|f| spec[*f].as_array().into_iter().flatten())
+        .collect();
+    let compute = |m: &Value| -> Map<String, Value> {
+        m.as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| *k == "cpu" || *k == "memory")
+                    .filter(|(_, v)| !is_zero(v))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let requests = compute(&c["resources"]["requests"]);
+        let limits = compute(&c["resources"]["limits"]);
+        any |= !requests.is_empty() || !limits.is_empty();
+        let full = limits.len() == 2;
+        let equal = requests.iter().all(|(k, v)| limits.get(k) == Some(v));
+        guaranteed &= full && equal;
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.trim_start_matches('0').is_empty() || s == "0m",
+        _ => false,
+    }
+}
+
+/// `SetDefaults_Deployment`.
+pub fn deployment(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    default(spec, "replicas", json!(1));
+    default(spec, "revisionHistoryLimit", json!(10));
+    default(spec, "progressDeadlineSeconds", json!(600));
+    if !spec["strategy"].is_object() {
+        spec["strategy"] = json!({});
+    }
+    let strategy = &mut spec["strategy"];
+    default(strategy, "type", json!("RollingUpdate"));
+    if strategy["type"] == "RollingUpdate" {
+        if !strategy["rollingUpdate"].is_object() {
+            strategy["rollingUpdate"] = json!({});
+        }
+        default(
+            &mut strategy["rollingUpdate"],
+            "maxUnavailable",
+            json!("25%"),
+        );
+        default(&mut strategy["rollingUpdate"], "maxSurge", json!("25%"));
+    }
+    template_in(spec);
+}
+
+/// `SetDefaults_ReplicaSet`.
+pub fn replica_set(object: &mut Value) {
+    if let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) {
+        default(spec, "replicas", json!(1));
+        if let Some(t) = spec.get_mut("template") {
+            pod_template(t);
+        }
+    }
+}
+
+/// `SetDefaults_ReplicationController`: replicas, and selector and labels from the template's
+/// labels when unset.
+pub fn replication_controller(object: &mut Value) {
+    let labels = object["spec"]["template"]["metadata"]["labels"].clone();
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    default(spec, "replicas", json!(1));
+    if labels.as_object().is_some_and(|l| !l.is_empty()) {
+        if spec["selector"].as_object().is_none_or(Map::is_empty) {
+            spec["selector"] = labels.clone();
+        }
+        let meta = &mut object["metadata"];
+        if meta["labels"].as_object().is_none_or(Map::is_empty) {
+            meta["labels"] = labels;
+        }
+    }
+    if let Some(spec) = object.get_mut("spec") {
+        template_in(spec);
+    }
+}
+
+/// `SetDefaults_StatefulSet`.
+pub fn stateful_set(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    default(spec, "podManagementPolicy", json!("OrderedReady"));
+    if !spec["updateStrategy"].is_object() {
+        spec["updateStrategy"] = json!({});
+    }
+    default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
+    if spec["updateStrategy"]["type"] == "RollingUpdate" {
+        let strategy = &mut spec["updateStrategy"];
+        if !strategy["rollingUpdate"].is_object() {
+            strategy["rollingUpdate"] = json!({});
+        }
+        default(&mut strategy["rollingUpdate"], "partition", json!(0));
+    }
+    if !spec["persistentVolumeClaimRetentionPolicy"].is_object() {
+        spec["persistentVolumeClaimRetentionPolicy"] = json!({});
+    }
+    let retention = &mut spec["persistentVolumeClaimRetentionPolicy"];
+    default(retention, "whenDeleted", json!("Retain"));
+    default(retention, "whenScaled", json!("Retain"));
+    default(spec, "replicas", json!(1));
+    default(spec, "revisionHistoryLimit", json!(10));
+    template_in(spec);
+    each(spec, "volumeClaimTemplates", |pvc| {
+        default(&mut pvc["spec"], "volumeMode", json!("Filesystem"));
+        default(pvc, "status", json!({"phase": "Pending"}));
+    });
+}
+
+/// `SetDefaults_DaemonSet`.
+pub fn daemon_set(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    if !spec["updateStrategy"].is_object() {
+        spec["updateStrategy"] = json!({});
+    }
+    default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
+    if spec["updateStrategy"]["type"] == "RollingUpdate" {
+        let strategy = &mut spec["updateStrategy"];
+        if !strategy["rollingUpdate"].is_object() {
+            strategy["rollingUpdate"] = json!({});
+        }
+        default(&mut strategy["rollingUpdate"], "maxUnavailable", json!(1));
+        default(&mut strategy["rollingUpdate"], "maxSurge", json!(0));
+    }
+    default(spec, "revisionHistoryLimit", json!(10));
+    template_in(spec);
+}
+
+/// `SetDefaults_Job` (batch/v1): both completions and parallelism 1 when neither is set,
+/// backoffLimit 6, NonIndexed, not suspended, `podReplacementPolicy` (JobPodReplacementPolicy,
+/// beta and on in 1.32), and the Job's labels from its template's when it has none.
+pub fn job(object: &mut Value) {
+    let labels = object["spec"]["template"]["metadata"]["labels"].clone();
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    job_spec(spec);
+    if labels.as_object().is_some_and(|l| !l.is_empty())
+        && object["metadata"]["labels"]
+            .as_object()
+            .is_none_or(Map::is_empty)
+    {
+        object["metadata"]["labels"] = labels;
+    }
+}
+
+fn job_spec(spec: &mut Value) {
+    if spec["completions"].is_null() && spec["parallelism"].is_null() {
+        spec["completions"] = json!(1);
+        spec["parallelism"] = json!(1);
+    }
+    default(spec, "parallelism", json!(1));
+    if spec["backoffLimit"].is_null() {
+        let limit = if spec["backoffLimitPerIndex"].is_null() {
+            json!(6)
+        } else {
+            json!(i32::MAX)
+        };
+        spec["backoffLimit"] = limit;
+    }
+    default(spec, "completionMode", json!("NonIndexed"));
+    default(spec, "suspend", json!(false));
+    let replacement = if spec["podFailurePolicy"].is_null() {
+        "TerminatingOrFailed"
+    } else {
+        "Failed"
+    };
+    default(spec, "podReplacementPolicy", json!(replacement));
+    template_in(spec);
+}
+
+/// The Job strategy's `PrepareForCreate` without `manualSelector`: a selector on the Job's own
+/// uid, and the labels that select it on the template (`generateSelector` in
+/// `pkg/registry/batch/job/strategy.go`); status starts empty.
+pub fn job_selector(object: &mut Value) {
+    let uid = object["metadata"]["uid"].clone();
+    let name = object["metadata"]["name"].clone();
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    if spec["manualSelector"] == json!(true) {
+        return;
+    }
+    spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    let template = &mut spec["template"];
+    if !template["metadata"].is_object() {
+        template["metadata"] = json!({});
+    }
+    if !template["metadata"]["labels"].is_object() {
+        template["metadata"]["labels"] = json!({});
+    }
+    let labels = &mut template["metadata"]["labels"];
+    for (key, value) in [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ] {
+        default(labels, key, value.clone());
+    }
+}
+
+/// `SetDefaults_CronJob`, and the pod template defaults inside its job template.
+pub fn cron_job(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    default(spec, "concurrencyPolicy", json!("Allow"));
+    default(spec, "suspend", json!(false));
+    default(spec, "successfulJobsHistoryLimit", json!(3));
+    default(spec, "failedJobsHistoryLimit", json!(1));
+    if let Some(job) = spec.get_mut("jobTemplate").and_then(|j| j.get_mut("spec")) {
+        template_in(job);
+    }
+}
+
+/// `SetDefaults_Service` and `SetDefaults_ServicePort` (every write): type, session affinity,
+/// ports' protocol and targetPort, traffic policies. Cluster IPs and IP families are the
+/// allocator's (`apiserver::services`).
+pub fn service(object: &mut Value) {
+    let spec = &mut object["spec"];
+    if !spec.is_object() {
+        object["spec"] = json!({});
+    }
+    let spec = &mut object["spec"];
+    default(spec, "type", json!("ClusterIP"));
+    default(spec, "sessionAffinity", json!("None"));
+    if spec["sessionAffinity"] == "ClientIP" {
+        default(
+            spec,
+            "sessionAffinityConfig",
+            json!({"clientIP": {"timeoutSeconds": 10800}}),
+        );
+    }
+    let external_name = spec["type"] == "ExternalName";
+    each(spec, "ports", |p| {
+        default(p, "protocol", json!("TCP"));
+        if p["targetPort"].is_null() || p["targetPort"] == json!(0) || p["targetPort"] == "" {
+            p["targetPort"] = p["port"].clone();
+        }
+    });
+    if !external_name {
+        default(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    let kind = spec["type"].as_str().unwrap_or_default().to_string();
+    if kind == "NodePort" || kind == "LoadBalancer" {
+        default(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if kind == "LoadBalancer" {
+        default(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_pull_policy_follows_the_tag() {
+        let policy = |image: &str| {
+            let mut c = json!({"name": "c", "image": image});
+            container(&mut c);
+            c["imagePullPolicy"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(policy("nginx"), "Always");
+        assert_eq!(policy("nginx:latest"), "Always");
+        assert_eq!(policy("registry:5000/nginx"), "Always");
+        assert_eq!(policy("nginx:1.27"), "IfNotPresent");
+        assert_eq!(policy("registry:5000/nginx:1.27"), "IfNotPresent");
+        assert_eq!(policy("nginx@sha256:abc"), "IfNotPresent");
+    }
+
+    #[test]
+    fn qos_classes() {
+        let spec =
+            |resources: Value| json!({"containers": [{"name": "c", "resources": resources}]});
+        assert_eq!(qos_class(&spec(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&spec(json!({"requests": {"cpu": "100m"}}))),
+            "Burstable"
+        );
+        let full = json!({"cpu": "1", "memory": "1Gi"});
+        assert_eq!(
+            qos_class(&spec(json!({"limits": full, "requests": full}))),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&spec(
+                json!({"limits": full, "requests": {"cpu": "500m", "memory": "1Gi"}})
+            )),
+            "Burstable"
+        );
+    }
+
+    #[test]
+    fn a_pod_gets_what_kube_apiserver_and_its_admission_plugins_add() {
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
+        ]}});
+        pod(&mut p, "abcde");
+        let spec = &p["spec"];
+        assert_eq!(spec["restartPolicy"], "Always");
+        assert_eq!(spec["serviceAccountName"], "default");
+        assert_eq!(spec["volumes"][0]["name"], "kube-api-access-abcde");
+        assert_eq!(
+            spec["containers"][0]["resources"]["requests"],
+            json!({"cpu": "1", "memory": "1Gi"})
+        );
+        assert_eq!(spec["tolerations"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            p["status"],
+            json!({"phase": "Pending", "qosClass": "Guaranteed"})
+        );
+    }
+
+    #[test]
+    fn an_empty_deployment_strategy_is_rolling_update() {
+        let mut d = json!({"spec": {"strategy": {}, "template": {"spec": {"containers": []}}}});
+        deployment(&mut d);
+        assert_eq!(
+            d["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        let mut r = json!({"spec": {"strategy": {"type": "Recreate"}}});
+        deployment(&mut r);
+        assert_eq!(r["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
+}

@@ -1,0 +1,140 @@
+//! The shape of the generated message table (`schema.rs`) and lookups in it.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::schema::{MESSAGES, RESOURCES};
+
+/// One protobuf message of the Kubernetes API, as k8s-pb generates it.
+#[derive(Debug)]
+pub(crate) struct Message {
+    /// k8s-pb's module path (`api/core/v1`), standing for the proto package.
+    pub package: &'static str,
+    pub name: &'static str,
+    pub fields: &'static [Field],
+}
+
+#[derive(Debug)]
+pub(crate) struct Field {
+    pub tag: u32,
+    /// The field's name in JSON (the OpenAPI document's name).
+    pub json: &'static str,
+    pub label: Label,
+    /// The element type of a repeated field; the value type of a map (keys are strings).
+    pub ty: Ty,
+    /// Required in the OpenAPI document: Go always writes it to JSON, even when empty.
+    pub required: bool,
+    /// A Go struct embedded with `json:",inline"`: its fields are the parent's in JSON.
+    pub inline: bool,
+}
+
+/// A [`Field`], in the generated table's short form.
+pub(crate) const fn field(
+    tag: u32,
+    json: &'static str,
+    label: Label,
+    ty: Ty,
+    required: bool,
+    inline: bool,
+) -> Field {
+    Field {
+        tag,
+        json,
+        label,
+        ty,
+        required,
+        inline,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Label {
+    Optional,
+    Repeated,
+    Map,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ty {
+    String,
+    Bytes,
+    Bool,
+    Int32,
+    Int64,
+    Double,
+    /// An index into [`MESSAGES`].
+    Message(usize),
+}
+
+/// Which message serves an `apiVersion`/`kind`.
+#[derive(Debug)]
+pub(crate) struct Resource {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub message: usize,
+}
+
+pub(crate) fn message(index: usize) -> &'static Message {
+    &MESSAGES[index]
+}
+
+/// The package of the meta API (`Status`, `DeleteOptions`, `WatchEvent`, …), whose kinds are
+/// sent with any group's apiVersion (a `Status` is `v1`).
+const META: &str = "apimachinery/pkg/apis/meta/v1";
+
+struct Index {
+    /// (package, message name) → index.
+    by_name: HashMap<(&'static str, &'static str), usize>,
+    /// (apiVersion, kind) → index, for the kinds k8s-pb marks as resources.
+    by_kind: HashMap<(&'static str, &'static str), usize>,
+    /// API group → the package prefix of its versions (`apps` → `api/apps`).
+    groups: HashMap<&'static str, &'static str>,
+}
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let by_name = MESSAGES
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((m.package, m.name), i))
+            .collect();
+        let mut by_kind = HashMap::new();
+        let mut groups = HashMap::new();
+        for r in RESOURCES {
+            by_kind.insert((r.api_version, r.kind), r.message);
+            let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            let package = MESSAGES[r.message].package;
+            if let Some((prefix, _version)) = package.rsplit_once('/') {
+                groups.insert(group, prefix);
+            }
+        }
+        Index {
+            by_name,
+            by_kind,
+            groups,
+        }
+    })
+}
+
+/// The message of `kind` in `apiVersion` (a resource, its `…List`, a subresource's kind such as
+/// `TokenRequest` or `Scale`, or a meta kind such as `Status`), if Kubernetes defines one.
+pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<usize> {
+    let idx = index();
+    if let Some(&i) = idx.by_kind.get(&(api_version, kind)) {
+        return Some(i);
+    }
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let lookup = |package: &str| idx.by_name.get(&(package, kind)).copied();
+    idx.groups
+        .get(group)
+        .and_then(|prefix| lookup(&format!("{prefix}/{version}")))
+        .or_else(|| lookup(META))
+}
+
+/// The message named `name` in `package` (used for the well-known messages).
+pub(crate) fn named(package: &str, name: &str) -> Option<usize> {
+    MESSAGES
+        .iter()
+        .position(|m| m.package == package && m.name == name)
+}

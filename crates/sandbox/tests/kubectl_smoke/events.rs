@@ -1,0 +1,109 @@
+//! Events as kubectl shows them: `describe` lists an object's events (field selectors on
+//! `involvedObject.*`), `get events` shows what was written through `events.k8s.io/v1`.
+
+use k8s_openapi::api::events::v1::Event as EventV1;
+use kube::api::PostParams;
+
+use super::*;
+
+/// Writes, through `events.k8s.io/v1` as Lien does, a Warning about ConfigMap `name`.
+async fn lien_event(sandbox: &Sandbox, k: &Kubectl, name: &str, uid: &str) {
+    let client = common::client(sandbox).await;
+    let events: Api<EventV1> = Api::namespaced(client, &k.namespace);
+    let event: EventV1 = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}.refused")},
+        "eventTime": "2024-05-01T10:00:00.000000Z",
+        "reportingController": "lien.dev/webhook",
+        "reportingInstance": "lien-0",
+        "action": "Delete",
+        "reason": "DeletionRefused",
+        "type": "Warning",
+        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+            "namespace": k.namespace, "uid": uid},
+        "note": format!("configmap {name} is in use by usage/app"),
+    }))
+    .expect("event");
+    events
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("create the event");
+}
+
+#[tokio::test]
+async fn describe_shows_events_and_get_events_shows_lien_events() {
+    let sandbox = common::sandbox().await;
+    let k = Kubectl::new(&sandbox, "events").await;
+    k.apply_yaml(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n",
+    )
+    .await;
+    let uid = k
+        .ns(&["get", "configmap", "x", "-o", "jsonpath={.metadata.uid}"])
+        .await
+        .out();
+    lien_event(&sandbox, &k, "x", &uid).await;
+
+    let described = k.ns(&["describe", "configmap", "x"]).await.out();
+    let events_section = described
+        .split_once("Events:")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no Events section:\n{described}"));
+    let rows = table(events_section);
+    assert_eq!(
+        rows[0],
+        ["Type", "Reason", "Age", "From", "Message"],
+        "{described}"
+    );
+    assert_eq!(rows[1][0], "----", "{described}");
+    assert_eq!(rows[2][..2], ["Warning", "DeletionRefused"], "{described}");
+    assert_eq!(rows[2][3], "lien.dev/webhook", "{described}");
+    assert!(
+        events_section.contains("configmap x is in use by usage/app"),
+        "{described}"
+    );
+
+    // kube-apiserver's own event columns (Last Seen, Type, Reason, Object, Message) are not
+    // served yet (docs/sandbox.md); the event itself is listed, read through core v1.
+    let listed = k.ns(&["get", "events"]).await.out();
+    let rows = table(&listed);
+    assert_eq!(rows.len(), 2, "{listed}");
+    assert_eq!(rows[1][0], "x.refused", "{listed}");
+    let listed = k
+        .ns(&[
+            "get",
+            "events",
+            "-o",
+            "custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,FROM:.reportingComponent",
+        ])
+        .await
+        .out();
+    assert_eq!(
+        table(&listed),
+        [
+            ["TYPE", "REASON", "OBJECT", "FROM"],
+            ["Warning", "DeletionRefused", "x", "lien.dev/webhook"]
+        ],
+        "{listed}"
+    );
+
+    // And by field selector, as a user narrows them.
+    let selected = k
+        .ns(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=x,reason=DeletionRefused",
+            "-o",
+            "name",
+        ])
+        .await
+        .out();
+    assert_eq!(selected.trim(), "event/x.refused");
+    let err = k
+        .ns(&["get", "events", "--field-selector", "foo=bar"])
+        .await
+        .err();
+    assert!(err.contains("field label not supported: foo"), "{err}");
+    sandbox.shutdown().await;
+}
