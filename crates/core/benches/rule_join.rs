@@ -11,10 +11,24 @@
 //! state), and prints the heap of the join and of the index per relation (`heap_bytes`,
 //! capacities × record sizes).
 
+use std::alloc::System;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lien_core::{GroupKind, ObjectKey, RelationIndex, RuleConfig, RuleJoin, RuleScope, Source};
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+/// Counts the bytes live on the heap, so the bench reports what the join and the index really
+/// allocate (requested sizes; the allocator's own per-chunk overhead is not included), next to
+/// their own `heap_bytes` estimates.
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn live() -> isize {
+    // A realloc is already counted in `bytes_allocated`/`bytes_deallocated` by its difference.
+    let s = GLOBAL.stats();
+    s.bytes_allocated as isize - s.bytes_deallocated as isize
+}
 
 const POOLS: usize = 1_000;
 const PVS: usize = 100_000;
@@ -96,6 +110,18 @@ fn build_incremental(inputs: &Inputs) -> (RuleJoin, RelationIndex) {
     (join, index)
 }
 
+/// The join alone, deltas dropped (nothing else is live when it returns).
+fn build_then_apply_join_only(inputs: &Inputs) -> (RuleJoin, ()) {
+    let mut join = RuleJoin::new(config());
+    for (key, uid, keys) in &inputs.pools {
+        drop(join.upsert_of(key, Some(uid), Some(keys.clone())));
+    }
+    for (key, uid, keys) in &inputs.pvs {
+        drop(join.upsert_by(key, Some(uid), Some(keys.clone()), true));
+    }
+    (join, ())
+}
+
 /// The first sync with the deltas ignored and `relations()` applied once at the end.
 fn build_then_apply(inputs: &Inputs) -> (RuleJoin, RelationIndex) {
     let source = config().source;
@@ -115,17 +141,46 @@ fn build_then_apply(inputs: &Inputs) -> (RuleJoin, RelationIndex) {
 
 fn rule_join(c: &mut Criterion) {
     let inputs = inputs();
+    // Counted: the index alone (built from `relations()` of a join dropped before counting
+    // stops), then the join alone, then both built together as the controller does.
+    let before = live();
+    let index = {
+        let (join, _) = build_then_apply_join_only(&inputs);
+        let mut index = RelationIndex::new();
+        index
+            .apply_stream(&config().source, join.relations_iter())
+            .expect("valid");
+        index
+    };
+    let index_counted = live() - before;
+    drop(index);
+    let before = live();
+    let (join, _) = build_then_apply_join_only(&inputs);
+    let join_counted = live() - before;
+    drop(join);
+    let before = live();
     let (join, index) = build_incremental(&inputs);
+    let both_counted = live() - before;
     assert_eq!((join.len(), index.len()), (PVS, PVS));
     let per = |b: usize| b as f64 / PVS as f64;
+    let mib = |b: usize| b as f64 / 1048576.0;
     eprintln!(
-        "rule_join: {} relations; RuleJoin heap {:.2} MiB ({:.1} B/relation), RelationIndex heap {:.2} MiB ({:.1} B/relation), together {:.1} B/relation",
+        "rule_join: {} relations; heap_bytes: RuleJoin {:.2} MiB ({:.1} B/relation), RelationIndex {:.2} MiB ({:.1} B/relation), together {:.1} B/relation",
         join.len(),
-        join.heap_bytes() as f64 / 1048576.0,
+        mib(join.heap_bytes()),
         per(join.heap_bytes()),
-        index.heap_bytes() as f64 / 1048576.0,
+        mib(index.heap_bytes()),
         per(index.heap_bytes()),
         per(join.heap_bytes() + index.heap_bytes()),
+    );
+    eprintln!(
+        "rule_join: counting allocator: RuleJoin alone {:.2} MiB ({:.1} B/relation), RelationIndex alone {:.2} MiB ({:.1} B/relation), both built incrementally {:.2} MiB ({:.1} B/relation)",
+        mib(join_counted as usize),
+        per(join_counted as usize),
+        mib(index_counted as usize),
+        per(index_counted as usize),
+        mib(both_counted as usize),
+        per(both_counted as usize),
     );
 
     let mut group = c.benchmark_group("rule_join 1k pools x 100k PVs");

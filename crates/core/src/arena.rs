@@ -31,7 +31,14 @@ impl<T> Arena<T> {
 
     pub(crate) fn push(&mut self, value: T) {
         if self.len.is_multiple_of(CHUNK) {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+            // The first chunk grows as a `Vec` does (to exactly `CHUNK`: capacities double from
+            // a power of two), so that the many small arenas (an interner or a rule's join per
+            // rule) do not each take a whole chunk; later chunks are allocated whole.
+            self.chunks.push(if self.len == 0 {
+                Vec::new()
+            } else {
+                Vec::with_capacity(CHUNK)
+            });
         }
         if let Some(chunk) = self.chunks.last_mut() {
             chunk.push(value);
@@ -41,6 +48,10 @@ impl<T> Arena<T> {
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flatten()
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.chunks.iter_mut().flatten()
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {

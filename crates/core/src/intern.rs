@@ -14,6 +14,8 @@ use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+use crate::arena::Arena;
+
 /// An interned string: an index into [`StrInterner`]'s slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Sym(pub(crate) u32);
@@ -32,7 +34,8 @@ struct Slot {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct StrInterner {
     buf: String,
-    slots: Vec<Slot>,
+    /// In a chunked arena: a `Vec` would keep up to as much slack as it holds.
+    slots: Arena<Slot>,
     free_head: Option<u32>,
     table: HashTable<u32>,
     hasher: DefaultHashBuilder,
@@ -141,9 +144,7 @@ impl StrInterner {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.buf.capacity()
-            + self.slots.capacity() * std::mem::size_of::<Slot>()
-            + table_bytes(&self.table)
+        self.buf.capacity() + self.slots.heap_bytes() + table_bytes(&self.table)
     }
 }
 

@@ -15,7 +15,9 @@
 //!
 //! Every string (namespace, name, key) is interned once in a reference-counted interner, so an
 //! object costs a few `u32`s plus its bucket memberships, and 100,000 `PersistentVolume`s keyed
-//! by a pool name share the pool-name strings. UIDs are kept as their 16 bytes, as the index
+//! by a pool name share the pool-name strings. An object is a packed 36-byte record in a chunked
+//! arena (its only key inline; two keys or more in a side list), found by (namespace, name)
+//! through a hash table of `u32` slots; a bucket lists its objects' slots in a `Vec<u32>`. UIDs are kept as their 16 bytes, as the index
 //! keeps them (Kubernetes UIDs are UUIDs; anything else is interned).
 //!
 //! The join itself is **not stored**: the relations of an object are a pure function of the
@@ -47,10 +49,13 @@
 
 use std::borrow::Cow;
 
-use hashbrown::{HashMap, HashSet};
+use std::hash::BuildHasher;
 
+use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
+
+use crate::arena::Arena;
 use crate::index::{FullError, StoredUid, sym_of};
-use crate::intern::{Full, NIL, StrInterner, Sym};
+use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
 use crate::key::{GroupKind, ObjectKey};
 use crate::relation::{Relation, Source};
 
@@ -133,19 +138,22 @@ impl Side {
     }
 }
 
-/// An object of one side: (namespace or `NIL`, name), as symbols.
-type Id = (u32, u32);
+/// An object of one side: its slot in that side's arena.
+type Id = u32;
 /// A bucket: (namespace under `SameNamespace`, else `NIL`; key, or `NIL` without keys).
 type Bucket = (u32, u32);
 
-#[derive(Debug, Clone)]
+/// One object, packed (36 bytes). Free records have `name == NIL` and chain through `key`.
+#[derive(Debug, Clone, Copy)]
 struct Obj {
-    uid: StoredUid,
-    /// The only key, or `NIL`; most objects have one key (a pool name), and a one-element
-    /// `Box<[u32]>` would cost a heap allocation per object.
+    /// Namespace symbol, or `NIL` for a cluster-scoped object.
+    ns: u32,
+    name: u32,
+    /// The only key, or `NIL`; most objects have one key (a pool name), so it is stored inline.
     key: u32,
-    /// Two keys or more (then `key` is `NIL`), sorted and deduplicated.
-    more: Option<Box<[u32]>>,
+    /// Two keys or more (then `key` is `NIL`): a slot of [`Objects::multi`], else `NIL`.
+    more: u32,
+    uid: StoredUid,
     /// `when` held (always true for `of` objects that evaluated); false for an object whose
     /// first evaluation failed, so that it joins nothing even in a rule without keys.
     when: bool,
@@ -153,29 +161,213 @@ struct Obj {
     error: bool,
 }
 
-impl Obj {
-    /// Sorted, deduplicated key symbols; empty for a rule without keys.
-    fn keys(&self) -> &[u32] {
-        match &self.more {
-            Some(more) => more,
-            None if self.key == NIL => &[],
-            None => std::slice::from_ref(&self.key),
+/// An object state's interned strings: ((namespace, name), UID, key symbols).
+type Interned = ((u32, u32), StoredUid, Vec<u32>);
+
+/// The objects of a bucket. Buckets are small (objects sharing one key: ~100 PVs per pool) and
+/// a `Vec<u32>` costs 4 bytes per member where a hash set costs ~10; a bucket that grows past
+/// [`BIG`] (a rule without keys puts a whole namespace in one) becomes a set so that removing
+/// a member stays O(1).
+#[derive(Debug, Clone)]
+enum Posting {
+    Small(Vec<Id>),
+    Big(HashSet<Id>),
+}
+
+const BIG: usize = 512;
+
+impl Posting {
+    fn insert(&mut self, id: Id) {
+        match self {
+            Posting::Small(v) if v.len() < BIG => v.push(id),
+            Posting::Small(v) => {
+                let mut set: HashSet<Id> = v.drain(..).collect();
+                set.insert(id);
+                *self = Posting::Big(set);
+            }
+            Posting::Big(set) => {
+                set.insert(id);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: Id) {
+        match self {
+            Posting::Small(v) => {
+                if let Some(i) = v.iter().position(|&m| m == id) {
+                    v.swap_remove(i);
+                }
+            }
+            Posting::Big(set) => {
+                set.remove(&id);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Posting::Small(v) => v.is_empty(),
+            Posting::Big(set) => set.is_empty(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = Id> + '_ {
+        let (small, big) = match self {
+            Posting::Small(v) => (Some(v.iter().copied()), None),
+            Posting::Big(set) => (None, Some(set.iter().copied())),
+        };
+        small.into_iter().flatten().chain(big.into_iter().flatten())
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Posting::Small(v) => v.capacity() * size_of::<Id>(),
+            Posting::Big(set) => set.capacity() * (size_of::<Id>() + 1),
         }
     }
 }
 
-fn split_keys(mut keys: Vec<u32>) -> (u32, Option<Box<[u32]>>) {
-    match keys.len() {
-        0 => (NIL, None),
-        1 => (keys.pop().unwrap_or(NIL), None),
-        _ => (NIL, Some(keys.into_boxed_slice())),
-    }
-}
-
+/// One side's objects: packed records in a chunked arena (no per-object allocation), found by
+/// (namespace, name) through a table of their `u32` slots, and the key buckets.
 #[derive(Debug, Clone, Default)]
 struct Objects {
-    objects: HashMap<Id, Obj>,
-    buckets: HashMap<Bucket, HashSet<Id>>,
+    recs: Arena<Obj>,
+    free: u32,
+    live: usize,
+    table: HashTable<Id>,
+    /// Key lists of objects with two keys or more; free slots are empty and listed in
+    /// `multi_free`.
+    multi: Vec<Box<[u32]>>,
+    multi_free: Vec<u32>,
+    buckets: HashMap<Bucket, Posting>,
+}
+
+impl Objects {
+    fn new() -> Self {
+        Self {
+            free: NIL,
+            ..Self::default()
+        }
+    }
+
+    fn keys<'a>(&'a self, obj: &'a Obj) -> &'a [u32] {
+        if obj.more != NIL {
+            &self.multi[obj.more as usize]
+        } else if obj.key == NIL {
+            &[]
+        } else {
+            std::slice::from_ref(&obj.key)
+        }
+    }
+
+    fn find(&self, hasher: &DefaultHashBuilder, ns: u32, name: u32) -> Option<Id> {
+        let recs = &self.recs;
+        self.table
+            .find(hasher.hash_one((ns, name)), |&id| {
+                let o = &recs[id as usize];
+                (o.ns, o.name) == (ns, name)
+            })
+            .copied()
+    }
+
+    /// Stores a new object; `Err` when the arena cannot address another slot.
+    fn insert(&mut self, hasher: &DefaultHashBuilder, obj: Obj) -> Result<Id, FullError> {
+        let id = if self.free != NIL {
+            let id = self.free;
+            self.free = self.recs[id as usize].key;
+            self.recs[id as usize] = obj;
+            id
+        } else {
+            let id = u32::try_from(self.recs.len())
+                .ok()
+                .filter(|&id| id != NIL)
+                .ok_or(FullError)?;
+            self.recs.push(obj);
+            id
+        };
+        let recs = &self.recs;
+        self.table
+            .insert_unique(hasher.hash_one((obj.ns, obj.name)), id, |&id| {
+                let o = &recs[id as usize];
+                hasher.hash_one((o.ns, o.name))
+            });
+        self.live += 1;
+        Ok(id)
+    }
+
+    fn remove(&mut self, hasher: &DefaultHashBuilder, id: Id) -> Obj {
+        let obj = self.recs[id as usize];
+        if let Ok(entry) = self
+            .table
+            .find_entry(hasher.hash_one((obj.ns, obj.name)), |&m| m == id)
+        {
+            entry.remove();
+        }
+        self.free_multi(obj.more);
+        self.recs[id as usize] = Obj {
+            ns: NIL,
+            name: NIL,
+            key: self.free,
+            more: NIL,
+            uid: StoredUid::None,
+            when: false,
+            error: false,
+        };
+        self.free = id;
+        self.live -= 1;
+        obj
+    }
+
+    /// Stores a key list for an object: `(key, more)`.
+    fn store_keys(&mut self, mut keys: Vec<u32>) -> (u32, u32) {
+        match keys.len() {
+            0 => (NIL, NIL),
+            1 => (keys.pop().unwrap_or(NIL), NIL),
+            _ => {
+                let keys = keys.into_boxed_slice();
+                match self.multi_free.pop() {
+                    Some(slot) => {
+                        self.multi[slot as usize] = keys;
+                        (NIL, slot)
+                    }
+                    None => {
+                        self.multi.push(keys);
+                        // Fewer multi-key objects than objects, whose slots are u32.
+                        (NIL, (self.multi.len() - 1) as u32)
+                    }
+                }
+            }
+        }
+    }
+
+    fn free_multi(&mut self, more: u32) {
+        if more != NIL {
+            self.multi[more as usize] = Box::default();
+            self.multi_free.push(more);
+        }
+    }
+
+    fn live(&self) -> impl Iterator<Item = (Id, &Obj)> + '_ {
+        self.recs
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.name != NIL)
+            .map(|(id, o)| (id as Id, o))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.recs.heap_bytes()
+            + table_bytes(&self.table)
+            + self.multi.capacity() * size_of::<Box<[u32]>>()
+            + self.multi.iter().map(|m| m.len() * 4).sum::<usize>()
+            + self.multi_free.capacity() * 4
+            + self.buckets.capacity() * (size_of::<(Bucket, Posting)>() + 1)
+            + self
+                .buckets
+                .values()
+                .map(Posting::heap_bytes)
+                .sum::<usize>()
+    }
 }
 
 /// The incremental join of one `DependencyRule` (see the module docs).
@@ -185,6 +377,7 @@ pub struct RuleJoin {
     /// Same group and kind on both sides: an object must not be paired with itself.
     same_kind: bool,
     strs: StrInterner,
+    hasher: DefaultHashBuilder,
     of: Objects,
     by: Objects,
     len: usize,
@@ -198,8 +391,9 @@ impl RuleJoin {
             same_kind: config.of == config.by,
             config,
             strs: StrInterner::default(),
-            of: Objects::default(),
-            by: Objects::default(),
+            hasher: DefaultHashBuilder::default(),
+            of: Objects::new(),
+            by: Objects::new(),
             len: 0,
             errors: 0,
         }
@@ -266,10 +460,10 @@ impl RuleJoin {
     /// [`crate::RelationIndex::apply_stream`], so that a join of 100,000 relations never
     /// exists as a `Vec<Relation>` (about 550 bytes each with their strings).
     pub fn relations_iter(&self) -> impl Iterator<Item = Relation> + '_ {
-        self.by.objects.iter().flat_map(move |(&id, obj)| {
-            self.matches(Side::By, id, obj)
+        self.by.live().flat_map(move |(_, obj)| {
+            self.matches(Side::By, obj)
                 .into_iter()
-                .map(move |m| self.relation(m, id, self.of.objects[&m].uid, obj.uid))
+                .map(move |m| self.relation(&self.of.recs[m as usize], obj))
         })
     }
 
@@ -290,7 +484,7 @@ impl RuleJoin {
 
     /// How many `of` and `by` objects the join tracks.
     pub fn object_counts(&self) -> (usize, usize) {
-        (self.of.objects.len(), self.by.objects.len())
+        (self.of.live, self.by.live)
     }
 
     /// The (namespace, name) of every `of` object the join tracks (for a relist: the ones a
@@ -305,9 +499,9 @@ impl RuleJoin {
     }
 
     fn names(&self, side: Side) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
-        self.side(side).objects.keys().map(|&(ns, name)| {
-            let ns = (ns != NIL).then(|| self.strs.get(Sym(ns)));
-            (ns, self.strs.get(Sym(name)))
+        self.side(side).live().map(|(_, o)| {
+            let ns = (o.ns != NIL).then(|| self.strs.get(Sym(o.ns)));
+            (ns, self.strs.get(Sym(o.name)))
         })
     }
 
@@ -317,24 +511,10 @@ impl RuleJoin {
         self.strs.len()
     }
 
-    /// An estimate of the heap bytes held (interned strings, object maps, buckets).
+    /// An estimate of the heap bytes held (interned strings, object records and tables,
+    /// buckets), from capacities × record sizes.
     pub fn heap_bytes(&self) -> usize {
-        fn side(o: &Objects) -> usize {
-            let obj = size_of::<(Id, Obj)>() + 1;
-            let keys: usize = o
-                .objects
-                .values()
-                .filter_map(|v| v.more.as_ref())
-                .map(|m| m.len() * 4)
-                .sum();
-            let set = size_of::<Id>() + 1;
-            let buckets: usize = o.buckets.values().map(|s| s.capacity() * set).sum();
-            o.objects.capacity() * obj
-                + keys
-                + o.buckets.capacity() * (size_of::<(Bucket, HashSet<Id>)>() + 1)
-                + buckets
-        }
-        self.strs.heap_bytes() + side(&self.of) + side(&self.by)
+        self.strs.heap_bytes() + self.of.heap_bytes() + self.by.heap_bytes()
     }
 
     fn side(&self, side: Side) -> &Objects {
@@ -358,39 +538,47 @@ impl RuleJoin {
         }
     }
 
-    /// The buckets `obj` (with namespace `ns`) sits in. Empty when out of every scope or when
-    /// `when` does not hold: such an object is remembered but joins nothing.
-    fn buckets(&self, ns: u32, obj: &Obj) -> Vec<Bucket> {
+    /// The buckets `obj` on `side` sits in. Empty when out of every scope or when `when` does
+    /// not hold: such an object is remembered but joins nothing.
+    fn buckets(&self, side: Side, obj: &Obj) -> Vec<Bucket> {
         let scope = match self.config.scope {
-            RuleScope::SameNamespace if ns == NIL => return Vec::new(),
-            RuleScope::SameNamespace => ns,
+            RuleScope::SameNamespace if obj.ns == NIL => return Vec::new(),
+            RuleScope::SameNamespace => obj.ns,
             RuleScope::Cluster => NIL,
         };
         if !obj.when {
             return Vec::new();
         }
         if self.config.keyed {
-            obj.keys().iter().map(|&k| (scope, k)).collect()
+            self.side(side)
+                .keys(obj)
+                .iter()
+                .map(|&k| (scope, k))
+                .collect()
         } else {
             vec![(scope, NIL)]
         }
     }
 
-    /// The other side's objects related to `id` on `side`. O(matches): one probe per key.
-    fn matches(&self, side: Side, id: Id, obj: &Obj) -> Vec<Id> {
+    /// The other side's objects related to `obj` on `side`. O(matches): one probe per key.
+    fn matches(&self, side: Side, obj: &Obj) -> Vec<Id> {
         let other = self.side(match side {
             Side::Of => Side::By,
             Side::By => Side::Of,
         });
-        let buckets = self.buckets(id.0, obj);
+        let buckets = self.buckets(side, obj);
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         for b in &buckets {
-            let Some(set) = other.buckets.get(b) else {
+            let Some(posting) = other.buckets.get(b) else {
                 continue;
             };
-            for &m in set {
-                if self.same_kind && m == id {
+            for m in posting.iter() {
+                // Both sides intern into one table: same symbols, same object.
+                if self.same_kind && {
+                    let o = &other.recs[m as usize];
+                    (o.ns, o.name) == (obj.ns, obj.name)
+                } {
                     continue;
                 }
                 // An object sharing several keys is one relation; only dedupe when it can happen.
@@ -403,17 +591,17 @@ impl RuleJoin {
         out
     }
 
-    fn object_key(&self, side: Side, id: Id) -> ObjectKey {
+    fn object_key(&self, side: Side, obj: &Obj) -> ObjectKey {
         let gk = self.kind(side);
-        let ns = (id.0 != NIL).then(|| self.strs.get(Sym(id.0)));
-        ObjectKey::new(&gk.group, &gk.kind, ns, self.strs.get(Sym(id.1)))
+        let ns = (obj.ns != NIL).then(|| self.strs.get(Sym(obj.ns)));
+        ObjectKey::new(&gk.group, &gk.kind, ns, self.strs.get(Sym(obj.name)))
     }
 
     fn uid_string(&self, uid: StoredUid) -> Option<String> {
         uid.get(&self.strs).map(Cow::into_owned)
     }
 
-    fn relation(&self, of: Id, by: Id, of_uid: StoredUid, by_uid: StoredUid) -> Relation {
+    fn relation(&self, of: &Obj, by: &Obj) -> Relation {
         let mut r = Relation::uses(
             self.config.source.clone(),
             self.object_key(Side::Of, of),
@@ -421,35 +609,37 @@ impl RuleJoin {
         )
         .with_reason(self.config.reason.clone())
         .with_replay(self.config.replay);
-        r.of_uid = self.uid_string(of_uid);
-        r.by_uid = self.uid_string(by_uid);
+        r.of_uid = self.uid_string(of.uid);
+        r.by_uid = self.uid_string(by.uid);
         r
     }
 
-    /// The relations of `id` on `side` with partners `ms`, `id` having UID `uid`.
-    fn relations_with(&self, side: Side, id: Id, uid: StoredUid, ms: &[Id]) -> Vec<Relation> {
+    /// The relations of `obj` on `side` with partners `ms` (slots of the other side).
+    fn relations_with(&self, side: Side, obj: &Obj, ms: &[Id]) -> Vec<Relation> {
         ms.iter()
             .map(|&m| match side {
-                Side::Of => self.relation(id, m, uid, self.by.objects[&m].uid),
-                Side::By => self.relation(m, id, self.of.objects[&m].uid, uid),
+                Side::Of => self.relation(obj, &self.by.recs[m as usize]),
+                Side::By => self.relation(&self.of.recs[m as usize], obj),
             })
             .collect()
     }
 
-    fn find_id(&self, key: &ObjectKey) -> Option<Id> {
+    /// The slot of `key` on `side`, if the join tracks it.
+    fn find_id(&self, side: Side, key: &ObjectKey) -> Option<Id> {
         let ns = match &key.namespace {
             Some(ns) => self.strs.find(ns)?.0,
             None => NIL,
         };
-        Some((ns, self.strs.find(&key.name)?.0))
+        let name = self.strs.find(&key.name)?.0;
+        self.side(side).find(&self.hasher, ns, name)
     }
 
     fn unbucket(&mut self, side: Side, id: Id, obj: &Obj) {
-        for b in self.buckets(id.0, obj) {
+        for b in self.buckets(side, obj) {
             let objects = self.side_mut(side);
-            if let Some(set) = objects.buckets.get_mut(&b) {
-                set.remove(&id);
-                if set.is_empty() {
+            if let Some(posting) = objects.buckets.get_mut(&b) {
+                posting.remove(id);
+                if posting.is_empty() {
                     objects.buckets.remove(&b);
                 }
             }
@@ -457,24 +647,27 @@ impl RuleJoin {
     }
 
     fn bucket(&mut self, side: Side, id: Id, obj: &Obj) {
-        for b in self.buckets(id.0, obj) {
-            self.side_mut(side).buckets.entry(b).or_default().insert(id);
+        for b in self.buckets(side, obj) {
+            self.side_mut(side)
+                .buckets
+                .entry(b)
+                .or_insert_with(|| Posting::Small(Vec::new()))
+                .insert(id);
         }
     }
 
-    /// Releases the strings an object holds (its id's and its UID's; its keys unless kept).
-    fn release(&mut self, id: Id, obj: &Obj, keys_too: bool) {
-        if id.0 != NIL {
-            self.strs.release(Sym(id.0));
+    /// Releases the strings an object holds (its namespace's, name's and UID's; its keys too
+    /// unless `keys` is `None`).
+    fn release(&mut self, obj: &Obj, keys: Option<&[u32]>) {
+        if obj.ns != NIL {
+            self.strs.release(Sym(obj.ns));
         }
-        self.strs.release(Sym(id.1));
+        self.strs.release(Sym(obj.name));
         if let StoredUid::Other(sym) = obj.uid {
             self.strs.release(sym_of(sym));
         }
-        if keys_too {
-            for &k in obj.keys() {
-                self.strs.release(Sym(k));
-            }
+        for &k in keys.unwrap_or_default() {
+            self.strs.release(Sym(k));
         }
     }
 
@@ -484,7 +677,7 @@ impl RuleJoin {
         key: &ObjectKey,
         uid: Option<&str>,
         keys: &[String],
-    ) -> Result<(Id, StoredUid, Vec<u32>), FullError> {
+    ) -> Result<Interned, FullError> {
         let mut taken: Vec<Sym> = Vec::with_capacity(3 + keys.len());
         let result = (|| {
             let ns = match &key.namespace {
@@ -544,23 +737,27 @@ impl RuleJoin {
             }
             Eval::Failed => (None, false, true),
         };
-        let (id, uid_sym, mut key_syms) = self
+        let ((ns, name), uid_sym, mut key_syms) = self
             .intern_all(key, uid, keys.as_deref().unwrap_or_default())
             .map_err(JoinError::Full)?;
-        let old = self.side_mut(side).objects.remove(&id);
-        let old_matches = match &old {
-            Some(o) => {
-                let ms = self.matches(side, id, o);
-                self.unbucket(side, id, o);
-                ms
+        let slot = self.side(side).find(&self.hasher, ns, name);
+        // The old state leaves the buckets first; its key list is taken out of the side so that
+        // the record can be reused in place.
+        let old = match slot {
+            Some(id) => {
+                let o = self.side(side).recs[id as usize];
+                let ms = self.matches(side, &o);
+                self.unbucket(side, id, &o);
+                let old_keys = self.side(side).keys(&o).to_vec();
+                Some((id, o, old_keys, ms))
             }
-            None => Vec::new(),
+            None => None,
         };
         // A failed evaluation keeps the last known keys and `when` (see module docs); the new
         // state then takes over the old state's key references instead of interning them again.
         let (when, keep_old_keys) = match (&old, error) {
-            (Some(o), true) => {
-                key_syms = o.keys().to_vec();
+            (Some((_, o, old_keys, _)), true) => {
+                key_syms = old_keys.clone();
                 (o.when, true)
             }
             (None, true) => (false, false),
@@ -568,19 +765,43 @@ impl RuleJoin {
         };
         // Interning sorted strings does not sort their symbols.
         key_syms.sort_unstable();
-        let (key_sym, more) = split_keys(key_syms);
+        let (objects, hasher) = match side {
+            Side::Of => (&mut self.of, &self.hasher),
+            Side::By => (&mut self.by, &self.hasher),
+        };
+        if let Some((_, o, _, _)) = &old {
+            objects.free_multi(o.more);
+        }
+        let (key_sym, more) = objects.store_keys(key_syms);
         let new = Obj {
-            uid: uid_sym,
+            ns,
+            name,
             key: key_sym,
             more,
+            uid: uid_sym,
             when,
             error,
         };
+        let id = match &old {
+            Some((id, ..)) => {
+                objects.recs[*id as usize] = new;
+                *id
+            }
+            None => match objects.insert(hasher, new) {
+                Ok(id) => id,
+                Err(full) => {
+                    let keys = objects.keys(&new).to_vec();
+                    objects.free_multi(more);
+                    self.release(&new, Some(&keys));
+                    return Err(JoinError::Full(full));
+                }
+            },
+        };
         self.bucket(side, id, &new);
-        let new_matches = self.matches(side, id, &new);
+        let new_matches = self.matches(side, &new);
 
         let delta = match &old {
-            Some(o) if o.uid == new.uid => {
+            Some((_, o, _, old_matches)) if o.uid == new.uid => {
                 let before: HashSet<Id> = old_matches.iter().copied().collect();
                 let after: HashSet<Id> = new_matches.iter().copied().collect();
                 let gone: Vec<Id> = old_matches
@@ -594,27 +815,26 @@ impl RuleJoin {
                     .filter(|m| !before.contains(m))
                     .collect();
                 Delta {
-                    removed: self.relations_with(side, id, o.uid, &gone),
-                    added: self.relations_with(side, id, new.uid, &came),
+                    removed: self.relations_with(side, o, &gone),
+                    added: self.relations_with(side, &new, &came),
                 }
             }
             // A new incarnation (or a new object): every relation carries the new UID.
-            Some(o) => Delta {
-                removed: self.relations_with(side, id, o.uid, &old_matches),
-                added: self.relations_with(side, id, new.uid, &new_matches),
+            Some((_, o, _, old_matches)) => Delta {
+                removed: self.relations_with(side, o, old_matches),
+                added: self.relations_with(side, &new, &new_matches),
             },
             None => Delta {
                 removed: Vec::new(),
-                added: self.relations_with(side, id, new.uid, &new_matches),
+                added: self.relations_with(side, &new, &new_matches),
             },
         };
-        if let Some(o) = &old {
-            self.release(id, o, !keep_old_keys);
+        if let Some((_, o, old_keys, _)) = &old {
+            self.release(o, (!keep_old_keys).then_some(old_keys.as_slice()));
             self.errors -= usize::from(o.error);
         }
         self.errors += usize::from(new.error);
         self.len = self.len + delta.added.len() - delta.removed.len();
-        self.side_mut(side).objects.insert(id, new);
         Ok(delta)
     }
 
@@ -622,16 +842,17 @@ impl RuleJoin {
         if !self.kind(side).matches(key) {
             return Delta::default();
         }
-        let Some(id) = self.find_id(key) else {
+        let Some(id) = self.find_id(side, key) else {
             return Delta::default();
         };
-        let Some(old) = self.side_mut(side).objects.remove(&id) else {
-            return Delta::default();
-        };
-        let ms = self.matches(side, id, &old);
+        let old = self.side(side).recs[id as usize];
+        let ms = self.matches(side, &old);
         self.unbucket(side, id, &old);
-        let removed = self.relations_with(side, id, old.uid, &ms);
-        self.release(id, &old, true);
+        let removed = self.relations_with(side, &old, &ms);
+        let keys = self.side(side).keys(&old).to_vec();
+        let hasher = self.hasher.clone();
+        self.side_mut(side).remove(&hasher, id);
+        self.release(&old, Some(&keys));
         self.errors -= usize::from(old.error);
         self.len -= removed.len();
         Delta {
