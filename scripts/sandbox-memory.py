@@ -4,6 +4,10 @@ stored object").
 
     target/release/lien sandbox --no-lien --port 0 --kubeconfig /tmp/sbm.kubeconfig &
     python3 scripts/sandbox-memory.py /tmp/sbm.kubeconfig $! 100000
+    python3 scripts/sandbox-memory.py /tmp/sbm.kubeconfig $! 10000 20   # then time 20 lists
+
+With a fourth argument L, then lists all N ConfigMaps L times and prints the median and fastest
+time of a list (the request and reading its whole answer).
 
 Creates namespace `mem` and N small ConfigMaps in it (two data keys; about 420 bytes of JSON
 each as stored, managedFields included) over 8 keep-alive HTTPS connections, and prints the
@@ -18,6 +22,9 @@ import threading
 import time
 
 kubeconfig, pid, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# Optional: after the creates, list the namespace this many times (one connection, in turn)
+# and print the time per list: the cost of reading what is stored.
+lists = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 cfg = json.load(open(kubeconfig))
 cluster = cfg["clusters"][0]["cluster"]
 host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
@@ -72,3 +79,15 @@ print(f"created {n} ConfigMaps in {elapsed:.1f} s; one is {len(one)} bytes of JS
 print(f"VmRSS / VmHWM before {before[0]} / {before[1]} KiB, after {after[0]} / {after[1]} KiB")
 print(f"per object: {(after[0] - before[0]) * 1024 / n:.0f} B of VmRSS, "
       f"{(after[1] - before[1]) * 1024 / n:.0f} B of VmHWM")
+
+if lists:
+    times = []
+    for _ in range(lists):
+        t0 = time.perf_counter()
+        body = request(conn, "GET", "/api/v1/namespaces/mem/configmaps")
+        times.append(time.perf_counter() - t0)
+    items = json.loads(body)["items"]
+    assert len(items) >= n, f"every ConfigMap listed: {len(items)}"
+    times.sort()
+    print(f"list of {n} ConfigMaps ({len(body)} bytes), {lists} times: "
+          f"median {times[len(times) // 2] * 1000:.0f} ms, fastest {times[0] * 1000:.0f} ms")

@@ -9,6 +9,12 @@
 //! Every write is recorded as a [`Change`] in a bounded history (the watch window: a watch that
 //! resumes from a revision older than the window gets `410 Gone`, like a compacted etcd) and sent
 //! to the live watchers and the in-process controllers.
+//!
+//! Objects are kept as their compact serialized JSON ([`Encoded`]) and decoded on read: a
+//! `serde_json::Value` costs several times its JSON (an `IndexMap` per object, an allocation per
+//! key and string), and memory per stored object is what bounds how many objects a sandbox holds
+//! (`docs/benchmarks.md`, "Memory per stored object"). The watch window keeps the encoded form
+//! too; only the changes sent to live watchers and controllers carry decoded values.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -22,7 +28,70 @@ use crate::registry::ResourceKey;
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type ObjectKey = (String, String);
 
-pub type Table = OrdMap<ObjectKey, Arc<Value>>;
+/// An object as stored: its compact JSON, or, for an object nested deeper than serde_json
+/// parses (its limit is 128 levels, and a stored object's managedFields mirror its nesting a few
+/// levels deeper than its request had), the `Value` itself. Serializing a `Value` and parsing it
+/// back gives the same `Value` (members in order, numbers as they were), so decoding on read
+/// changes nothing a reader sees.
+#[derive(Debug, Clone)]
+pub enum Encoded {
+    Json(Arc<str>),
+    Deep(Arc<Value>),
+}
+
+pub type Table = OrdMap<ObjectKey, Encoded>;
+
+/// Nesting that serde_json parses back with room to spare (its limit is 128).
+const MAX_JSON_DEPTH: usize = 100;
+
+fn encode(object: &Arc<Value>) -> Encoded {
+    if depth(object) > MAX_JSON_DEPTH {
+        return Encoded::Deep(object.clone());
+    }
+    // Serializing a `Value` cannot fail: its keys are strings and its numbers finite.
+    Encoded::Json(Arc::from(
+        serde_json::to_string(&**object).expect("a Value serializes"),
+    ))
+}
+
+/// Decodes a stored object.
+pub fn decode(encoded: &Encoded) -> Arc<Value> {
+    match encoded {
+        // Serialized from a `Value` no deeper than `MAX_JSON_DEPTH`: it parses.
+        Encoded::Json(json) => Arc::new(serde_json::from_str(json).expect("stored JSON parses")),
+        Encoded::Deep(value) => value.clone(),
+    }
+}
+
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// A change as the watch window keeps it: encoded, decoded again for a watch that resumes.
+#[derive(Debug)]
+struct Recorded {
+    revision: u64,
+    resource: ResourceKey,
+    event: EventType,
+    object: Encoded,
+    old: Option<Encoded>,
+}
+
+impl Recorded {
+    fn decode(&self) -> Arc<Change> {
+        Arc::new(Change {
+            revision: self.revision,
+            resource: self.resource.clone(),
+            event: self.event,
+            object: decode(&self.object),
+            old: self.old.as_ref().map(decode),
+        })
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -67,7 +136,7 @@ pub struct Store {
     uids: HashMap<String, (ResourceKey, ObjectKey)>,
     /// owner UID → dependents (objects whose ownerReferences name that UID).
     dependents: HashMap<String, BTreeSet<(ResourceKey, ObjectKey)>>,
-    history: VecDeque<Arc<Change>>,
+    history: VecDeque<Recorded>,
     history_limit: usize,
     /// Snapshots kept for `continue` tokens: (revision, resource) → table as it was.
     snapshots: VecDeque<((u64, ResourceKey), Table)>,
@@ -125,7 +194,7 @@ impl Store {
     }
 
     pub fn get(&self, resource: &ResourceKey, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.tables.get(resource)?.get(key).cloned()
+        self.tables.get(resource)?.get(key).map(decode)
     }
 
     pub fn by_uid(&self, uid: &str) -> Option<(ResourceKey, Arc<Value>)> {
@@ -193,42 +262,55 @@ impl Store {
     fn write(&mut self, resource: &ResourceKey, mut object: Value, event: EventType) -> Arc<Value> {
         self.revision += 1;
         object["metadata"]["resourceVersion"] = Value::String(self.revision.to_string());
-        compact(&mut object);
         let key = object_key(&object);
         let object = Arc::new(object);
+        let encoded = encode(&object);
         let old = self
             .tables
             .entry(resource.clone())
             .or_default()
-            .insert(key.clone(), object.clone());
-        if let Some(old) = &old {
-            self.unindex(resource, &key, old);
-        }
-        self.index(resource, &key, &object);
-        self.record(Change {
-            revision: self.revision,
-            resource: resource.clone(),
-            event,
-            object: object.clone(),
-            old,
+            .insert(key.clone(), encoded.clone());
+        let old = old.map(|old| {
+            let value = decode(&old);
+            self.unindex(resource, &key, &value);
+            (old, value)
         });
+        self.index(resource, &key, &object);
+        let (old_encoded, old) = old.unzip();
+        self.record(
+            Change {
+                revision: self.revision,
+                resource: resource.clone(),
+                event,
+                object: object.clone(),
+                old,
+            },
+            encoded,
+            old_encoded,
+        );
         object
     }
 
     pub fn remove(&mut self, resource: &ResourceKey, key: &ObjectKey) -> Option<Arc<Value>> {
-        let old = self.tables.get_mut(resource)?.remove(key)?;
+        let old_encoded = self.tables.get_mut(resource)?.remove(key)?;
+        let old = decode(&old_encoded);
         self.unindex(resource, key, &old);
         self.revision += 1;
         let mut last = (*old).clone();
         last["metadata"]["resourceVersion"] = Value::String(self.revision.to_string());
         let last = Arc::new(last);
-        self.record(Change {
-            revision: self.revision,
-            resource: resource.clone(),
-            event: EventType::Deleted,
-            object: last.clone(),
-            old: Some(old),
-        });
+        let encoded = encode(&last);
+        self.record(
+            Change {
+                revision: self.revision,
+                resource: resource.clone(),
+                event: EventType::Deleted,
+                object: last.clone(),
+                old: Some(old),
+            },
+            encoded,
+            Some(old_encoded),
+        );
         Some(last)
     }
 
@@ -266,9 +348,16 @@ impl Store {
         }
     }
 
-    fn record(&mut self, change: Change) {
+    /// Keeps `change` in the window as `object`/`old` (its objects encoded) and sends it.
+    fn record(&mut self, change: Change, object: Encoded, old: Option<Encoded>) {
+        self.history.push_back(Recorded {
+            revision: change.revision,
+            resource: change.resource.clone(),
+            event: change.event,
+            object,
+            old,
+        });
         let change = Arc::new(change);
-        self.history.push_back(change.clone());
         while self.history.len() > self.history_limit {
             self.history.pop_front();
         }
@@ -299,7 +388,7 @@ impl Store {
             .history
             .iter()
             .filter(|c| c.revision > revision)
-            .cloned()
+            .map(Recorded::decode)
             .collect();
         Ok(Subscription {
             backlog,
@@ -323,11 +412,7 @@ pub fn list_table(
     limit: usize,
 ) -> (Vec<Arc<Value>>, bool) {
     let mut out = Vec::new();
-    let lower = match (start, namespace) {
-        (Some(k), _) => std::ops::Bound::Excluded(k.clone()),
-        (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
-        (None, None) => std::ops::Bound::Unbounded,
-    };
+    let lower = range_start(namespace, start);
     let mut more = false;
     for (k, v) in table.range((lower, std::ops::Bound::Unbounded)) {
         if let Some(ns) = namespace {
@@ -339,34 +424,25 @@ pub fn list_table(
             more = true;
             break;
         }
-        out.push(v.clone());
+        out.push(decode(v));
     }
     (out, more)
 }
 
-/// Rebuilds every map of `value` at its exact size and trims its strings and arrays, so that
-/// what is stored holds no growth slack. The write path builds objects by inserting into maps
-/// and by cloning them (an `IndexMap` clone reserves entries up to its hash table's capacity):
-/// measured on 100,000 small ConfigMaps (`docs/benchmarks.md`, "Memory per stored object"),
-/// the slack was a large part of each stored object.
-fn compact(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            let old = std::mem::take(map);
-            let mut fresh = serde_json::Map::with_capacity(old.len());
-            for (mut k, mut v) in old {
-                k.shrink_to_fit();
-                compact(&mut v);
-                fresh.insert(k, v);
-            }
-            *map = fresh;
-        }
-        Value::Array(items) => {
-            items.iter_mut().for_each(compact);
-            items.shrink_to_fit();
-        }
-        Value::String(s) => s.shrink_to_fit(),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+/// How many objects [`list_table`] would give after `start` with no limit, without decoding
+/// them.
+pub fn count_table(table: &Table, namespace: Option<&str>, start: Option<&ObjectKey>) -> usize {
+    table
+        .range((range_start(namespace, start), std::ops::Bound::Unbounded))
+        .take_while(|(k, _)| namespace.is_none_or(|ns| k.0 == ns))
+        .count()
+}
+
+fn range_start(namespace: Option<&str>, start: Option<&ObjectKey>) -> std::ops::Bound<ObjectKey> {
+    match (start, namespace) {
+        (Some(k), _) => std::ops::Bound::Excluded(k.clone()),
+        (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
+        (None, None) => std::ops::Bound::Unbounded,
     }
 }
 
@@ -397,7 +473,13 @@ pub fn count_by_resource(
 ) -> BTreeMap<ResourceKey, usize> {
     resources
         .iter()
-        .map(|r| (r.clone(), store.list(r, Some(namespace)).len()))
+        .map(|r| {
+            let n = store
+                .tables
+                .get(r)
+                .map_or(0, |t| count_table(t, Some(namespace), None));
+            (r.clone(), n)
+        })
         .filter(|(_, n)| *n > 0)
         .collect()
 }
@@ -433,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn a_compacted_stored_object_keeps_every_member_in_order() {
+    fn a_stored_object_reads_back_with_every_member_in_order() {
         let mut s = Store::new(3, 16);
         // Built by inserts and a clone, as the write path does: maps carry spare capacity.
         let mut data = serde_json::Map::with_capacity(64);
@@ -450,8 +532,29 @@ mod tests {
             serde_json::to_string(&object).expect("json"),
             "same members, same order"
         );
-        let data = stored["data"].as_object().expect("data");
+        let read = s.get(&cm_key(), &("a".into(), "x".into())).expect("stored");
+        assert_eq!(*read, object, "decoded as written");
+        let data = read["data"].as_object().expect("data");
         assert_eq!(data.keys().collect::<Vec<_>>(), ["z", "a", "m"]);
+    }
+
+    /// Deeper than serde_json parses back (128 levels): kept as a `Value`, read back whole.
+    #[test]
+    fn an_object_nested_deeper_than_json_parses_is_stored_and_read() {
+        let mut s = Store::new(3, 16);
+        let mut deep = json!("leaf");
+        for _ in 0..200 {
+            deep = json!({ "a": deep });
+        }
+        let mut object = cm("a", "deep", "u1");
+        object["spec"] = deep;
+        let stored = s.insert(&cm_key(), object);
+        let read = s
+            .get(&cm_key(), &("a".into(), "deep".into()))
+            .expect("stored");
+        assert_eq!(read, stored);
+        let sub = s.subscribe(s.revision() - 1).expect("in window");
+        assert_eq!(sub.backlog[0].object, stored);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::{ApiServer, Target};
 use crate::error::ApiError;
 use crate::labels::{FieldSelector, Selector};
 use crate::registry::{ResourceKey, ResourceType};
-use crate::store::{Change, EventType, ObjectKey, list_table, object_key};
+use crate::store::{Change, EventType, ObjectKey, count_table, list_table, object_key};
 
 /// `?labelSelector=&fieldSelector=&limit=&continue=&resourceVersion=&resourceVersionMatch=`
 #[derive(Debug, Clone, Default)]
@@ -289,7 +289,7 @@ impl ApiServer {
         if more && let Some(after) = cursor {
             {
                 metadata["continue"] = json!(encode_continue(revision, after.clone()));
-                let remaining = list_table(&table, ns, Some(&after), usize::MAX).0.len();
+                let remaining = count_table(&table, ns, Some(&after));
                 if opts.label_selector.is_everything() && opts.field_selector.terms.is_empty() {
                     metadata["remainingItemCount"] = json!(remaining);
                 }
