@@ -521,37 +521,10 @@ fn format_duration(nanos: i64) -> String {
 
 /// Go's `time.ParseDuration`, for the units Kubernetes writes.
 fn parse_duration(text: &str) -> Result<i64, CodecError> {
-    let bad = || CodecError::new(format!("invalid duration {text:?}"));
-    let (sign, mut rest) = match text.strip_prefix('-') {
-        Some(r) => (-1.0, r),
-        None => (1.0, text.strip_prefix('+').unwrap_or(text)),
-    };
-    if rest == "0" {
-        return Ok(0);
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..end].parse().map_err(|_| bad())?;
-        rest = &rest[end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_end] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return Err(bad()),
-        };
-        total += value * unit;
-        rest = &rest[unit_end..];
-    }
-    Ok((sign * total).round() as i64)
+    // One Go `time.ParseDuration` for the sandbox: the CEL library's.
+    crate::schema::parse_go_duration(text)
+        .and_then(|d| d.num_nanoseconds())
+        .ok_or_else(|| CodecError::new(format!("invalid duration {text:?}")))
 }
 
 // ---- encoding ----

@@ -19,6 +19,9 @@ mod strict;
 mod structural;
 mod validate;
 
+/// Go's `time.ParseDuration`, shared with the protobuf codec (`metav1.Duration`).
+pub(crate) use cel::parse_go_duration;
+
 #[cfg(test)]
 mod tests;
 
