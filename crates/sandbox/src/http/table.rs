@@ -54,6 +54,9 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         c.json_path = p.into();
         c
     };
+    if rt.plural == "events" && (rt.group.is_empty() || rt.group == "events.k8s.io") {
+        return event_columns();
+    }
     match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "namespaces") => cols.push(path("Status", "string", ".status.phase")),
         ("", "configmaps") => cols.push(path("Data", "integer", "#count:.data,.binaryData")),
@@ -113,6 +116,103 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
     age.json_path = "#age".into();
     cols.push(age);
     cols
+}
+
+/// kube-apiserver's event table (k/k `pkg/printers/internalversion/printers.go`,
+/// `eventColumnDefinitions` and `printEvent`; the server fills every cell, kubectl shows the
+/// priority-1 ones with `-o wide`). Both event APIs print alike: they share one printer there.
+fn event_columns() -> Vec<PrinterColumn> {
+    [
+        ("Last Seen", 0, "#event-last-seen"),
+        ("Type", 0, ".type"),
+        ("Reason", 0, ".reason"),
+        ("Object", 0, "#event-object"),
+        ("Subobject", 1, "#event-subobject"),
+        ("Source", 1, "#event-source"),
+        ("Message", 0, "#event-message"),
+        ("First Seen", 1, "#event-first-seen"),
+        ("Count", 1, "#event-count"),
+        ("Name", 1, ".metadata.name"),
+    ]
+    .into_iter()
+    .map(|(name, priority, path)| {
+        let mut c = column(name, "string", "", "");
+        c.priority = priority;
+        c.json_path = path.into();
+        c
+    })
+    .collect()
+}
+
+/// One of an event's computed cells, reading either API's field names (core v1
+/// `involvedObject`/`message`/`firstTimestamp`…, events.k8s.io/v1 `regarding`/`note`/
+/// `deprecatedFirstTimestamp`…).
+fn event_cell(event: &Value, column: &str) -> Option<String> {
+    let field = |core: &str, events: &str| {
+        let v = &event[core];
+        if v.is_null() { &event[events] } else { v }
+    };
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let since = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(age_of);
+    let first_seen = || {
+        since(field("firstTimestamp", "deprecatedFirstTimestamp"))
+            .or_else(|| since(&event["eventTime"]))
+            .unwrap_or_else(|| "<unknown>".to_string())
+    };
+    let series = &event["series"];
+    let target = field("involvedObject", "regarding");
+    Some(match column {
+        "#event-first-seen" => first_seen(),
+        "#event-last-seen" => {
+            if series.is_object() {
+                since(&series["lastObservedTime"]).unwrap_or_else(|| "<unknown>".to_string())
+            } else {
+                since(field("lastTimestamp", "deprecatedLastTimestamp")).unwrap_or_else(first_seen)
+            }
+        }
+        "#event-count" => {
+            let count = if series.is_object() {
+                series["count"].as_i64().unwrap_or(0)
+            } else {
+                field("count", "deprecatedCount")
+                    .as_i64()
+                    .unwrap_or(0)
+                    .max(1)
+            };
+            count.to_string()
+        }
+        "#event-object" => {
+            let kind = text(&target["kind"]).to_lowercase();
+            match target["name"].as_str().filter(|n| !n.is_empty()) {
+                Some(name) => format!("{kind}/{name}"),
+                None => kind,
+            }
+        }
+        "#event-subobject" => text(&target["fieldPath"]),
+        "#event-message" => text(field("message", "note")).trim().to_string(),
+        "#event-source" => {
+            // formatEventSource: the component (else the reporting controller), then the host
+            // (else the reporting instance) after a comma.
+            let source = field("source", "deprecatedSource");
+            let first = |a: &Value, b: &str| {
+                let a = text(a);
+                if a.is_empty() { text(&event[b]) } else { a }
+            };
+            let component = first(&source["component"], "reportingController");
+            let component = if component.is_empty() {
+                text(&event["reportingComponent"])
+            } else {
+                component
+            };
+            let instance = first(&source["host"], "reportingInstance");
+            if instance.is_empty() {
+                component
+            } else {
+                format!("{component}, {instance}")
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// Evaluates the simple JSONPath subset printer columns use: `.a.b`, `.a[0]`, `.a[*].b`,
@@ -238,6 +338,13 @@ fn cell(object: &Value, col: &PrinterColumn) -> Value {
         let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
         let want = object["spec"]["replicas"].as_i64().unwrap_or(0);
         return json!(format!("{ready}/{want}"));
+    }
+    if let Some(text) = p
+        .starts_with("#event-")
+        .then(|| event_cell(object, p))
+        .flatten()
+    {
+        return json!(text);
     }
     if let Some(text) = printed(object, p) {
         return json!(text);

@@ -63,12 +63,53 @@ async fn describe_shows_events_and_get_events_shows_lien_events() {
         "{described}"
     );
 
-    // kube-apiserver's own event columns (Last Seen, Type, Reason, Object, Message) are not
-    // served yet (docs/sandbox.md); the event itself is listed, read through core v1.
+    // kube-apiserver's event columns (k/k pkg/printers/internalversion/printers.go,
+    // printEvent), the event read through core v1; `-o wide` adds the priority-1 ones.
     let listed = k.ns(&["get", "events"]).await.out();
-    let rows = table(&listed);
-    assert_eq!(rows.len(), 2, "{listed}");
-    assert_eq!(rows[1][0], "x.refused", "{listed}");
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{listed}"
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    // Last Seen falls back to the eventTime of 2024: HumanDuration's years and days (`2y206d`).
+    assert!(row[0].contains('y') && row[0].ends_with('d'), "{listed}");
+    assert_eq!(
+        row[1..4],
+        ["Warning", "DeletionRefused", "configmap/x"],
+        "{listed}"
+    );
+    assert!(
+        lines[1].contains("configmap x is in use by usage/app"),
+        "{listed}"
+    );
+    let wide = k.ns(&["get", "events", "-o", "wide"]).await.out();
+    let lines: Vec<&str> = wide.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "LAST",
+            "SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "SUBOBJECT",
+            "SOURCE",
+            "MESSAGE",
+            "FIRST",
+            "SEEN",
+            "COUNT",
+            "NAME"
+        ],
+        "{wide}"
+    );
+    assert!(lines[1].contains("lien.dev/webhook"), "{wide}");
+    let cells: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 2..], ["1", "x.refused"], "{wide}");
     let listed = k
         .ns(&[
             "get",
