@@ -23,13 +23,15 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt, stream};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+#[path = "load/mod.rs"]
+mod load;
+
+use load::{Error, create_all};
 
 const NS: &str = "plugin-load";
 
@@ -72,23 +74,6 @@ fn args() -> Result<Args, Error> {
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-async fn create_all(
-    api: &Api<DynamicObject>,
-    objects: Vec<Value>,
-    concurrency: usize,
-) -> Result<(), Error> {
-    stream::iter(objects)
-        .map(|o| async move {
-            let o: DynamicObject = serde_json::from_value(o)?;
-            api.create(&PostParams::default(), &o).await?;
-            Ok::<_, Error>(())
-        })
-        .buffer_unordered(concurrency)
-        .try_collect::<Vec<_>>()
-        .await?;
-    Ok(())
 }
 
 fn configmap(name: &str, data: Value) -> Value {

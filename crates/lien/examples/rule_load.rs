@@ -31,13 +31,15 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+#[path = "load/mod.rs"]
+mod load;
+
+use load::{Error, create_all};
 
 struct Args {
     kubeconfig: PathBuf,
@@ -195,22 +197,6 @@ fn pack_rule(path: &PathBuf) -> Result<Value, Error> {
         path.display()
     )
     .into())
-}
-
-async fn create_all(
-    api: &Api<DynamicObject>,
-    objects: Vec<Value>,
-    concurrency: usize,
-) -> Result<(), Error> {
-    stream::iter(objects)
-        .map(|o| async move {
-            let o: DynamicObject = serde_json::from_value(o)?;
-            api.create(&PostParams::default(), &o).await?;
-            Ok::<_, Error>(())
-        })
-        .buffer_unordered(concurrency)
-        .try_for_each(|()| async { Ok(()) })
-        .await
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -75,13 +75,7 @@ impl TestWebhook {
         let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
             .map_err(|e| TlsError::Io(format!("reading the key PEM: {e}")))?
             .ok_or_else(|| TlsError::Io("the key PEM holds no private key".into()))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)?;
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Self::serve(Arc::new(config), cert_pem, decide).await
+        Self::serve(crate::tls::server_config(chain, key)?, cert_pem, decide).await
     }
 
     async fn serve(

@@ -48,16 +48,25 @@ impl IssuedCertificate {
         &self,
         ca: &CertificateAuthority,
     ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain = vec![self.cert_der.clone(), ca.cert_der()];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone()));
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)?;
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        server_config(chain, key)
     }
+}
+
+/// A rustls server configuration for a certificate chain and its key, offering HTTP/2 and
+/// HTTP/1.1.
+pub fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 impl CertificateAuthority {

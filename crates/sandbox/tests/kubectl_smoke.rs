@@ -695,6 +695,30 @@ async fn delete_cascades_background_foreground_and_orphan() {
     sandbox.shutdown().await;
 }
 
+/// Registers `hook` (as `name`) for the DELETE of ConfigMaps labelled `guarded: "yes"` with
+/// `kubectl apply`, then applies one such ConfigMap, `guarded`, in the test's namespace. Returns
+/// what the webhook configuration's apply printed and the ConfigMap's manifest path.
+async fn guard_config_maps(k: &Kubectl, hook: &TestWebhook, name: &str) -> (String, String) {
+    let configuration = hook.configuration(
+        name,
+        json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["configmaps"]}]),
+        "Fail",
+        Some(json!({"matchLabels": {"guarded": "yes"}})),
+    );
+    let path = k.file(
+        "webhook.json",
+        &serde_json::to_string(&configuration).expect("json"),
+    );
+    let out = k.run(&["apply", "-f", &path_str(&path)]).await.out();
+    let guarded = k.file(
+        "guarded.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\n  labels: {guarded: \"yes\"}\n",
+    );
+    let guarded = path_str(&guarded);
+    k.ns(&["apply", "-f", &guarded]).await.out();
+    (out, guarded)
+}
+
 #[tokio::test]
 async fn webhook_denial_is_printed_as_kubectl_prints_it() {
     let sandbox = common::sandbox().await;
@@ -711,27 +735,11 @@ async fn webhook_denial_is_printed_as_kubectl_prints_it() {
     })
     .await
     .expect("webhook starts");
-    let configuration = hook.configuration(
-        "deny-delete",
-        json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["configmaps"]}]),
-        "Fail",
-        Some(json!({"matchLabels": {"guarded": "yes"}})),
-    );
-    let path = k.file(
-        "webhook.json",
-        &serde_json::to_string(&configuration).expect("json"),
-    );
-    let out = k.run(&["apply", "-f", &path_str(&path)]).await.out();
+    let (out, guarded) = guard_config_maps(&k, &hook, "deny-delete").await;
     assert_eq!(
         out.trim(),
         "validatingwebhookconfiguration.admissionregistration.k8s.io/deny-delete created"
     );
-    let guarded = k.file(
-        "guarded.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\n  labels: {guarded: \"yes\"}\n",
-    );
-    let guarded = path_str(&guarded);
-    k.ns(&["apply", "-f", &guarded]).await.out();
 
     // The webhook answers code 409 and a message but no reason: kube-apiserver passes its
     // Status on unchanged (`webhookerrors.ToStatusErr`), and kubectl prints a Status without a

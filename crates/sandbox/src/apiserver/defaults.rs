@@ -12,6 +12,28 @@ fn default(object: &mut Value, field: &str, value: Value) {
     }
 }
 
+/// `object[field]`, made an empty object first unless it is one (a defaulted struct: Go decodes
+/// a missing struct as its zero value, whose fields are then defaulted).
+fn object_at<'a>(object: &'a mut Value, field: &str) -> &'a mut Value {
+    if !object[field].is_object() {
+        object[field] = json!({});
+    }
+    &mut object[field]
+}
+
+/// A workload's update strategy (`strategy` of a Deployment, `updateStrategy` of a StatefulSet
+/// or DaemonSet): type `RollingUpdate` unless set, and then its `rollingUpdate` defaults.
+fn rolling_update(spec: &mut Value, field: &str, defaults: &[(&str, Value)]) {
+    let strategy = object_at(spec, field);
+    default(strategy, "type", json!("RollingUpdate"));
+    if strategy["type"] == "RollingUpdate" {
+        let rolling = object_at(strategy, "rollingUpdate");
+        for (name, value) in defaults {
+            default(rolling, name, value.clone());
+        }
+    }
+}
+
 /// Calls `f` on each item of the array `object[field]`, if there is one (never inserting the
 /// field: a missing list stays missing).
 fn each(object: &mut Value, field: &str, mut f: impl FnMut(&mut Value)) {
@@ -120,12 +142,9 @@ pub fn pod(object: &mut Value, volume_suffix: &str) {
         each(spec, field, |c| {
             let limits = c["resources"]["limits"].as_object().cloned();
             if let Some(limits) = limits {
-                let resources = &mut c["resources"];
-                if !resources["requests"].is_object() {
-                    resources["requests"] = json!({});
-                }
+                let requests = object_at(&mut c["resources"], "requests");
                 for (name, value) in limits {
-                    default(&mut resources["requests"], &name, value);
+                    default(requests, &name, value);
                 }
             }
         });
@@ -257,22 +276,11 @@ pub fn deployment(object: &mut Value) {
     default(spec, "replicas", json!(1));
     default(spec, "revisionHistoryLimit", json!(10));
     default(spec, "progressDeadlineSeconds", json!(600));
-    if !spec["strategy"].is_object() {
-        spec["strategy"] = json!({});
-    }
-    let strategy = &mut spec["strategy"];
-    default(strategy, "type", json!("RollingUpdate"));
-    if strategy["type"] == "RollingUpdate" {
-        if !strategy["rollingUpdate"].is_object() {
-            strategy["rollingUpdate"] = json!({});
-        }
-        default(
-            &mut strategy["rollingUpdate"],
-            "maxUnavailable",
-            json!("25%"),
-        );
-        default(&mut strategy["rollingUpdate"], "maxSurge", json!("25%"));
-    }
+    rolling_update(
+        spec,
+        "strategy",
+        &[("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))],
+    );
     template_in(spec);
 }
 
@@ -314,21 +322,8 @@ pub fn stateful_set(object: &mut Value) {
         return;
     };
     default(spec, "podManagementPolicy", json!("OrderedReady"));
-    if !spec["updateStrategy"].is_object() {
-        spec["updateStrategy"] = json!({});
-    }
-    default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
-    if spec["updateStrategy"]["type"] == "RollingUpdate" {
-        let strategy = &mut spec["updateStrategy"];
-        if !strategy["rollingUpdate"].is_object() {
-            strategy["rollingUpdate"] = json!({});
-        }
-        default(&mut strategy["rollingUpdate"], "partition", json!(0));
-    }
-    if !spec["persistentVolumeClaimRetentionPolicy"].is_object() {
-        spec["persistentVolumeClaimRetentionPolicy"] = json!({});
-    }
-    let retention = &mut spec["persistentVolumeClaimRetentionPolicy"];
+    rolling_update(spec, "updateStrategy", &[("partition", json!(0))]);
+    let retention = object_at(spec, "persistentVolumeClaimRetentionPolicy");
     default(retention, "whenDeleted", json!("Retain"));
     default(retention, "whenScaled", json!("Retain"));
     default(spec, "replicas", json!(1));
@@ -345,18 +340,11 @@ pub fn daemon_set(object: &mut Value) {
     let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
         return;
     };
-    if !spec["updateStrategy"].is_object() {
-        spec["updateStrategy"] = json!({});
-    }
-    default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
-    if spec["updateStrategy"]["type"] == "RollingUpdate" {
-        let strategy = &mut spec["updateStrategy"];
-        if !strategy["rollingUpdate"].is_object() {
-            strategy["rollingUpdate"] = json!({});
-        }
-        default(&mut strategy["rollingUpdate"], "maxUnavailable", json!(1));
-        default(&mut strategy["rollingUpdate"], "maxSurge", json!(0));
-    }
+    rolling_update(
+        spec,
+        "updateStrategy",
+        &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))],
+    );
     default(spec, "revisionHistoryLimit", json!(10));
     template_in(spec);
 }
@@ -418,13 +406,7 @@ pub fn job_selector(object: &mut Value) {
     }
     spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
     let template = &mut spec["template"];
-    if !template["metadata"].is_object() {
-        template["metadata"] = json!({});
-    }
-    if !template["metadata"]["labels"].is_object() {
-        template["metadata"]["labels"] = json!({});
-    }
-    let labels = &mut template["metadata"]["labels"];
+    let labels = object_at(object_at(template, "metadata"), "labels");
     for (key, value) in [
         ("batch.kubernetes.io/controller-uid", &uid),
         ("batch.kubernetes.io/job-name", &name),

@@ -202,6 +202,19 @@ pub struct Written {
     pub created: bool,
 }
 
+impl Written {
+    /// A review's answer (access reviews, SelfSubjectReview), typed at the version asked for.
+    fn review(rt: &ResourceType, version: &str, mut review: Value) -> Written {
+        review["apiVersion"] = json!(rt.api_version(version));
+        review["kind"] = json!(rt.kind);
+        Written {
+            object: review,
+            warnings: vec![],
+            created: true,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum DeleteOutcome {
     /// The object is gone; here is its last state.
@@ -506,25 +519,14 @@ impl ApiServer {
             ));
         }
         Self::check_type(t, &body)?;
+        // Reviews are answered, not stored.
         if rt.group == "authorization.k8s.io" {
-            let mut review = self.review_access(&rt.kind, body, &write.user)?;
-            review["apiVersion"] = json!(rt.api_version(&t.version));
-            review["kind"] = json!(rt.kind);
-            return Ok(Written {
-                object: review,
-                warnings: vec![],
-                created: true,
-            });
+            let review = self.review_access(&rt.kind, body, &write.user)?;
+            return Ok(Written::review(&rt, &t.version, review));
         }
         if rt.group == "authentication.k8s.io" && rt.kind == "SelfSubjectReview" {
-            let mut review = self.review_self(&write.user);
-            review["apiVersion"] = json!(rt.api_version(&t.version));
-            review["kind"] = json!(rt.kind);
-            return Ok(Written {
-                object: review,
-                warnings: vec![],
-                created: true,
-            });
+            let review = self.review_self(&write.user);
+            return Ok(Written::review(&rt, &t.version, review));
         }
         self.check_namespace_open(&rt, &t.namespace, &body)?;
         // Admission sees the name as the request gave it: empty when generateName is used.

@@ -62,22 +62,7 @@ async fn a_webhook_serving_an_openssl_self_signed_certificate_is_called() {
     )
     .await
     .expect("webhook starts");
-    let configuration = hook.configuration(
-        "openssl-hook",
-        json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["configmaps"]}]),
-        "Fail",
-        Some(json!({"matchLabels": {"guarded": "yes"}})),
-    );
-    let path = k.file(
-        "webhook.json",
-        &serde_json::to_string(&configuration).expect("json"),
-    );
-    k.run(&["apply", "-f", &path_str(&path)]).await.out();
-    let guarded = k.file(
-        "guarded.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\n  labels: {guarded: \"yes\"}\n",
-    );
-    k.ns(&["apply", "-f", &path_str(&guarded)]).await.out();
+    guard_config_maps(&k, &hook, "openssl-hook").await;
     let err = k.ns(&["delete", "configmap", "guarded"]).await.err();
     assert_eq!(
         err,
