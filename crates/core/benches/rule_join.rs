@@ -15,7 +15,7 @@ use std::alloc::System;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use lien_core::{GroupKind, ObjectKey, RelationIndex, RuleConfig, RuleJoin, RuleScope, Source};
+use lien_core::{GroupKind, JoinId, ObjectKey, RelationIndex, RuleConfig, RuleScope, Source};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 /// Counts the bytes live on the heap, so the bench reports what the join and the index really
@@ -86,46 +86,28 @@ fn inputs() -> Inputs {
     }
 }
 
-/// The first sync, object by object, each delta applied to the index.
-fn build_incremental(inputs: &Inputs) -> (RuleJoin, RelationIndex) {
-    let source = config().source;
-    let mut join = RuleJoin::new(config());
+/// The first sync as the controller does it: the join fed object by object while detached
+/// (its kinds are being listed), then attached (its relations put in the index at once).
+fn build_then_attach(inputs: &Inputs) -> (RelationIndex, JoinId) {
     let mut index = RelationIndex::new();
-    for (key, uid, keys) in &inputs.pools {
-        let d = join
-            .upsert_of(key, Some(uid), Some(keys.clone()))
-            .expect("kind");
-        index
-            .apply_delta(&source, d.added, d.removed)
-            .expect("valid");
-    }
-    for (key, uid, keys) in &inputs.pvs {
-        let d = join
-            .upsert_by(key, Some(uid), Some(keys.clone()), true)
-            .expect("kind");
-        index
-            .apply_delta(&source, d.added, d.removed)
-            .expect("valid");
-    }
-    (join, index)
+    let id = index.add_join(config()).expect("room");
+    feed(&mut index, id, inputs);
+    index.join_mut(id).expect("join").attach().expect("room");
+    (index, id)
 }
 
-/// The join alone, deltas dropped (nothing else is live when it returns).
-fn build_then_apply_join_only(inputs: &Inputs) -> (RuleJoin, ()) {
-    let mut join = RuleJoin::new(config());
-    for (key, uid, keys) in &inputs.pools {
-        drop(join.upsert_of(key, Some(uid), Some(keys.clone())));
-    }
-    for (key, uid, keys) in &inputs.pvs {
-        drop(join.upsert_by(key, Some(uid), Some(keys.clone()), true));
-    }
-    (join, ())
+/// The same objects fed to a join attached from the start: each object's relations go into the
+/// index as it arrives (the steady state's path, taken for every object).
+fn build_attached(inputs: &Inputs) -> (RelationIndex, JoinId) {
+    let mut index = RelationIndex::new();
+    let id = index.add_join(config()).expect("room");
+    index.join_mut(id).expect("join").attach().expect("room");
+    feed(&mut index, id, inputs);
+    (index, id)
 }
 
-/// The first sync with the deltas ignored and `relations()` applied once at the end.
-fn build_then_apply(inputs: &Inputs) -> (RuleJoin, RelationIndex) {
-    let source = config().source;
-    let mut join = RuleJoin::new(config());
+fn feed(index: &mut RelationIndex, id: JoinId, inputs: &Inputs) {
+    let mut join = index.join_mut(id).expect("join");
     for (key, uid, keys) in &inputs.pools {
         join.upsert_of(key, Some(uid), Some(keys.clone()))
             .expect("kind");
@@ -134,88 +116,59 @@ fn build_then_apply(inputs: &Inputs) -> (RuleJoin, RelationIndex) {
         join.upsert_by(key, Some(uid), Some(keys.clone()), true)
             .expect("kind");
     }
-    let mut index = RelationIndex::new();
-    index.apply(&source, join.relations()).expect("valid");
-    (join, index)
 }
 
 fn rule_join(c: &mut Criterion) {
     let inputs = inputs();
-    // Counted: the index alone (built from `relations()` of a join dropped before counting
-    // stops), then the join alone, then both built together as the controller does.
+    // Counted: everything the index holds (relations, keys, UIDs, strings and the join's own
+    // records), built as the controller builds it.
     let before = live();
-    let index = {
-        let (join, _) = build_then_apply_join_only(&inputs);
-        let mut index = RelationIndex::new();
-        index
-            .apply_stream(&config().source, join.relations_iter())
-            .expect("valid");
-        index
-    };
-    let index_counted = live() - before;
-    drop(index);
-    let before = live();
-    let (join, _) = build_then_apply_join_only(&inputs);
-    let join_counted = live() - before;
-    drop(join);
-    let before = live();
-    let (join, index) = build_incremental(&inputs);
-    let both_counted = live() - before;
+    let (index, id) = build_then_attach(&inputs);
+    let counted = live() - before;
+    let join = index.join(id).expect("join");
     assert_eq!((join.len(), index.len()), (PVS, PVS));
     let per = |b: usize| b as f64 / PVS as f64;
     let mib = |b: usize| b as f64 / 1048576.0;
     eprintln!(
-        "rule_join: {} relations; heap_bytes: RuleJoin {:.2} MiB ({:.1} B/relation), RelationIndex {:.2} MiB ({:.1} B/relation), together {:.1} B/relation",
-        join.len(),
-        mib(join.heap_bytes()),
-        per(join.heap_bytes()),
+        "rule_join: {} relations; heap_bytes: index with its join {:.2} MiB ({:.1} B/relation), of which the join's own records {:.2} MiB ({:.1} B/relation)",
+        index.len(),
         mib(index.heap_bytes()),
         per(index.heap_bytes()),
-        per(join.heap_bytes() + index.heap_bytes()),
+        mib(join.heap_bytes()),
+        per(join.heap_bytes()),
     );
     eprintln!(
-        "rule_join: counting allocator: RuleJoin alone {:.2} MiB ({:.1} B/relation), RelationIndex alone {:.2} MiB ({:.1} B/relation), both built incrementally {:.2} MiB ({:.1} B/relation)",
-        mib(join_counted as usize),
-        per(join_counted as usize),
-        mib(index_counted as usize),
-        per(index_counted as usize),
-        mib(both_counted as usize),
-        per(both_counted as usize),
+        "rule_join: counting allocator: index with its join {:.2} MiB ({:.1} B/relation)",
+        mib(counted as usize),
+        per(counted as usize),
     );
 
     let mut group = c.benchmark_group("rule_join 1k pools x 100k PVs");
     group.sample_size(10);
-    group.bench_function("initial build, apply_delta per object", |b| {
-        b.iter(|| black_box(build_incremental(&inputs)))
+    group.bench_function("initial build, detached then attached", |b| {
+        b.iter(|| black_box(build_then_attach(&inputs)))
     });
-    group.bench_function("initial build, apply relations() once", |b| {
-        b.iter(|| black_box(build_then_apply(&inputs)))
+    group.bench_function("initial build, attached from the start", |b| {
+        b.iter(|| black_box(build_attached(&inputs)))
     });
     group.finish();
 
     // Steady state: one PV's pool changes (a moved hold), then changes back.
-    let (mut join, mut index) = (join, index);
-    let source = config().source;
+    let mut index = index;
     let (key, uid, home) = pv(42);
     let away = pool(7).2;
     let mut flip = false;
-    c.bench_function(
-        "rule_join: move one PV to another pool (delta + apply_delta)",
-        |b| {
-            b.iter(|| {
-                flip = !flip;
-                let keys = if flip { away.clone() } else { home.clone() };
-                let d = join
-                    .upsert_by(&key, Some(&uid), Some(keys), true)
-                    .expect("kind");
-                black_box(
-                    index
-                        .apply_delta(&source, d.added, d.removed)
-                        .expect("valid"),
-                )
-            })
-        },
-    );
+    c.bench_function("rule_join: move one PV to another pool (attached join)", |b| {
+        b.iter(|| {
+            flip = !flip;
+            let keys = if flip { away.clone() } else { home.clone() };
+            let mut join = index.join_mut(id).expect("join");
+            black_box(
+                join.upsert_by(&key, Some(&uid), Some(keys), true)
+                    .expect("kind"),
+            )
+        })
+    });
 }
 
 criterion_group!(benches, rule_join);

@@ -54,6 +54,8 @@ use crate::arena::Arena;
 use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
 use crate::key::{KeyRef, ObjectKey};
 use crate::relation::{Relation, Source, SourceRef};
+use crate::rule::RuleJoin;
+use crate::uid::{UidId, UidStore};
 
 /// Why an update was refused. The index is unchanged when `apply` or `reset` fails validation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,94 +96,6 @@ impl From<Full> for FullError {
     }
 }
 
-/// A UID as stored: Kubernetes UIDs are lowercase RFC 4122 UUIDs, kept as 16 bytes; anything
-/// else (tests, other systems) is interned as a string so that it still compares exactly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StoredUid {
-    None,
-    Uuid([u8; 16]),
-    /// A `Sym`, as bytes so the enum has alignment 1 and packs into 17 bytes.
-    Other([u8; 4]),
-}
-
-impl StoredUid {
-    pub(crate) fn other(sym: Sym) -> Self {
-        Self::Other(sym.0.to_le_bytes())
-    }
-
-    /// `uid` as stored, interned in `strs` unless it is a canonical UUID.
-    pub(crate) fn store(strs: &mut StrInterner, uid: Option<&str>) -> Result<Self, Full> {
-        Ok(match uid {
-            None => Self::None,
-            Some(s) => match parse_uuid(s) {
-                Some(bytes) => Self::Uuid(bytes),
-                None => Self::other(strs.intern(s)?),
-            },
-        })
-    }
-
-    /// The UID as given to [`StoredUid::store`].
-    pub(crate) fn get(self, strs: &StrInterner) -> Option<Cow<'_, str>> {
-        match self {
-            Self::None => None,
-            Self::Uuid(bytes) => Some(Cow::Owned(format_uuid(&bytes))),
-            Self::Other(sym) => Some(Cow::Borrowed(strs.get(sym_of(sym)))),
-        }
-    }
-
-    /// Whether a UID is stored and it is `uid`. Compares without allocating.
-    pub(crate) fn is(self, strs: &StrInterner, uid: &str) -> bool {
-        match self {
-            Self::None => false,
-            Self::Uuid(bytes) => parse_uuid(uid) == Some(bytes),
-            Self::Other(sym) => strs.get(sym_of(sym)) == uid,
-        }
-    }
-}
-
-pub(crate) fn sym_of(bytes: [u8; 4]) -> Sym {
-    Sym(u32::from_le_bytes(bytes))
-}
-
-pub(crate) fn parse_uuid(s: &str) -> Option<[u8; 16]> {
-    let b = s.as_bytes();
-    if b.len() != 36 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    let mut nibbles = 0usize;
-    for (i, &c) in b.iter().enumerate() {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            if c != b'-' {
-                return None;
-            }
-            continue;
-        }
-        // Only lowercase, so that formatting gives back exactly the string we were given.
-        let v = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            _ => return None,
-        };
-        out[nibbles / 2] |= if nibbles.is_multiple_of(2) { v << 4 } else { v };
-        nibbles += 1;
-    }
-    Some(out)
-}
-
-pub(crate) fn format_uuid(bytes: &[u8; 16]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(36);
-    for (i, byte) in bytes.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            s.push('-');
-        }
-        s.push(HEX[(byte >> 4) as usize] as char);
-        s.push(HEX[(byte & 0xf) as usize] as char);
-    }
-    s
-}
-
 /// One relation, packed. Free records have `source == NIL` and chain through `src_next`.
 #[derive(Debug, Clone, Copy)]
 struct Rel {
@@ -197,8 +111,8 @@ struct Rel {
     by_next: u32,
     src_prev: u32,
     src_next: u32,
-    of_uid: StoredUid,
-    by_uid: StoredUid,
+    of_uid: UidId,
+    by_uid: UidId,
     replay: bool,
 }
 
@@ -235,6 +149,9 @@ struct Key {
     by_head: u32,
     /// How many relations have this key as `of`, so the count is O(1).
     of_len: u32,
+    /// How many rule joins hold this key as one of their objects (`crate::rule`): such a key
+    /// lives on without relations, and a join refers to it instead of its own copy.
+    pins: u32,
 }
 
 const SRC_USAGE: u8 = 0;
@@ -258,7 +175,8 @@ type KeySyms = (u32, u32, u32, u32);
 /// Every relation Lien knows; see the module documentation.
 #[derive(Debug, Clone)]
 pub struct RelationIndex {
-    strs: StrInterner,
+    pub(crate) strs: StrInterner,
+    pub(crate) uids: UidStore,
     keys: Arena<Key>,
     key_table: HashTable<u32>,
     key_free: u32,
@@ -277,6 +195,9 @@ pub struct RelationIndex {
     /// documentation), with their order of release for the bound.
     released: HashSet<ObjectKey>,
     released_order: VecDeque<ObjectKey>,
+    /// The rules' joins (`crate::rule`), by [`crate::JoinId`]; `None` for a free slot. They
+    /// live here because their objects are this index's keys, UIDs and strings.
+    pub(crate) joins: Vec<Option<Box<RuleJoin>>>,
 }
 
 /// How many released keys [`RelationIndex::was_released`] remembers: enough for every object
@@ -310,6 +231,7 @@ impl RelationIndex {
     pub fn new() -> Self {
         Self {
             strs: StrInterner::default(),
+            uids: UidStore::default(),
             keys: Arena::default(),
             key_table: HashTable::new(),
             key_free: NIL,
@@ -325,6 +247,7 @@ impl RelationIndex {
             hasher: DefaultHashBuilder::default(),
             released: HashSet::new(),
             released_order: VecDeque::new(),
+            joins: Vec::new(),
         }
     }
 
@@ -379,6 +302,7 @@ impl RelationIndex {
         source: &Source,
         relations: impl IntoIterator<Item = Relation>,
     ) -> Result<usize, IndexError> {
+        self.detach_joins_of(source);
         let mut relations = relations.into_iter().peekable();
         let src = match self.find_source(source.as_source_ref()) {
             Some(src) => src,
@@ -411,6 +335,7 @@ impl RelationIndex {
 
     /// Removes everything `source` contributes. Returns how many relations went.
     pub fn delete(&mut self, source: &Source) -> usize {
+        self.detach_joins_of(source);
         let Some(src) = self.find_source(source.as_source_ref()) else {
             return 0;
         };
@@ -438,6 +363,7 @@ impl RelationIndex {
         let removed: Vec<Relation> = removed.into_iter().collect();
         validate(source, &added)?;
         validate(source, &removed)?;
+        self.detach_joins_of(source);
         let src = match self.find_source(source.as_source_ref()) {
             Some(src) => src,
             None if added.is_empty() => return Ok(0),
@@ -459,7 +385,8 @@ impl RelationIndex {
         Ok(len)
     }
 
-    /// Replaces the whole index with `all` (e.g. after a watch restarted with a fresh list).
+    /// Replaces every relation with `all` (e.g. after a watch restarted with a fresh list).
+    /// Rule joins stay, detached (see [`crate::JoinMut::attach`]).
     pub fn reset(
         &mut self,
         all: impl IntoIterator<Item = (Source, Vec<Relation>)>,
@@ -468,15 +395,69 @@ impl RelationIndex {
         for (source, relations) in &all {
             validate(source, relations)?;
         }
-        *self = Self::new();
-        self.srcs.reserve_exact(all.len());
+        self.clear_relations();
+        self.srcs.reserve(all.len());
         for (source, relations) in all {
             if let Err(e) = self.apply(&source, relations) {
-                *self = Self::new();
+                self.clear_relations();
                 return Err(e);
             }
         }
         Ok(())
+    }
+
+    /// Removes every relation and detaches every join; forgets released keys.
+    fn clear_relations(&mut self) {
+        for join in self.joins.iter_mut().flatten() {
+            join.attached = false;
+        }
+        for src in 0..self.srcs.len() {
+            if self.srcs[src].name != NIL {
+                self.clear_source(src as u32);
+            }
+        }
+        self.released.clear();
+        self.released_order.clear();
+    }
+
+    /// The source's id, adding it (with no relations) if it is new.
+    pub(crate) fn source_id(&mut self, source: &Source) -> Result<u32, FullError> {
+        match self.find_source(source.as_source_ref()) {
+            Some(src) => Ok(src),
+            None => self.insert_source(source),
+        }
+    }
+
+    /// The source's id if it holds relations.
+    pub(crate) fn source_id_if_any(&self, source: &Source) -> Option<u32> {
+        self.find_source(source.as_source_ref())
+    }
+
+    /// Detaches the source's relations (to be dropped with [`RelationIndex::drop_chain`] once
+    /// their replacements are in).
+    pub(crate) fn take_chain(&mut self, src: u32) -> u32 {
+        self.srcs[src as usize].len = 0;
+        std::mem::replace(&mut self.srcs[src as usize].head, NIL)
+    }
+
+    /// Frees a chain taken with [`RelationIndex::take_chain`].
+    pub(crate) fn drop_chain(&mut self, chain: u32) {
+        self.unlink_chain(chain);
+    }
+
+    /// How many relations source `src` has.
+    pub(crate) fn source_len_by_id(&self, src: u32) -> usize {
+        self.srcs[src as usize].len as usize
+    }
+
+    /// Detaches the joins deriving `source`: their relations are being replaced or removed
+    /// by other means, so they must not send deltas on top.
+    pub(crate) fn detach_joins_of(&mut self, source: &Source) {
+        for join in self.joins.iter_mut().flatten() {
+            if join.attached && join.config().source == *source {
+                join.attached = false;
+            }
+        }
     }
 
     fn insert_source(&mut self, source: &Source) -> Result<u32, FullError> {
@@ -512,7 +493,7 @@ impl RelationIndex {
         Ok(id)
     }
 
-    fn free_source_if_empty(&mut self, src: u32) {
+    pub(crate) fn free_source_if_empty(&mut self, src: u32) {
         let rec = self.srcs[src as usize];
         if rec.head != NIL {
             return;
@@ -556,6 +537,7 @@ impl RelationIndex {
             of_head: NIL,
             by_head: NIL,
             of_len: 0,
+            pins: 0,
         };
         let id = if self.key_free != NIL {
             let id = self.key_free;
@@ -576,10 +558,10 @@ impl RelationIndex {
         Ok(id)
     }
 
-    fn free_key_if_unused(&mut self, id: u32) {
+    pub(crate) fn free_key_if_unused(&mut self, id: u32) {
         let rec = self.keys[id as usize];
         // `group == NIL`: already freed, e.g. as the `of` of a relation where `by == of`.
-        if rec.group == NIL || rec.of_head != NIL || rec.by_head != NIL {
+        if rec.group == NIL || rec.of_head != NIL || rec.by_head != NIL || rec.pins > 0 {
             return;
         }
         let hash = self.hasher.hash_one(key_syms(&rec));
@@ -599,15 +581,32 @@ impl RelationIndex {
             of_head: self.key_free,
             by_head: NIL,
             of_len: 0,
+            pins: 0,
         };
         self.key_free = id;
         self.key_live -= 1;
     }
 
-    fn release_uid(&mut self, uid: StoredUid) {
-        if let StoredUid::Other(sym) = uid {
-            self.strs.release(sym_of(sym));
-        }
+    /// Holds key `id` for a rule join: it stays until unpinned, with or without relations.
+    pub(crate) fn pin_key(&mut self, id: u32) {
+        self.keys[id as usize].pins += 1;
+    }
+
+    /// Releases a join's hold on key `id`; the key goes if nothing else needs it.
+    pub(crate) fn unpin_key(&mut self, id: u32) {
+        self.keys[id as usize].pins -= 1;
+        self.free_key_if_unused(id);
+    }
+
+    /// The namespace symbol of key `id` (`NIL`: cluster-scoped).
+    pub(crate) fn key_namespace(&self, id: u32) -> u32 {
+        self.keys[id as usize].namespace
+    }
+
+    /// The key's id, interning it if it is new (a new key is freed again by
+    /// [`RelationIndex::free_key_if_unused`] unless a relation or a pin takes it).
+    pub(crate) fn key_id_or_insert(&mut self, key: &ObjectKey) -> Result<u32, FullError> {
+        self.intern_key(key)
     }
 
     fn insert_relation(&mut self, src: u32, r: &Relation) -> Result<(), FullError> {
@@ -629,32 +628,70 @@ impl RelationIndex {
                 Some(reason) => self.strs.intern(reason)?.0,
                 None => NIL,
             };
-            let of_uid = StoredUid::store(&mut self.strs, r.of_uid.as_deref())?;
-            let by_uid = StoredUid::store(&mut self.strs, r.by_uid.as_deref())?;
-            Ok::<_, FullError>((reason, of_uid, by_uid))
+            let of_uid = match self.uids.store(&mut self.strs, r.of_uid.as_deref()) {
+                Ok(uid) => uid,
+                Err(full) => {
+                    self.release_sym(reason);
+                    return Err(full);
+                }
+            };
+            let by_uid = match self.uids.store(&mut self.strs, r.by_uid.as_deref()) {
+                Ok(uid) => uid,
+                Err(full) => {
+                    self.release_sym(reason);
+                    self.uids.release(&mut self.strs, of_uid);
+                    return Err(full);
+                }
+            };
+            Ok::<_, Full>(RelIds {
+                of,
+                by,
+                reason,
+                of_uid,
+                by_uid,
+                replay: r.replay,
+            })
         })();
+        let linked = match interned {
+            Ok(ids) => self.link(src, ids),
+            Err(full) => Err(full.into()),
+        };
+        if linked.is_err() {
+            self.free_key_if_unused(of);
+            if by != NIL {
+                self.free_key_if_unused(by);
+            }
+        }
+        linked
+    }
+
+    fn release_sym(&mut self, sym: u32) {
+        if sym != NIL {
+            self.strs.release(Sym(sym));
+        }
+    }
+
+    /// Puts a relation on its three lists. The relation takes over the caller's references to
+    /// its reason and UIDs; if the relation arena is full they are released here (the keys are
+    /// the caller's to free).
+    pub(crate) fn link(&mut self, src: u32, ids: RelIds) -> Result<(), FullError> {
+        let RelIds {
+            of,
+            by,
+            reason,
+            of_uid,
+            by_uid,
+            replay,
+        } = ids;
         let slot = match self.rel_free {
             NIL => to_u32(self.rels.len()),
             free => Ok(free),
         };
-        let ((reason, of_uid, by_uid), id) = match (interned, slot) {
-            (Ok(v), Ok(id)) => (v, id),
-            (interned, _) => {
-                // Only the string interner or the relation arena can be full; either way give
-                // back the strings we took and the keys if they were fresh.
-                if let Ok((reason, of_uid, by_uid)) = interned {
-                    if reason != NIL {
-                        self.strs.release(Sym(reason));
-                    }
-                    self.release_uid(of_uid);
-                    self.release_uid(by_uid);
-                }
-                self.free_key_if_unused(of);
-                if by != NIL {
-                    self.free_key_if_unused(by);
-                }
-                return Err(FullError);
-            }
+        let Ok(id) = slot else {
+            self.release_sym(reason);
+            self.uids.release(&mut self.strs, of_uid);
+            self.uids.release(&mut self.strs, by_uid);
+            return Err(FullError);
         };
         let key_of = self.keys[of as usize];
         let (by_next, src_next) = (
@@ -678,7 +715,7 @@ impl RelationIndex {
             src_next,
             of_uid,
             by_uid,
-            replay: r.replay,
+            replay,
         };
         if id == self.rels.len() as u32 {
             self.rels.push(rec);
@@ -694,7 +731,8 @@ impl RelationIndex {
         key.of_len += 1;
         if key.of_len == 1 && !self.released.is_empty() {
             // Protected again: no longer "released" (its place in the order is skipped later).
-            self.released.remove(&r.of);
+            let k = self.key_by_id(of).to_key();
+            self.released.remove(&k);
         }
         if by != NIL {
             if by_next != NIL {
@@ -717,6 +755,36 @@ impl RelationIndex {
         Ok(())
     }
 
+    /// Removes the relation of source `src` from `of` to `by` (a join's relations are unique
+    /// per pair), walking the shorter-looking of the two lists it is on. Returns whether it
+    /// was there.
+    pub(crate) fn unlink_pair(&mut self, src: u32, of: u32, by: u32) -> bool {
+        let chain = if self.keys[of as usize].of_len <= 8 {
+            Chain {
+                index: self,
+                next: self.keys[of as usize].of_head,
+                link: Link::Of,
+            }
+        } else {
+            Chain {
+                index: self,
+                next: self.keys[by as usize].by_head,
+                link: Link::By,
+            }
+        };
+        let found = chain
+            .filter(|c| {
+                let rel = c.rel();
+                rel.source == src && rel.of == of && rel.by == by
+            })
+            .map(|c| c.id)
+            .next();
+        if let Some(id) = found {
+            self.remove_relation(id);
+        }
+        found.is_some()
+    }
+
     /// The namespace (symbol) relation `rel` holds from outside, if any; see [`Leaving`].
     fn leaves(&self, rel: &Rel) -> Option<u32> {
         let of = &self.keys[rel.of as usize];
@@ -733,7 +801,7 @@ impl RelationIndex {
     }
 
     /// Removes every relation of source `src`, and the source. Returns how many relations went.
-    fn clear_source(&mut self, src: u32) -> usize {
+    pub(crate) fn clear_source(&mut self, src: u32) -> usize {
         let removed = self.srcs[src as usize].len as usize;
         let chain = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
         self.unlink_chain(chain);
@@ -802,11 +870,9 @@ impl RelationIndex {
         if rel.by != NIL {
             self.unlink(id, Link::By);
         }
-        if rel.reason != NIL {
-            self.strs.release(Sym(rel.reason));
-        }
-        self.release_uid(rel.of_uid);
-        self.release_uid(rel.by_uid);
+        self.release_sym(rel.reason);
+        self.uids.release(&mut self.strs, rel.of_uid);
+        self.uids.release(&mut self.strs, rel.by_uid);
         self.free_key_if_unused(rel.of);
         if rel.by != NIL {
             self.free_key_if_unused(rel.by);
@@ -859,16 +925,16 @@ impl RelationIndex {
             .next()
     }
 
-    fn uid_is(&self, stored: StoredUid, uid: Option<&str>) -> bool {
+    fn uid_is(&self, stored: UidId, uid: Option<&str>) -> bool {
         match uid {
-            None => stored == StoredUid::None,
-            Some(u) => stored.is(&self.strs, u),
+            None => stored == NIL,
+            Some(u) => self.uids.find(&self.strs, u) == Some(stored),
         }
     }
 
     // ----- lookups ---------------------------------------------------------------------------
 
-    fn find_key(&self, key: KeyRef<'_>) -> Option<u32> {
+    pub(crate) fn find_key(&self, key: KeyRef<'_>) -> Option<u32> {
         let syms = (
             self.strs.find(key.group)?.0,
             self.strs.find(key.kind)?.0,
@@ -915,14 +981,8 @@ impl RelationIndex {
     /// `uid` as the index would store it, to compare with many relations' UIDs without parsing
     /// it each time. A non-UUID UID the index never interned matches no stored UID.
     pub(crate) fn uid_probe(&self, uid: &str) -> UidProbe {
-        UidProbe(match parse_uuid(uid) {
-            Some(bytes) => StoredUid::Uuid(bytes),
-            None => match self.strs.find(uid) {
-                Some(sym) => StoredUid::other(sym),
-                // Differs from every stored UID, and is not `None` (which means "unknown").
-                None => StoredUid::Other(NIL.to_le_bytes()),
-            },
-        })
+        // `None`: no stored UID is `uid`, so every relation that observed one differs.
+        UidProbe(self.uids.find(&self.strs, uid))
     }
 
     /// Orders two relations by their users as [`ObjectKey`]'s `Ord` would order the owned keys
@@ -1108,6 +1168,7 @@ impl RelationIndex {
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
         self.strs.heap_bytes()
+            + self.uids.heap_bytes()
             + self.keys.heap_bytes()
             + table_bytes(&self.key_table)
             + self.srcs.capacity() * size_of::<Src>()
@@ -1118,6 +1179,13 @@ impl RelationIndex {
                 .leaving
                 .values()
                 .map(|l| l.rels.capacity() * (size_of::<u32>() + 1))
+                .sum::<usize>()
+            + self.joins.capacity() * size_of::<Option<Box<RuleJoin>>>()
+            + self
+                .joins
+                .iter()
+                .flatten()
+                .map(|j| size_of::<RuleJoin>() + j.heap_bytes())
                 .sum::<usize>()
     }
 
@@ -1221,7 +1289,20 @@ fn validate(source: &Source, relations: &[Relation]) -> Result<(), IndexError> {
 
 /// A UID prepared for comparison ([`RelationIndex::uid_probe`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct UidProbe(StoredUid);
+pub(crate) struct UidProbe(Option<UidId>);
+
+/// A relation as ids, its references to reason and UIDs taken (see [`RelationIndex::link`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RelIds {
+    pub(crate) of: u32,
+    /// `NIL` for a protection.
+    pub(crate) by: u32,
+    /// A symbol, or `NIL`.
+    pub(crate) reason: u32,
+    pub(crate) of_uid: UidId,
+    pub(crate) by_uid: UidId,
+    pub(crate) replay: bool,
+}
 
 #[derive(Debug, Clone, Copy)]
 enum Link {
@@ -1294,8 +1375,8 @@ impl<'a> RelationRef<'a> {
         self.rel().replay
     }
 
-    fn uid(&self, uid: StoredUid) -> Option<Cow<'a, str>> {
-        uid.get(&self.index.strs)
+    fn uid(&self, uid: UidId) -> Option<Cow<'a, str>> {
+        self.index.uids.get(&self.index.strs, uid)
     }
 
     /// The UID of `of` the relation observed.
@@ -1312,14 +1393,14 @@ impl<'a> RelationRef<'a> {
     /// against an earlier incarnation of the object. Compares without allocating.
     pub fn of_uid_differs(&self, uid: &str) -> bool {
         let of_uid = self.rel().of_uid;
-        of_uid != StoredUid::None && !of_uid.is(&self.index.strs, uid)
+        of_uid != NIL && self.index.uids.find(&self.index.strs, uid) != Some(of_uid)
     }
 
     /// As [`RelationRef::of_uid_differs`], against a UID prepared once by
     /// [`RelationIndex::uid_probe`] for many relations.
     pub(crate) fn of_uid_differs_probe(&self, probe: UidProbe) -> bool {
         let of_uid = self.rel().of_uid;
-        of_uid != StoredUid::None && of_uid != probe.0
+        of_uid != NIL && Some(of_uid) != probe.0
     }
 
     /// The ids of the relation's source and reason, to share one owned copy of them among
@@ -1359,26 +1440,9 @@ mod tests {
     #[test]
     fn records_stay_small() {
         // The memory budget (16 MiB per 100k relations) rests on these.
-        assert_eq!(size_of::<StoredUid>(), 17);
-        assert_eq!(size_of::<Rel>(), 76);
-        assert_eq!(size_of::<Key>(), 28);
+        assert_eq!(size_of::<Rel>(), 52);
+        assert_eq!(size_of::<Key>(), 32);
         assert_eq!(size_of::<Src>(), 20);
-    }
-
-    #[test]
-    fn uuid_round_trip_and_rejections() {
-        let u = "0f8fad5b-d9cb-469f-a165-70867728950e";
-        let bytes = parse_uuid(u).expect("uuid");
-        assert_eq!(format_uuid(&bytes), u);
-        for bad in [
-            "0F8FAD5B-D9CB-469F-A165-70867728950E",
-            "0f8fad5b-d9cb-469f-a165-70867728950",
-            "0f8fad5bxd9cb-469f-a165-70867728950e",
-            "0f8fad5b-d9cb-469f-a165-70867728950g",
-            "uid-1",
-        ] {
-            assert_eq!(parse_uuid(bad), None, "{bad}");
-        }
     }
 
     #[test]

@@ -98,6 +98,12 @@ impl StrInterner {
         Ok(Sym(id))
     }
 
+    /// Adds a reference to a symbol already held.
+    pub(crate) fn retain(&mut self, sym: Sym) {
+        debug_assert!(self.slots[sym.0 as usize].refs > 0, "retain of a free symbol");
+        self.slots[sym.0 as usize].refs += 1;
+    }
+
     /// Drops one reference; the last one frees the string.
     pub(crate) fn release(&mut self, sym: Sym) {
         let slot = &mut self.slots[sym.0 as usize];

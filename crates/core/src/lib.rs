@@ -11,7 +11,8 @@
 //!   `reset`) or changed per relation (`apply_delta`), and answers "what blocks X" and "what
 //!   does Y use" in time independent of its size.
 //! - A [`RuleJoin`] derives one `DependencyRule`'s relations from its objects' evaluated keys,
-//!   per object, as [`Delta`]s for the index.
+//!   per object. It lives in the index (whose keys, UIDs and strings its objects are) and,
+//!   once attached, changes the rule's relations there directly.
 //! - [`decide_delete`] turns the index into a [`Decision`] for one DELETE, and
 //!   [`render_denial`] into the message a person reads.
 //! - [`find_cycles`] and [`deletion_order`] look at the whole `by → of` graph.
@@ -28,6 +29,7 @@ mod key;
 mod relation;
 mod rule;
 pub mod seams;
+mod uid;
 
 pub use decision::{Blocker, Decision, decide_delete, render_denial};
 pub use graph::{Cycle, deletion_order, find_cycles};
@@ -36,7 +38,7 @@ pub use index::{
 };
 pub use key::{GroupKind, KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
-pub use rule::{Delta, JoinError, RuleConfig, RuleJoin, RuleScope};
+pub use rule::{JoinChange, JoinError, JoinId, JoinMut, JoinRef, RuleConfig, RuleJoin, RuleScope};
 pub use seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BreakGlassAction, BreakGlassUse,
     Denial, KindResolver, LiveCheck, LiveCheckError, Requester, Scope,

@@ -1,30 +1,33 @@
 //! Incremental relation derivation for one `DependencyRule`: the equi-join of its `of` and `by`
-//! objects, updated per object.
+//! objects, updated per object, hosted by the [`RelationIndex`] it feeds.
 //!
 //! # Data model
 //!
 //! A [`RuleJoin`] knows, for each side of one rule, only what the join needs — never whole
 //! objects:
 //!
-//! - per object: its namespace and name (the group and kind are the side's), its UID, its join
-//!   keys (already evaluated by the CEL layer, which is not part of this crate), and for a `by`
-//!   object whether `when` held;
-//! - per side, **buckets** from (scope, key) to the set of objects carrying that key. The scope
-//!   is the object's namespace under [`RuleScope::SameNamespace`] and one shared value under
+//! - per object: its key, its UID, its join keys (already evaluated by the CEL layer, which is
+//!   not part of this crate), and for a `by` object whether `when` held;
+//! - per side, **buckets** from (scope, key) to the objects carrying that key. The scope is the
+//!   object's namespace under [`RuleScope::SameNamespace`] and one shared value under
 //!   [`RuleScope::Cluster`]; a rule without keys uses one bucket per scope.
 //!
-//! Every string (namespace, name, key) is interned once in a reference-counted interner, so an
-//! object costs a few `u32`s plus its bucket memberships, and 100,000 `PersistentVolume`s keyed
-//! by a pool name share the pool-name strings. An object is a packed 36-byte record in a chunked
-//! arena (its only key inline; two keys or more in a side list), found by (namespace, name)
-//! through a hash table of `u32` slots; a bucket lists its objects' slots in a `Vec<u32>`. UIDs are kept as their 16 bytes, as the index
-//! keeps them (Kubernetes UIDs are UUIDs; anything else is interned).
+//! A join lives *inside* the index ([`RelationIndex::add_join`]) because the index already
+//! stores what a join would otherwise copy: an object is the index's key record (pinned while
+//! the join holds it, relations or not), its UID the index's counted UID, its join keys the
+//! index's interned strings. So an object costs the join a 20-byte record in a chunked arena
+//! (its only key inline; two keys or more in a side list), a slot in a table that finds it by
+//! key id, and its place in a bucket (a `Vec<u32>` of slots; a set past 512 members) — and a
+//! `PersistentVolume` used by one pool is stored once for the join and its relation together.
 //!
-//! The join itself is **not stored**: the relations of an object are a pure function of the
-//! current state (look its keys up in the other side's buckets). So an update computes the
-//! object's relations before and after and returns the difference ([`Delta`]); this costs
-//! O(relations of that object), never O(objects), and the rule keeps no per-relation memory.
-//! The controller applies the deltas to the `RelationIndex`, which is where relations live.
+//! The join's relations are **not stored by the join**: the relations of an object are a pure
+//! function of the current state (look its keys up in the other side's buckets). So an update
+//! computes the object's relations before and after and changes only the difference, in
+//! O(relations of that object), never O(objects). A join is *detached* until
+//! [`JoinMut::attach`] puts its whole state into the index as the rule's relations (replacing
+//! whatever the source held, e.g. a previous generation's); from then on every update changes
+//! the index's relations of the rule directly. Replacing or deleting the rule's source by
+//! other means (`apply`, `delete`, `reset`) detaches it again.
 //!
 //! # Semantics
 //!
@@ -43,21 +46,20 @@
 //!
 //! With keys configured, an object handed `None` keys has none (it joins nothing); without keys
 //! configured, keys handed in are ignored. An object whose evaluation failed
-//! ([`RuleJoin::error_of`] / [`RuleJoin::error_by`]) keeps the keys and `when` it last had, so a
+//! ([`JoinMut::error_of`] / [`JoinMut::error_by`]) keeps the keys and `when` it last had, so a
 //! transient CEL error never releases a hold (fail closed); a new object with an error joins
 //! nothing until it evaluates. Errors are counted for the rule's status.
-
-use std::borrow::Cow;
 
 use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
 
 use crate::arena::Arena;
-use crate::index::{FullError, StoredUid, sym_of};
-use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
+use crate::index::{FullError, IndexError, RelIds, RelationIndex};
+use crate::intern::{Full, NIL, Sym, table_bytes};
 use crate::key::{GroupKind, ObjectKey};
 use crate::relation::{Relation, Source};
+use crate::uid::UidId;
 
 /// Where a rule looks for dependents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,28 +89,28 @@ pub struct RuleConfig {
     pub replay: bool,
 }
 
-/// What one update changed: relations to add to and remove from the index. A relation is never
-/// in both lists, `removed` holds only relations previously added, and `added` only relations
-/// not currently present.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Delta {
+/// What one update changed among the relations the rule derives (in the index too when the
+/// join is attached).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JoinChange {
     /// Relations that now exist.
-    pub added: Vec<Relation>,
-    /// Relations that no longer exist (as they were added, UIDs included).
-    pub removed: Vec<Relation>,
+    pub added: usize,
+    /// Relations that no longer exist.
+    pub removed: usize,
 }
 
-impl Delta {
+impl JoinChange {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty()
+        self.added == 0 && self.removed == 0
     }
 }
 
-/// Why an update was refused. The join is unchanged when it is.
+/// Why an update was refused, or only half done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JoinError {
     /// The object is not of the kind this side of the rule expects: a routing bug upstream.
+    /// Nothing changed.
     #[error("{key} is not a {expected}, the rule's `{side}` kind")]
     WrongKind {
         /// The object.
@@ -118,10 +120,19 @@ pub enum JoinError {
         /// `of` or `by`.
         side: &'static str,
     },
-    /// The string interner is full.
+    /// The index has no room for the object's strings, key or UID. Nothing changed.
     #[error("rule join is full")]
     Full(#[source] FullError),
+    /// The join took the update, but the index had no room for a relation it derives: the
+    /// rule's relations were removed from the index and the join detached. Attach it again
+    /// once there is room.
+    #[error("relation index is full; the rule's relations were removed and its join detached")]
+    Detached(#[source] FullError),
 }
+
+/// A join in a [`RelationIndex`] ([`RelationIndex::add_join`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JoinId(u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -136,6 +147,13 @@ impl Side {
             Side::By => "by",
         }
     }
+
+    fn other(self) -> Side {
+        match self {
+            Side::Of => Side::By,
+            Side::By => Side::Of,
+        }
+    }
 }
 
 /// An object of one side: its slot in that side's arena.
@@ -143,26 +161,23 @@ type Id = u32;
 /// A bucket: (namespace under `SameNamespace`, else `NIL`; key, or `NIL` without keys).
 type Bucket = (u32, u32);
 
-/// One object, packed (36 bytes). Free records have `name == NIL` and chain through `key`.
+/// One object, packed (20 bytes). Free records have `key == NIL` and chain through `jkey`.
 #[derive(Debug, Clone, Copy)]
 struct Obj {
-    /// Namespace symbol, or `NIL` for a cluster-scoped object.
-    ns: u32,
-    name: u32,
-    /// The only key, or `NIL`; most objects have one key (a pool name), so it is stored inline.
+    /// The index's key id (pinned while the object is here).
     key: u32,
-    /// Two keys or more (then `key` is `NIL`): a slot of [`Objects::multi`], else `NIL`.
+    /// The only join key (a symbol), or `NIL`; most objects have one (a pool name), so it is
+    /// stored inline.
+    jkey: u32,
+    /// Two keys or more (then `jkey` is `NIL`): a slot of [`Objects::multi`], else `NIL`.
     more: u32,
-    uid: StoredUid,
+    uid: UidId,
     /// `when` held (always true for `of` objects that evaluated); false for an object whose
     /// first evaluation failed, so that it joins nothing even in a rule without keys.
     when: bool,
     /// The last evaluation failed.
     error: bool,
 }
-
-/// An object state's interned strings: ((namespace, name), UID, key symbols).
-type Interned = ((u32, u32), StoredUid, Vec<u32>);
 
 /// The objects of a bucket. Buckets are small (objects sharing one key: ~100 PVs per pool) and
 /// a `Vec<u32>` costs 4 bytes per member where a hash set costs ~10; a bucket that grows past
@@ -228,7 +243,7 @@ impl Posting {
 }
 
 /// One side's objects: packed records in a chunked arena (no per-object allocation), found by
-/// (namespace, name) through a table of their `u32` slots, and the key buckets.
+/// key id through a table of their `u32` slots, and the key buckets.
 #[derive(Debug, Clone, Default)]
 struct Objects {
     recs: Arena<Obj>,
@@ -253,20 +268,17 @@ impl Objects {
     fn keys<'a>(&'a self, obj: &'a Obj) -> &'a [u32] {
         if obj.more != NIL {
             &self.multi[obj.more as usize]
-        } else if obj.key == NIL {
+        } else if obj.jkey == NIL {
             &[]
         } else {
-            std::slice::from_ref(&obj.key)
+            std::slice::from_ref(&obj.jkey)
         }
     }
 
-    fn find(&self, hasher: &DefaultHashBuilder, ns: u32, name: u32) -> Option<Id> {
+    fn find(&self, hasher: &DefaultHashBuilder, key: u32) -> Option<Id> {
         let recs = &self.recs;
         self.table
-            .find(hasher.hash_one((ns, name)), |&id| {
-                let o = &recs[id as usize];
-                (o.ns, o.name) == (ns, name)
-            })
+            .find(hasher.hash_one(key), |&id| recs[id as usize].key == key)
             .copied()
     }
 
@@ -274,7 +286,7 @@ impl Objects {
     fn insert(&mut self, hasher: &DefaultHashBuilder, obj: Obj) -> Result<Id, FullError> {
         let id = if self.free != NIL {
             let id = self.free;
-            self.free = self.recs[id as usize].key;
+            self.free = self.recs[id as usize].jkey;
             self.recs[id as usize] = obj;
             id
         } else {
@@ -286,11 +298,9 @@ impl Objects {
             id
         };
         let recs = &self.recs;
-        self.table
-            .insert_unique(hasher.hash_one((obj.ns, obj.name)), id, |&id| {
-                let o = &recs[id as usize];
-                hasher.hash_one((o.ns, o.name))
-            });
+        self.table.insert_unique(hasher.hash_one(obj.key), id, |&id| {
+            hasher.hash_one(recs[id as usize].key)
+        });
         self.live += 1;
         Ok(id)
     }
@@ -299,17 +309,16 @@ impl Objects {
         let obj = self.recs[id as usize];
         if let Ok(entry) = self
             .table
-            .find_entry(hasher.hash_one((obj.ns, obj.name)), |&m| m == id)
+            .find_entry(hasher.hash_one(obj.key), |&m| m == id)
         {
             entry.remove();
         }
         self.free_multi(obj.more);
         self.recs[id as usize] = Obj {
-            ns: NIL,
-            name: NIL,
-            key: self.free,
+            key: NIL,
+            jkey: self.free,
             more: NIL,
-            uid: StoredUid::None,
+            uid: NIL,
             when: false,
             error: false,
         };
@@ -318,7 +327,7 @@ impl Objects {
         obj
     }
 
-    /// Stores a key list for an object: `(key, more)`.
+    /// Stores a key list for an object: `(jkey, more)`.
     fn store_keys(&mut self, mut keys: Vec<u32>) -> (u32, u32) {
         match keys.len() {
             0 => (NIL, NIL),
@@ -351,7 +360,7 @@ impl Objects {
         self.recs
             .iter()
             .enumerate()
-            .filter(|(_, o)| o.name != NIL)
+            .filter(|(_, o)| o.key != NIL)
             .map(|(id, o)| (id as Id, o))
     }
 
@@ -370,50 +379,213 @@ impl Objects {
     }
 }
 
-/// The incremental join of one `DependencyRule` (see the module docs).
+/// The incremental join of one `DependencyRule` (see the module docs). It lives in a
+/// [`RelationIndex`]: see [`RelationIndex::add_join`], [`JoinRef`] and [`JoinMut`].
 #[derive(Debug, Clone)]
 pub struct RuleJoin {
     config: RuleConfig,
     /// Same group and kind on both sides: an object must not be paired with itself.
     same_kind: bool,
-    strs: StrInterner,
+    /// `config.reason`, interned in the index (one reference held by the join).
+    reason: u32,
     hasher: DefaultHashBuilder,
     of: Objects,
     by: Objects,
     len: usize,
     errors: usize,
+    /// The index holds the join's relations as its source's, and updates change them there.
+    pub(crate) attached: bool,
 }
 
-impl RuleJoin {
-    /// An empty join for `config`.
-    pub fn new(config: RuleConfig) -> Self {
-        Self {
+/// What the CEL layer made of one object: its keys and `when`, or a failure.
+enum Eval {
+    Ok {
+        keys: Option<Vec<String>>,
+        when: bool,
+    },
+    Failed,
+}
+
+impl RelationIndex {
+    /// Adds an empty, detached join for `config` (see the [`crate::rule`] module docs).
+    pub fn add_join(&mut self, config: RuleConfig) -> Result<JoinId, JoinError> {
+        let reason = self
+            .strs
+            .intern(&config.reason)
+            .map_err(|full| JoinError::Full(full.into()))?;
+        let join = Box::new(RuleJoin {
             same_kind: config.of == config.by,
             config,
-            strs: StrInterner::default(),
+            reason: reason.0,
             hasher: DefaultHashBuilder::default(),
             of: Objects::new(),
             by: Objects::new(),
             len: 0,
             errors: 0,
+            attached: false,
+        });
+        let slot = match self.joins.iter().position(Option::is_none) {
+            Some(slot) => {
+                self.joins[slot] = Some(join);
+                slot
+            }
+            None => {
+                self.joins.push(Some(join));
+                self.joins.len() - 1
+            }
+        };
+        match u32::try_from(slot) {
+            Ok(id) => Ok(JoinId(id)),
+            Err(_) => {
+                self.remove_join(JoinId(u32::MAX));
+                Err(JoinError::Full(FullError))
+            }
         }
     }
 
-    /// The rule this join derives.
-    pub fn config(&self) -> &RuleConfig {
-        &self.config
+    /// Drops a join and everything it holds of the index (its objects' keys, UIDs and
+    /// strings). The relations it put in the index stay, as its source's: delete the source
+    /// too when the rule is gone. Returns whether the join existed.
+    pub fn remove_join(&mut self, id: JoinId) -> bool {
+        let Some(join) = self
+            .joins
+            .get_mut(id.0 as usize)
+            .and_then(Option::take)
+        else {
+            return false;
+        };
+        for objects in [&join.of, &join.by] {
+            for (_, o) in objects.live() {
+                self.uids.release(&mut self.strs, o.uid);
+                for &k in objects.keys(o) {
+                    self.strs.release(Sym(k));
+                }
+                self.unpin_key(o.key);
+            }
+        }
+        self.strs.release(Sym(join.reason));
+        while self.joins.last().is_some_and(Option::is_none) {
+            self.joins.pop();
+        }
+        true
     }
 
-    /// An `of` object was added or changed; `keys` are its evaluated `keys.of`.
-    ///
-    /// Returns what changed, in O(relations of this object before and after). Fails, changing
-    /// nothing, when `key` is not of the rule's `of` kind or the interner is full.
+    /// A join, to read.
+    pub fn join(&self, id: JoinId) -> Option<JoinRef<'_>> {
+        let join = self.joins.get(id.0 as usize)?.as_deref()?;
+        Some(JoinRef { index: self, join })
+    }
+
+    /// A join, to update.
+    pub fn join_mut(&mut self, id: JoinId) -> Option<JoinMut<'_>> {
+        self.joins.get(id.0 as usize)?.as_ref()?;
+        Some(JoinMut {
+            index: self,
+            slot: id.0 as usize,
+        })
+    }
+}
+
+/// A join, borrowed from its index to read.
+#[derive(Debug, Clone, Copy)]
+pub struct JoinRef<'a> {
+    index: &'a RelationIndex,
+    join: &'a RuleJoin,
+}
+
+impl<'a> JoinRef<'a> {
+    /// The rule this join derives.
+    pub fn config(&self) -> &'a RuleConfig {
+        &self.join.config
+    }
+
+    /// How many relations the rule derives now (for its status).
+    pub fn len(&self) -> usize {
+        self.join.len
+    }
+
+    /// Whether the rule derives no relation.
+    pub fn is_empty(&self) -> bool {
+        self.join.len == 0
+    }
+
+    /// How many objects' last evaluation failed (for the rule's status).
+    pub fn error_count(&self) -> usize {
+        self.join.errors
+    }
+
+    /// How many `of` and `by` objects the join tracks.
+    pub fn object_counts(&self) -> (usize, usize) {
+        (self.join.of.live, self.join.by.live)
+    }
+
+    /// Whether the index holds the join's relations (see [`JoinMut::attach`]).
+    pub fn is_attached(&self) -> bool {
+        self.join.attached
+    }
+
+    /// The (namespace, name) of every `of` object the join tracks (for a relist: the ones a
+    /// fresh list no longer holds are removed), borrowed: O(objects), no allocation.
+    pub fn of_names(&self) -> impl Iterator<Item = (Option<&'a str>, &'a str)> + 'a {
+        self.names(&self.join.of)
+    }
+
+    /// The (namespace, name) of every `by` object the join tracks.
+    pub fn by_names(&self) -> impl Iterator<Item = (Option<&'a str>, &'a str)> + 'a {
+        self.names(&self.join.by)
+    }
+
+    fn names(&self, objects: &'a Objects) -> impl Iterator<Item = (Option<&'a str>, &'a str)> + 'a {
+        let index = self.index;
+        objects.live().map(move |(_, o)| {
+            let k = index.key_by_id(o.key);
+            (k.namespace, k.name)
+        })
+    }
+
+    /// Every relation the rule derives now, owned, one at a time (for a check, a picture or a
+    /// test: an attached join's relations are in the index already).
+    pub fn relations(&self) -> impl Iterator<Item = Relation> + 'a {
+        let (index, join) = (self.index, self.join);
+        join.by.live().flat_map(move |(_, by)| {
+            join.matches(index, Side::By, by)
+                .into_iter()
+                .map(move |m| join.relation(index, &join.of.recs[m as usize], by))
+        })
+    }
+
+    /// The heap bytes of the join's own structures (object records, tables, buckets); the
+    /// keys, UIDs and strings it shares with the index are counted by the index.
+    pub fn heap_bytes(&self) -> usize {
+        self.join.heap_bytes()
+    }
+}
+
+/// A join, borrowed from its index to update. Every update is O(relations of the object
+/// before and after), never O(objects).
+#[derive(Debug)]
+pub struct JoinMut<'a> {
+    index: &'a mut RelationIndex,
+    slot: usize,
+}
+
+impl JoinMut<'_> {
+    /// Runs `f` on the join taken out of its slot, so that it can change the index too.
+    fn with<R>(&mut self, f: impl FnOnce(&mut RuleJoin, &mut RelationIndex) -> R) -> Option<R> {
+        let mut join = self.index.joins.get_mut(self.slot)?.take()?;
+        let out = f(&mut join, self.index);
+        self.index.joins[self.slot] = Some(join);
+        Some(out)
+    }
+
+    /// An `of` object was added or changed; `keys` are its evaluated `keys.of`. Fails,
+    /// changing nothing, when `key` is not of the rule's `of` kind or the index is full.
     pub fn upsert_of(
         &mut self,
         key: &ObjectKey,
         uid: Option<&str>,
         keys: Option<Vec<String>>,
-    ) -> Result<Delta, JoinError> {
+    ) -> Result<JoinChange, JoinError> {
         self.upsert(Side::Of, key, uid, Eval::Ok { keys, when: true })
     }
 
@@ -425,96 +597,61 @@ impl RuleJoin {
         uid: Option<&str>,
         keys: Option<Vec<String>>,
         when: bool,
-    ) -> Result<Delta, JoinError> {
+    ) -> Result<JoinChange, JoinError> {
         self.upsert(Side::By, key, uid, Eval::Ok { keys, when })
     }
 
     /// An `of` object was added or changed but its CEL failed: it keeps its last keys.
-    pub fn error_of(&mut self, key: &ObjectKey, uid: Option<&str>) -> Result<Delta, JoinError> {
+    pub fn error_of(&mut self, key: &ObjectKey, uid: Option<&str>) -> Result<JoinChange, JoinError> {
         self.upsert(Side::Of, key, uid, Eval::Failed)
     }
 
     /// A `by` object was added or changed but its CEL failed: it keeps its last keys and `when`.
-    pub fn error_by(&mut self, key: &ObjectKey, uid: Option<&str>) -> Result<Delta, JoinError> {
+    pub fn error_by(&mut self, key: &ObjectKey, uid: Option<&str>) -> Result<JoinChange, JoinError> {
         self.upsert(Side::By, key, uid, Eval::Failed)
     }
 
     /// An `of` object is gone. Unknown objects (and objects of another kind) change nothing.
-    pub fn remove_of(&mut self, key: &ObjectKey) -> Delta {
-        self.remove(Side::Of, key)
+    pub fn remove_of(&mut self, key: &ObjectKey) -> JoinChange {
+        self.with(|j, ix| j.remove(ix, Side::Of, key))
+            .unwrap_or_default()
     }
 
     /// A `by` object is gone (not merely deleting).
-    pub fn remove_by(&mut self, key: &ObjectKey) -> Delta {
-        self.remove(Side::By, key)
+    pub fn remove_by(&mut self, key: &ObjectKey) -> JoinChange {
+        self.with(|j, ix| j.remove(ix, Side::By, key))
+            .unwrap_or_default()
     }
 
-    /// Every relation the rule derives now (for the initial `apply` or a resync).
-    pub fn relations(&self) -> Vec<Relation> {
-        let mut out = Vec::with_capacity(self.len);
-        out.extend(self.relations_iter());
-        out
+    /// Puts the join's relations in the index as its source's, replacing what the source held
+    /// (a previous generation's, say), and attaches the join: from now on its updates change
+    /// the index. Other joins of the same source are detached. Returns how many relations the
+    /// source now has. When the index is full the source is left empty and the join detached.
+    pub fn attach(&mut self) -> Result<usize, IndexError> {
+        self.with(|j, ix| j.attach(ix))
+            .unwrap_or(Ok(0))
     }
 
-    /// Every relation the rule derives now, one at a time: for the index's
-    /// [`crate::RelationIndex::apply_stream`], so that a join of 100,000 relations never
-    /// exists as a `Vec<Relation>` (about 550 bytes each with their strings).
-    pub fn relations_iter(&self) -> impl Iterator<Item = Relation> + '_ {
-        self.by.live().flat_map(move |(_, obj)| {
-            self.matches(Side::By, obj)
-                .into_iter()
-                .map(move |m| self.relation(&self.of.recs[m as usize], obj))
-        })
+    fn upsert(
+        &mut self,
+        side: Side,
+        key: &ObjectKey,
+        uid: Option<&str>,
+        eval: Eval,
+    ) -> Result<JoinChange, JoinError> {
+        self.with(|j, ix| j.upsert(ix, side, key, uid, eval))
+            .unwrap_or(Ok(JoinChange::default()))
+    }
+}
+
+impl RuleJoin {
+    /// The rule this join derives.
+    pub fn config(&self) -> &RuleConfig {
+        &self.config
     }
 
-    /// How many relations the rule derives now (for its status).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the rule derives no relation.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// How many objects' last evaluation failed (for the rule's status).
-    pub fn error_count(&self) -> usize {
-        self.errors
-    }
-
-    /// How many `of` and `by` objects the join tracks.
-    pub fn object_counts(&self) -> (usize, usize) {
-        (self.of.live, self.by.live)
-    }
-
-    /// The (namespace, name) of every `of` object the join tracks (for a relist: the ones a
-    /// fresh list no longer holds are removed), borrowed: O(objects), no allocation.
-    pub fn of_names(&self) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
-        self.names(Side::Of)
-    }
-
-    /// The (namespace, name) of every `by` object the join tracks.
-    pub fn by_names(&self) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
-        self.names(Side::By)
-    }
-
-    fn names(&self, side: Side) -> impl Iterator<Item = (Option<&str>, &str)> + '_ {
-        self.side(side).live().map(|(_, o)| {
-            let ns = (o.ns != NIL).then(|| self.strs.get(Sym(o.ns)));
-            (ns, self.strs.get(Sym(o.name)))
-        })
-    }
-
-    /// How many distinct strings (namespaces, names, keys, non-UUID UIDs) the join holds; zero
-    /// once every object is removed.
-    pub fn string_count(&self) -> usize {
-        self.strs.len()
-    }
-
-    /// An estimate of the heap bytes held (interned strings, object records and tables,
-    /// buckets), from capacities × record sizes.
-    pub fn heap_bytes(&self) -> usize {
-        self.strs.heap_bytes() + self.of.heap_bytes() + self.by.heap_bytes()
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.of.heap_bytes() + self.by.heap_bytes()
     }
 
     fn side(&self, side: Side) -> &Objects {
@@ -540,10 +677,11 @@ impl RuleJoin {
 
     /// The buckets `obj` on `side` sits in. Empty when out of every scope or when `when` does
     /// not hold: such an object is remembered but joins nothing.
-    fn buckets(&self, side: Side, obj: &Obj) -> Vec<Bucket> {
+    fn buckets(&self, ix: &RelationIndex, side: Side, obj: &Obj) -> Vec<Bucket> {
+        let ns = ix.key_namespace(obj.key);
         let scope = match self.config.scope {
-            RuleScope::SameNamespace if obj.ns == NIL => return Vec::new(),
-            RuleScope::SameNamespace => obj.ns,
+            RuleScope::SameNamespace if ns == NIL => return Vec::new(),
+            RuleScope::SameNamespace => ns,
             RuleScope::Cluster => NIL,
         };
         if !obj.when {
@@ -561,12 +699,9 @@ impl RuleJoin {
     }
 
     /// The other side's objects related to `obj` on `side`. O(matches): one probe per key.
-    fn matches(&self, side: Side, obj: &Obj) -> Vec<Id> {
-        let other = self.side(match side {
-            Side::Of => Side::By,
-            Side::By => Side::Of,
-        });
-        let buckets = self.buckets(side, obj);
+    fn matches(&self, ix: &RelationIndex, side: Side, obj: &Obj) -> Vec<Id> {
+        let other = self.side(side.other());
+        let buckets = self.buckets(ix, side, obj);
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         for b in &buckets {
@@ -574,11 +709,8 @@ impl RuleJoin {
                 continue;
             };
             for m in posting.iter() {
-                // Both sides intern into one table: same symbols, same object.
-                if self.same_kind && {
-                    let o = &other.recs[m as usize];
-                    (o.ns, o.name) == (obj.ns, obj.name)
-                } {
+                // Both sides hold the index's key ids: same id, same object.
+                if self.same_kind && other.recs[m as usize].key == obj.key {
                     continue;
                 }
                 // An object sharing several keys is one relation; only dedupe when it can happen.
@@ -591,51 +723,47 @@ impl RuleJoin {
         out
     }
 
-    fn object_key(&self, side: Side, obj: &Obj) -> ObjectKey {
-        let gk = self.kind(side);
-        let ns = (obj.ns != NIL).then(|| self.strs.get(Sym(obj.ns)));
-        ObjectKey::new(&gk.group, &gk.kind, ns, self.strs.get(Sym(obj.name)))
+    /// `(of, by)` objects of the pair of `obj` on `side` with partner `m`.
+    fn pair<'s>(&'s self, side: Side, obj: &'s Obj, m: Id) -> (&'s Obj, &'s Obj) {
+        match side {
+            Side::Of => (obj, &self.by.recs[m as usize]),
+            Side::By => (&self.of.recs[m as usize], obj),
+        }
     }
 
-    fn uid_string(&self, uid: StoredUid) -> Option<String> {
-        uid.get(&self.strs).map(Cow::into_owned)
-    }
-
-    fn relation(&self, of: &Obj, by: &Obj) -> Relation {
+    fn relation(&self, ix: &RelationIndex, of: &Obj, by: &Obj) -> Relation {
         let mut r = Relation::uses(
             self.config.source.clone(),
-            self.object_key(Side::Of, of),
-            self.object_key(Side::By, by),
+            ix.key_by_id(of.key).to_key(),
+            ix.key_by_id(by.key).to_key(),
         )
         .with_reason(self.config.reason.clone())
         .with_replay(self.config.replay);
-        r.of_uid = self.uid_string(of.uid);
-        r.by_uid = self.uid_string(by.uid);
+        r.of_uid = ix.uids.get(&ix.strs, of.uid).map(|u| u.into_owned());
+        r.by_uid = ix.uids.get(&ix.strs, by.uid).map(|u| u.into_owned());
         r
     }
 
-    /// The relations of `obj` on `side` with partners `ms` (slots of the other side).
-    fn relations_with(&self, side: Side, obj: &Obj, ms: &[Id]) -> Vec<Relation> {
-        ms.iter()
-            .map(|&m| match side {
-                Side::Of => self.relation(obj, &self.by.recs[m as usize]),
-                Side::By => self.relation(&self.of.recs[m as usize], obj),
-            })
-            .collect()
+    /// Puts the relation of `of` and `by` in the index under source `src`.
+    fn link(&self, ix: &mut RelationIndex, src: u32, of: &Obj, by: &Obj) -> Result<(), FullError> {
+        ix.strs.retain(Sym(self.reason));
+        ix.uids.retain(&mut ix.strs, of.uid);
+        ix.uids.retain(&mut ix.strs, by.uid);
+        ix.link(
+            src,
+            RelIds {
+                of: of.key,
+                by: by.key,
+                reason: self.reason,
+                of_uid: of.uid,
+                by_uid: by.uid,
+                replay: self.config.replay,
+            },
+        )
     }
 
-    /// The slot of `key` on `side`, if the join tracks it.
-    fn find_id(&self, side: Side, key: &ObjectKey) -> Option<Id> {
-        let ns = match &key.namespace {
-            Some(ns) => self.strs.find(ns)?.0,
-            None => NIL,
-        };
-        let name = self.strs.find(&key.name)?.0;
-        self.side(side).find(&self.hasher, ns, name)
-    }
-
-    fn unbucket(&mut self, side: Side, id: Id, obj: &Obj) {
-        for b in self.buckets(side, obj) {
+    fn unbucket(&mut self, ix: &RelationIndex, side: Side, id: Id, obj: &Obj) {
+        for b in self.buckets(ix, side, obj) {
             let objects = self.side_mut(side);
             if let Some(posting) = objects.buckets.get_mut(&b) {
                 posting.remove(id);
@@ -646,8 +774,8 @@ impl RuleJoin {
         }
     }
 
-    fn bucket(&mut self, side: Side, id: Id, obj: &Obj) {
-        for b in self.buckets(side, obj) {
+    fn bucket(&mut self, ix: &RelationIndex, side: Side, id: Id, obj: &Obj) {
+        for b in self.buckets(ix, side, obj) {
             self.side_mut(side)
                 .buckets
                 .entry(b)
@@ -656,67 +784,43 @@ impl RuleJoin {
         }
     }
 
-    /// Releases the strings an object holds (its namespace's, name's and UID's; its keys too
-    /// unless `keys` is `None`).
-    fn release(&mut self, obj: &Obj, keys: Option<&[u32]>) {
-        if obj.ns != NIL {
-            self.strs.release(Sym(obj.ns));
-        }
-        self.strs.release(Sym(obj.name));
-        if let StoredUid::Other(sym) = obj.uid {
-            self.strs.release(sym_of(sym));
-        }
+    /// Releases what an object state holds of the index: its UID, and its keys unless `keys`
+    /// is `None` (the key record's pin is the caller's business).
+    fn release(ix: &mut RelationIndex, obj: &Obj, keys: Option<&[u32]>) {
+        ix.uids.release(&mut ix.strs, obj.uid);
         for &k in keys.unwrap_or_default() {
-            self.strs.release(Sym(k));
+            ix.strs.release(Sym(k));
         }
     }
 
-    /// Interns the strings of a new object state; on failure gives back what it took.
-    fn intern_all(
-        &mut self,
-        key: &ObjectKey,
+    /// Interns a new state's UID and keys; on failure gives back what it took.
+    fn intern_state(
+        ix: &mut RelationIndex,
         uid: Option<&str>,
         keys: &[String],
-    ) -> Result<Interned, FullError> {
-        let mut taken: Vec<Sym> = Vec::with_capacity(3 + keys.len());
-        let result = (|| {
-            let ns = match &key.namespace {
-                Some(ns) => {
-                    let s = self.strs.intern(ns)?;
-                    taken.push(s);
-                    s.0
+    ) -> Result<(UidId, Vec<u32>), FullError> {
+        let uid = ix.uids.store(&mut ix.strs, uid)?;
+        let mut syms = Vec::with_capacity(keys.len());
+        for k in keys {
+            match ix.strs.intern(k) {
+                Ok(s) => syms.push(s.0),
+                Err(full) => {
+                    Self::release(ix, &Obj { key: NIL, jkey: NIL, more: NIL, uid, when: false, error: false }, Some(&syms));
+                    return Err(full.into());
                 }
-                None => NIL,
-            };
-            let name = self.strs.intern(&key.name)?;
-            taken.push(name);
-            let uid = StoredUid::store(&mut self.strs, uid)?;
-            if let StoredUid::Other(s) = uid {
-                taken.push(sym_of(s));
             }
-            let mut syms = Vec::with_capacity(keys.len());
-            for k in keys {
-                let s = self.strs.intern(k)?;
-                taken.push(s);
-                syms.push(s.0);
-            }
-            Ok::<_, Full>(((ns, name.0), uid, syms))
-        })();
-        result.map_err(|full| {
-            for s in taken {
-                self.strs.release(s);
-            }
-            FullError::from(full)
-        })
+        }
+        Ok((uid, syms))
     }
 
     fn upsert(
         &mut self,
+        ix: &mut RelationIndex,
         side: Side,
         key: &ObjectKey,
         uid: Option<&str>,
         eval: Eval,
-    ) -> Result<Delta, JoinError> {
+    ) -> Result<JoinChange, JoinError> {
         if !self.kind(side).matches(key) {
             return Err(JoinError::WrongKind {
                 key: Box::new(key.clone()),
@@ -737,17 +841,23 @@ impl RuleJoin {
             }
             Eval::Failed => (None, false, true),
         };
-        let ((ns, name), uid_sym, mut key_syms) = self
-            .intern_all(key, uid, keys.as_deref().unwrap_or_default())
-            .map_err(JoinError::Full)?;
-        let slot = self.side(side).find(&self.hasher, ns, name);
+        let kid = ix.key_id_or_insert(key).map_err(JoinError::Full)?;
+        let slot = self.side(side).find(&self.hasher, kid);
+        let (uid_id, mut key_syms) =
+            match Self::intern_state(ix, uid, keys.as_deref().unwrap_or_default()) {
+                Ok(v) => v,
+                Err(full) => {
+                    ix.free_key_if_unused(kid);
+                    return Err(JoinError::Full(full));
+                }
+            };
         // The old state leaves the buckets first; its key list is taken out of the side so that
         // the record can be reused in place.
         let old = match slot {
             Some(id) => {
                 let o = self.side(side).recs[id as usize];
-                let ms = self.matches(side, &o);
-                self.unbucket(side, id, &o);
+                let ms = self.matches(ix, side, &o);
+                self.unbucket(ix, side, id, &o);
                 let old_keys = self.side(side).keys(&o).to_vec();
                 Some((id, o, old_keys, ms))
             }
@@ -765,20 +875,17 @@ impl RuleJoin {
         };
         // Interning sorted strings does not sort their symbols.
         key_syms.sort_unstable();
-        let (objects, hasher) = match side {
-            Side::Of => (&mut self.of, &self.hasher),
-            Side::By => (&mut self.by, &self.hasher),
-        };
+        let hasher = self.hasher.clone();
+        let objects = self.side_mut(side);
         if let Some((_, o, _, _)) = &old {
             objects.free_multi(o.more);
         }
-        let (key_sym, more) = objects.store_keys(key_syms);
+        let (jkey, more) = objects.store_keys(key_syms);
         let new = Obj {
-            ns,
-            name,
-            key: key_sym,
+            key: kid,
+            jkey,
             more,
-            uid: uid_sym,
+            uid: uid_id,
             when,
             error,
         };
@@ -787,86 +894,170 @@ impl RuleJoin {
                 objects.recs[*id as usize] = new;
                 *id
             }
-            None => match objects.insert(hasher, new) {
-                Ok(id) => id,
+            None => match objects.insert(&hasher, new) {
+                Ok(id) => {
+                    ix.pin_key(kid);
+                    id
+                }
                 Err(full) => {
                     let keys = objects.keys(&new).to_vec();
                     objects.free_multi(more);
-                    self.release(&new, Some(&keys));
+                    Self::release(ix, &new, Some(&keys));
+                    ix.free_key_if_unused(kid);
                     return Err(JoinError::Full(full));
                 }
             },
         };
-        self.bucket(side, id, &new);
-        let new_matches = self.matches(side, &new);
+        self.bucket(ix, side, id, &new);
+        let new_matches = self.matches(ix, side, &new);
 
-        let delta = match &old {
+        // What left and what came, as partners on the other side; a new incarnation (another
+        // UID) changes every relation, which carries the UID.
+        let (gone, came) = match &old {
             Some((_, o, _, old_matches)) if o.uid == new.uid => {
                 let before: HashSet<Id> = old_matches.iter().copied().collect();
                 let after: HashSet<Id> = new_matches.iter().copied().collect();
-                let gone: Vec<Id> = old_matches
-                    .iter()
-                    .copied()
-                    .filter(|m| !after.contains(m))
-                    .collect();
-                let came: Vec<Id> = new_matches
-                    .iter()
-                    .copied()
-                    .filter(|m| !before.contains(m))
-                    .collect();
-                Delta {
-                    removed: self.relations_with(side, o, &gone),
-                    added: self.relations_with(side, &new, &came),
-                }
+                (
+                    old_matches
+                        .iter()
+                        .copied()
+                        .filter(|m| !after.contains(m))
+                        .collect(),
+                    new_matches
+                        .iter()
+                        .copied()
+                        .filter(|m| !before.contains(m))
+                        .collect(),
+                )
             }
-            // A new incarnation (or a new object): every relation carries the new UID.
-            Some((_, o, _, old_matches)) => Delta {
-                removed: self.relations_with(side, o, old_matches),
-                added: self.relations_with(side, &new, &new_matches),
-            },
-            None => Delta {
-                removed: Vec::new(),
-                added: self.relations_with(side, &new, &new_matches),
-            },
+            Some((_, _, _, old_matches)) => (old_matches.clone(), new_matches),
+            None => (Vec::new(), new_matches),
+        };
+        let applied = if self.attached {
+            self.apply_change(ix, side, &new, &gone, &came)
+        } else {
+            Ok(())
         };
         if let Some((_, o, old_keys, _)) = &old {
-            self.release(o, (!keep_old_keys).then_some(old_keys.as_slice()));
+            Self::release(ix, o, (!keep_old_keys).then_some(old_keys.as_slice()));
             self.errors -= usize::from(o.error);
         }
         self.errors += usize::from(new.error);
-        self.len = self.len + delta.added.len() - delta.removed.len();
-        Ok(delta)
+        self.len = self.len + came.len() - gone.len();
+        applied.map_err(JoinError::Detached)?;
+        Ok(JoinChange {
+            added: came.len(),
+            removed: gone.len(),
+        })
     }
 
-    fn remove(&mut self, side: Side, key: &ObjectKey) -> Delta {
-        if !self.kind(side).matches(key) {
-            return Delta::default();
+    /// Changes the index's relations of an attached join for one object: removes those with
+    /// the partners `gone`, then adds those with `came` (in that order: a new incarnation has
+    /// the same pairs on both lists). If the index is full, the source is cleared and the join
+    /// detached.
+    fn apply_change(
+        &mut self,
+        ix: &mut RelationIndex,
+        side: Side,
+        obj: &Obj,
+        gone: &[Id],
+        came: &[Id],
+    ) -> Result<(), FullError> {
+        if gone.is_empty() && came.is_empty() {
+            return Ok(());
         }
-        let Some(id) = self.find_id(side, key) else {
-            return Delta::default();
+        let src = match ix.source_id(&self.config.source) {
+            Ok(src) => src,
+            Err(full) => {
+                self.detach(ix);
+                return Err(full);
+            }
+        };
+        for &m in gone {
+            let (of, by) = self.pair(side, obj, m);
+            ix.unlink_pair(src, of.key, by.key);
+        }
+        for &m in came {
+            let (of, by) = self.pair(side, obj, m);
+            if let Err(full) = self.link(ix, src, of, by) {
+                ix.clear_source(src);
+                self.attached = false;
+                return Err(full);
+            }
+        }
+        ix.free_source_if_empty(src);
+        Ok(())
+    }
+
+    fn detach(&mut self, ix: &mut RelationIndex) {
+        if let Some(src) = ix.source_id_if_any(&self.config.source) {
+            ix.clear_source(src);
+        }
+        self.attached = false;
+    }
+
+    fn remove(&mut self, ix: &mut RelationIndex, side: Side, key: &ObjectKey) -> JoinChange {
+        if !self.kind(side).matches(key) {
+            return JoinChange::default();
+        }
+        let Some(kid) = ix.find_key(key.as_key_ref()) else {
+            return JoinChange::default();
+        };
+        let Some(id) = self.side(side).find(&self.hasher, kid) else {
+            return JoinChange::default();
         };
         let old = self.side(side).recs[id as usize];
-        let ms = self.matches(side, &old);
-        self.unbucket(side, id, &old);
-        let removed = self.relations_with(side, &old, &ms);
+        let ms = self.matches(ix, side, &old);
+        self.unbucket(ix, side, id, &old);
+        if self.attached
+            && !ms.is_empty()
+            && let Some(src) = ix.source_id_if_any(&self.config.source)
+        {
+            for &m in &ms {
+                let (of, by) = self.pair(side, &old, m);
+                ix.unlink_pair(src, of.key, by.key);
+            }
+            ix.free_source_if_empty(src);
+        }
         let keys = self.side(side).keys(&old).to_vec();
         let hasher = self.hasher.clone();
         self.side_mut(side).remove(&hasher, id);
-        self.release(&old, Some(&keys));
+        Self::release(ix, &old, Some(&keys));
+        ix.unpin_key(kid);
         self.errors -= usize::from(old.error);
-        self.len -= removed.len();
-        Delta {
-            added: Vec::new(),
-            removed,
+        self.len -= ms.len();
+        JoinChange {
+            added: 0,
+            removed: ms.len(),
         }
+    }
+
+    fn attach(&mut self, ix: &mut RelationIndex) -> Result<usize, IndexError> {
+        let source = self.config.source.clone();
+        ix.detach_joins_of(&source);
+        let src = ix.source_id(&source).map_err(IndexError::Full)?;
+        // Add the new relations before dropping the old ones, as `apply` does.
+        let old = ix.take_chain(src);
+        for (_, by) in self.by.live() {
+            for m in self.matches(ix, Side::By, by) {
+                if let Err(full) = self.link(ix, src, &self.of.recs[m as usize], by) {
+                    ix.drop_chain(old);
+                    ix.clear_source(src);
+                    self.attached = false;
+                    return Err(IndexError::Full(full));
+                }
+            }
+        }
+        ix.drop_chain(old);
+        let len = ix.source_len_by_id(src);
+        ix.free_source_if_empty(src);
+        self.attached = true;
+        Ok(len)
     }
 }
 
-/// What the CEL layer made of one object: its keys and `when`, or a failure.
-enum Eval {
-    Ok {
-        keys: Option<Vec<String>>,
-        when: bool,
-    },
-    Failed,
+impl From<Full> for JoinError {
+    fn from(full: Full) -> Self {
+        JoinError::Full(full.into())
+    }
 }
