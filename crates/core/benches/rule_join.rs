@@ -158,17 +158,20 @@ fn rule_join(c: &mut Criterion) {
     let (key, uid, home) = pv(42);
     let away = pool(7).2;
     let mut flip = false;
-    c.bench_function("rule_join: move one PV to another pool (attached join)", |b| {
-        b.iter(|| {
-            flip = !flip;
-            let keys = if flip { away.clone() } else { home.clone() };
-            let mut join = index.join_mut(id).expect("join");
-            black_box(
-                join.upsert_by(&key, Some(&uid), Some(keys), true)
-                    .expect("kind"),
-            )
-        })
-    });
+    c.bench_function(
+        "rule_join: move one PV to another pool (attached join)",
+        |b| {
+            b.iter(|| {
+                flip = !flip;
+                let keys = if flip { away.clone() } else { home.clone() };
+                let mut join = index.join_mut(id).expect("join");
+                black_box(
+                    join.upsert_by(&key, Some(&uid), Some(keys), true)
+                        .expect("kind"),
+                )
+            })
+        },
+    );
 }
 
 criterion_group!(benches, rule_join);

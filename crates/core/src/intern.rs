@@ -100,7 +100,10 @@ impl StrInterner {
 
     /// Adds a reference to a symbol already held.
     pub(crate) fn retain(&mut self, sym: Sym) {
-        debug_assert!(self.slots[sym.0 as usize].refs > 0, "retain of a free symbol");
+        debug_assert!(
+            self.slots[sym.0 as usize].refs > 0,
+            "retain of a free symbol"
+        );
         self.slots[sym.0 as usize].refs += 1;
     }
 

@@ -298,9 +298,10 @@ impl Objects {
             id
         };
         let recs = &self.recs;
-        self.table.insert_unique(hasher.hash_one(obj.key), id, |&id| {
-            hasher.hash_one(recs[id as usize].key)
-        });
+        self.table
+            .insert_unique(hasher.hash_one(obj.key), id, |&id| {
+                hasher.hash_one(recs[id as usize].key)
+            });
         self.live += 1;
         Ok(id)
     }
@@ -447,11 +448,7 @@ impl RelationIndex {
     /// strings). The relations it put in the index stay, as its source's: delete the source
     /// too when the rule is gone. Returns whether the join existed.
     pub fn remove_join(&mut self, id: JoinId) -> bool {
-        let Some(join) = self
-            .joins
-            .get_mut(id.0 as usize)
-            .and_then(Option::take)
-        else {
+        let Some(join) = self.joins.get_mut(id.0 as usize).and_then(Option::take) else {
             return false;
         };
         for objects in [&join.of, &join.by] {
@@ -602,12 +599,20 @@ impl JoinMut<'_> {
     }
 
     /// An `of` object was added or changed but its CEL failed: it keeps its last keys.
-    pub fn error_of(&mut self, key: &ObjectKey, uid: Option<&str>) -> Result<JoinChange, JoinError> {
+    pub fn error_of(
+        &mut self,
+        key: &ObjectKey,
+        uid: Option<&str>,
+    ) -> Result<JoinChange, JoinError> {
         self.upsert(Side::Of, key, uid, Eval::Failed)
     }
 
     /// A `by` object was added or changed but its CEL failed: it keeps its last keys and `when`.
-    pub fn error_by(&mut self, key: &ObjectKey, uid: Option<&str>) -> Result<JoinChange, JoinError> {
+    pub fn error_by(
+        &mut self,
+        key: &ObjectKey,
+        uid: Option<&str>,
+    ) -> Result<JoinChange, JoinError> {
         self.upsert(Side::By, key, uid, Eval::Failed)
     }
 
@@ -628,8 +633,7 @@ impl JoinMut<'_> {
     /// the index. Other joins of the same source are detached. Returns how many relations the
     /// source now has. When the index is full the source is left empty and the join detached.
     pub fn attach(&mut self) -> Result<usize, IndexError> {
-        self.with(|j, ix| j.attach(ix))
-            .unwrap_or(Ok(0))
+        self.with(|j, ix| j.attach(ix)).unwrap_or(Ok(0))
     }
 
     fn upsert(
@@ -805,7 +809,18 @@ impl RuleJoin {
             match ix.strs.intern(k) {
                 Ok(s) => syms.push(s.0),
                 Err(full) => {
-                    Self::release(ix, &Obj { key: NIL, jkey: NIL, more: NIL, uid, when: false, error: false }, Some(&syms));
+                    Self::release(
+                        ix,
+                        &Obj {
+                            key: NIL,
+                            jkey: NIL,
+                            more: NIL,
+                            uid,
+                            when: false,
+                            error: false,
+                        },
+                        Some(&syms),
+                    );
                     return Err(full.into());
                 }
             }

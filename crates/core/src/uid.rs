@@ -60,7 +60,11 @@ impl UidStore {
     }
 
     /// Stores `uid` (none: `NIL`), adding one reference.
-    pub(crate) fn store(&mut self, strs: &mut StrInterner, uid: Option<&str>) -> Result<UidId, Full> {
+    pub(crate) fn store(
+        &mut self,
+        strs: &mut StrInterner,
+        uid: Option<&str>,
+    ) -> Result<UidId, Full> {
         let Some(uid) = uid else { return Ok(NIL) };
         let Some(bytes) = parse_uuid(uid) else {
             let sym = strs.intern(uid)?;
@@ -77,7 +81,11 @@ impl UidStore {
         let slot = Slot { bytes, refs: 1 };
         let id = match self.free {
             Some(id) => {
-                let next = u32::from_le_bytes(self.slots[id as usize].bytes[..4].try_into().unwrap_or_default());
+                let next = u32::from_le_bytes(
+                    self.slots[id as usize].bytes[..4]
+                        .try_into()
+                        .unwrap_or_default(),
+                );
                 self.free = (next != NIL).then_some(next);
                 self.slots[id as usize] = slot;
                 id
@@ -92,10 +100,9 @@ impl UidStore {
             }
         };
         let (slots, hasher) = (&self.slots, &self.hasher);
-        self.table
-            .insert_unique(hasher.hash_one(bytes), id, |&id| {
-                hasher.hash_one(slots[id as usize].bytes)
-            });
+        self.table.insert_unique(hasher.hash_one(bytes), id, |&id| {
+            hasher.hash_one(slots[id as usize].bytes)
+        });
         self.live += 1;
         Ok(id)
     }
@@ -244,7 +251,9 @@ mod tests {
         uids.release(&mut strs, a2);
         assert_eq!(uids.find(&strs, A), None);
         // The freed slot is reused.
-        let c = uids.store(&mut strs, Some("0f8fad5b-d9cb-469f-a165-708677289500")).expect("room");
+        let c = uids
+            .store(&mut strs, Some("0f8fad5b-d9cb-469f-a165-708677289500"))
+            .expect("room");
         assert_eq!(c, a);
         uids.retain(&mut strs, other);
         uids.release(&mut strs, other);

@@ -1,12 +1,149 @@
 //! `RuleJoin`: the incremental join of one `DependencyRule` against a brute-force join, and each
-//! semantic rule on its own.
+//! semantic rule on its own. The join lives in a `RelationIndex`; what an update changed is
+//! observed as the index sees it (the rule's relations before and after), and checked against
+//! the counts the update reports.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use lien_core::{
-    Delta, GroupKind, JoinError, ObjectKey, Relation, RuleConfig, RuleJoin, RuleScope, Source,
+    GroupKind, JoinChange, JoinError, JoinId, JoinMut, ObjectKey, Relation, RelationIndex,
+    RuleConfig, RuleScope, Source,
 };
 use proptest::prelude::*;
+
+/// What one update changed in the index, as relations.
+#[derive(Debug, Default)]
+struct Delta {
+    added: Vec<Relation>,
+    removed: Vec<Relation>,
+}
+
+impl Delta {
+    fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// One rule's join in an index of its own.
+struct J {
+    index: RelationIndex,
+    id: JoinId,
+    source: Source,
+}
+
+impl J {
+    /// An attached join: every update changes the index.
+    fn new(c: RuleConfig) -> Self {
+        let mut j = Self::detached(c);
+        j.attach();
+        j
+    }
+
+    fn detached(c: RuleConfig) -> Self {
+        let mut index = RelationIndex::new();
+        let source = c.source.clone();
+        let id = index.add_join(c).expect("room");
+        Self { index, id, source }
+    }
+
+    fn attach(&mut self) -> usize {
+        self.index
+            .join_mut(self.id)
+            .expect("join")
+            .attach()
+            .expect("room")
+    }
+
+    fn in_index(&self) -> HashSet<Relation> {
+        self.index
+            .relations_of_source(&self.source)
+            .map(|r| r.to_relation())
+            .collect()
+    }
+
+    fn observe(
+        &mut self,
+        f: impl FnOnce(&mut JoinMut<'_>) -> Result<JoinChange, JoinError>,
+    ) -> Result<Delta, JoinError> {
+        let before = self.in_index();
+        let change = f(&mut self.index.join_mut(self.id).expect("join"))?;
+        let after = self.in_index();
+        let d = Delta {
+            added: sorted(after.difference(&before).cloned().collect()),
+            removed: sorted(before.difference(&after).cloned().collect()),
+        };
+        if self.index.join(self.id).expect("join").is_attached() {
+            assert_eq!(
+                (change.added, change.removed),
+                (d.added.len(), d.removed.len()),
+                "reported change"
+            );
+        } else {
+            assert!(d.is_empty(), "a detached join changed the index: {d:?}");
+        }
+        Ok(d)
+    }
+
+    fn upsert_of(
+        &mut self,
+        k: &ObjectKey,
+        uid: Option<&str>,
+        keys: Option<Vec<String>>,
+    ) -> Result<Delta, JoinError> {
+        self.observe(|j| j.upsert_of(k, uid, keys))
+    }
+
+    fn upsert_by(
+        &mut self,
+        k: &ObjectKey,
+        uid: Option<&str>,
+        keys: Option<Vec<String>>,
+        when: bool,
+    ) -> Result<Delta, JoinError> {
+        self.observe(|j| j.upsert_by(k, uid, keys, when))
+    }
+
+    fn error_of(&mut self, k: &ObjectKey, uid: Option<&str>) -> Result<Delta, JoinError> {
+        self.observe(|j| j.error_of(k, uid))
+    }
+
+    fn error_by(&mut self, k: &ObjectKey, uid: Option<&str>) -> Result<Delta, JoinError> {
+        self.observe(|j| j.error_by(k, uid))
+    }
+
+    fn remove_of(&mut self, k: &ObjectKey) -> Delta {
+        self.observe(|j| Ok(j.remove_of(k))).expect("infallible")
+    }
+
+    fn remove_by(&mut self, k: &ObjectKey) -> Delta {
+        self.observe(|j| Ok(j.remove_by(k))).expect("infallible")
+    }
+
+    /// The join's own view of its relations.
+    fn relations(&self) -> Vec<Relation> {
+        self.index
+            .join(self.id)
+            .expect("join")
+            .relations()
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.index.join(self.id).expect("join").len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.index.join(self.id).expect("join").is_empty()
+    }
+
+    fn error_count(&self) -> usize {
+        self.index.join(self.id).expect("join").error_count()
+    }
+
+    fn object_counts(&self) -> (usize, usize) {
+        self.index.join(self.id).expect("join").object_counts()
+    }
+}
 
 const REASON: &str = "the NFS export stores its data in this pool";
 
@@ -118,17 +255,24 @@ proptest! {
         keyed in any::<bool>(),
         same_kind in any::<bool>(),
         ops in proptest::collection::vec(op(), 1..40),
+        attach_at in 0..40usize,
     ) {
         let scope = if cluster { RuleScope::Cluster } else { RuleScope::SameNamespace };
         let c = config(scope, keyed, same_kind);
-        let mut join = RuleJoin::new(c.clone());
+        // Detached for the first `attach_at` updates (the index holds nothing of the rule),
+        // then attached (the index holds its whole join, and follows every update).
+        let mut join = J::detached(c.clone());
         let (mut ofs, mut bys) = (State::new(), State::new());
         let mut derived = HashSet::new();
         let key_set = |ks: &[usize]| -> BTreeSet<String> {
             if keyed { ks.iter().map(|&k| KEYS[k].to_owned()).collect() } else { BTreeSet::new() }
         };
         let key_vec = |ks: &[usize]| Some(ks.iter().map(|&k| KEYS[k].to_owned()).collect());
-        for op in ops {
+        for (i, op) in ops.into_iter().enumerate() {
+            if i == attach_at {
+                join.attach();
+                derived = join.in_index();
+            }
             let delta = match op {
                 Op::UpsertOf(n, m, u, ks) => {
                     let k = obj(&c.of, NAMESPACES[n], NAMES[m]);
@@ -165,7 +309,12 @@ proptest! {
             };
             apply(&mut derived, delta)?;
             let expected = brute_force(&c, &ofs, &bys);
-            prop_assert_eq!(&derived, &expected);
+            if i >= attach_at {
+                prop_assert_eq!(&derived, &expected);
+                prop_assert_eq!(join.index.len(), expected.len());
+            } else {
+                prop_assert_eq!(join.index.len(), 0);
+            }
             prop_assert_eq!(join.relations().into_iter().collect::<HashSet<_>>(), expected.clone());
             prop_assert_eq!(join.len(), expected.len());
             prop_assert_eq!(join.object_counts(), (ofs.len(), bys.len()));
@@ -178,7 +327,11 @@ proptest! {
             apply(&mut derived, join.remove_by(k))?;
         }
         prop_assert!(derived.is_empty());
-        prop_assert_eq!((join.len(), join.error_count(), join.string_count()), (0, 0, 0));
+        prop_assert_eq!((join.len(), join.error_count()), (0, 0));
+        // Nothing is left in the index but the join's reason.
+        prop_assert_eq!((join.index.len(), join.index.key_count(), join.index.string_count()), (0, 0, 1));
+        prop_assert!(join.index.remove_join(join.id));
+        prop_assert_eq!(join.index.string_count(), 0);
     }
 }
 
@@ -190,7 +343,7 @@ const U2: &str = "1f8fad5b-d9cb-469f-a165-70867728950e";
 #[test]
 fn a_relation_needs_both_objects_present() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let pool = obj(&c.of, Some("rook"), "replicapool");
     let nfs = obj(&c.by, Some("rook"), "nfs");
     assert!(
@@ -212,7 +365,7 @@ fn a_relation_needs_both_objects_present() {
 fn a_by_object_counts_until_removed() {
     // There is no "deleting" state here: the caller removes the object once it is gone.
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let pool = obj(&c.of, Some("rook"), "p");
     let nfs = obj(&c.by, Some("rook"), "nfs");
     j.upsert_of(&pool, Some(U1), keys(&["p"]))
@@ -233,7 +386,7 @@ fn a_by_object_counts_until_removed() {
 #[test]
 fn same_namespace_scope_needs_the_same_namespace() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     j.upsert_of(&obj(&c.of, Some("a"), "p"), Some(U1), keys(&["p"]))
         .expect("right kind");
     let d = j
@@ -246,7 +399,7 @@ fn same_namespace_scope_needs_the_same_namespace() {
 fn same_namespace_scope_ignores_cluster_scoped_objects() {
     // A cluster-scoped object has no namespace to share: it takes part in no relation.
     let c = config(RuleScope::SameNamespace, false, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     j.upsert_of(&obj(&c.of, None, "p"), Some(U1), None)
         .expect("right kind");
     assert!(
@@ -264,7 +417,7 @@ fn same_namespace_scope_ignores_cluster_scoped_objects() {
 #[test]
 fn cluster_scope_relates_across_namespaces_and_cluster_scoped_objects() {
     let c = config(RuleScope::Cluster, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let store = obj(&c.of, Some("rook"), "store");
     let bucket = obj(&c.by, None, "bucket");
     let other = obj(&c.by, Some("apps"), "user");
@@ -290,7 +443,7 @@ fn cluster_scope_relates_across_namespaces_and_cluster_scoped_objects() {
 #[test]
 fn when_gates_the_by_object_and_follows_updates() {
     let c = config(RuleScope::SameNamespace, false, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let pool = obj(&c.of, Some("rook"), "p");
     let mirror = obj(&c.by, Some("rook"), "m");
     j.upsert_of(&pool, Some(U1), None).expect("right kind");
@@ -315,7 +468,7 @@ fn when_gates_the_by_object_and_follows_updates() {
 #[test]
 fn keys_must_intersect_and_a_changed_key_moves_the_hold() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let p1 = obj(&c.of, Some("rook"), "p1");
     let p2 = obj(&c.of, Some("rook"), "p2");
     let nfs = obj(&c.by, Some("rook"), "nfs");
@@ -342,7 +495,7 @@ fn keys_must_intersect_and_a_changed_key_moves_the_hold() {
 #[test]
 fn several_shared_keys_make_one_relation() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     j.upsert_of(
         &obj(&c.of, Some("r"), "fs"),
         Some(U1),
@@ -364,7 +517,7 @@ fn several_shared_keys_make_one_relation() {
 #[test]
 fn without_keys_every_by_in_scope_uses_every_of_in_scope() {
     let c = config(RuleScope::SameNamespace, false, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     for name in ["c1", "c2"] {
         j.upsert_of(&obj(&c.of, Some("rook"), name), Some(U1), None)
             .expect("right kind");
@@ -386,7 +539,7 @@ fn without_keys_every_by_in_scope_uses_every_of_in_scope() {
 #[test]
 fn a_keyed_rule_treats_no_keys_as_none() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     j.upsert_of(&obj(&c.of, Some("r"), "p"), Some(U1), None)
         .expect("right kind");
     assert!(
@@ -399,7 +552,7 @@ fn a_keyed_rule_treats_no_keys_as_none() {
 #[test]
 fn an_object_never_uses_itself() {
     let c = config(RuleScope::SameNamespace, false, true);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let x = obj(&c.of, Some("rook"), "x");
     let y = obj(&c.of, Some("rook"), "y");
     j.upsert_of(&x, Some(U1), None).expect("right kind");
@@ -420,7 +573,7 @@ fn an_object_never_uses_itself() {
 #[test]
 fn a_recreated_object_moves_its_relations_to_the_new_uid() {
     let c = config(RuleScope::SameNamespace, false, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let pool = obj(&c.of, Some("r"), "p");
     let nfs = obj(&c.by, Some("r"), "n");
     j.upsert_of(&pool, Some(U1), None).expect("right kind");
@@ -433,7 +586,7 @@ fn a_recreated_object_moves_its_relations_to_the_new_uid() {
 #[test]
 fn an_evaluation_error_keeps_the_last_keys_and_is_counted() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let pool = obj(&c.of, Some("r"), "p");
     let nfs = obj(&c.by, Some("r"), "n");
     let fresh = obj(&c.by, Some("r"), "fresh");
@@ -459,7 +612,7 @@ fn an_evaluation_error_keeps_the_last_keys_and_is_counted() {
 #[test]
 fn objects_of_the_wrong_kind_are_refused() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
+    let mut j = J::new(c.clone());
     let err = j
         .upsert_of(&obj(&c.by, Some("r"), "n"), None, None)
         .expect_err("wrong kind");
@@ -477,38 +630,44 @@ fn objects_of_the_wrong_kind_are_refused() {
 #[test]
 fn memory_is_released_with_the_objects() {
     let c = config(RuleScope::SameNamespace, true, false);
-    let mut j = RuleJoin::new(c.clone());
-    let empty = j.heap_bytes();
+    let mut j = J::new(c.clone());
+    let empty = j.index.heap_bytes();
     let mut relations = 0;
+    // Straight through the join (the harness diffs the index on every update: quadratic here).
+    let mut join = j.index.join_mut(j.id).expect("join");
     for i in 0..100 {
         let pool = obj(&c.of, Some("r"), &format!("p{i}"));
-        relations += j
+        relations += join
             .upsert_of(&pool, Some(U1), keys(&[&format!("p{i}")]))
             .expect("right kind")
-            .added
-            .len();
+            .added;
         for n in 0..10 {
             let pv = obj(&c.by, Some("r"), &format!("pv-{i}-{n}"));
-            relations += j
+            relations += join
                 .upsert_by(&pv, Some(U2), keys(&[&format!("p{i}")]), true)
                 .expect("right kind")
-                .added
-                .len();
+                .added;
         }
     }
     assert_eq!(
-        (relations, j.len(), j.relations().len()),
-        (1000, 1000, 1000)
+        (relations, j.len(), j.relations().len(), j.index.len()),
+        (1000, 1000, 1000, 1000)
     );
-    assert!(j.heap_bytes() > empty);
+    assert!(j.index.heap_bytes() > empty);
+    let mut join = j.index.join_mut(j.id).expect("join");
     for i in 0..100 {
-        j.remove_of(&obj(&c.of, Some("r"), &format!("p{i}")));
+        join.remove_of(&obj(&c.of, Some("r"), &format!("p{i}")));
         for n in 0..10 {
-            j.remove_by(&obj(&c.by, Some("r"), &format!("pv-{i}-{n}")));
+            join.remove_by(&obj(&c.by, Some("r"), &format!("pv-{i}-{n}")));
         }
     }
+    assert_eq!(j.index.len(), 0);
     assert_eq!(
-        (j.len(), j.object_counts(), j.string_count()),
+        (j.len(), j.object_counts(), j.index.key_count()),
         (0, (0, 0), 0)
     );
+    // The reason is all that is left, until the join goes.
+    assert_eq!(j.index.string_count(), 1);
+    assert!(j.index.remove_join(j.id));
+    assert_eq!(j.index.string_count(), 0);
 }
