@@ -55,7 +55,7 @@ use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
 use crate::key::{KeyRef, ObjectKey};
 use crate::relation::{Relation, Source, SourceRef};
 use crate::rule::RuleJoin;
-use crate::uid::{UidId, UidStore};
+use crate::uid::{UidId, UidProbe, UidStore};
 
 /// Why an update was refused. The index is unchanged when `apply` or `reset` fails validation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -928,7 +928,7 @@ impl RelationIndex {
     fn uid_is(&self, stored: UidId, uid: Option<&str>) -> bool {
         match uid {
             None => stored == NIL,
-            Some(u) => self.uids.find(&self.strs, u) == Some(stored),
+            Some(u) => self.uids.is(stored, UidStore::probe(&self.strs, u)),
         }
     }
 
@@ -981,8 +981,7 @@ impl RelationIndex {
     /// `uid` as the index would store it, to compare with many relations' UIDs without parsing
     /// it each time. A non-UUID UID the index never interned matches no stored UID.
     pub(crate) fn uid_probe(&self, uid: &str) -> UidProbe {
-        // `None`: no stored UID is `uid`, so every relation that observed one differs.
-        UidProbe(self.uids.find(&self.strs, uid))
+        UidStore::probe(&self.strs, uid)
     }
 
     /// Orders two relations by their users as [`ObjectKey`]'s `Ord` would order the owned keys
@@ -1287,9 +1286,6 @@ fn validate(source: &Source, relations: &[Relation]) -> Result<(), IndexError> {
     Ok(())
 }
 
-/// A UID prepared for comparison ([`RelationIndex::uid_probe`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UidProbe(Option<UidId>);
 
 /// A relation as ids, its references to reason and UIDs taken (see [`RelationIndex::link`]).
 #[derive(Debug, Clone, Copy)]
@@ -1393,14 +1389,18 @@ impl<'a> RelationRef<'a> {
     /// against an earlier incarnation of the object. Compares without allocating.
     pub fn of_uid_differs(&self, uid: &str) -> bool {
         let of_uid = self.rel().of_uid;
-        of_uid != NIL && self.index.uids.find(&self.index.strs, uid) != Some(of_uid)
+        of_uid != NIL
+            && !self
+                .index
+                .uids
+                .is(of_uid, UidStore::probe(&self.index.strs, uid))
     }
 
     /// As [`RelationRef::of_uid_differs`], against a UID prepared once by
     /// [`RelationIndex::uid_probe`] for many relations.
     pub(crate) fn of_uid_differs_probe(&self, probe: UidProbe) -> bool {
         let of_uid = self.rel().of_uid;
-        of_uid != NIL && Some(of_uid) != probe.0
+        of_uid != NIL && !self.index.uids.is(of_uid, probe)
     }
 
     /// The ids of the relation's source and reason, to share one owned copy of them among

@@ -929,7 +929,7 @@ impl RuleJoin {
         // What left and what came, as partners on the other side; a new incarnation (another
         // UID) changes every relation, which carries the UID.
         let (gone, came) = match &old {
-            Some((_, o, _, old_matches)) if o.uid == new.uid => {
+            Some((_, o, _, old_matches)) if ix.uids.same(o.uid, new.uid) => {
                 let before: HashSet<Id> = old_matches.iter().copied().collect();
                 let after: HashSet<Id> = new_matches.iter().copied().collect();
                 (

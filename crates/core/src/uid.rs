@@ -2,19 +2,19 @@
 //!
 //! Every relation records the UIDs of its two objects, and a rule's join the UID of each of its
 //! objects; a `PersistentVolume` used by one pool has its UID in both. Kubernetes UIDs are
-//! canonical UUIDs, so each distinct one is kept once as its 16 bytes with a reference count,
-//! and relations and joins hold a 4-byte [`UidId`]. A UID that is not a canonical lowercase UUID
+//! canonical UUIDs, so a UID is kept as its 16 bytes with a reference count in a chunked arena,
+//! and relations and joins hold a 4-byte [`UidId`]: a join's relations share its objects' slots
+//! ([`UidStore::retain`]) instead of copying them. A UID that is not a canonical lowercase UUID
 //! (tests, other systems) is interned as a string instead, so it still compares exactly.
 //!
-//! Equal UIDs get equal ids, so comparing two stored UIDs never looks at their bytes.
+//! Slots are not deduplicated (that would need a hash table, ~6.5 bytes per UID, to save the
+//! copies that sharing already avoids): two ids may hold the same UID, so UIDs are compared
+//! with [`UidStore::same`] or a [`UidProbe`], never by id.
 
 use std::borrow::Cow;
-use std::hash::BuildHasher;
-
-use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::arena::Arena;
-use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
+use crate::intern::{Full, NIL, StrInterner, Sym};
 
 /// A stored UID: `NIL` for none; below [`OTHER`], a slot of [`UidStore`]; with [`OTHER`] set, a
 /// string symbol of the index's interner.
@@ -30,41 +30,51 @@ struct Slot {
     refs: u32,
 }
 
-/// The UUIDs, each once, found through a table of their slots.
+/// The UUIDs in counted slots.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct UidStore {
     slots: Arena<Slot>,
     free: Option<u32>,
-    table: HashTable<u32>,
-    hasher: DefaultHashBuilder,
     live: usize,
 }
 
-impl UidStore {
-    fn find_bytes(&self, bytes: &[u8; 16]) -> Option<u32> {
-        let slots = &self.slots;
-        self.table
-            .find(self.hasher.hash_one(bytes), |&id| {
-                slots[id as usize].bytes == *bytes
-            })
-            .copied()
-    }
+/// A UID prepared once for comparison with many stored ones.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum UidProbe {
+    Uuid([u8; 16]),
+    /// A non-UUID UID: its symbol, or `None` if no stored UID is that string.
+    Other(Option<u32>),
+}
 
-    /// The id of `uid` if it is stored, without adding a reference. `strs` holds the
-    /// non-UUID ones.
-    pub(crate) fn find(&self, strs: &StrInterner, uid: &str) -> Option<UidId> {
+impl UidStore {
+    /// `uid` prepared for [`UidStore::is`].
+    pub(crate) fn probe(strs: &StrInterner, uid: &str) -> UidProbe {
         match parse_uuid(uid) {
-            Some(bytes) => self.find_bytes(&bytes),
-            None => strs.find(uid).map(|sym| sym.0 | OTHER),
+            Some(bytes) => UidProbe::Uuid(bytes),
+            None => UidProbe::Other(strs.find(uid).map(|sym| sym.0)),
         }
     }
 
-    /// Stores `uid` (none: `NIL`), adding one reference.
-    pub(crate) fn store(
-        &mut self,
-        strs: &mut StrInterner,
-        uid: Option<&str>,
-    ) -> Result<UidId, Full> {
+    /// Whether stored UID `id` (not `NIL`) is the probed one.
+    pub(crate) fn is(&self, id: UidId, probe: UidProbe) -> bool {
+        match probe {
+            _ if id == NIL => false,
+            UidProbe::Uuid(bytes) => id & OTHER == 0 && self.slots[id as usize].bytes == bytes,
+            UidProbe::Other(sym) => id & OTHER != 0 && Some(id & !OTHER) == sym,
+        }
+    }
+
+    /// Whether two stored UIDs (or two `NIL`s) are the same UID.
+    pub(crate) fn same(&self, a: UidId, b: UidId) -> bool {
+        a == b
+            || (a != NIL
+                && b != NIL
+                && (a | b) & OTHER == 0
+                && self.slots[a as usize].bytes == self.slots[b as usize].bytes)
+    }
+
+    /// Stores `uid` (none: `NIL`) with one reference.
+    pub(crate) fn store(&mut self, strs: &mut StrInterner, uid: Option<&str>) -> Result<UidId, Full> {
         let Some(uid) = uid else { return Ok(NIL) };
         let Some(bytes) = parse_uuid(uid) else {
             let sym = strs.intern(uid)?;
@@ -74,18 +84,11 @@ impl UidStore {
             }
             return Ok(sym.0 | OTHER);
         };
-        if let Some(id) = self.find_bytes(&bytes) {
-            self.slots[id as usize].refs += 1;
-            return Ok(id);
-        }
         let slot = Slot { bytes, refs: 1 };
         let id = match self.free {
             Some(id) => {
-                let next = u32::from_le_bytes(
-                    self.slots[id as usize].bytes[..4]
-                        .try_into()
-                        .unwrap_or_default(),
-                );
+                let link = &self.slots[id as usize].bytes;
+                let next = u32::from_le_bytes([link[0], link[1], link[2], link[3]]);
                 self.free = (next != NIL).then_some(next);
                 self.slots[id as usize] = slot;
                 id
@@ -99,10 +102,6 @@ impl UidStore {
                 id
             }
         };
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.table.insert_unique(hasher.hash_one(bytes), id, |&id| {
-            hasher.hash_one(slots[id as usize].bytes)
-        });
         self.live += 1;
         Ok(id)
     }
@@ -117,7 +116,7 @@ impl UidStore {
         }
     }
 
-    /// Drops one reference; the last one frees the UID.
+    /// Drops one reference; the last one frees the slot.
     pub(crate) fn release(&mut self, strs: &mut StrInterner, id: UidId) {
         if id == NIL {
             return;
@@ -131,13 +130,6 @@ impl UidStore {
         slot.refs -= 1;
         if slot.refs > 0 {
             return;
-        }
-        let bytes = slot.bytes;
-        if let Ok(entry) = self
-            .table
-            .find_entry(self.hasher.hash_one(bytes), |&m| m == id)
-        {
-            entry.remove();
         }
         let mut link = [0u8; 16];
         link[..4].copy_from_slice(&self.free.unwrap_or(NIL).to_le_bytes());
@@ -160,14 +152,14 @@ impl UidStore {
         }
     }
 
-    /// How many distinct UUIDs are stored.
+    /// How many UUID slots are in use.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.live
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.slots.heap_bytes() + table_bytes(&self.table)
+        self.slots.heap_bytes()
     }
 }
 
@@ -233,33 +225,35 @@ mod tests {
     }
 
     #[test]
-    fn equal_uids_share_one_counted_slot() {
+    fn uids_are_counted_compared_and_freed() {
         let (mut strs, mut uids) = (StrInterner::default(), UidStore::default());
         let a = uids.store(&mut strs, Some(A)).expect("room");
         let a2 = uids.store(&mut strs, Some(A)).expect("room");
         let b = uids.store(&mut strs, Some(B)).expect("room");
         let other = uids.store(&mut strs, Some("uid-1")).expect("room");
-        assert_eq!(a, a2);
-        assert_ne!(a, b);
+        let other2 = uids.store(&mut strs, Some("uid-1")).expect("room");
+        assert!(uids.same(a, a2) && uids.same(other, other2) && uids.same(NIL, NIL));
+        assert!(!uids.same(a, b) && !uids.same(a, other) && !uids.same(a, NIL));
         assert_eq!(uids.store(&mut strs, None), Ok(NIL));
         assert_eq!(uids.get(&strs, other).as_deref(), Some("uid-1"));
         assert_eq!(uids.get(&strs, b).as_deref(), Some(B));
-        assert_eq!(uids.find(&strs, "uid-1"), Some(other));
-        assert_eq!(uids.len(), 2);
+        let probe = UidStore::probe(&strs, A);
+        assert!(uids.is(a, probe) && uids.is(a2, probe) && !uids.is(b, probe));
+        assert!(!uids.is(other, probe) && !uids.is(NIL, probe));
+        assert!(uids.is(other, UidStore::probe(&strs, "uid-1")));
+        assert!(!uids.is(other, UidStore::probe(&strs, "uid-9")));
+        assert_eq!(uids.len(), 3);
+        uids.retain(&mut strs, a);
         uids.release(&mut strs, a);
-        assert_eq!(uids.find(&strs, A), Some(a));
-        uids.release(&mut strs, a2);
-        assert_eq!(uids.find(&strs, A), None);
+        uids.release(&mut strs, a);
+        assert_eq!(uids.len(), 2);
         // The freed slot is reused.
-        let c = uids
-            .store(&mut strs, Some("0f8fad5b-d9cb-469f-a165-708677289500"))
-            .expect("room");
+        let c = uids.store(&mut strs, Some("0f8fad5b-d9cb-469f-a165-708677289500")).expect("room");
         assert_eq!(c, a);
         uids.retain(&mut strs, other);
-        uids.release(&mut strs, other);
-        assert_eq!(uids.find(&strs, "uid-1"), Some(other));
-        uids.release(&mut strs, other);
+        for id in [other, other, other2] {
+            uids.release(&mut strs, id);
+        }
         assert_eq!(strs.len(), 0);
-        assert_eq!(uids.len(), 2);
     }
 }
