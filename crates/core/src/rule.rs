@@ -161,7 +161,7 @@ type Id = u32;
 /// A bucket: (namespace under `SameNamespace`, else `NIL`; key, or `NIL` without keys).
 type Bucket = (u32, u32);
 
-/// One object, packed (20 bytes). Free records have `key == NIL` and chain through `jkey`.
+/// One object, packed (16 bytes). Free records have `key == NIL` and chain through `jkey`.
 #[derive(Debug, Clone, Copy)]
 struct Obj {
     /// The index's key id (pinned while the object is here).
@@ -169,14 +169,44 @@ struct Obj {
     /// The only join key (a symbol), or `NIL`; most objects have one (a pool name), so it is
     /// stored inline.
     jkey: u32,
-    /// Two keys or more (then `jkey` is `NIL`): a slot of [`Objects::multi`], else `NIL`.
-    more: u32,
+    /// Low 30 bits: with two keys or more (then `jkey` is `NIL`), a slot of
+    /// [`Objects::multi`], else [`NO_MORE`]. Bit 31: `when` held (always true for `of` objects
+    /// that evaluated; false for an object whose first evaluation failed, so that it joins
+    /// nothing even in a rule without keys). Bit 30: the last evaluation failed.
+    flags: u32,
     uid: UidId,
-    /// `when` held (always true for `of` objects that evaluated); false for an object whose
-    /// first evaluation failed, so that it joins nothing even in a rule without keys.
-    when: bool,
-    /// The last evaluation failed.
-    error: bool,
+}
+
+const WHEN: u32 = 1 << 31;
+const ERROR: u32 = 1 << 30;
+const NO_MORE: u32 = ERROR - 1;
+
+impl Obj {
+    fn new(key: u32, (jkey, more): (u32, u32), uid: UidId, when: bool, error: bool) -> Self {
+        let flags = more | if when { WHEN } else { 0 } | if error { ERROR } else { 0 };
+        Self {
+            key,
+            jkey,
+            flags,
+            uid,
+        }
+    }
+
+    /// The slot of the key list, or `NIL`.
+    fn more(&self) -> u32 {
+        match self.flags & NO_MORE {
+            NO_MORE => NIL,
+            slot => slot,
+        }
+    }
+
+    fn when(&self) -> bool {
+        self.flags & WHEN != 0
+    }
+
+    fn error(&self) -> bool {
+        self.flags & ERROR != 0
+    }
 }
 
 /// The objects of a bucket. Buckets are small (objects sharing one key: ~100 PVs per pool) and
@@ -266,8 +296,8 @@ impl Objects {
     }
 
     fn keys<'a>(&'a self, obj: &'a Obj) -> &'a [u32] {
-        if obj.more != NIL {
-            &self.multi[obj.more as usize]
+        if obj.more() != NIL {
+            &self.multi[obj.more() as usize]
         } else if obj.jkey == NIL {
             &[]
         } else {
@@ -314,25 +344,24 @@ impl Objects {
         {
             entry.remove();
         }
-        self.free_multi(obj.more);
-        self.recs[id as usize] = Obj {
-            key: NIL,
-            jkey: self.free,
-            more: NIL,
-            uid: NIL,
-            when: false,
-            error: false,
-        };
+        self.free_multi(obj.more());
+        self.recs[id as usize] = Obj::new(NIL, (self.free, NO_MORE), NIL, false, false);
         self.free = id;
         self.live -= 1;
         obj
     }
 
-    /// Stores a key list for an object: `(jkey, more)`.
+    /// Whether another key list fits (its slot must stay below [`NO_MORE`]).
+    fn has_room_for_keys(&self) -> bool {
+        !self.multi_free.is_empty() || self.multi.len() < NO_MORE as usize
+    }
+
+    /// Stores a key list for an object: `(jkey, more)` for [`Obj::new`]. A list of two keys or
+    /// more needs [`Objects::has_room_for_keys`].
     fn store_keys(&mut self, mut keys: Vec<u32>) -> (u32, u32) {
         match keys.len() {
-            0 => (NIL, NIL),
-            1 => (keys.pop().unwrap_or(NIL), NIL),
+            0 => (NIL, NO_MORE),
+            1 => (keys.pop().unwrap_or(NIL), NO_MORE),
             _ => {
                 let keys = keys.into_boxed_slice();
                 match self.multi_free.pop() {
@@ -342,7 +371,7 @@ impl Objects {
                     }
                     None => {
                         self.multi.push(keys);
-                        // Fewer multi-key objects than objects, whose slots are u32.
+                        // Below NO_MORE: see `has_room_for_keys`.
                         (NIL, (self.multi.len() - 1) as u32)
                     }
                 }
@@ -688,7 +717,7 @@ impl RuleJoin {
             RuleScope::SameNamespace => ns,
             RuleScope::Cluster => NIL,
         };
-        if !obj.when {
+        if !obj.when() {
             return Vec::new();
         }
         if self.config.keyed {
@@ -811,14 +840,7 @@ impl RuleJoin {
                 Err(full) => {
                     Self::release(
                         ix,
-                        &Obj {
-                            key: NIL,
-                            jkey: NIL,
-                            more: NIL,
-                            uid,
-                            when: false,
-                            error: false,
-                        },
+                        &Obj::new(NIL, (NIL, NO_MORE), uid, false, false),
                         Some(&syms),
                     );
                     return Err(full.into());
@@ -866,6 +888,15 @@ impl RuleJoin {
                     return Err(JoinError::Full(full));
                 }
             };
+        if key_syms.len() > 1 && !self.side(side).has_room_for_keys() {
+            Self::release(
+                ix,
+                &Obj::new(NIL, (NIL, NO_MORE), uid_id, false, false),
+                Some(&key_syms),
+            );
+            ix.free_key_if_unused(kid);
+            return Err(JoinError::Full(FullError));
+        }
         // The old state leaves the buckets first; its key list is taken out of the side so that
         // the record can be reused in place.
         let old = match slot {
@@ -883,7 +914,7 @@ impl RuleJoin {
         let (when, keep_old_keys) = match (&old, error) {
             (Some((_, o, old_keys, _)), true) => {
                 key_syms = old_keys.clone();
-                (o.when, true)
+                (o.when(), true)
             }
             (None, true) => (false, false),
             (_, false) => (when, false),
@@ -893,17 +924,10 @@ impl RuleJoin {
         let hasher = self.hasher.clone();
         let objects = self.side_mut(side);
         if let Some((_, o, _, _)) = &old {
-            objects.free_multi(o.more);
+            objects.free_multi(o.more());
         }
-        let (jkey, more) = objects.store_keys(key_syms);
-        let new = Obj {
-            key: kid,
-            jkey,
-            more,
-            uid: uid_id,
-            when,
-            error,
-        };
+        let stored = objects.store_keys(key_syms);
+        let new = Obj::new(kid, stored, uid_id, when, error);
         let id = match &old {
             Some((id, ..)) => {
                 objects.recs[*id as usize] = new;
@@ -916,7 +940,7 @@ impl RuleJoin {
                 }
                 Err(full) => {
                     let keys = objects.keys(&new).to_vec();
-                    objects.free_multi(more);
+                    objects.free_multi(new.more());
                     Self::release(ix, &new, Some(&keys));
                     ix.free_key_if_unused(kid);
                     return Err(JoinError::Full(full));
@@ -955,9 +979,9 @@ impl RuleJoin {
         };
         if let Some((_, o, old_keys, _)) = &old {
             Self::release(ix, o, (!keep_old_keys).then_some(old_keys.as_slice()));
-            self.errors -= usize::from(o.error);
+            self.errors -= usize::from(o.error());
         }
-        self.errors += usize::from(new.error);
+        self.errors += usize::from(new.error());
         self.len = self.len + came.len() - gone.len();
         applied.map_err(JoinError::Detached)?;
         Ok(JoinChange {
@@ -1039,7 +1063,7 @@ impl RuleJoin {
         self.side_mut(side).remove(&hasher, id);
         Self::release(ix, &old, Some(&keys));
         ix.unpin_key(kid);
-        self.errors -= usize::from(old.error);
+        self.errors -= usize::from(old.error());
         self.len -= ms.len();
         JoinChange {
             added: 0,
@@ -1074,5 +1098,20 @@ impl RuleJoin {
 impl From<Full> for JoinError {
     fn from(full: Full) -> Self {
         JoinError::Full(full.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_stay_small_and_flags_round_trip() {
+        assert_eq!(size_of::<Obj>(), 16);
+        for (more, when, error) in [(NO_MORE, true, false), (7, false, true), (0, true, true)] {
+            let o = Obj::new(1, (2, more), 3, when, error);
+            let slot = if more == NO_MORE { NIL } else { more };
+            assert_eq!((o.more(), o.when(), o.error()), (slot, when, error));
+        }
     }
 }
