@@ -137,6 +137,12 @@ fn rule_join(c: &mut Criterion) {
         mib(join.heap_bytes()),
         per(join.heap_bytes()),
     );
+    let parts: Vec<String> = index
+        .heap_parts()
+        .into_iter()
+        .map(|(part, bytes)| format!("{part} {:.1} B", per(bytes)))
+        .collect();
+    eprintln!("rule_join: per relation: {}", parts.join(", "));
     eprintln!(
         "rule_join: counting allocator: index with its join {:.2} MiB ({:.1} B/relation)",
         mib(counted as usize),

@@ -50,7 +50,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashSet, HashTable};
 
-use crate::arena::Arena;
+use crate::arena::{Arena, TextArena};
 use crate::intern::{Full, NIL, StrInterner, Sym, table_bytes};
 use crate::key::{KeyRef, ObjectKey};
 use crate::relation::{Relation, Source, SourceRef};
@@ -153,22 +153,49 @@ impl Rel {
     }
 }
 
-/// One object key, as symbols, with the heads of its relation lists. A key lives exactly as long
-/// as some relation mentions it. Free records have `group == NIL` and chain through `of_head`.
+/// One object key, as symbols and its name's place in [`RelationIndex::names`], with the heads
+/// of its relation lists. A key lives exactly as long as some relation mentions it or a join
+/// pins it. Free records have `group == NIL` and chain through `of_head`.
 #[derive(Debug, Clone, Copy)]
 struct Key {
     group: u32,
     kind: u32,
     /// `NIL` for cluster-scoped objects.
     namespace: u32,
+    /// The name's offset in `names`: names are unique per key, so interning them would only
+    /// add a slot and a table entry (~18 bytes) per key.
     name: u32,
+    name_len: u16,
+    /// How many rule joins hold this key as one of their objects (`crate::rule`): such a key
+    /// lives on without relations, and a join refers to it instead of its own copy.
+    pins: u16,
     of_head: u32,
     by_head: u32,
     /// How many relations have this key as `of`, so the count is O(1).
     of_len: u32,
-    /// How many rule joins hold this key as one of their objects (`crate::rule`): such a key
-    /// lives on without relations, and a join refers to it instead of its own copy.
-    pins: u32,
+}
+
+impl Key {
+    const FREE: Key = Key {
+        group: NIL,
+        kind: NIL,
+        namespace: NIL,
+        name: 0,
+        name_len: 0,
+        pins: 0,
+        of_head: NIL,
+        by_head: NIL,
+        of_len: 0,
+    };
+}
+
+/// The name of key `k`, from the names buffer.
+fn key_name<'a>(names: &'a TextArena, k: &Key) -> &'a str {
+    names.get(k.name, usize::from(k.name_len))
+}
+
+fn key_hash(hasher: &DefaultHashBuilder, names: &TextArena, k: &Key) -> u64 {
+    hasher.hash_one((k.group, k.kind, k.namespace, key_name(names, k)))
 }
 
 const SRC_USAGE: u8 = 0;
@@ -186,8 +213,8 @@ struct Src {
     len: u32,
 }
 
-/// The symbol ids of a key, or of a source, used as its hash input.
-type KeySyms = (u32, u32, u32, u32);
+/// The symbol ids of a source, used as its hash input.
+type SrcSyms = (u32, u32, u32, u32);
 
 /// Every relation Lien knows; see the module documentation.
 #[derive(Debug, Clone)]
@@ -195,6 +222,9 @@ pub struct RelationIndex {
     pub(crate) strs: StrInterner,
     pub(crate) uids: UidStore,
     keys: Arena<Key>,
+    /// The keys' names, back to back; compacted once dead bytes outweigh live ones.
+    names: TextArena,
+    names_live: usize,
     key_table: HashTable<u32>,
     key_free: u32,
     key_live: usize,
@@ -250,6 +280,8 @@ impl RelationIndex {
             strs: StrInterner::default(),
             uids: UidStore::default(),
             keys: Arena::default(),
+            names: TextArena::default(),
+            names_live: 0,
             key_table: HashTable::new(),
             key_free: NIL,
             key_live: 0,
@@ -534,43 +566,59 @@ impl RelationIndex {
         self.src_live -= 1;
     }
 
-    /// The key's id, interning it (and adding one string reference per part) if it is new.
+    /// The key's id, interning it (and adding one string reference per symbol) if it is new.
     fn intern_key(&mut self, key: &ObjectKey) -> Result<u32, FullError> {
         if let Some(id) = self.find_key(key.as_key_ref()) {
             return Ok(id);
         }
-        let group = self.strs.intern(&key.group)?.0;
-        let kind = self.strs.intern(&key.kind)?.0;
-        let namespace = match &key.namespace {
-            Some(ns) => self.strs.intern(ns)?.0,
-            None => NIL,
+        let name_len = u16::try_from(key.name.len()).map_err(|_| FullError)?;
+        let mut taken = Vec::with_capacity(3);
+        let syms = (|| {
+            for part in [Some(&key.group), Some(&key.kind), key.namespace.as_ref()] {
+                taken.push(match part {
+                    Some(s) => self.strs.intern(s)?.0,
+                    None => NIL,
+                });
+            }
+            Ok::<_, Full>(())
+        })();
+        let slot = match self.key_free {
+            NIL => to_u32(self.keys.len()),
+            free => Ok(free),
         };
-        let name = self.strs.intern(&key.name)?.0;
+        let name = match (syms, slot) {
+            (Ok(()), Ok(_)) => self.names.push(&key.name),
+            _ => None,
+        };
+        let (Some(name), Ok(id)) = (name, slot) else {
+            for sym in taken {
+                self.release_sym(sym);
+            }
+            return Err(FullError);
+        };
         let rec = Key {
-            group,
-            kind,
-            namespace,
+            group: taken[0],
+            kind: taken[1],
+            namespace: taken[2],
             name,
+            name_len,
+            pins: 0,
             of_head: NIL,
             by_head: NIL,
             of_len: 0,
-            pins: 0,
         };
-        let id = if self.key_free != NIL {
-            let id = self.key_free;
+        self.names_live += key.name.len();
+        if id == self.keys.len() as u32 {
+            self.keys.push(rec);
+        } else {
             self.key_free = self.keys[id as usize].of_head;
             self.keys[id as usize] = rec;
-            id
-        } else {
-            let id = to_u32(self.keys.len())?;
-            self.keys.push(rec);
-            id
-        };
-        let hash = self.hasher.hash_one(key_syms(&rec));
-        let (keys, hasher) = (&self.keys, &self.hasher);
-        self.key_table.insert_unique(hash, id, |&id| {
-            hasher.hash_one(key_syms(&keys[id as usize]))
-        });
+        }
+        let (keys, names, hasher) = (&self.keys, &self.names, &self.hasher);
+        self.key_table
+            .insert_unique(key_hash(hasher, names, &rec), id, |&id| {
+                key_hash(hasher, names, &keys[id as usize])
+            });
         self.key_live += 1;
         Ok(id)
     }
@@ -581,32 +629,41 @@ impl RelationIndex {
         if rec.group == NIL || rec.of_head != NIL || rec.by_head != NIL || rec.pins > 0 {
             return;
         }
-        let hash = self.hasher.hash_one(key_syms(&rec));
+        let hash = key_hash(&self.hasher, &self.names, &rec);
         if let Ok(entry) = self.key_table.find_entry(hash, |&k| k == id) {
             entry.remove();
         }
-        for sym in [rec.group, rec.kind, rec.namespace, rec.name] {
-            if sym != NIL {
-                self.strs.release(Sym(sym));
-            }
+        for sym in [rec.group, rec.kind, rec.namespace] {
+            self.release_sym(sym);
         }
         self.keys[id as usize] = Key {
-            group: NIL,
-            kind: NIL,
-            namespace: NIL,
-            name: NIL,
             of_head: self.key_free,
-            by_head: NIL,
-            of_len: 0,
-            pins: 0,
+            ..Key::FREE
         };
         self.key_free = id;
         self.key_live -= 1;
+        self.names_live -= usize::from(rec.name_len);
+        // Compact when at least half the buffer is dead (and it is worth the copy): amortised
+        // O(1) per freed key.
+        if self.names.len() > 4096 && self.names_live * 2 < self.names.len() {
+            self.compact_names();
+        }
+    }
+
+    fn compact_names(&mut self) {
+        let mut names = TextArena::default();
+        for k in self.keys.iter_mut().filter(|k| k.group != NIL) {
+            // Fits: the live names fitted in the old buffer, which held more.
+            k.name = names.push(key_name(&self.names, k)).unwrap_or_default();
+        }
+        self.names = names;
     }
 
     /// Holds key `id` for a rule join: it stays until unpinned, with or without relations.
-    pub(crate) fn pin_key(&mut self, id: u32) {
-        self.keys[id as usize].pins += 1;
+    pub(crate) fn pin_key(&mut self, id: u32) -> Result<(), FullError> {
+        let pins = &mut self.keys[id as usize].pins;
+        *pins = pins.checked_add(1).ok_or(FullError)?;
+        Ok(())
     }
 
     /// Releases a join's hold on key `id`; the key goes if nothing else needs it.
@@ -731,7 +788,8 @@ impl RelationIndex {
             of,
             by,
             source: src,
-            reason_replay: if reason == NIL { NO_REASON } else { reason } | if replay { REPLAY } else { 0 },
+            reason_replay: if reason == NIL { NO_REASON } else { reason }
+                | if replay { REPLAY } else { 0 },
             of_prev: NIL,
             of_next: key_of.of_head,
             by_prev: NIL,
@@ -959,19 +1017,22 @@ impl RelationIndex {
     // ----- lookups ---------------------------------------------------------------------------
 
     pub(crate) fn find_key(&self, key: KeyRef<'_>) -> Option<u32> {
-        let syms = (
+        let (group, kind, namespace) = (
             self.strs.find(key.group)?.0,
             self.strs.find(key.kind)?.0,
             match key.namespace {
                 Some(ns) => self.strs.find(ns)?.0,
                 None => NIL,
             },
-            self.strs.find(key.name)?.0,
         );
-        let hash = self.hasher.hash_one(syms);
-        let keys = &self.keys;
+        let hash = self.hasher.hash_one((group, kind, namespace, key.name));
+        let (keys, names) = (&self.keys, &self.names);
         self.key_table
-            .find(hash, |&id| key_syms(&keys[id as usize]) == syms)
+            .find(hash, |&id| {
+                let k = &keys[id as usize];
+                (k.group, k.kind, k.namespace) == (group, kind, namespace)
+                    && key_name(names, k) == key.name
+            })
             .copied()
     }
 
@@ -1040,7 +1101,7 @@ impl RelationIndex {
                 (nx, ny) => text(nx, ny),
             };
         }
-        text(kx.name, ky.name)
+        key_name(&self.names, kx).cmp(key_name(&self.names, ky))
     }
 
     /// How many relations have `of` as the object in use, in O(1).
@@ -1193,6 +1254,7 @@ impl RelationIndex {
         self.strs.heap_bytes()
             + self.uids.heap_bytes()
             + self.keys.heap_bytes()
+            + self.names.heap_bytes()
             + table_bytes(&self.key_table)
             + self.srcs.capacity() * size_of::<Src>()
             + table_bytes(&self.src_table)
@@ -1210,6 +1272,41 @@ impl RelationIndex {
                 .flatten()
                 .map(|j| size_of::<RuleJoin>() + j.heap_bytes())
                 .sum::<usize>()
+    }
+
+    /// [`RelationIndex::heap_bytes`] by part, largest first, to say what dominates.
+    pub fn heap_parts(&self) -> Vec<(&'static str, usize)> {
+        let mut parts = vec![
+            ("relation records", self.rels.heap_bytes()),
+            ("key records", self.keys.heap_bytes()),
+            ("key table", table_bytes(&self.key_table)),
+            ("names", self.names.heap_bytes()),
+            ("UIDs", self.uids.heap_bytes()),
+            ("other strings", self.strs.heap_bytes()),
+            (
+                "namespaces' leaving sets",
+                self.leaving.capacity() * (size_of::<(u32, Leaving)>() + 1)
+                    + self
+                        .leaving
+                        .values()
+                        .map(|l| l.rels.capacity() * (size_of::<u32>() + 1))
+                        .sum::<usize>(),
+            ),
+            (
+                "sources",
+                self.srcs.capacity() * size_of::<Src>() + table_bytes(&self.src_table),
+            ),
+            (
+                "joins' own records",
+                self.joins
+                    .iter()
+                    .flatten()
+                    .map(|j| j.heap_bytes())
+                    .sum::<usize>(),
+            ),
+        ];
+        parts.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));
+        parts
     }
 
     /// Internal ids for the graph algorithms: the key id of `key`, if the index knows it.
@@ -1260,7 +1357,7 @@ impl RelationIndex {
             group: self.strs.get(Sym(k.group)),
             kind: self.strs.get(Sym(k.kind)),
             namespace: (k.namespace != NIL).then(|| self.strs.get(Sym(k.namespace))),
-            name: self.strs.get(Sym(k.name)),
+            name: key_name(&self.names, k),
         }
     }
 
@@ -1283,11 +1380,7 @@ impl Default for RelationIndex {
     }
 }
 
-fn key_syms(k: &Key) -> KeySyms {
-    (k.group, k.kind, k.namespace, k.name)
-}
-
-fn src_syms(s: &Src) -> KeySyms {
+fn src_syms(s: &Src) -> SrcSyms {
     (u32::from(s.tag), s.namespace, s.name, 0)
 }
 
@@ -1309,7 +1402,6 @@ fn validate(source: &Source, relations: &[Relation]) -> Result<(), IndexError> {
     }
     Ok(())
 }
-
 
 /// A relation as ids, its references to reason and UIDs taken (see [`RelationIndex::link`]).
 #[derive(Debug, Clone, Copy)]
@@ -1467,6 +1559,33 @@ mod tests {
         assert_eq!(size_of::<Rel>(), 48);
         assert_eq!(size_of::<Key>(), 32);
         assert_eq!(size_of::<Src>(), 20);
+    }
+
+    #[test]
+    fn names_are_compacted_and_keys_still_found() {
+        let mut idx = RelationIndex::new();
+        let s = Source::rule("r");
+        let long = |i: usize| key("PV", None, &format!("pvc-{i:0>60}"));
+        let all: Vec<Relation> = (0..500)
+            .map(|i| Relation::uses(s.clone(), key("Pool", Some("p"), "pool"), long(i)))
+            .collect();
+        idx.apply(&s, all.clone()).expect("valid");
+        // Keep every tenth: most names die, and the buffer is rebuilt from the live ones.
+        let kept: Vec<Relation> = all.iter().step_by(10).cloned().collect();
+        idx.apply(&s, kept.clone()).expect("valid");
+        // 50 names of 64 bytes and "pool" live; at most as many dead bytes (it was 32,004).
+        assert_eq!(idx.names_live, 50 * 64 + 4);
+        assert!(idx.names.len() <= 2 * idx.names_live, "{} bytes", idx.names.len());
+        for (i, r) in all.iter().enumerate() {
+            assert_eq!(
+                idx.uses_of(r.by.as_ref().expect("by")).count(),
+                usize::from(i % 10 == 0)
+            );
+        }
+        assert_eq!(
+            sorted(idx.relations().map(|r| r.to_relation())),
+            sorted(kept.into_iter())
+        );
     }
 
     #[test]

@@ -933,19 +933,23 @@ impl RuleJoin {
                 objects.recs[*id as usize] = new;
                 *id
             }
-            None => match objects.insert(&hasher, new) {
-                Ok(id) => {
-                    ix.pin_key(kid);
-                    id
+            None => {
+                let pinned = ix.pin_key(kid);
+                match pinned.and_then(|()| objects.insert(&hasher, new)) {
+                    Ok(id) => id,
+                    Err(full) => {
+                        let keys = objects.keys(&new).to_vec();
+                        objects.free_multi(new.more());
+                        Self::release(ix, &new, Some(&keys));
+                        if pinned.is_ok() {
+                            ix.unpin_key(kid);
+                        } else {
+                            ix.free_key_if_unused(kid);
+                        }
+                        return Err(JoinError::Full(full));
+                    }
                 }
-                Err(full) => {
-                    let keys = objects.keys(&new).to_vec();
-                    objects.free_multi(new.more());
-                    Self::release(ix, &new, Some(&keys));
-                    ix.free_key_if_unused(kid);
-                    return Err(JoinError::Full(full));
-                }
-            },
+            }
         };
         self.bucket(ix, side, id, &new);
         let new_matches = self.matches(ix, side, &new);

@@ -74,7 +74,11 @@ impl UidStore {
     }
 
     /// Stores `uid` (none: `NIL`) with one reference.
-    pub(crate) fn store(&mut self, strs: &mut StrInterner, uid: Option<&str>) -> Result<UidId, Full> {
+    pub(crate) fn store(
+        &mut self,
+        strs: &mut StrInterner,
+        uid: Option<&str>,
+    ) -> Result<UidId, Full> {
         let Some(uid) = uid else { return Ok(NIL) };
         let Some(bytes) = parse_uuid(uid) else {
             let sym = strs.intern(uid)?;
@@ -248,7 +252,9 @@ mod tests {
         uids.release(&mut strs, a);
         assert_eq!(uids.len(), 2);
         // The freed slot is reused.
-        let c = uids.store(&mut strs, Some("0f8fad5b-d9cb-469f-a165-708677289500")).expect("room");
+        let c = uids
+            .store(&mut strs, Some("0f8fad5b-d9cb-469f-a165-708677289500"))
+            .expect("room");
         assert_eq!(c, a);
         uids.retain(&mut strs, other);
         for id in [other, other, other2] {
