@@ -702,14 +702,14 @@ impl RelationIndex {
                 Some(reason) => self.strs.intern(reason)?.0,
                 None => NIL,
             };
-            let of_uid = match self.uids.store(&mut self.strs, r.of_uid.as_deref()) {
+            let of_uid = match self.store_uid_of(of, r.of_uid.as_deref()) {
                 Ok(uid) => uid,
                 Err(full) => {
                     self.release_sym(reason);
                     return Err(full);
                 }
             };
-            let by_uid = match self.uids.store(&mut self.strs, r.by_uid.as_deref()) {
+            let by_uid = match self.store_uid_of(by, r.by_uid.as_deref()) {
                 Ok(uid) => uid,
                 Err(full) => {
                     self.release_sym(reason);
@@ -737,6 +737,30 @@ impl RelationIndex {
             }
         }
         linked
+    }
+
+    /// Stores the UID of key `key` (`NIL`: none) for a new relation, sharing the slot of a
+    /// relation that already records the same UID for that object (the first on its `of` or
+    /// `by` list: O(1)), so that an object's UID is mostly stored once, not once per relation.
+    fn store_uid_of(&mut self, key: u32, uid: Option<&str>) -> Result<UidId, Full> {
+        let Some(text) = uid else { return Ok(NIL) };
+        if key != NIL {
+            let k = self.keys[key as usize];
+            let probe = UidStore::probe(&self.strs, text);
+            let seen = [
+                (k.of_head != NIL).then(|| self.rels[k.of_head as usize].of_uid),
+                (k.by_head != NIL).then(|| self.rels[k.by_head as usize].by_uid),
+            ];
+            if let Some(id) = seen
+                .into_iter()
+                .flatten()
+                .find(|&id| self.uids.is(id, probe))
+            {
+                self.uids.retain(&mut self.strs, id);
+                return Ok(id);
+            }
+        }
+        self.uids.store(&mut self.strs, uid)
     }
 
     fn release_sym(&mut self, sym: u32) {
@@ -1575,7 +1599,11 @@ mod tests {
         idx.apply(&s, kept.clone()).expect("valid");
         // 50 names of 64 bytes and "pool" live; at most as many dead bytes (it was 32,004).
         assert_eq!(idx.names_live, 50 * 64 + 4);
-        assert!(idx.names.len() <= 2 * idx.names_live, "{} bytes", idx.names.len());
+        assert!(
+            idx.names.len() <= 2 * idx.names_live,
+            "{} bytes",
+            idx.names.len()
+        );
         for (i, r) in all.iter().enumerate() {
             assert_eq!(
                 idx.uses_of(r.by.as_ref().expect("by")).count(),
