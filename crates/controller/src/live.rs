@@ -168,10 +168,10 @@ impl ApiLiveCheck {
     /// evaluated live: the object itself, then the rule's `by` objects in scope (in pages, each
     /// reduced to its keys and dropped), joined by the same index-held join the controller
     /// uses (`RelationIndex::add_join`), attached once fed and then removed (its relations
-    /// stay, as the rule's). A
-    /// rule that does not compile holds nothing (as in the controller). The object's own keys
-    /// failing fails the check (the webhook then refuses: never a stale allow); a `by` object
-    /// whose CEL fails joins nothing, as one the controller never evaluated.
+    /// stay, as the rule's). A rule that does not compile holds nothing (as in the controller).
+    /// The object's own keys failing fails the check (the webhook then refuses: never a stale
+    /// allow); a `by` object whose CEL fails joins nothing, as one the controller never
+    /// evaluated.
     async fn rule_relations(
         &self,
         object: &ObjectKey,
