@@ -1,14 +1,15 @@
 //! The rule packs of `examples/rules/`, proven without a cluster: every rule compiles, and its
-//! CEL, evaluated over realistic objects (`tests/fixtures/`) and joined by `lien_core::RuleJoin`
-//! as the controller joins them, derives exactly the relations the pack promises — held, none
-//! where there should be none, and moved or released by updates.
+//! CEL, evaluated over realistic objects (`tests/fixtures/`) and joined by a join held in a
+//! `lien_core::RelationIndex` (attached, as the controller's are once listed), derives exactly
+//! the relations the pack promises — held, none where there should be none, and moved or
+//! released by updates.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use lien_api::{ClusterUsage, DependencyRule, DependencyScope};
 use lien_cel::DependencyProgram;
-use lien_core::{GroupKind, ObjectKey, RuleConfig, RuleJoin, RuleScope, Source};
+use lien_core::{GroupKind, JoinId, ObjectKey, RelationIndex, RuleConfig, RuleScope, Source};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -49,21 +50,24 @@ fn short(key: &ObjectKey) -> String {
     }
 }
 
-/// One rule of a pack: its compiled CEL and its join.
+/// One rule of a pack: its compiled CEL and its join (in the pack's index).
 struct Rule {
     name: String,
     program: DependencyProgram,
-    join: RuleJoin,
+    config: RuleConfig,
+    join: JoinId,
 }
 
 /// A pack fed objects as the controller would feed it: each object's keys (and `when`) are
 /// evaluated by `lien-cel` and handed to every rule whose `of` or `by` kind it is.
 struct Pack {
     rules: Vec<Rule>,
+    index: RelationIndex,
 }
 
 impl Pack {
     fn load(rel: &str) -> Pack {
+        let mut index = RelationIndex::new();
         let rules = load(rel)
             .into_iter()
             .filter(|doc| doc["kind"] == "DependencyRule")
@@ -82,7 +86,7 @@ impl Pack {
                     )
                 });
                 let spec = &rule.spec;
-                let join = RuleJoin::new(RuleConfig {
+                let config = RuleConfig {
                     source: Source::rule(name.clone()),
                     of: GroupKind::new(spec.of.group(), &spec.of.kind),
                     by: GroupKind::new(spec.by.group(), &spec.by.kind),
@@ -93,17 +97,25 @@ impl Pack {
                     keyed: program.keyed(),
                     reason: spec.reason.clone(),
                     replay: spec.replay_deletion,
-                });
+                };
+                let join = index.add_join(config.clone()).expect("add_join");
+                // Attached from the start: every update below changes the index itself.
+                index
+                    .join_mut(join)
+                    .expect("the join")
+                    .attach()
+                    .expect("attach");
                 Rule {
                     name,
                     program,
+                    config,
                     join,
                 }
             })
             .collect::<Vec<_>>();
         let names: BTreeSet<&str> = rules.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names.len(), rules.len(), "{rel}: rule names must be unique");
-        Pack { rules }
+        Pack { rules, index }
     }
 
     /// Creates or updates an object in every rule it takes part in; evaluation must succeed.
@@ -111,15 +123,14 @@ impl Pack {
         let gk = group_kind(object);
         let key = key_of(object);
         let uid = object["metadata"]["uid"].as_str();
-        for rule in &mut self.rules {
-            let config = rule.join.config().clone();
+        for rule in &self.rules {
+            let config = &rule.config;
+            let mut join = self.index.join_mut(rule.join).expect("the join");
             if config.of == gk {
                 let keys = rule.program.keys_of(object).unwrap_or_else(|e| {
                     panic!("{}: spec.keys.of on {}: {e}", rule.name, short(&key))
                 });
-                rule.join
-                    .upsert_of(&key, uid, Some(keys))
-                    .expect("upsert_of");
+                join.upsert_of(&key, uid, Some(keys)).expect("upsert_of");
             }
             if config.by == gk {
                 let keys = rule.program.keys_by(object).unwrap_or_else(|e| {
@@ -129,24 +140,42 @@ impl Pack {
                     .program
                     .when(object)
                     .unwrap_or_else(|e| panic!("{}: spec.when on {}: {e}", rule.name, short(&key)));
-                rule.join
-                    .upsert_by(&key, uid, Some(keys), when)
+                join.upsert_by(&key, uid, Some(keys), when)
                     .expect("upsert_by");
             }
         }
     }
 
-    /// Every relation, as `rule: Of ns/name <- By ns/name`.
+    /// Every relation in the index, as `rule: Of ns/name <- By ns/name`; each rule's join
+    /// derives exactly the relations the index holds for it.
     fn relations(&self) -> BTreeSet<String> {
-        self.rules
-            .iter()
-            .flat_map(|rule| {
-                rule.join.relations().into_iter().map(move |r| {
-                    let by = r.by.as_ref().map(short).unwrap_or_default();
-                    format!("{}: {} <- {by}", rule.name, short(&r.of))
-                })
-            })
-            .collect()
+        let show = |rule: &Rule, r: &lien_core::Relation| {
+            let by = r.by.as_ref().map(short).unwrap_or_default();
+            format!("{}: {} <- {by}", rule.name, short(&r.of))
+        };
+        let mut all = BTreeSet::new();
+        for rule in &self.rules {
+            let source = Source::rule(rule.name.clone());
+            let indexed: BTreeSet<String> = self
+                .index
+                .relations_of_source(&source)
+                .map(|r| show(rule, &r.to_relation()))
+                .collect();
+            let joined: BTreeSet<String> = self
+                .index
+                .join(rule.join)
+                .expect("the join")
+                .relations()
+                .map(|r| show(rule, &r))
+                .collect();
+            assert_eq!(
+                indexed, joined,
+                "{}: the index holds the join's relations",
+                rule.name
+            );
+            all.extend(indexed);
+        }
+        all
     }
 
     fn rule(&self, name: &str) -> &Rule {
@@ -253,7 +282,7 @@ fn the_rook_pack_compiles_and_derives_every_relation_of_seed_003() {
     let mut pack = Pack::load("../../examples/rules/rook-ceph.yaml");
     assert_eq!(pack.rules.len(), 28);
     assert!(
-        pack.rules.iter().all(|r| r.join.config().replay),
+        pack.rules.iter().all(|r| r.config.replay),
         "every Rook rule replays refused deletions"
     );
     let objects = load("tests/fixtures/rook.yaml");

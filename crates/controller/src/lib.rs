@@ -11,8 +11,8 @@
 //! - the shared [`lien_core::RelationIndex`], updated per source from the resolutions, which the
 //!   webhook reads.
 //! - [`rules`] (pure): a DependencyRule compiled, the objects of the kinds it reads reduced to
-//!   their keys in the watch task, and its status; its relations come from one
-//!   `lien_core::RuleJoin` per rule, applied to the index as deltas.
+//!   their keys in the watch task, and its status; its relations come from one join per rule,
+//!   held by the index (`RelationIndex::add_join`), which changes them there once attached.
 //! - [`desired`] (pure): the in-use label, the Usage finalizer, owner references and status as
 //!   data.
 //! - [`replay`]: refused DELETEs recorded on the objects and re-issued when the last relation

@@ -28,7 +28,7 @@ use lien_core::seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, KindResolver,
     LiveCheck, LiveCheckError, Scope,
 };
-use lien_core::{Decision, ObjectKey, RelationIndex, RuleJoin, decide_delete};
+use lien_core::{Decision, IndexError, JoinError, ObjectKey, RelationIndex, decide_delete};
 use parking_lot::RwLock;
 
 use crate::cache::{Caches, GroupKind};
@@ -166,10 +166,12 @@ impl ApiLiveCheck {
 
     /// The relations of `object` from every DependencyRule whose `of` kind is its kind,
     /// evaluated live: the object itself, then the rule's `by` objects in scope (in pages, each
-    /// reduced to its keys and dropped), joined by the same `RuleJoin` the controller uses. A
-    /// rule that does not compile holds nothing (as in the controller). The object's own keys
-    /// failing fails the check (the webhook then refuses: never a stale allow); a `by` object
-    /// whose CEL fails joins nothing, as one the controller never evaluated.
+    /// reduced to its keys and dropped), joined by the same index-held join the controller
+    /// uses (`RelationIndex::add_join`), attached once fed and then removed (its relations
+    /// stay, as the rule's). A rule that does not compile holds nothing (as in the controller).
+    /// The object's own keys failing fails the check (the webhook then refuses: never a stale
+    /// allow); a `by` object whose CEL fails joins nothing, as one the controller never
+    /// evaluated.
     async fn rule_relations(
         &self,
         object: &ObjectKey,
@@ -211,7 +213,6 @@ impl ApiLiveCheck {
             else {
                 continue;
             };
-            let mut join = RuleJoin::new(view.join_config(program.cel.keyed()));
             let reader = KindReader {
                 reads: vec![Read {
                     program: program.clone(),
@@ -226,16 +227,13 @@ impl ApiLiveCheck {
             };
             let of_uid = of.metadata.uid.clone();
             let json = serde_json::to_value(&of).unwrap_or_default();
-            match reader.reduce(&json).pop().and_then(|e| e.of) {
-                Some(SideEval::Ok { keys, .. }) => {
-                    join.upsert_of(object, of_uid.as_deref(), Some(keys))
-                        .map_err(|e| eval_error("spec.of", e.to_string()))?;
-                }
+            let of_keys = match reader.reduce(&json).pop().and_then(|e| e.of) {
+                Some(SideEval::Ok { keys, .. }) => keys,
                 Some(SideEval::Failed { field, message }) => {
                     return Err(eval_error(field, message));
                 }
                 None => continue,
-            }
+            };
             // Dependents: in the object's namespace under SameNamespace, everywhere otherwise.
             let by_api: Api<DynamicObject> = match (&view.spec.scope, &object.namespace, by_ar.1) {
                 (DependencyScope::SameNamespace, Some(ns), true) => {
@@ -244,6 +242,19 @@ impl ApiLiveCheck {
                 (DependencyScope::SameNamespace, _, _) => continue,
                 (DependencyScope::Cluster, _, _) => Api::all_with(self.client.clone(), &by_ar.0),
             };
+            // The join lives in the scratch index (dropped with it if a list below fails).
+            let join = index
+                .add_join(view.join_config(program.cel.keyed()))
+                .map_err(|e| match e {
+                    JoinError::Full(full) | JoinError::Detached(full) => {
+                        LiveError::Index(IndexError::Full(full))
+                    }
+                    e @ JoinError::WrongKind { .. } => eval_error("spec.of", e.to_string()),
+                })?;
+            if let Some(mut j) = index.join_mut(join) {
+                j.upsert_of(object, of_uid.as_deref(), Some(of_keys))
+                    .map_err(|e| eval_error("spec.of", e.to_string()))?;
+            }
             let by_reader = KindReader {
                 reads: vec![Read {
                     program: program.clone(),
@@ -269,8 +280,10 @@ impl ApiLiveCheck {
                     let json = serde_json::to_value(&o).unwrap_or_default();
                     match by_reader.reduce(&json).pop().and_then(|e| e.by) {
                         Some(SideEval::Ok { keys, when }) => {
-                            join.upsert_by(&key, uid.as_deref(), Some(keys), when)
-                                .map_err(|e| eval_error("spec.by", e.to_string()))?;
+                            if let Some(mut j) = index.join_mut(join) {
+                                j.upsert_by(&key, uid.as_deref(), Some(keys), when)
+                                    .map_err(|e| eval_error("spec.by", e.to_string()))?;
+                            }
                         }
                         // As for an object the controller never evaluated: it joins nothing
                         // (the controller's status counts such errors).
@@ -282,9 +295,11 @@ impl ApiLiveCheck {
                     _ => break,
                 }
             }
-            index
-                .apply(&view.source(), join.relations())
-                .map_err(LiveError::Index)?;
+            // The join's relations become the rule's (as `apply` of them did); the join itself,
+            // and what it pins of objects that relate nothing, is not needed any more.
+            let attached = index.join_mut(join).map_or(Ok(0), |mut j| j.attach());
+            index.remove_join(join);
+            attached.map_err(LiveError::Index)?;
         }
         Ok(())
     }

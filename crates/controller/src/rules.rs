@@ -14,8 +14,10 @@
 //! by design. An [`Eval`] made by a program that is no longer the rule's current one is
 //! ignored; a rule's side counts as listed once a list made with its current program completed.
 //!
-//! The relations themselves are derived by one `lien_core::RuleJoin` per rule (per object,
-//! O(relations of that object)), and applied to the shared index as deltas.
+//! The relations themselves are derived by one join per rule, kept in the shared
+//! `lien_core::RelationIndex` (`RelationIndex::add_join`, which shares the index's keys, UIDs
+//! and strings): per object, O(relations of that object). Once attached (both sides listed) a
+//! join changes the rule's relations in the index itself.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +27,7 @@ use jiff::Timestamp;
 use lien_api::{
     DependencyRule, DependencyRuleSpec, DependencyRuleStatus, DependencyScope, EvaluationError,
 };
-use lien_core::{GroupKind, RuleConfig, RuleJoin, RuleScope, Source};
+use lien_core::{GroupKind, JoinId, RelationIndex, RuleConfig, RuleScope, Source};
 use serde_json::Value;
 
 use crate::cache::Caches;
@@ -247,15 +249,19 @@ pub struct RuleState {
     pub view: RuleView,
     /// The compiled program, or why it does not compile.
     pub program: Result<Arc<Program>, Vec<lien_cel::CompileError>>,
-    /// The join (empty when the program does not compile).
-    pub join: RuleJoin,
+    /// The rule's join in the shared index; `None` when the program does not compile (the
+    /// rule holds nothing) or the index had no room for it. Whoever drops or replaces the
+    /// state removes it (`RelationIndex::remove_join`), or the objects it pins leak.
+    pub join: Option<JoinId>,
     /// A list of the `of` kind made with the current program completed.
     pub of_listed: bool,
     /// Likewise for the `by` kind.
     pub by_listed: bool,
-    /// The join's relations are in the index, so deltas go there too. False until both sides
-    /// are listed: until then the relations of the rule's previous generation stay (a rule
-    /// being re-listed must not lift protection).
+    /// The join is attached: its relations are the index's relations of the rule, and its
+    /// updates change them there (mirrors `JoinRef::is_attached`, so that readiness needs no
+    /// lock). False until both sides are listed: until then the relations of the rule's
+    /// previous generation stay (a rule being re-listed must not lift protection); false again
+    /// when the index had no room, until the join is attached again.
     pub in_index: bool,
     /// Objects the CEL currently fails on, by (field, object), at most
     /// [`STATUS_ERRORS_LIMIT`].
@@ -263,20 +269,25 @@ pub struct RuleState {
 }
 
 impl RuleState {
-    /// A new rule state: compiled, empty, not listed.
+    /// A new rule state: compiled, not listed, without a join yet (the caller adds it to its
+    /// index with [`RuleState::join_config`]).
     pub fn new(view: RuleView) -> Self {
         let program = Program::compile(&view.spec);
-        let keyed = program.as_ref().is_ok_and(|p| p.cel.keyed());
-        let join = RuleJoin::new(view.join_config(keyed));
         Self {
             view,
             program,
-            join,
+            join: None,
             of_listed: false,
             by_listed: false,
             in_index: false,
             errors: BTreeMap::new(),
         }
+    }
+
+    /// What the rule's join needs; `None` when the program does not compile (no join).
+    pub fn join_config(&self) -> Option<RuleConfig> {
+        let program = self.program.as_ref().ok()?;
+        Some(self.view.join_config(program.cel.keyed()))
     }
 
     /// The current program's id, if it compiles.
@@ -368,10 +379,11 @@ pub fn rule_problem(
     None
 }
 
-/// The status a rule should have; `None` when it already has it. `unenforced`: why Lien's
-/// webhook configuration is missing or differs.
+/// The status a rule should have; `None` when it already has it. Its counts are its join's
+/// in `index`. `unenforced`: why Lien's webhook configuration is missing or differs.
 pub fn rule_status(
     rule: &RuleState,
+    index: &RelationIndex,
     caches: &Caches,
     cycle: Option<&Problem>,
     unenforced: Option<&str>,
@@ -383,7 +395,8 @@ pub fn rule_status(
     let cond = |type_: &str, status: bool, reason: &str, message: String| {
         crate::desired::condition(written, type_, status, reason, message, generation, now)
     };
-    let relations = rule.join.len();
+    let join = rule.join.and_then(|id| index.join(id));
+    let relations = join.map_or(0, |j| j.len());
     let conditions = if let Some(why) = unenforced {
         let message = format!("{why}: DELETEs are not checked by Lien until it is restored");
         let reason = crate::webhook_config::NOT_CONFIGURED_REASON;
@@ -418,13 +431,13 @@ pub fn rule_status(
         };
         vec![ready, in_use]
     };
-    let (of_objects, by_objects) = rule.join.object_counts();
+    let (of_objects, by_objects) = join.map_or((0, 0), |j| j.object_counts());
     let desired = DependencyRuleStatus {
         conditions,
         relations: relations as u64,
         of_objects: of_objects as u64,
         by_objects: by_objects as u64,
-        evaluation_errors: rule.join.error_count() as u64,
+        evaluation_errors: join.map_or(0, |j| j.error_count()) as u64,
         errors: rule.errors.values().cloned().collect(),
         observed_generation: generation,
     };

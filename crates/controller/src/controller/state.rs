@@ -8,18 +8,27 @@
 //! - usages (`Usage`, `ClusterUsage`): re-resolved as a whole against the caches whenever they
 //!   or an object of a kind they refer to change; their relations replace the source's
 //!   (`RelationIndex::apply`);
-//! - dependency rules: one `RuleJoin` each, fed per object with the keys its watch evaluated
-//!   (`crate::rules`); their relations change by deltas (`RelationIndex::apply_delta`), in
-//!   the size of the object's relations.
+//! - dependency rules: one join each, held by the index itself (`RelationIndex::add_join`) and
+//!   fed per object with the keys its watch evaluated (`crate::rules`); once attached, a join
+//!   changes the rule's relations in the index as it is fed, in the size of the object's
+//!   relations.
 //!
 //! A relist of one kind of source replaces only that kind of source.
+//!
+//! # Locking
+//!
+//! The index is shared with the webhook behind one `RwLock`. Usages are resolved with no lock
+//! held and their replacements applied under one write lock per event ([`Update`]). A join
+//! lives in the index, so each join operation takes the write lock for itself alone (one object
+//! event: one lock for every rule the object feeds; a relist's end: one per object gone) —
+//! never across work in the size of the caches, and never while taking another lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use lien_api::{ClusterUsage, DependencyRule, Usage};
-use lien_core::{Delta, ObjectKey, Relation, RelationIndex, Source};
+use lien_core::{JoinChange, JoinError, ObjectKey, Relation, RelationIndex, Source};
 use parking_lot::RwLock;
 
 use super::Msg;
@@ -55,19 +64,21 @@ pub struct WantedKind {
     pub marked_only: bool,
 }
 
-/// A change of one source's relations in the index.
+/// A change of one usage's relations in the index (a rule's join changes the index itself).
 #[derive(Debug)]
 enum Update {
     /// Replace all its relations.
     Replace(Source, Vec<Relation>),
-    /// Add and remove some (a rule's object changed).
-    Delta(Source, Delta),
-    /// Replace all its relations with the rule's whole join, streamed from the join into the
-    /// index when the update is applied (never collected: see `RelationIndex::apply_stream`).
-    /// Holds the rule's name.
-    Join(String),
     /// It is gone, or holds nothing.
     Delete(Source),
+}
+
+/// The shared index as one event changes it (see the module docs on locking).
+struct Shared<'a> {
+    index: &'a RwLock<RelationIndex>,
+    metrics: &'a Metrics,
+    /// The index changed: the cycles are stale, and the relations gauge is set once at the end.
+    changed: bool,
 }
 
 /// Everything the event loop maintains.
@@ -278,17 +289,12 @@ impl State {
 
     /// Applies `updates` to the index under one write lock; each is in the size of the
     /// relations it changes, never of the index.
-    fn apply_updates(
-        &mut self,
-        updates: Vec<Update>,
-        index: &RwLock<RelationIndex>,
-        metrics: &Metrics,
-    ) {
+    fn apply_updates(&mut self, updates: Vec<Update>, shared: &mut Shared<'_>) {
         if updates.is_empty() {
             return;
         }
-        self.cycles_stale = true;
-        let mut index = index.write();
+        shared.changed = true;
+        let mut index = shared.index.write();
         for update in updates {
             match update {
                 Update::Delete(source) => {
@@ -301,41 +307,12 @@ impl State {
                     }
                     Err(e) => {
                         self.unapplied.insert(source.clone());
-                        metrics.index_error();
+                        shared.metrics.index_error();
                         tracing::error!(%source, error = %e, "applying relations");
                     }
                 },
-                Update::Join(name) => {
-                    let Some(r) = self.rules.get(&name) else {
-                        continue;
-                    };
-                    let source = r.view.source();
-                    if let Err(e) = index.apply_stream(&source, r.join.relations_iter()) {
-                        // As for a delta: the index dropped the source; the whole join is
-                        // replayed once there is room.
-                        metrics.index_error();
-                        tracing::error!(%source, error = %e, "applying a rule's relations");
-                        if let Some(r) = self.rules.get_mut(&name) {
-                            r.in_index = false;
-                        }
-                    }
-                }
-                Update::Delta(source, delta) => {
-                    if let Err(e) = index.apply_delta(&source, delta.added, delta.removed) {
-                        // The index dropped the source (it is full): replay the rule's whole
-                        // join once there is room, as for a usage.
-                        metrics.index_error();
-                        tracing::error!(%source, error = %e, "applying a rule's relations");
-                        if let Source::Rule { name } = &source
-                            && let Some(r) = self.rules.get_mut(name)
-                        {
-                            r.in_index = false;
-                        }
-                    }
-                }
             }
         }
-        metrics.set_relations(index.len());
     }
 
     fn sources_referring_to(&self, gk: &GroupKind) -> Vec<Source> {
@@ -370,9 +347,10 @@ impl State {
         touched
     }
 
-    /// A rule was created or changed. A new generation (or incarnation) starts a new join;
-    /// the previous relations stay in the index until it is listed ([`RuleState::in_index`]).
-    fn apply_rule(&mut self, view: RuleView, updates: &mut Vec<Update>) {
+    /// A rule was created or changed. A new generation (or incarnation) starts a new, detached
+    /// join; the previous relations stay in the index, as the rule's, until it is attached
+    /// ([`RuleState::in_index`]).
+    fn apply_rule(&mut self, view: RuleView, shared: &mut Shared<'_>) {
         if let Some(r) = self.rules.get_mut(&view.name)
             && r.view.uid == view.uid
             && r.view.spec == view.spec
@@ -380,49 +358,74 @@ impl State {
             r.view = view;
             return;
         }
-        let r = RuleState::new(view);
-        if r.program.is_err() {
-            // A rule that does not compile holds nothing (the webhook refuses it normally;
-            // one stored before that check, or under an older Lien, is reported Ready=False).
-            updates.push(Update::Delete(r.view.source()));
+        let mut r = RuleState::new(view);
+        let previous = self.rules.get(&r.view.name).and_then(|p| p.join);
+        let config = r.join_config();
+        let added = {
+            let mut index = shared.index.write();
+            if let Some(previous) = previous {
+                // What it pins goes; the relations it put in the index stay the rule's.
+                index.remove_join(previous);
+            }
+            match config {
+                Some(config) => Some(index.add_join(config)),
+                None => {
+                    // A rule that does not compile holds nothing (the webhook refuses it
+                    // normally; one stored before that check, or under an older Lien, is
+                    // reported Ready=False).
+                    index.delete(&r.view.source());
+                    None
+                }
+            }
+        };
+        match added {
+            Some(Ok(id)) => r.join = Some(id),
+            Some(Err(e)) => {
+                // Without a join the rule stays Pending, and the controller unsettled.
+                shared.metrics.index_error();
+                tracing::error!(rule = %r.view.name, error = %e, "adding a rule's join");
+            }
+            None => shared.changed = true,
         }
         self.rules.insert(r.view.name.clone(), r);
     }
 
-    fn delete_rule(&mut self, name: &str, updates: &mut Vec<Update>) {
-        if self.rules.remove(name).is_some() {
-            updates.push(Update::Delete(Source::rule(name)));
+    fn delete_rule(&mut self, name: &str, shared: &mut Shared<'_>) {
+        if let Some(r) = self.rules.remove(name) {
+            let mut index = shared.index.write();
+            if let Some(id) = r.join {
+                index.remove_join(id);
+            }
+            index.delete(&Source::rule(name));
+            shared.changed = true;
         }
     }
 
     /// An object of `gk` was added or changed: feed each rule reading the kind with what its
-    /// current program made of it.
-    fn rules_upsert(&mut self, gk: &GroupKind, o: &Observed, updates: &mut Vec<Update>) {
+    /// current program made of it. The write lock is taken once, for every rule it feeds.
+    fn rules_upsert(&mut self, gk: &GroupKind, o: &Observed, shared: &mut Shared<'_>) {
         let Some(name) = o.meta.name.as_deref() else {
             return;
         };
         let key = gk.key(o.meta.namespace.as_deref(), name);
         let uid = o.meta.uid.as_deref();
+        let lock = shared.index;
+        let mut index = None;
+        let mut failures: Vec<(String, JoinError)> = Vec::new();
         for r in self.rules.values_mut() {
             let Some(id) = r.program_id() else { continue };
             // Made by another (older) program: this rule waits for its relist.
             let Some(eval) = o.evals.iter().find(|e| e.program == id) else {
                 continue;
             };
-            let mut delta = Delta::default();
             for (side, e) in [(true, &eval.of), (false, &eval.by)] {
                 let Some(e) = e else { continue };
-                let result = match e {
-                    SideEval::Ok { keys, when } => {
+                match e {
+                    SideEval::Ok { .. } => {
                         let field = if side { "spec.keys.of" } else { "spec.keys.by" };
                         r.note_error(field, key.to_string(), None);
                         if !side {
                             r.note_error("spec.when", key.to_string(), None);
-                        }
-                        if side {
-                            r.join.upsert_of(&key, uid, Some(keys.clone()))
-                        } else {
-                            r.join.upsert_by(&key, uid, Some(keys.clone()), *when)
                         }
                     }
                     SideEval::Failed { field, message } => {
@@ -433,46 +436,72 @@ impl State {
                             r.note_error("spec.keys.by", key.to_string(), None);
                         }
                         r.note_error(field, key.to_string(), Some(message.clone()));
-                        if side {
-                            r.join.error_of(&key, uid)
-                        } else {
-                            r.join.error_by(&key, uid)
-                        }
                     }
+                }
+                let Some(join) = r.join else { continue };
+                let index = index.get_or_insert_with(|| lock.write());
+                let Some(mut join) = index.join_mut(join) else {
+                    continue;
+                };
+                let result = match (e, side) {
+                    (SideEval::Ok { keys, .. }, true) => {
+                        join.upsert_of(&key, uid, Some(keys.clone()))
+                    }
+                    (SideEval::Ok { keys, when }, false) => {
+                        join.upsert_by(&key, uid, Some(keys.clone()), *when)
+                    }
+                    (SideEval::Failed { .. }, true) => join.error_of(&key, uid),
+                    (SideEval::Failed { .. }, false) => join.error_by(&key, uid),
                 };
                 match result {
-                    Ok(d) => {
-                        delta.added.extend(d.added);
-                        delta.removed.extend(d.removed);
-                    }
+                    Ok(change) => shared.changed |= r.in_index && !change.is_empty(),
                     Err(e) => {
-                        tracing::error!(rule = %r.view.name, object = %key, error = %e, "deriving relations")
+                        if let JoinError::Detached(_) = e {
+                            // The index dropped the rule's relations (it is full): the whole
+                            // join is attached again once there is room.
+                            r.in_index = false;
+                            shared.changed = true;
+                        }
+                        failures.push((r.view.name.clone(), e));
                     }
                 }
             }
-            if r.in_index && !delta.is_empty() {
-                updates.push(Update::Delta(r.view.source(), delta));
+        }
+        drop(index);
+        for (rule, e) in failures {
+            if matches!(e, JoinError::WrongKind { .. }) {
+                tracing::error!(%rule, object = %key, error = %e, "deriving relations");
+            } else {
+                shared.metrics.index_error();
+                tracing::error!(%rule, object = %key, error = %e, "applying a rule's relations");
             }
         }
     }
 
-    /// An object of `gk` is gone.
-    fn rules_remove(&mut self, key: &ObjectKey, updates: &mut Vec<Update>) {
+    /// An object of `gk` is gone. The write lock is taken once, if a rule reads the kind.
+    fn rules_remove(&mut self, key: &ObjectKey, shared: &mut Shared<'_>) {
         let gk = GroupKind::new(&key.group, &key.kind);
+        let object = key.to_string();
+        let lock = shared.index;
+        let mut index = None;
         for r in self.rules.values_mut() {
-            let mut delta = Delta::default();
-            if r.view.of() == gk {
-                let d = r.join.remove_of(key);
-                delta.removed.extend(d.removed);
+            let (of, by) = (r.view.of() == gk, r.view.by() == gk);
+            if let Some(id) = r.join
+                && (of || by)
+            {
+                let index = index.get_or_insert_with(|| lock.write());
+                if let Some(mut join) = index.join_mut(id) {
+                    let mut change = JoinChange::default();
+                    if of {
+                        change.removed += join.remove_of(key).removed;
+                    }
+                    if by {
+                        change.removed += join.remove_by(key).removed;
+                    }
+                    shared.changed |= r.in_index && !change.is_empty();
+                }
             }
-            if r.view.by() == gk {
-                let d = r.join.remove_by(key);
-                delta.removed.extend(d.removed);
-            }
-            r.clear_errors(&key.to_string());
-            if r.in_index && !delta.is_empty() {
-                updates.push(Update::Delta(r.view.source(), delta));
-            }
+            r.clear_errors(&object);
         }
     }
 
@@ -483,7 +512,7 @@ impl State {
         gk: &GroupKind,
         reader: Option<&KindReader>,
         unlisted: HashSet<NsName>,
-        updates: &mut Vec<Update>,
+        shared: &mut Shared<'_>,
     ) {
         let mut gone: Vec<ObjectKey> = unlisted
             .into_iter()
@@ -500,57 +529,84 @@ impl State {
         }
         gone.sort();
         gone.dedup();
+        // One object at a time: the lock is never held across the whole relist.
         for key in gone {
-            self.rules_remove(&key, updates);
+            self.rules_remove(&key, shared);
         }
     }
 
     /// The objects of `gk` some rule's join holds, on either side (a list starting: those it
-    /// does not list are gone at its end).
-    fn joined_names(&self, gk: &GroupKind) -> HashSet<NsName> {
+    /// does not list are gone at its end). Read under the read lock.
+    fn joined_names(&self, gk: &GroupKind, index: &RwLock<RelationIndex>) -> HashSet<NsName> {
         let mut names = HashSet::new();
         let owned = |(ns, n): (Option<&str>, &str)| (ns.map(str::to_owned), n.to_owned());
+        let index = index.read();
         for r in self.rules.values() {
+            let Some(join) = r.join.and_then(|id| index.join(id)) else {
+                continue;
+            };
             if &r.view.of() == gk {
-                names.extend(r.join.of_names().map(owned));
+                names.extend(join.of_names().map(owned));
             }
             if &r.view.by() == gk {
-                names.extend(r.join.by_names().map(owned));
+                names.extend(join.by_names().map(owned));
             }
         }
         names
     }
 
     /// Discovery does not serve `gk` (any more): its objects are gone from every join.
-    fn rules_kind_unknown(&mut self, gk: &GroupKind, updates: &mut Vec<Update>) {
+    fn rules_kind_unknown(&mut self, gk: &GroupKind, shared: &mut Shared<'_>) {
         let mut gone: Vec<ObjectKey> = Vec::new();
-        for r in self.rules.values() {
-            if &r.view.of() == gk {
-                gone.extend(r.join.of_names().map(|(ns, n)| gk.key(ns, n)));
-            }
-            if &r.view.by() == gk {
-                gone.extend(r.join.by_names().map(|(ns, n)| gk.key(ns, n)));
+        {
+            let index = shared.index.read();
+            for r in self.rules.values() {
+                let Some(join) = r.join.and_then(|id| index.join(id)) else {
+                    continue;
+                };
+                if &r.view.of() == gk {
+                    gone.extend(join.of_names().map(|(ns, n)| gk.key(ns, n)));
+                }
+                if &r.view.by() == gk {
+                    gone.extend(join.by_names().map(|(ns, n)| gk.key(ns, n)));
+                }
             }
         }
         gone.sort();
         gone.dedup();
         for key in gone {
-            self.rules_remove(&key, updates);
+            self.rules_remove(&key, shared);
         }
     }
 
-    /// Rules whose sides are now both listed (or their kinds unknown) put their whole join in
-    /// the index, replacing what their previous generation held; from then on, deltas.
-    fn rules_complete(&mut self, updates: &mut Vec<Update>) {
+    /// Rules whose sides are now both listed (or their kinds unknown) attach their join: its
+    /// relations replace what their previous generation held, and from then on it changes
+    /// the index itself.
+    fn rules_complete(&mut self, shared: &mut Shared<'_>) {
         for r in self.rules.values_mut() {
-            if r.in_index || r.program.is_err() {
+            // No join: the program does not compile, or the index had no room for one.
+            let Some(id) = r.join else { continue };
+            if r.in_index {
                 continue;
             }
             let of_ready = r.of_listed || self.caches.is_unknown(&r.view.of());
             let by_ready = r.by_listed || self.caches.is_unknown(&r.view.by());
-            if of_ready && by_ready {
-                r.in_index = true;
-                updates.push(Update::Join(r.view.name.clone()));
+            if !(of_ready && by_ready) {
+                continue;
+            }
+            // O(the rule's relations) under the lock, once per generation.
+            let attached = shared.index.write().join_mut(id).map(|mut j| j.attach());
+            shared.changed = true;
+            match attached {
+                Some(Ok(_)) => r.in_index = true,
+                Some(Err(e)) => {
+                    // The index dropped the source (it is full): attached again once there
+                    // is room, as a usage is re-applied.
+                    shared.metrics.index_error();
+                    let source = r.view.source();
+                    tracing::error!(%source, error = %e, "applying a rule's relations");
+                }
+                None => {}
             }
         }
     }
@@ -565,6 +621,11 @@ pub(super) fn handle(
 ) -> BTreeMap<GroupKind, WantedKind> {
     metrics.event();
     let mut updates: Vec<Update> = Vec::new();
+    let mut shared = Shared {
+        index,
+        metrics,
+        changed: false,
+    };
     let touched: Vec<Source> = match msg {
         Msg::Usage(ev) => usage_event(st, ev, false, UsageView::from_usage, |st| {
             &mut st.usage_buffer
@@ -573,7 +634,7 @@ pub(super) fn handle(
             &mut st.cluster_usage_buffer
         }),
         Msg::Rule(ev) => {
-            rule_event(st, ev, &mut updates);
+            rule_event(st, ev, &mut shared);
             vec![]
         }
         Msg::Object(gk, ev) => {
@@ -584,9 +645,9 @@ pub(super) fn handle(
                 watcher::Event::Init => watcher::Event::Init,
                 watcher::Event::InitDone => watcher::Event::InitDone,
             };
-            object_event(st, &gk, None, ev, &mut updates)
+            object_event(st, &gk, None, ev, &mut shared)
         }
-        Msg::Read(gk, reader, ev) => object_event(st, &gk, Some(&reader), ev, &mut updates),
+        Msg::Read(gk, reader, ev) => object_event(st, &gk, Some(&reader), ev, &mut shared),
         Msg::KindFound(gk, ar, namespaced) => {
             let marked_only = st.wanted_kinds().get(&gk).is_some_and(|w| w.marked_only);
             st.caches
@@ -599,7 +660,7 @@ pub(super) fn handle(
                 vec![]
             } else {
                 st.caches.mark_unknown(gk.clone());
-                st.rules_kind_unknown(&gk, &mut updates);
+                st.rules_kind_unknown(&gk, &mut shared);
                 st.sources_referring_to(&gk)
             }
         }
@@ -608,8 +669,12 @@ pub(super) fn handle(
     if !touched.is_empty() {
         st.re_resolve(&touched, &mut updates);
     }
-    st.rules_complete(&mut updates);
-    st.apply_updates(updates, index, metrics);
+    st.rules_complete(&mut shared);
+    st.apply_updates(updates, &mut shared);
+    if shared.changed {
+        st.cycles_stale = true;
+        metrics.set_relations(index.read().len());
+    }
     st.wanted_kinds()
 }
 
@@ -628,11 +693,11 @@ fn object_event(
     gk: &GroupKind,
     reader: Option<&KindReader>,
     ev: watcher::Event<Observed>,
-    updates: &mut Vec<Update>,
+    shared: &mut Shared<'_>,
 ) -> Vec<Source> {
     let changed = match ev {
         watcher::Event::Apply(o) => {
-            st.rules_upsert(gk, &o, updates);
+            st.rules_upsert(gk, &o, shared);
             if st.caches.keeps(gk, &o.meta) {
                 st.caches.apply(gk, &o.meta)
             } else {
@@ -645,11 +710,11 @@ fn object_event(
             let name = o.meta.name.as_deref().unwrap_or("");
             let key = gk.key(o.meta.namespace.as_deref(), name);
             // A `by` object counts until it is gone: only this event removes it.
-            st.rules_remove(&key, updates);
+            st.rules_remove(&key, shared);
             st.caches.delete(gk, o.meta.namespace.as_deref(), name)
         }
         watcher::Event::Init => {
-            let unlisted = st.joined_names(gk);
+            let unlisted = st.joined_names(gk, shared.index);
             st.object_buffers.insert(
                 gk.clone(),
                 ListBuffer {
@@ -662,7 +727,7 @@ fn object_event(
         watcher::Event::InitApply(o) => {
             // Relations appear as the list goes (protection early is safe); what the list
             // no longer has goes at its end.
-            st.rules_upsert(gk, &o, updates);
+            st.rules_upsert(gk, &o, shared);
             if let Some(name) = o.meta.name.clone() {
                 let keep = st.caches.keeps(gk, &o.meta);
                 let buffer = st.object_buffers.entry(gk.clone()).or_default();
@@ -678,7 +743,7 @@ fn object_event(
         }
         watcher::Event::InitDone => {
             let buffered = st.object_buffers.remove(gk).unwrap_or_default();
-            st.rules_listed_kind(gk, reader, buffered.unlisted, updates);
+            st.rules_listed_kind(gk, reader, buffered.unlisted, shared);
             st.caches.reset_objects(gk, buffered.objects);
             true
         }
@@ -690,16 +755,16 @@ fn object_event(
     }
 }
 
-fn rule_event(st: &mut State, ev: watcher::Event<DependencyRule>, updates: &mut Vec<Update>) {
+fn rule_event(st: &mut State, ev: watcher::Event<DependencyRule>, shared: &mut Shared<'_>) {
     match ev {
         watcher::Event::Apply(r) => {
             if let Some(v) = RuleView::from_rule(&r) {
-                st.apply_rule(v, updates);
+                st.apply_rule(v, shared);
             }
         }
         watcher::Event::Delete(r) => {
             if let Some(name) = r.metadata.name.as_deref() {
-                st.delete_rule(name, updates);
+                st.delete_rule(name, shared);
             }
         }
         watcher::Event::Init => st.rule_buffer.clear(),
@@ -716,10 +781,10 @@ fn rule_event(st: &mut State, ev: watcher::Event<DependencyRule>, updates: &mut 
                 .cloned()
                 .collect();
             for name in gone {
-                st.delete_rule(&name, updates);
+                st.delete_rule(&name, shared);
             }
             for v in views {
-                st.apply_rule(v, updates);
+                st.apply_rule(v, shared);
             }
             st.rules_listed = true;
         }

@@ -233,7 +233,7 @@ pub(super) fn plan(
     for rule in st.rules.values() {
         let cycle = st.cycles.get(&rule.view.source());
         if let Some(status) =
-            rules::rule_status(rule, &st.caches, cycle, unenforced.as_deref(), now)
+            rules::rule_status(rule, &index, &st.caches, cycle, unenforced.as_deref(), now)
         {
             let name = &rule.view.name;
             let minor = rule

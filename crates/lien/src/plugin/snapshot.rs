@@ -11,7 +11,8 @@
 //!
 //! [`derive`] turns it into a [`Graph`]: a [`RelationIndex`] filled exactly as the controller
 //! fills its own — usages through [`resolve`] over the same [`Caches`], rules through the same
-//! compiled [`Program`]s, [`KindReader::reduce`] and one [`RuleJoin`] per rule — plus what a
+//! compiled [`Program`]s, [`KindReader::reduce`] and one join per rule, held by the index
+//! ([`RelationIndex::add_join`]) until its relations are attached — plus what a
 //! person wants to see about each object: its UID, whether it is being deleted, and the refused
 //! DELETE Lien recorded on it for replay, if any. Pure: no I/O.
 
@@ -23,7 +24,7 @@ use lien_controller::cache::{Caches, GroupKind};
 use lien_controller::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
 use lien_controller::resolve::{Problem, UsageView, resolve};
 use lien_controller::rules::{KindReader, Program, Read, RuleView, SideEval};
-use lien_core::{IndexError, ObjectKey, RelationIndex, RuleJoin, Source};
+use lien_core::{IndexError, JoinError, ObjectKey, RelationIndex, Source};
 
 /// The objects of one kind, with what discovery said about the kind.
 #[derive(Debug, Clone)]
@@ -185,7 +186,13 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
             problems.insert(source, missing);
             continue;
         }
-        let mut join = RuleJoin::new(view.join_config(program.cel.keyed()));
+        let join = index
+            .add_join(view.join_config(program.cel.keyed()))
+            .map_err(|e| match e {
+                JoinError::Full(full) | JoinError::Detached(full) => IndexError::Full(full),
+                // Never: a join refuses an object of the wrong kind, and this one has none yet.
+                JoinError::WrongKind { .. } => IndexError::Full(lien_core::FullError),
+            })?;
         let mut errors = Vec::new();
         let same_kind = of_gk == by_gk;
         // As the controller's kind watch does: one reader per kind, evaluating both sides when
@@ -219,7 +226,10 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
                 if let Some(side) = eval.of {
                     match side {
                         SideEval::Ok { keys, .. } => {
-                            if let Err(e) = join.upsert_of(&key, uid, Some(keys)) {
+                            let upserted = index
+                                .join_mut(join)
+                                .map(|mut j| j.upsert_of(&key, uid, Some(keys)));
+                            if let Some(Err(e)) = upserted {
                                 errors.push(format!("{key}: {e}"));
                             }
                         }
@@ -231,7 +241,10 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
                 if let Some(side) = eval.by {
                     match side {
                         SideEval::Ok { keys, when } => {
-                            if let Err(e) = join.upsert_by(&key, uid, Some(keys), when) {
+                            let upserted = index
+                                .join_mut(join)
+                                .map(|mut j| j.upsert_by(&key, uid, Some(keys), when));
+                            if let Some(Err(e)) = upserted {
                                 errors.push(format!("{key}: {e}"));
                             }
                         }
@@ -247,7 +260,11 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
         if !errors.is_empty() {
             problems.insert(source.clone(), errors);
         }
-        index.apply(&source, join.relations())?;
+        // The join's relations become the rule's (as `apply` of them did); the join itself,
+        // and what it pins of objects that relate nothing, is not needed any more.
+        let attached = index.join_mut(join).map_or(Ok(0), |mut j| j.attach());
+        index.remove_join(join);
+        attached?;
     }
     Ok(Graph {
         index,

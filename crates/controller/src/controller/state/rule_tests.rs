@@ -161,6 +161,16 @@ impl Harness {
     fn rule_len(&self, name: &str) -> usize {
         self.index.read().source_len(&Source::rule(name))
     }
+
+    /// How many of the objects rule `name`'s join holds failed their last evaluation.
+    fn error_count(&self, name: &str) -> usize {
+        let index = self.index.read();
+        let id = self.st.rules[name].join.expect("the rule has a join");
+        index
+            .join(id)
+            .expect("the join is in the index")
+            .error_count()
+    }
 }
 
 /// Rule `r` (a WebApp uses the ConfigMap its `spec.settings` names), ConfigMaps a and b, and
@@ -249,6 +259,38 @@ fn deleting_a_rule_releases_everything_it_held() {
     );
 }
 
+/// A rule's join lives in the shared index and pins its objects' keys and strings there: a
+/// replaced generation's join, a deleted rule's and a rule gone from a relist must not leak.
+#[test]
+fn a_replaced_deleted_or_unlisted_rule_leaves_nothing_pinned_in_the_index() {
+    let pinned = |h: &Harness| {
+        let index = h.index.read();
+        (index.len(), index.key_count(), index.string_count())
+    };
+    let mut h = held();
+    assert_ne!(pinned(&h), (0, 0, 0));
+    // A new generation: the old join goes at once (its relations stay until the new one is
+    // attached), then the rule is deleted.
+    h.send(Msg::Rule(watcher::Event::Apply(rule(
+        "r",
+        2,
+        "[self.spec.other]",
+    ))));
+    assert_eq!(h.users("a"), vec!["w1"], "held meanwhile");
+    h.send(Msg::Rule(watcher::Event::Delete(rule(
+        "r",
+        2,
+        "[self.spec.other]",
+    ))));
+    assert_eq!(pinned(&h), (0, 0, 0));
+
+    // A relist of the rules without `r`.
+    let mut h = held();
+    h.list_sources(vec![]);
+    assert!(h.st.rules.is_empty());
+    assert_eq!(pinned(&h), (0, 0, 0));
+}
+
 #[test]
 fn relists_of_usages_kinds_or_rules_keep_what_they_do_not_replace() {
     let mut h = held();
@@ -295,9 +337,17 @@ fn an_evaluation_error_keeps_the_relations_and_is_counted() {
     h.read(&webapps(), watcher::Event::Apply(webapp("w2", None)));
     h.read(&webapps(), watcher::Event::Apply(webapp("w3", Some("b"))));
     assert_eq!(h.users("b"), vec!["w3"]);
+    assert_eq!(h.error_count("r"), 2);
     let r = &h.st.rules["r"];
-    assert_eq!(r.join.error_count(), 2);
-    let status = rule_status(r, &h.st.caches, None, None, Timestamp::now()).expect("changed");
+    let status = rule_status(
+        r,
+        &h.index.read(),
+        &h.st.caches,
+        None,
+        None,
+        Timestamp::now(),
+    )
+    .expect("changed");
     assert_eq!(status.evaluation_errors, 2);
     assert_eq!(status.errors.len(), 2);
     assert_eq!(status.errors[0].field, "spec.keys.by");
@@ -316,7 +366,7 @@ fn an_evaluation_error_keeps_the_relations_and_is_counted() {
     // Fixed: the error goes, the hold follows the new keys.
     h.read(&webapps(), watcher::Event::Apply(webapp("w1", Some("b"))));
     assert!(!h.in_use("a"));
-    assert_eq!(h.st.rules["r"].join.error_count(), 1);
+    assert_eq!(h.error_count("r"), 1);
     assert_eq!(h.st.rules["r"].errors.len(), 1);
 }
 
@@ -368,8 +418,15 @@ fn a_rule_over_a_kind_not_served_is_not_ready_until_it_is() {
         h.st.settled(),
         "a kind not served is settled: it has no objects"
     );
-    let status =
-        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
+    let status = rule_status(
+        &h.st.rules["r"],
+        &h.index.read(),
+        &h.st.caches,
+        None,
+        None,
+        Timestamp::now(),
+    )
+    .expect("changed");
     let ready = &status.conditions[0];
     assert_eq!(
         (ready.type_.as_str(), ready.status.as_str()),
@@ -380,8 +437,15 @@ fn a_rule_over_a_kind_not_served_is_not_ready_until_it_is() {
     // The CRD is installed: the kind is found and listed.
     h.list(&webapps(), vec![webapp("w1", Some("a"))]);
     assert_eq!(h.users("a"), vec!["w1"]);
-    let status =
-        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
+    let status = rule_status(
+        &h.st.rules["r"],
+        &h.index.read(),
+        &h.st.caches,
+        None,
+        None,
+        Timestamp::now(),
+    )
+    .expect("changed");
     assert_eq!(status.conditions[0].status, "True");
     assert_eq!(status.conditions[1].reason, "InUse");
 }
@@ -400,8 +464,15 @@ fn a_rule_whose_cel_does_not_compile_holds_nothing_and_says_why() {
         !h.st.wanted_kinds().contains_key(&webapps()),
         "nothing to read"
     );
-    let status =
-        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
+    let status = rule_status(
+        &h.st.rules["r"],
+        &h.index.read(),
+        &h.st.caches,
+        None,
+        None,
+        Timestamp::now(),
+    )
+    .expect("changed");
     assert_eq!(status.conditions[0].reason, "InvalidExpression");
     assert!(
         status.conditions[0].message.starts_with("spec.keys.by: "),
@@ -430,6 +501,7 @@ fn a_cycle_through_a_rule_is_reported_on_the_rule() {
         .expect("the rule is in the cycle");
     let status = rule_status(
         &h.st.rules["loop"],
+        &h.index.read(),
         &h.st.caches,
         Some(problem),
         None,
@@ -444,7 +516,7 @@ fn a_cycle_through_a_rule_is_reported_on_the_rule() {
     );
     // The objects without `data.uses` are `by` objects whose keys fail: counted, nothing more.
     h.read(&configmaps(), watcher::Event::Apply(cm("c")));
-    assert_eq!(h.st.rules["loop"].join.error_count(), 1);
+    assert_eq!(h.error_count("loop"), 1);
     assert_eq!(h.users("a"), vec!["b"]);
 }
 
@@ -477,8 +549,15 @@ fn same_namespace_over_a_cluster_scoped_kind_is_reported_with_the_fix() {
     let mut h = Harness::new();
     h.list_sources(vec![rule("r", 1, "[self.spec.settings]")]);
     h.send(Msg::KindFound(webapps(), ar(&webapps()), false));
-    let status =
-        rule_status(&h.st.rules["r"], &h.st.caches, None, None, Timestamp::now()).expect("changed");
+    let status = rule_status(
+        &h.st.rules["r"],
+        &h.index.read(),
+        &h.st.caches,
+        None,
+        None,
+        Timestamp::now(),
+    )
+    .expect("changed");
     assert_eq!(status.conditions[0].reason, "InvalidScope");
     assert!(
         status.conditions[0]
