@@ -5,11 +5,12 @@
 //! cargo bench -p lien-core --bench rule_join
 //! ```
 //!
-//! Measures the initial build (every pool, then every PV, each delta applied to a
-//! `RelationIndex` with `apply_delta`, as the controller would on its first sync), the same
-//! build applying `relations()` once at the end, one PV moving to another pool (the steady
-//! state), and prints the heap of the join and of the index per relation (`heap_bytes`,
-//! capacities × record sizes).
+//! Measures the initial build as the controller does it (every pool, then every PV, fed to a
+//! detached join in the index, then attached: the relations put in the index at once), the
+//! same objects fed to a join attached from the start (each object's relations go in as it
+//! arrives), one PV moving to another pool (the steady state), and prints the memory per
+//! relation of the index with its join: `heap_bytes` (capacities × record sizes) by part, and
+//! what a counting allocator saw.
 
 use std::alloc::System;
 use std::hint::black_box;

@@ -4,31 +4,35 @@
 //!
 //! The index is a plain synchronous struct, updated with [`RelationIndex::apply`] (replace what a
 //! source contributes), [`RelationIndex::apply_delta`] (add and remove single relations of a
-//! source, for `DependencyRule`s whose relations change per object), [`RelationIndex::delete`]
-//! (a source is gone) and [`RelationIndex::reset`] (a fresh list after a watch restart). The controller owns the writes;
-//! the webhook reads under a shared lock.
+//! source), [`RelationIndex::delete`] (a source is gone) and [`RelationIndex::reset`] (a fresh
+//! list after a watch restart) — and by the `DependencyRule` joins it hosts (`crate::rule`),
+//! which change their rule's relations per object. The controller owns the writes; the webhook
+//! reads under a shared lock.
 //!
 //! It is built to hold hundreds of thousands of relations in little memory, so nothing is stored
 //! twice:
 //!
-//! - every string (group, kind, namespace, name, reason, source name, non-UUID UID) is interned
-//!   once in a reference-counted [`StrInterner`];
-//! - every object key is a 28-byte record of symbol ids in an arena, found through a hash table
-//!   that stores only the record's `u32` id;
+//! - every repeated string (group, kind, namespace, reason, source name, a join's key,
+//!   non-UUID UID) is interned once in a reference-counted [`StrInterner`];
+//! - every object key is a 32-byte record (symbol ids, its name's place in a chunked text
+//!   arena — names are unique per key, so interning them would only add a slot and a table
+//!   entry — list heads and counts) in an arena, found through a hash table that stores only
+//!   the record's `u32` id;
 //! - every source is a similar record;
-//! - every relation is a 76-byte record of ids; UIDs that are canonical UUIDs (all Kubernetes
-//!   UIDs are) are stored as their 16 bytes, not as 36-character strings.
+//! - every relation is a 48-byte record of ids; UIDs that are canonical UUIDs (all Kubernetes
+//!   UIDs are) are kept as their 16 bytes in counted slots (`crate::uid`) that the relations of
+//!   one object, and a join and its relations, share.
 //!
-//! Keys and relations live in chunked arenas (`arena.rs`) so that growth never doubles them;
-//! freed records are reused through free lists.
+//! Keys, relations and names live in chunked arenas (`arena.rs`) so that growth never doubles
+//! them; freed records are reused through free lists.
 //!
 //! Relations hang off their `of` key, their `by` key and their source through **intrusive
-//! doubly linked lists**. The source list is doubly linked so that
-//! [`RelationIndex::apply_delta`] can remove one relation of a `DependencyRule` deriving
-//! 100,000 of them in O(1) after finding it (4 bytes per relation buys that). So a lookup is one hash probe plus a walk over exactly the relations asked for —
-//! O(1) in the size of the index — and removing a relation is O(1), even from an object used by
-//! a hundred thousand others. Keys, sources and strings are freed as soon as the last relation
-//! that mentions them goes, so the index does not grow with churn.
+//! doubly linked lists**. The source list is doubly linked so that one relation of a
+//! `DependencyRule` deriving 100,000 of them is removed in O(1) after finding it (4 bytes per
+//! relation buy that). So a lookup is one hash probe plus a walk over exactly the relations
+//! asked for — O(1) in the size of the index — and removing a relation is O(1), even from an
+//! object used by a hundred thousand others. Keys, sources and strings are freed as soon as the
+//! last relation (or join) that mentions them goes, so the index does not grow with churn.
 //!
 //! Lookups hand out [`RelationRef`] views that borrow from the index; call
 //! [`RelationRef::to_relation`] for an owned [`Relation`].
@@ -342,10 +346,10 @@ impl RelationIndex {
     }
 
     /// As [`RelationIndex::apply`], but reading `relations` one at a time instead of collecting
-    /// them first: a `DependencyRule`'s whole join (`RuleJoin::relations_iter`) goes in without
-    /// ever existing as a `Vec<Relation>` (100,000 relations with their strings are about
-    /// 55 MiB). So validation happens as they arrive, and an invalid relation — like a full
-    /// index — leaves the source removed (it holds nothing) rather than unchanged.
+    /// them first, so that a large set never exists as a `Vec<Relation>` (100,000 relations
+    /// with their strings are about 55 MiB). So validation happens as they arrive, and an
+    /// invalid relation — like a full index — leaves the source removed (it holds nothing)
+    /// rather than unchanged.
     pub fn apply_stream(
         &mut self,
         source: &Source,
@@ -392,14 +396,13 @@ impl RelationIndex {
     }
 
     /// Adds `added` to and removes `removed` from what `source` contributes, leaving its other
-    /// relations alone — for a `DependencyRule`, whose relations change one object at a time
-    /// (see `crate::rule`). Returns how many relations the source now has.
+    /// relations alone. Returns how many relations the source now has. (A `DependencyRule`'s
+    /// join changes its relations this way itself, by ids: see `crate::rule`.)
     ///
     /// Each removed relation is found by its `by` object's uses (or, for a protection, its `of`
     /// object's blockers) and unlinked in O(1), so a delta costs O(its size × uses per object),
     /// never O(relations of the source). A removed relation that is not there is ignored;
-    /// matching is exact (reason, replay and UIDs included), as [`crate::rule::Delta`] reports
-    /// removed relations exactly as it added them. Additions go in first, so keys and strings
+    /// matching is exact (reason, replay and UIDs included). Additions go in first, so keys and strings
     /// shared with removals stay interned. Validation is as for [`RelationIndex::apply`]; if the
     /// index runs full the source is removed, as `apply` does.
     pub fn apply_delta(
@@ -1241,7 +1244,7 @@ impl RelationIndex {
     pub fn keys(&self) -> impl Iterator<Item = KeyRef<'_>> {
         self.keys
             .iter()
-            .filter(|k| k.group != NIL)
+            .filter(|k| k.group != NIL && (k.of_head != NIL || k.by_head != NIL))
             .map(move |k| self.key_ref(k))
     }
 
@@ -1260,7 +1263,8 @@ impl RelationIndex {
         self.src_live
     }
 
-    /// Number of distinct objects mentioned by relations.
+    /// Number of distinct objects the index holds: mentioned by relations, or held by a rule's
+    /// join (which keeps its objects here whether they have relations or not).
     pub fn key_count(&self) -> usize {
         self.key_live
     }
@@ -1348,9 +1352,11 @@ impl RelationIndex {
         self.keys.len()
     }
 
-    /// Whether key slot `id` is live.
+    /// Whether key slot `id` is an object of the graph: live, with some relation (a key only a
+    /// join holds is no node).
     pub(crate) fn key_is_live(&self, id: u32) -> bool {
-        self.keys[id as usize].group != NIL
+        let k = &self.keys[id as usize];
+        k.group != NIL && (k.of_head != NIL || k.by_head != NIL)
     }
 
     /// `(by, of)` key ids of the relations with `by` as the user — the graph's out-edges.
