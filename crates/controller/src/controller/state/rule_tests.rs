@@ -162,6 +162,19 @@ impl Harness {
         self.index.read().source_len(&Source::rule(name))
     }
 
+    /// The status rule `name` should have now (no cycle, webhook configured); `None` when it
+    /// has it already.
+    fn status(&self, name: &str) -> Option<lien_api::DependencyRuleStatus> {
+        rule_status(
+            &self.st.rules[name],
+            &self.index.read(),
+            &self.st.caches,
+            None,
+            None,
+            Timestamp::now(),
+        )
+    }
+
     /// How many of the objects rule `name`'s join holds failed their last evaluation.
     fn error_count(&self, name: &str) -> usize {
         let index = self.index.read();
@@ -338,16 +351,7 @@ fn an_evaluation_error_keeps_the_relations_and_is_counted() {
     h.read(&webapps(), watcher::Event::Apply(webapp("w3", Some("b"))));
     assert_eq!(h.users("b"), vec!["w3"]);
     assert_eq!(h.error_count("r"), 2);
-    let r = &h.st.rules["r"];
-    let status = rule_status(
-        r,
-        &h.index.read(),
-        &h.st.caches,
-        None,
-        None,
-        Timestamp::now(),
-    )
-    .expect("changed");
+    let status = h.status("r").expect("changed");
     assert_eq!(status.evaluation_errors, 2);
     assert_eq!(status.errors.len(), 2);
     assert_eq!(status.errors[0].field, "spec.keys.by");
@@ -418,15 +422,7 @@ fn a_rule_over_a_kind_not_served_is_not_ready_until_it_is() {
         h.st.settled(),
         "a kind not served is settled: it has no objects"
     );
-    let status = rule_status(
-        &h.st.rules["r"],
-        &h.index.read(),
-        &h.st.caches,
-        None,
-        None,
-        Timestamp::now(),
-    )
-    .expect("changed");
+    let status = h.status("r").expect("changed");
     let ready = &status.conditions[0];
     assert_eq!(
         (ready.type_.as_str(), ready.status.as_str()),
@@ -437,15 +433,7 @@ fn a_rule_over_a_kind_not_served_is_not_ready_until_it_is() {
     // The CRD is installed: the kind is found and listed.
     h.list(&webapps(), vec![webapp("w1", Some("a"))]);
     assert_eq!(h.users("a"), vec!["w1"]);
-    let status = rule_status(
-        &h.st.rules["r"],
-        &h.index.read(),
-        &h.st.caches,
-        None,
-        None,
-        Timestamp::now(),
-    )
-    .expect("changed");
+    let status = h.status("r").expect("changed");
     assert_eq!(status.conditions[0].status, "True");
     assert_eq!(status.conditions[1].reason, "InUse");
 }
@@ -464,15 +452,7 @@ fn a_rule_whose_cel_does_not_compile_holds_nothing_and_says_why() {
         !h.st.wanted_kinds().contains_key(&webapps()),
         "nothing to read"
     );
-    let status = rule_status(
-        &h.st.rules["r"],
-        &h.index.read(),
-        &h.st.caches,
-        None,
-        None,
-        Timestamp::now(),
-    )
-    .expect("changed");
+    let status = h.status("r").expect("changed");
     assert_eq!(status.conditions[0].reason, "InvalidExpression");
     assert!(
         status.conditions[0].message.starts_with("spec.keys.by: "),
@@ -549,15 +529,7 @@ fn same_namespace_over_a_cluster_scoped_kind_is_reported_with_the_fix() {
     let mut h = Harness::new();
     h.list_sources(vec![rule("r", 1, "[self.spec.settings]")]);
     h.send(Msg::KindFound(webapps(), ar(&webapps()), false));
-    let status = rule_status(
-        &h.st.rules["r"],
-        &h.index.read(),
-        &h.st.caches,
-        None,
-        None,
-        Timestamp::now(),
-    )
-    .expect("changed");
+    let status = h.status("r").expect("changed");
     assert_eq!(status.conditions[0].reason, "InvalidScope");
     assert!(
         status.conditions[0]
