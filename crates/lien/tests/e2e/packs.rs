@@ -2,15 +2,12 @@
 //! time) to a sandbox running Lien: every relation of the Rook-Ceph pack is held, released when
 //! its dependent goes (a refused DELETE replayed) and moved by updates; seed 002's bundle is
 //! deleted with one real `kubectl delete -f`, in the worst order, and converges in the seed's
-//! order; the core pack protects what a Deployment references.
+//! order; the core pack protects what a Deployment, a Pod, a StatefulSet, a DaemonSet, a Job
+//! and a CronJob reference.
 //!
 //! The packs' rules, Rook's CRDs and seed 002's objects have fixed names, so each test runs in a
 //! sandbox of its own; against `LIEN_E2E_KUBECONFIG` (one shared cluster, without Rook) run them
 //! one at a time (`--test-threads 1`).
-//!
-//! Not covered here: the core pack's rules over Pods, StatefulSets, DaemonSets, Jobs and
-//! CronJobs, kinds the sandbox does not serve yet (their CEL is proven in
-//! crates/cel/tests/packs.rs).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -1087,6 +1084,138 @@ async fn the_core_pack_protects_what_a_deployment_references_until_it_is_gone() 
             .delete(name_of(o), &DeleteParams::default())
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", described(o)));
+    }
+    env.finish().await;
+}
+
+/// A pod spec referencing, for workload `w`: ConfigMap `cm-<w>` (env `valueFrom` in an init
+/// container, and a projected volume), Secret `secret-<w>` (a volume), PVC `pvc-<w>` and
+/// ServiceAccount `sa-<w>`. The paths differ from the Deployment's test on purpose.
+fn pod_spec(w: &str) -> Value {
+    json!({
+        "serviceAccountName": format!("sa-{w}"),
+        "restartPolicy": if matches!(w, "job" | "cronjob") { "Never" } else { "Always" },
+        "initContainers": [{"name": "init", "image": "busybox",
+            "env": [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": format!("cm-{w}"), "key": "mode"}}}]}],
+        "containers": [{"name": "main", "image": "busybox"}],
+        "volumes": [
+            {"name": "cfg", "projected": {"sources": [{"configMap": {"name": format!("cm-{w}")}}]}},
+            {"name": "tls", "secret": {"secretName": format!("secret-{w}")}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": format!("pvc-{w}")}}
+        ]
+    })
+}
+
+#[tokio::test]
+async fn the_core_pack_protects_what_pods_statefulsets_daemonsets_jobs_and_cronjobs_reference() {
+    let mut env = Env::start("packs-core-workloads").await;
+    let rules = apply_pack(&mut env, "examples/rules/core.yaml").await;
+    assert_eq!(rules.len(), 24);
+    let ns = env.ns.clone();
+    let object = |kind: &str, name: String| json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": ns}});
+    let labels = |w: &str| json!({"app": w});
+    let workloads: Vec<(&str, Value)> = vec![
+        (
+            "pod",
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "w-pod", "namespace": ns}, "spec": pod_spec("pod")}),
+        ),
+        (
+            "statefulset",
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "w-statefulset", "namespace": ns},
+            "spec": {"serviceName": "w", "selector": {"matchLabels": labels("statefulset")},
+                "template": {"metadata": {"labels": labels("statefulset")}, "spec": pod_spec("statefulset")}}}),
+        ),
+        (
+            "daemonset",
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "w-daemonset", "namespace": ns},
+            "spec": {"selector": {"matchLabels": labels("daemonset")},
+                "template": {"metadata": {"labels": labels("daemonset")}, "spec": pod_spec("daemonset")}}}),
+        ),
+        (
+            "job",
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "w-job", "namespace": ns},
+            "spec": {"template": {"spec": pod_spec("job")}}}),
+        ),
+        (
+            "cronjob",
+            json!({"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "w-cronjob", "namespace": ns},
+            "spec": {"schedule": "0 3 * * *",
+                "jobTemplate": {"spec": {"template": {"spec": pod_spec("cronjob")}}}}}),
+        ),
+    ];
+    let mut held: Vec<(Value, &Value, String)> = Vec::new();
+    for (w, workload) in &workloads {
+        let mut cm = object("ConfigMap", format!("cm-{w}"));
+        cm["data"] = json!({"mode": "fast"});
+        let mut pvc = object("PersistentVolumeClaim", format!("pvc-{w}"));
+        pvc["spec"] = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}});
+        for (o, kind) in [
+            (cm, "configmap"),
+            (object("Secret", format!("secret-{w}")), "secret"),
+            (pvc, "persistentvolumeclaim"),
+            (
+                object("ServiceAccount", format!("sa-{w}")),
+                "serviceaccount",
+            ),
+        ] {
+            env.create(o.clone()).await;
+            held.push((o, workload, format!("{kind}-used-by-{w}")));
+        }
+    }
+    for (_, workload) in &workloads {
+        env.create(workload.clone()).await;
+    }
+    join_all(
+        held.iter()
+            .map(|(o, workload, rule)| wait_held(&env, o, workload, rule)),
+    )
+    .await;
+    for (o, ..) in &held {
+        let err = api_of(&env, o)
+            .delete(name_of(o), &DeleteParams::default())
+            .await
+            .expect_err("in use");
+        assert_eq!(api_error(err).0, 409, "{}", described(o));
+    }
+    // Each workload's own objects are free once it is gone, and not before.
+    for (w, workload) in &workloads {
+        api_of(&env, workload)
+            .delete(name_of(workload), &DeleteParams::background())
+            .await
+            .unwrap_or_else(|e| panic!("{w}: {e}"));
+        for (o, owner, _) in held.iter().filter(|(_, owner, _)| *owner == workload) {
+            wait_free(&env, o).await;
+            api_of(&env, o)
+                .delete(name_of(o), &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("{} after {}: {e}", described(o), described(owner)));
+        }
+        for (o, ..) in held.iter().filter(|(_, owner, _)| *owner != workload) {
+            if api_of(&env, o)
+                .get_opt(name_of(o))
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                let err = api_of(&env, o)
+                    .delete(
+                        name_of(o),
+                        &DeleteParams {
+                            dry_run: true,
+                            ..DeleteParams::default()
+                        },
+                    )
+                    .await
+                    .expect_err("still in use");
+                assert_eq!(api_error(err).0, 409, "{}", described(o));
+            }
+        }
     }
     env.finish().await;
 }
