@@ -362,22 +362,31 @@ impl RelationIndex {
             None if relations.peek().is_none() => return Ok(0),
             None => self.insert_source(source).map_err(IndexError::Full)?,
         };
-        // Add the new relations before dropping the old ones so keys and strings they share
-        // stay interned instead of being freed and re-created.
+        self.replace_source(src, |index, src| {
+            for relation in relations {
+                validate(source, std::slice::from_ref(&relation))?;
+                index
+                    .insert_relation(src, &relation)
+                    .map_err(IndexError::Full)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Replaces the relations of source `src` with those `fill` adds. The new ones go in before
+    /// the old ones are dropped, so that keys and strings they share stay interned instead of
+    /// being freed and re-created. If `fill` fails the source is left empty (it holds nothing)
+    /// and the error returned. Returns how many relations the source now has.
+    pub(crate) fn replace_source(
+        &mut self,
+        src: u32,
+        fill: impl FnOnce(&mut Self, u32) -> Result<(), IndexError>,
+    ) -> Result<usize, IndexError> {
         let old = std::mem::replace(&mut self.srcs[src as usize].head, NIL);
         self.srcs[src as usize].len = 0;
-        let mut added = Ok(());
-        for relation in relations {
-            added = validate(source, std::slice::from_ref(&relation)).and_then(|()| {
-                self.insert_relation(src, &relation)
-                    .map_err(IndexError::Full)
-            });
-            if added.is_err() {
-                break;
-            }
-        }
+        let filled = fill(self, src);
         self.unlink_chain(old);
-        if let Err(e) = added {
+        if let Err(e) = filled {
             self.clear_source(src);
             return Err(e);
         }
@@ -485,23 +494,6 @@ impl RelationIndex {
         self.find_source(source.as_source_ref())
     }
 
-    /// Detaches the source's relations (to be dropped with [`RelationIndex::drop_chain`] once
-    /// their replacements are in).
-    pub(crate) fn take_chain(&mut self, src: u32) -> u32 {
-        self.srcs[src as usize].len = 0;
-        std::mem::replace(&mut self.srcs[src as usize].head, NIL)
-    }
-
-    /// Frees a chain taken with [`RelationIndex::take_chain`].
-    pub(crate) fn drop_chain(&mut self, chain: u32) {
-        self.unlink_chain(chain);
-    }
-
-    /// How many relations source `src` has.
-    pub(crate) fn source_len_by_id(&self, src: u32) -> usize {
-        self.srcs[src as usize].len as usize
-    }
-
     /// Detaches the joins deriving `source`: their relations are being replaced or removed
     /// by other means, so they must not send deltas on top.
     pub(crate) fn detach_joins_of(&mut self, source: &Source) {
@@ -570,7 +562,9 @@ impl RelationIndex {
     }
 
     /// The key's id, interning it (and adding one string reference per symbol) if it is new.
-    fn intern_key(&mut self, key: &ObjectKey) -> Result<u32, FullError> {
+    /// A new key is freed again by [`RelationIndex::free_key_if_unused`] unless a relation or a
+    /// pin takes it.
+    pub(crate) fn intern_key(&mut self, key: &ObjectKey) -> Result<u32, FullError> {
         if let Some(id) = self.find_key(key.as_key_ref()) {
             return Ok(id);
         }
@@ -678,12 +672,6 @@ impl RelationIndex {
     /// The namespace symbol of key `id` (`NIL`: cluster-scoped).
     pub(crate) fn key_namespace(&self, id: u32) -> u32 {
         self.keys[id as usize].namespace
-    }
-
-    /// The key's id, interning it if it is new (a new key is freed again by
-    /// [`RelationIndex::free_key_if_unused`] unless a relation or a pin takes it).
-    pub(crate) fn key_id_or_insert(&mut self, key: &ObjectKey) -> Result<u32, FullError> {
-        self.intern_key(key)
     }
 
     fn insert_relation(&mut self, src: u32, r: &Relation) -> Result<(), FullError> {
@@ -1278,28 +1266,7 @@ impl RelationIndex {
     /// what the index costs, including growth slack, excluding allocator overhead (a handful of
     /// large allocations, so that is negligible).
     pub fn heap_bytes(&self) -> usize {
-        use std::mem::size_of;
-        self.strs.heap_bytes()
-            + self.uids.heap_bytes()
-            + self.keys.heap_bytes()
-            + self.names.heap_bytes()
-            + table_bytes(&self.key_table)
-            + self.srcs.capacity() * size_of::<Src>()
-            + table_bytes(&self.src_table)
-            + self.rels.heap_bytes()
-            + self.leaving.capacity() * (size_of::<(u32, Leaving)>() + 1)
-            + self
-                .leaving
-                .values()
-                .map(|l| l.rels.capacity() * (size_of::<u32>() + 1))
-                .sum::<usize>()
-            + self.joins.capacity() * size_of::<Option<Box<RuleJoin>>>()
-            + self
-                .joins
-                .iter()
-                .flatten()
-                .map(|j| size_of::<RuleJoin>() + j.heap_bytes())
-                .sum::<usize>()
+        self.heap_parts().iter().map(|(_, bytes)| bytes).sum()
     }
 
     /// [`RelationIndex::heap_bytes`] by part, largest first, to say what dominates.
@@ -1326,11 +1293,13 @@ impl RelationIndex {
             ),
             (
                 "joins' own records",
-                self.joins
-                    .iter()
-                    .flatten()
-                    .map(|j| j.heap_bytes())
-                    .sum::<usize>(),
+                self.joins.capacity() * size_of::<Option<Box<RuleJoin>>>()
+                    + self
+                        .joins
+                        .iter()
+                        .flatten()
+                        .map(|j| size_of::<RuleJoin>() + j.heap_bytes())
+                        .sum::<usize>(),
             ),
         ];
         parts.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));

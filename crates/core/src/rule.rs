@@ -482,10 +482,7 @@ impl RelationIndex {
         };
         for objects in [&join.of, &join.by] {
             for (_, o) in objects.live() {
-                self.uids.release(&mut self.strs, o.uid);
-                for &k in objects.keys(o) {
-                    self.strs.release(Sym(k));
-                }
+                RuleJoin::release(self, o.uid, objects.keys(o));
                 self.unpin_key(o.key);
             }
         }
@@ -817,11 +814,11 @@ impl RuleJoin {
         }
     }
 
-    /// Releases what an object state holds of the index: its UID, and its keys unless `keys`
-    /// is `None` (the key record's pin is the caller's business).
-    fn release(ix: &mut RelationIndex, obj: &Obj, keys: Option<&[u32]>) {
-        ix.uids.release(&mut ix.strs, obj.uid);
-        for &k in keys.unwrap_or_default() {
+    /// Releases what an object state holds of the index: its UID and its join keys (the key
+    /// record's pin is the caller's business).
+    fn release(ix: &mut RelationIndex, uid: UidId, keys: &[u32]) {
+        ix.uids.release(&mut ix.strs, uid);
+        for &k in keys {
             ix.strs.release(Sym(k));
         }
     }
@@ -838,11 +835,7 @@ impl RuleJoin {
             match ix.strs.intern(k) {
                 Ok(s) => syms.push(s.0),
                 Err(full) => {
-                    Self::release(
-                        ix,
-                        &Obj::new(NIL, (NIL, NO_MORE), uid, false, false),
-                        Some(&syms),
-                    );
+                    Self::release(ix, uid, &syms);
                     return Err(full.into());
                 }
             }
@@ -878,7 +871,7 @@ impl RuleJoin {
             }
             Eval::Failed => (None, false, true),
         };
-        let kid = ix.key_id_or_insert(key).map_err(JoinError::Full)?;
+        let kid = ix.intern_key(key).map_err(JoinError::Full)?;
         let slot = self.side(side).find(&self.hasher, kid);
         let (uid_id, mut key_syms) =
             match Self::intern_state(ix, uid, keys.as_deref().unwrap_or_default()) {
@@ -889,11 +882,7 @@ impl RuleJoin {
                 }
             };
         if key_syms.len() > 1 && !self.side(side).has_room_for_keys() {
-            Self::release(
-                ix,
-                &Obj::new(NIL, (NIL, NO_MORE), uid_id, false, false),
-                Some(&key_syms),
-            );
+            Self::release(ix, uid_id, &key_syms);
             ix.free_key_if_unused(kid);
             return Err(JoinError::Full(FullError));
         }
@@ -940,7 +929,7 @@ impl RuleJoin {
                     Err(full) => {
                         let keys = objects.keys(&new).to_vec();
                         objects.free_multi(new.more());
-                        Self::release(ix, &new, Some(&keys));
+                        Self::release(ix, new.uid, &keys);
                         if pinned.is_ok() {
                             ix.unpin_key(kid);
                         } else {
@@ -982,7 +971,9 @@ impl RuleJoin {
             Ok(())
         };
         if let Some((_, o, old_keys, _)) = &old {
-            Self::release(ix, o, (!keep_old_keys).then_some(old_keys.as_slice()));
+            // Kept keys moved to the new state with their references.
+            let released: &[u32] = if keep_old_keys { &[] } else { old_keys };
+            Self::release(ix, o.uid, released);
             self.errors -= usize::from(o.error());
         }
         self.errors += usize::from(new.error());
@@ -1023,8 +1014,7 @@ impl RuleJoin {
         for &m in came {
             let (of, by) = self.pair(side, obj, m);
             if let Err(full) = self.link(ix, src, of, by) {
-                ix.clear_source(src);
-                self.attached = false;
+                self.detach(ix);
                 return Err(full);
             }
         }
@@ -1065,7 +1055,7 @@ impl RuleJoin {
         let keys = self.side(side).keys(&old).to_vec();
         let hasher = self.hasher.clone();
         self.side_mut(side).remove(&hasher, id);
-        Self::release(ix, &old, Some(&keys));
+        Self::release(ix, old.uid, &keys);
         ix.unpin_key(kid);
         self.errors -= usize::from(old.error());
         self.len -= ms.len();
@@ -1079,23 +1069,17 @@ impl RuleJoin {
         let source = self.config.source.clone();
         ix.detach_joins_of(&source);
         let src = ix.source_id(&source).map_err(IndexError::Full)?;
-        // Add the new relations before dropping the old ones, as `apply` does.
-        let old = ix.take_chain(src);
-        for (_, by) in self.by.live() {
-            for m in self.matches(ix, Side::By, by) {
-                if let Err(full) = self.link(ix, src, &self.of.recs[m as usize], by) {
-                    ix.drop_chain(old);
-                    ix.clear_source(src);
-                    self.attached = false;
-                    return Err(IndexError::Full(full));
+        let attached = ix.replace_source(src, |ix, src| {
+            for (_, by) in self.by.live() {
+                for m in self.matches(ix, Side::By, by) {
+                    self.link(ix, src, &self.of.recs[m as usize], by)
+                        .map_err(IndexError::Full)?;
                 }
             }
-        }
-        ix.drop_chain(old);
-        let len = ix.source_len_by_id(src);
-        ix.free_source_if_empty(src);
-        self.attached = true;
-        Ok(len)
+            Ok(())
+        });
+        self.attached = attached.is_ok();
+        attached
     }
 }
 

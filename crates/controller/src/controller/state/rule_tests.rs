@@ -578,9 +578,8 @@ fn refusals_and_overrides_name_the_dependency_rule_that_held_the_object() {
     assert_eq!(r.uid.as_deref(), Some("uid-rule-r"));
 }
 
-#[test]
-fn a_kind_usages_and_rules_both_read_has_one_full_watch_keeping_labels() {
-    let mut h = held();
+/// Usage `ns/u` of ConfigMap `b`, with the rest of `spec` as given.
+fn usage_of_b(spec: lien_api::UsageSpec) -> lien_api::Usage {
     let mut u = lien_api::Usage::new(
         "u",
         lien_api::UsageSpec {
@@ -593,12 +592,22 @@ fn a_kind_usages_and_rules_both_read_has_one_full_watch_keeping_labels() {
                 }),
                 resource_selector: None,
             },
-            reason: Some("kept".into()),
-            ..Default::default()
+            ..spec
         },
     );
     u.metadata.namespace = Some("ns".into());
-    let wanted = h.send(Msg::Usage(watcher::Event::Apply(u)));
+    u
+}
+
+#[test]
+fn a_kind_usages_and_rules_both_read_has_one_full_watch_keeping_labels() {
+    let mut h = held();
+    let wanted = h.send(Msg::Usage(watcher::Event::Apply(usage_of_b(
+        lien_api::UsageSpec {
+            reason: Some("kept".into()),
+            ..Default::default()
+        },
+    ))));
     let w = &wanted[&configmaps()];
     assert_eq!(w.programs.len(), 1, "one watch, with the rule's program");
     assert!(w.labels, "a usage may select by label");
@@ -671,18 +680,8 @@ fn a_kind_read_only_as_users_caches_only_the_objects_lien_marked() {
 
     // A usage reading WebApps needs every one of them: the kind's watch restarts (the wanted
     // kind changed) and its relist caches them all.
-    let mut u = lien_api::Usage::new(
-        "u",
+    let wanted = h.send(Msg::Usage(watcher::Event::Apply(usage_of_b(
         lien_api::UsageSpec {
-            of: lien_api::ResourceSpec {
-                api_version: "v1".into(),
-                kind: "ConfigMap".into(),
-                resource_ref: Some(lien_api::ResourceRef {
-                    name: "b".into(),
-                    namespace: None,
-                }),
-                resource_selector: None,
-            },
             by: Some(lien_api::ResourceSpec {
                 api_version: "example.org/v1".into(),
                 kind: "WebApp".into(),
@@ -694,9 +693,7 @@ fn a_kind_read_only_as_users_caches_only_the_objects_lien_marked() {
             }),
             ..Default::default()
         },
-    );
-    u.metadata.namespace = Some("ns".into());
-    let wanted = h.send(Msg::Usage(watcher::Event::Apply(u)));
+    ))));
     assert!(!wanted[&webapps()].marked_only);
     assert!(wanted[&webapps()].labels);
     h.list(&webapps(), vec![webapp("w2", Some("a"))]);
