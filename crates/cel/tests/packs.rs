@@ -54,7 +54,6 @@ fn short(key: &ObjectKey) -> String {
 struct Rule {
     name: String,
     program: DependencyProgram,
-    config: RuleConfig,
     join: JoinId,
 }
 
@@ -98,7 +97,7 @@ impl Pack {
                     reason: spec.reason.clone(),
                     replay: spec.replay_deletion,
                 };
-                let join = index.add_join(config.clone()).expect("add_join");
+                let join = index.add_join(config).expect("add_join");
                 // Attached from the start: every update below changes the index itself.
                 index
                     .join_mut(join)
@@ -108,7 +107,6 @@ impl Pack {
                 Rule {
                     name,
                     program,
-                    config,
                     join,
                 }
             })
@@ -124,7 +122,7 @@ impl Pack {
         let key = key_of(object);
         let uid = object["metadata"]["uid"].as_str();
         for rule in &self.rules {
-            let config = &rule.config;
+            let config = self.config(rule).clone();
             let mut join = self.index.join_mut(rule.join).expect("the join");
             if config.of == gk {
                 let keys = rule.program.keys_of(object).unwrap_or_else(|e| {
@@ -176,6 +174,11 @@ impl Pack {
             all.extend(indexed);
         }
         all
+    }
+
+    /// The rule's configuration, as its join holds it.
+    fn config(&self, rule: &Rule) -> &RuleConfig {
+        self.index.join(rule.join).expect("the join").config()
     }
 
     fn rule(&self, name: &str) -> &Rule {
@@ -282,7 +285,7 @@ fn the_rook_pack_compiles_and_derives_every_relation_of_seed_003() {
     let mut pack = Pack::load("../../examples/rules/rook-ceph.yaml");
     assert_eq!(pack.rules.len(), 28);
     assert!(
-        pack.rules.iter().all(|r| r.config.replay),
+        pack.rules.iter().all(|r| pack.config(r).replay),
         "every Rook rule replays refused deletions"
     );
     let objects = load("tests/fixtures/rook.yaml");
