@@ -317,6 +317,23 @@ impl RuleState {
         }
     }
 
+    /// Records what one side's evaluation of `object` made (`of_side`: `spec.keys.of`, else
+    /// `spec.keys.by` and `spec.when`): only its current failure is listed, since a `by`
+    /// object's may move between `spec.when` and `spec.keys.by`.
+    pub fn note_evaluation(&mut self, of_side: bool, eval: &SideEval, object: &str) {
+        let fields: &[&str] = if of_side {
+            &["spec.keys.of"]
+        } else {
+            &["spec.keys.by", "spec.when"]
+        };
+        for field in fields {
+            self.note_error(field, object.to_owned(), None);
+        }
+        if let SideEval::Failed { field, message } = eval {
+            self.note_error(field, object.to_owned(), Some(message.clone()));
+        }
+    }
+
     /// Forgets every error of `object`.
     pub fn clear_errors(&mut self, object: &str) {
         self.errors.retain(|(_, o), _| o != object);

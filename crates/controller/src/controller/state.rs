@@ -420,24 +420,7 @@ impl State {
             };
             for (side, e) in [(true, &eval.of), (false, &eval.by)] {
                 let Some(e) = e else { continue };
-                match e {
-                    SideEval::Ok { .. } => {
-                        let field = if side { "spec.keys.of" } else { "spec.keys.by" };
-                        r.note_error(field, key.to_string(), None);
-                        if !side {
-                            r.note_error("spec.when", key.to_string(), None);
-                        }
-                    }
-                    SideEval::Failed { field, message } => {
-                        // Only the current failure is listed (a `by` object's may move
-                        // between `spec.when` and `spec.keys.by`).
-                        if !side {
-                            r.note_error("spec.when", key.to_string(), None);
-                            r.note_error("spec.keys.by", key.to_string(), None);
-                        }
-                        r.note_error(field, key.to_string(), Some(message.clone()));
-                    }
-                }
+                r.note_evaluation(side, e, &key.to_string());
                 let Some(join) = r.join else { continue };
                 let index = index.get_or_insert_with(|| lock.write());
                 let Some(mut join) = index.join_mut(join) else {
