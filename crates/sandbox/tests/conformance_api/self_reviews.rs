@@ -7,15 +7,11 @@ use lien_sandbox::apiserver::Authorization;
 use serde_json::{Value, json};
 
 use crate::common::{client, client_for, sandbox, sandbox_with};
+use crate::support::post_json;
 
 /// POSTs a review as JSON and returns the answer.
 async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).expect("body"))
-        .expect("request");
-    client
-        .request::<Value>(request)
+    post_json(client, path, body)
         .await
         .expect("review answered")
 }
