@@ -101,6 +101,16 @@ pub async fn post_json(
     client.request::<Value>(request).await
 }
 
+/// `kubectl auth whoami`: the SelfSubjectReview the API server answers for `client`.
+pub async fn whoami(client: &kube::Client) -> Result<Value, kube::Error> {
+    post_json(
+        client,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+    )
+    .await
+}
+
 /// The next event of a watch, failing the test after [`DEADLINE`].
 pub async fn next_event<K, S>(stream: &mut S) -> WatchEvent<K>
 where

@@ -6,10 +6,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use lien_sandbox::Sandbox;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::{client, sandbox};
-use crate::support::{post_json, status};
+use crate::support::{post_json, status, whoami};
 
 /// A client of the sandbox that presents `token`.
 async fn client_with_token(sandbox: &Sandbox, token: &str) -> kube::Client {
@@ -20,15 +20,6 @@ async fn client_with_token(sandbox: &Sandbox, token: &str) -> kube::Client {
         .await
         .expect("config");
     kube::Client::try_from(config).expect("client")
-}
-
-async fn whoami(client: &kube::Client) -> Result<Value, kube::Error> {
-    post_json(
-        client,
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
-    )
-    .await
 }
 
 async fn create_account(admin: &kube::Client, name: &str) -> String {

@@ -85,6 +85,12 @@ fn config_map(name: &str) -> pb::ConfigMap {
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// POSTs ConfigMap `name` (see [`config_map`]) as a protobuf body, the answer in `accept`.
+async fn create(client: &kube::Client, name: &str, accept: &str) -> Reply {
+    let body = envelope("v1", "ConfigMap", &config_map(name));
+    call(client, "POST", CONFIGMAPS, accept, PROTOBUF, body).await
+}
+
 /// k/k `staging/src/k8s.io/apimachinery/pkg/runtime/serializer/protobuf/protobuf.go`: a
 /// protobuf object is `k8s\0` + `runtime.Unknown{typeMeta, raw}`; kube-apiserver decodes such a
 /// body for a built-in kind, and answers in protobuf when the `Accept` header prefers it
@@ -93,16 +99,7 @@ const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 async fn a_protobuf_body_is_stored_and_answered_in_protobuf() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("pb"));
-    let created = call(
-        &client,
-        "POST",
-        CONFIGMAPS,
-        PROTOBUF_THEN_JSON,
-        PROTOBUF,
-        body,
-    )
-    .await;
+    let created = create(&client, "pb", PROTOBUF_THEN_JSON).await;
     assert_eq!(
         created.status,
         201,
@@ -134,16 +131,7 @@ async fn a_protobuf_body_is_stored_and_answered_in_protobuf() {
 async fn accept_chooses_the_answer_format_for_objects_lists_and_errors() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("neg"));
-    let created = call(
-        &client,
-        "POST",
-        CONFIGMAPS,
-        "application/json",
-        PROTOBUF,
-        body,
-    )
-    .await;
+    let created = create(&client, "neg", "application/json").await;
     assert_eq!(created.status, 201);
     assert_eq!(created.json()["metadata"]["name"], "neg");
 
@@ -247,13 +235,7 @@ async fn a_malformed_protobuf_body_is_a_bad_request() {
 async fn a_protobuf_watch_is_length_framed_watch_events() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("watched"));
-    assert_eq!(
-        call(&client, "POST", CONFIGMAPS, PROTOBUF, PROTOBUF, body)
-            .await
-            .status,
-        201
-    );
+    assert_eq!(create(&client, "watched", PROTOBUF).await.status, 201);
     // The stream ends at its timeout, so the whole body can be read.
     let watch = request(
         &client,
@@ -286,18 +268,8 @@ async fn a_protobuf_watch_is_length_framed_watch_events() {
 async fn a_protobuf_delete_options_body_is_honoured() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("kept"));
     assert_eq!(
-        call(
-            &client,
-            "POST",
-            CONFIGMAPS,
-            "application/json",
-            PROTOBUF,
-            body
-        )
-        .await
-        .status,
+        create(&client, "kept", "application/json").await.status,
         201
     );
     let options = pbmeta::DeleteOptions {
