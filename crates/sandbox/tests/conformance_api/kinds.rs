@@ -10,7 +10,7 @@ use kube::core::Status;
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::support::{DEADLINE, register, request, status};
+use crate::support::{DEADLINE, register, request, serve_crd, status};
 
 /// A raw request through the client: (HTTP status, JSON body).
 async fn raw(client: &kube::Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -566,26 +566,8 @@ async fn scale_reads_and_writes_replicas() {
     assert_eq!(invalid.code, 422, "{}", invalid.message);
 
     // A CRD that declares the subresource.
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::erase::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(&()),
-    );
-    crds.create(&PostParams::default(), &parse(scalable_crd()))
-        .await
-        .expect("crd");
-    let ar = kube::api::ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Pool".into(),
-        plural: "pools".into(),
-    };
+    let ar = serve_crd(&client, &parse(scalable_crd())).await;
     let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    common::wait_for("pools served", DEADLINE, || {
-        let pools = pools.clone();
-        async move { pools.list(&Default::default()).await.ok() }
-    })
-    .await;
     pools
         .create(
             &PostParams::default(),
@@ -600,7 +582,7 @@ async fn scale_reads_and_writes_replicas() {
     sandbox.shutdown().await;
 }
 
-pub fn scalable_crd() -> Value {
+fn scalable_crd() -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -212,21 +212,28 @@ pub async fn widget_crd(client: &kube::Client) -> ApiResource {
         }
     }))
     .expect("crd parses");
+    serve_crd(client, &crd).await
+}
+
+/// Creates `crd` and waits until its first version is served; that version's resource.
+pub async fn serve_crd(client: &kube::Client, crd: &CustomResourceDefinition) -> ApiResource {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd)
+    crds.create(&PostParams::default(), crd)
         .await
         .expect("create crd");
+    let (spec, version) = (&crd.spec, &crd.spec.versions[0].name);
     let ar = ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
+        group: spec.group.clone(),
+        version: version.clone(),
+        api_version: format!("{}/{version}", spec.group),
+        kind: spec.names.kind.clone(),
+        plural: spec.names.plural.clone(),
     };
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    crate::common::wait_for("widgets to be served", DEADLINE, || {
-        let widgets = widgets.clone();
-        async move { widgets.list(&ListParams::default()).await.ok().map(|_| ()) }
+    let served: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let what = format!("{} to be served", ar.plural);
+    crate::common::wait_for(&what, DEADLINE, || {
+        let served = served.clone();
+        async move { served.list(&ListParams::default()).await.ok().map(|_| ()) }
     })
     .await;
     ar
