@@ -10,7 +10,9 @@ use kube::core::Status;
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::support::{DEADLINE, register, request, serve_crd, status};
+use crate::support::{
+    DEADLINE, create_configmaps, register, request, serve_crd, status, widget, widget_crd,
+};
 
 /// A raw request through the client: (HTTP status, JSON body).
 async fn raw(client: &kube::Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -60,12 +62,7 @@ async fn delete_answers_the_object_or_a_status_per_kind() {
     let client = common::client(&sandbox).await;
     let ns = "default";
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    cms.create(
-        &PostParams::default(),
-        &parse(json!({"metadata": {"name": "c"}})),
-    )
-    .await
-    .expect("configmap");
+    create_configmaps(&cms, &["c"]).await;
     let (code, body) = raw(
         &client,
         "DELETE",
@@ -127,12 +124,12 @@ async fn delete_answers_the_object_or_a_status_per_kind() {
     assert!(deleted.is_left(), "a ServiceAccount comes back as itself");
 
     // A custom resource: Status.
-    let ar = crate::support::widget_crd(&client).await;
+    let ar = widget_crd(&client).await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
     widgets
         .create(
             &PostParams::default(),
-            &crate::support::widget(&ar, "w", json!({"size": 1})),
+            &widget(&ar, "w", json!({"size": 1})),
         )
         .await
         .expect("widget");
