@@ -164,6 +164,21 @@ impl Kubectl {
         path
     }
 
+    /// `kubectl get <kind> <name> -o jsonpath=<template>` in the test's namespace.
+    async fn jsonpath(&self, kind: &str, name: &str, template: &str) -> String {
+        self.ns(&["get", kind, name, "-o", &format!("jsonpath={template}")])
+            .await
+            .out()
+    }
+
+    /// `kubectl wait` until the CustomResourceDefinition `name` is established; what it printed.
+    async fn wait_established(&self, name: &str) -> String {
+        let crd = format!("crd/{name}");
+        self.run(&["wait", "--for=condition=established", &crd, "--timeout=20s"])
+            .await
+            .out()
+    }
+
     async fn apply_yaml(&self, name: &str, text: &str) -> String {
         let path = self.file(name, text);
         self.ns(&["apply", "-f", &path_str(&path)]).await.out()
@@ -228,15 +243,7 @@ async fn widget_crd(k: &Kubectl) {
         out.trim(),
         "customresourcedefinition.apiextensions.k8s.io/widgets.smoke.lien.dev created"
     );
-    let out = k
-        .run(&[
-            "wait",
-            "--for=condition=established",
-            "crd/widgets.smoke.lien.dev",
-            "--timeout=20s",
-        ])
-        .await
-        .out();
+    let out = k.wait_established("widgets.smoke.lien.dev").await;
     assert_eq!(
         out.trim(),
         "customresourcedefinition.apiextensions.k8s.io/widgets.smoke.lien.dev condition met"
@@ -352,15 +359,8 @@ spec:
     assert_eq!(out.out(), "");
     // Without its last label the object has no `labels` at all (`omitempty`), not `{}`.
     let labels = k
-        .ns(&[
-            "get",
-            "configmap",
-            "settings",
-            "-o",
-            "jsonpath={.metadata.labels}",
-        ])
-        .await
-        .out();
+        .jsonpath("configmap", "settings", "{.metadata.labels}")
+        .await;
     assert_eq!(labels, "");
 
     // Applying again with one change: kubectl computes its patch for the built-in from its own
@@ -391,10 +391,7 @@ spec:
         .await
         .out();
     assert_eq!(out.trim(), "configmap/settings patched");
-    let data = k
-        .ns(&["get", "configmap", "settings", "-o", "jsonpath={.data}"])
-        .await
-        .out();
+    let data = k.jsonpath("configmap", "settings", "{.data}").await;
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&data).expect("json"),
         json!({"a": "one", "b": "2"})
@@ -411,15 +408,8 @@ spec:
         .out();
     assert_eq!(out.trim(), "deployment.apps/web patched");
     let containers = k
-        .ns(&[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.spec.template.spec.containers}",
-        ])
-        .await
-        .out();
+        .jsonpath("deployment", "web", "{.spec.template.spec.containers}")
+        .await;
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&containers).expect("json"),
         // With the container defaults kube-apiserver applies (`SetDefaults_Container`).
@@ -501,10 +491,7 @@ spec:
         err,
         "The request is invalid: the server rejected our request due to an error in our request\n"
     );
-    let size = k
-        .ns(&["get", "widget", "w1", "-o", "jsonpath={.spec.size}"])
-        .await
-        .out();
+    let size = k.jsonpath("widget", "w1", "{.spec.size}").await;
     assert_eq!(size, "5");
     sandbox.shutdown().await;
 }
@@ -541,10 +528,7 @@ async fn server_side_apply_conflicts_and_force() {
         "{err}"
     );
     assert!(err.contains("--force-conflicts"), "{err}");
-    let size = k
-        .ns(&["get", "widget", "w1", "-o", "jsonpath={.spec.size}"])
-        .await
-        .out();
+    let size = k.jsonpath("widget", "w1", "{.spec.size}").await;
     assert_eq!(size, "7");
 
     // …unless forced: the field moves to the applier, and both stay `Apply` owners.
@@ -561,15 +545,12 @@ async fn server_side_apply_conflicts_and_force() {
         .out();
     assert_eq!(out.trim(), "widget.smoke.lien.dev/w1 serverside-applied");
     let managers = k
-        .ns(&[
-            "get",
+        .jsonpath(
             "widget",
             "w1",
-            "-o",
-            "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation}={.fieldsV1.f:spec} {end}",
-        ])
-        .await
-        .out();
+            "{range .metadata.managedFields[*]}{.manager}/{.operation}={.fieldsV1.f:spec} {end}",
+        )
+        .await;
     let managers: Vec<&str> = managers.split_whitespace().collect();
     assert_eq!(
         managers,
@@ -578,10 +559,7 @@ async fn server_side_apply_conflicts_and_force() {
             r#"other/Apply={"f:color":{},"f:size":{},"f:tags":{}}"#,
         ]
     );
-    let size = k
-        .ns(&["get", "widget", "w1", "-o", "jsonpath={.spec.size}"])
-        .await
-        .out();
+    let size = k.jsonpath("widget", "w1", "{.spec.size}").await;
     assert_eq!(size, "8");
 
     // A client-side edit after it is an Update owner of what it changed (`kubectl patch`
@@ -597,15 +575,12 @@ async fn server_side_apply_conflicts_and_force() {
     .await
     .out();
     let managers = k
-        .ns(&[
-            "get",
+        .jsonpath(
             "widget",
             "w1",
-            "-o",
-            "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
-        ])
-        .await
-        .out();
+            "{range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+        )
+        .await;
     assert_eq!(
         managers.trim(),
         "kubectl/Apply other/Apply kubectl-patch/Update"
@@ -617,10 +592,7 @@ async fn server_side_apply_conflicts_and_force() {
 async fn owner_and_dependent(k: &Kubectl, owner: &str) -> String {
     let manifest = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {owner}\n");
     k.apply_yaml(&format!("{owner}.yaml"), &manifest).await;
-    let uid = k
-        .ns(&["get", "configmap", owner, "-o", "jsonpath={.metadata.uid}"])
-        .await
-        .out();
+    let uid = k.jsonpath("configmap", owner, "{.metadata.uid}").await;
     assert!(!uid.is_empty());
     let dependent = format!("{owner}-dependent");
     let manifest = format!(
@@ -673,15 +645,8 @@ async fn delete_cascades_background_foreground_and_orphan() {
     assert_eq!(out.trim(), r#"configmap "orphan" deleted"#);
     assert!(!exists(&cms, "orphan").await);
     let refs = k
-        .ns(&[
-            "get",
-            "configmap",
-            &dependent,
-            "-o",
-            "jsonpath={.metadata.ownerReferences}",
-        ])
-        .await
-        .out();
+        .jsonpath("configmap", &dependent, "{.metadata.ownerReferences}")
+        .await;
     assert_eq!(refs, "", "the orphan keeps an owner reference");
 
     let rows = table(&k.ns(&["get", "configmaps", "-o", "name"]).await.out());
@@ -693,6 +658,20 @@ async fn delete_cascades_background_foreground_and_orphan() {
         ]
     );
     sandbox.shutdown().await;
+}
+
+/// A webhook's decision: every DELETE denied with code 409 and `message`, the rest allowed.
+fn deny_deletes(message: &'static str) -> impl Fn(&serde_json::Value) -> Verdict + Send + Sync {
+    move |request| {
+        if request["operation"] == "DELETE" {
+            Verdict::Deny {
+                code: 409,
+                message: message.into(),
+            }
+        } else {
+            Verdict::Allow
+        }
+    }
 }
 
 /// Registers `hook` (as `name`) for the DELETE of ConfigMaps labelled `guarded: "yes"` with
@@ -723,18 +702,9 @@ async fn guard_config_maps(k: &Kubectl, hook: &TestWebhook, name: &str) -> (Stri
 async fn webhook_denial_is_printed_as_kubectl_prints_it() {
     let sandbox = common::sandbox().await;
     let k = Kubectl::new(&sandbox, "webhook").await;
-    let hook = TestWebhook::start(|request| {
-        if request["operation"] == "DELETE" {
-            Verdict::Deny {
-                code: 409,
-                message: "guarded objects are kept".into(),
-            }
-        } else {
-            Verdict::Allow
-        }
-    })
-    .await
-    .expect("webhook starts");
+    let hook = TestWebhook::start(deny_deletes("guarded objects are kept"))
+        .await
+        .expect("webhook starts");
     let (out, guarded) = guard_config_maps(&k, &hook, "deny-delete").await;
     assert_eq!(
         out.trim(),

@@ -9,7 +9,7 @@ use lien_sandbox::testing::{TestWebhook, Verdict};
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::support::{DEADLINE, configmap, status};
+use crate::support::{DEADLINE, configmap, register, status};
 
 fn configmap_rules() -> Value {
     json!([{
@@ -19,15 +19,6 @@ fn configmap_rules() -> Value {
         "resources": ["configmaps"],
         "scope": "Namespaced",
     }])
-}
-
-async fn register(client: &kube::Client, configuration: Value) {
-    let config: ValidatingWebhookConfiguration =
-        serde_json::from_value(configuration).expect("configuration parses");
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .expect("register the webhook");
 }
 
 async fn unregister(client: &kube::Client, name: &str) {

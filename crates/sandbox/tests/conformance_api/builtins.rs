@@ -1,10 +1,10 @@
 //! The built-in API of Kubernetes 1.32: discovery of every resource with its subresources,
 //! short names and categories; OpenAPI definitions; strict field validation of built-in kinds.
 
-use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::common;
+use crate::support::request;
 
 /// One raw request through the test client: status, `Warning` headers and the JSON body.
 async fn send(
@@ -25,23 +25,24 @@ async fn send_raw(
     content_type: &str,
     bytes: Vec<u8>,
 ) -> (u16, Vec<String>, Value) {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", content_type)
-        .body(Body::from(bytes))
-        .expect("request");
-    let response = client.send(request).await.expect("send");
-    let status = response.status().as_u16();
-    let warnings = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap_or_default().to_string())
-        .collect();
-    let bytes = response.into_body().collect_bytes().await.expect("body");
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, warnings, json)
+    let reply = request(
+        client,
+        method,
+        uri,
+        &[("content-type", content_type)],
+        bytes,
+    )
+    .await;
+    let json = reply.json_or_null();
+    (reply.status, reply.warnings, json)
+}
+
+async fn get(client: &kube::Client, uri: &str) -> (u16, Vec<String>, Value) {
+    send(client, "GET", uri, "application/json", None).await
+}
+
+async fn post(client: &kube::Client, uri: &str, body: Value) -> (u16, Vec<String>, Value) {
+    send(client, "POST", uri, "application/json", Some(body)).await
 }
 
 fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
@@ -59,7 +60,7 @@ fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
 async fn discovery_lists_builtins_subresources_short_names_and_categories() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let (code, _, core) = send(&client, "GET", "/api/v1", "application/json", None).await;
+    let (code, _, core) = get(&client, "/api/v1").await;
     assert_eq!(code, 200);
     let pods = entry(&core, "pods");
     assert_eq!(pods["shortNames"], json!(["po"]));
@@ -87,26 +88,19 @@ async fn discovery_lists_builtins_subresources_short_names_and_categories() {
     );
     assert_eq!(entry(&core, "bindings")["verbs"], json!(["create"]));
 
-    let (_, _, apps) = send(&client, "GET", "/apis/apps/v1", "application/json", None).await;
+    let (_, _, apps) = get(&client, "/apis/apps/v1").await;
     let scale = entry(&apps, "deployments/scale");
     assert_eq!(
         (&scale["group"], &scale["kind"]),
         (&json!("autoscaling"), &json!("Scale"))
     );
-    let (_, _, batch) = send(&client, "GET", "/apis/batch/v1", "application/json", None).await;
+    let (_, _, batch) = get(&client, "/apis/batch/v1").await;
     assert_eq!(entry(&batch, "cronjobs")["shortNames"], json!(["cj"]));
     assert_eq!(entry(&batch, "jobs")["categories"], json!(["all"]));
 
     // autoscaling is served at v2 (preferred) and v1; alpha and beta versions are off by
     // default in 1.32, as in kube-apiserver.
-    let (_, _, autoscaling) = send(
-        &client,
-        "GET",
-        "/apis/autoscaling",
-        "application/json",
-        None,
-    )
-    .await;
+    let (_, _, autoscaling) = get(&client, "/apis/autoscaling").await;
     assert_eq!(autoscaling["preferredVersion"]["version"], "v2");
     let versions: Vec<&str> = autoscaling["versions"]
         .as_array()
@@ -115,7 +109,7 @@ async fn discovery_lists_builtins_subresources_short_names_and_categories() {
         .filter_map(|v| v["version"].as_str())
         .collect();
     assert_eq!(versions, ["v2", "v1"]);
-    let (_, _, groups) = send(&client, "GET", "/apis", "application/json", None).await;
+    let (_, _, groups) = get(&client, "/apis").await;
     let all = groups.to_string();
     assert!(!all.contains("v1beta") && !all.contains("v1alpha"), "{all}");
     sandbox.shutdown().await;
@@ -129,12 +123,9 @@ async fn discovery_lists_builtins_subresources_short_names_and_categories() {
 async fn unimplemented_verbs_and_unserved_subresources_answer_405() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let (code, _, s) = send(
+    let (code, _, s) = get(
         &client,
-        "GET",
         "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        "application/json",
-        None,
     )
     .await;
     assert_eq!(
@@ -148,23 +139,9 @@ async fn unimplemented_verbs_and_unserved_subresources_answer_405() {
     );
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
-    let (code, _, _) = send(
-        &client,
-        "POST",
-        "/api/v1/namespaces/default/pods",
-        "application/json",
-        Some(pod),
-    )
-    .await;
+    let (code, _, _) = post(&client, "/api/v1/namespaces/default/pods", pod).await;
     assert_eq!(code, 201);
-    let (code, _, s) = send(
-        &client,
-        "GET",
-        "/api/v1/namespaces/default/pods/p/log",
-        "application/json",
-        None,
-    )
-    .await;
+    let (code, _, s) = get(&client, "/api/v1/namespaces/default/pods/p/log").await;
     assert_eq!(
         (code, &s["reason"]),
         (405, &json!("MethodNotAllowed")),
@@ -180,14 +157,7 @@ async fn unimplemented_verbs_and_unserved_subresources_answer_405() {
 async fn openapi_documents_carry_builtin_definitions() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let (code, _, doc) = send(
-        &client,
-        "GET",
-        "/openapi/v3/apis/apps/v1",
-        "application/json",
-        None,
-    )
-    .await;
+    let (code, _, doc) = get(&client, "/openapi/v3/apis/apps/v1").await;
     assert_eq!(code, 200);
     let schemas = &doc["components"]["schemas"];
     assert_eq!(
@@ -209,22 +179,25 @@ async fn openapi_documents_carry_builtin_definitions() {
         "reachable definitions are included"
     );
 
-    let (code, _, v2) = send(&client, "GET", "/openapi/v2", "application/json", None).await;
+    let (code, _, v2) = get(&client, "/openapi/v2").await;
     assert_eq!(code, 200);
     assert_eq!(v2["swagger"], "2.0");
     assert_eq!(
         v2["definitions"]["io.k8s.api.apps.v1.Deployment"]["properties"]["spec"]["$ref"],
         "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
     );
-    let request = http::Request::get("/openapi/v2")
-        .header(
+    let protobuf = request(
+        &client,
+        "GET",
+        "/openapi/v2",
+        &[(
             "accept",
             "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-        )
-        .body(Body::empty())
-        .expect("request");
-    let response = client.send(request).await.expect("send");
-    assert_eq!(response.status().as_u16(), 404);
+        )],
+        vec![],
+    )
+    .await;
+    assert_eq!(protobuf.status, 404);
     sandbox.shutdown().await;
 }
 
@@ -240,14 +213,7 @@ async fn builtin_unknown_fields_strict_warn_ignore() {
     let cms = "/api/v1/namespaces/default/configmaps";
     let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}, "bogus": 1});
 
-    let (code, _, s) = send(
-        &client,
-        "POST",
-        &format!("{cms}?fieldValidation=Strict"),
-        "application/json",
-        Some(cm("s")),
-    )
-    .await;
+    let (code, _, s) = post(&client, &format!("{cms}?fieldValidation=Strict"), cm("s")).await;
     assert_eq!((code, &s["reason"]), (400, &json!("BadRequest")), "{s}");
     assert_eq!(
         s["message"],
@@ -256,41 +222,22 @@ async fn builtin_unknown_fields_strict_warn_ignore() {
     let mut meta = cm("m");
     meta.as_object_mut().expect("object").remove("bogus");
     meta["metadata"]["bogus"] = json!("x");
-    let (code, _, s) = send(
-        &client,
-        "POST",
-        &format!("{cms}?fieldValidation=Strict"),
-        "application/json",
-        Some(meta),
-    )
-    .await;
+    let (code, _, s) = post(&client, &format!("{cms}?fieldValidation=Strict"), meta).await;
     assert_eq!(code, 400, "{s}");
     assert!(
         s["message"].as_str().is_some_and(|m| m.ends_with("strict decoding error: unknown field \"metadata.bogus\"")),
         "{s}"
     );
 
-    let (code, warnings, created) = send(
-        &client,
-        "POST",
-        &format!("{cms}?fieldValidation=Warn"),
-        "application/json",
-        Some(cm("w")),
-    )
-    .await;
+    let (code, warnings, created) =
+        post(&client, &format!("{cms}?fieldValidation=Warn"), cm("w")).await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(warnings, [r#"299 - "unknown field \"bogus\"""#]);
     assert!(created.get("bogus").is_none(), "{created}");
     assert_eq!(created["data"]["a"], "b");
 
-    let (code, warnings, created) = send(
-        &client,
-        "POST",
-        &format!("{cms}?fieldValidation=Ignore"),
-        "application/json",
-        Some(cm("i")),
-    )
-    .await;
+    let (code, warnings, created) =
+        post(&client, &format!("{cms}?fieldValidation=Ignore"), cm("i")).await;
     assert_eq!(code, 201, "{created}");
     assert!(warnings.is_empty(), "{warnings:?}");
     assert!(created.get("bogus").is_none(), "{created}");
@@ -349,12 +296,10 @@ async fn builtin_unknown_fields_strict_warn_ignore() {
     let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
         "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}},
         "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
-    let (code, _, s) = send(
+    let (code, _, s) = post(
         &client,
-        "POST",
         "/apis/apps/v1/namespaces/default/deployments?fieldValidation=Strict",
-        "application/json",
-        Some(deploy),
+        deploy,
     )
     .await;
     assert_eq!(code, 201, "{s}");

@@ -1,13 +1,13 @@
 //! Events: one store behind core `v1` and `events.k8s.io/v1`, and field selectors per kind.
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::api::events::v1::Event as EventV1;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 use crate::common;
-use crate::support::{create_configmaps, status};
+use crate::support::{create_configmaps, names, next_event, status};
 
 fn events_v1(name: &str, regarding: &str, reason: &str) -> EventV1 {
     serde_json::from_value(json!({
@@ -40,6 +40,15 @@ fn core_event(name: &str, involved: &str, reason: &str, type_: &str, source: &st
         "count": 4,
     }))
     .expect("a core Event")
+}
+
+/// The code and message of the Status refusing a list with field selector `selector`.
+async fn refusal<K>(api: &Api<K>, selector: &str) -> (u16, String)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let s = status(api.list(&ListParams::default().fields(selector)).await);
+    (s.code, s.message)
 }
 
 /// kube-apiserver serves `events.k8s.io/v1` events from the core event store (k/k
@@ -85,12 +94,7 @@ async fn both_event_apis_share_one_store_with_converted_fields() {
     );
     assert_eq!(read.metadata.uid, written.metadata.uid);
 
-    let seen = tokio::time::timeout(crate::support::DEADLINE, core_watch.try_next())
-        .await
-        .expect("the core watch sees the event in time")
-        .expect("watch stream")
-        .expect("an event");
-    match seen {
+    match next_event(&mut core_watch).await {
         WatchEvent::Added(e) => assert_eq!(e.metadata.name.as_deref(), Some("refused")),
         other => panic!("expected ADDED, got {other:?}"),
     }
@@ -173,11 +177,6 @@ async fn event_field_selectors() {
     )
     .await
     .expect("create v1");
-    let names = |items: Vec<Event>| {
-        let mut v: Vec<String> = items.into_iter().filter_map(|e| e.metadata.name).collect();
-        v.sort();
-        v
-    };
     let cases: &[(&str, &[&str])] = &[
         ("involvedObject.name=a", &["a1", "a2", "a3"]),
         (
@@ -203,7 +202,7 @@ async fn event_field_selectors() {
             .list(&ListParams::default().fields(selector))
             .await
             .expect(selector);
-        assert_eq!(names(got.items), *want, "core field selector {selector:?}");
+        assert_eq!(names(&got.items), *want, "core field selector {selector:?}");
     }
     let got = v1
         .list(
@@ -214,18 +213,16 @@ async fn event_field_selectors() {
     assert_eq!(got.items.len(), 1);
     assert_eq!(got.items[0].metadata.name.as_deref(), Some("a3"));
 
-    let s = status(core.list(&ListParams::default().fields("foo=bar")).await);
     assert_eq!(
-        (s.code, s.message.as_str()),
-        (400, "field label not supported: foo")
-    );
-    let s = status(
-        v1.list(&ListParams::default().fields("involvedObject.name=a"))
-            .await,
+        refusal(&core, "foo=bar").await,
+        (400, "field label not supported: foo".to_string())
     );
     assert_eq!(
-        (s.code, s.message.as_str()),
-        (400, "field label not supported: involvedObject.name")
+        refusal(&v1, "involvedObject.name=a").await,
+        (
+            400,
+            "field label not supported: involvedObject.name".to_string()
+        )
     );
 
     // Watches filter on the same fields.
@@ -234,29 +231,17 @@ async fn event_field_selectors() {
         .await
         .expect("watch")
         .boxed();
-    let first = tokio::time::timeout(crate::support::DEADLINE, watch.try_next())
-        .await
-        .expect("in time")
-        .expect("stream")
-        .expect("event");
+    let first = next_event(&mut watch).await;
     assert!(matches!(first, WatchEvent::Added(e) if e.metadata.name.as_deref() == Some("b1")));
-    core.create(
-        &PostParams::default(),
-        &core_event("a4", "a", "X", "Normal", "k"),
-    )
-    .await
-    .expect("create a4");
-    core.create(
-        &PostParams::default(),
-        &core_event("b2", "b", "X", "Normal", "k"),
-    )
-    .await
-    .expect("create b2");
-    let next = tokio::time::timeout(crate::support::DEADLINE, watch.try_next())
+    for (name, involved) in [("a4", "a"), ("b2", "b")] {
+        core.create(
+            &PostParams::default(),
+            &core_event(name, involved, "X", "Normal", "k"),
+        )
         .await
-        .expect("in time")
-        .expect("stream")
-        .expect("event");
+        .expect(name);
+    }
+    let next = next_event(&mut watch).await;
     assert!(
         matches!(&next, WatchEvent::Added(e) if e.metadata.name.as_deref() == Some("b2")),
         "the watch skips a4: {next:?}"
@@ -292,13 +277,7 @@ async fn field_selectors_per_kind_and_their_refusals() {
         .list(&ListParams::default().fields("type=Opaque"))
         .await
         .expect("type selector");
-    let mut names: Vec<_> = got
-        .items
-        .into_iter()
-        .filter_map(|s| s.metadata.name)
-        .collect();
-    names.sort();
-    assert_eq!(names, ["s1", "s3"]);
+    assert_eq!(names(&got.items), ["s1", "s3"]);
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let active = namespaces
@@ -319,35 +298,25 @@ async fn field_selectors_per_kind_and_their_refusals() {
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     create_configmaps(&cms, &["c"]).await;
-    let s = status(cms.list(&ListParams::default().fields("data.a=b")).await);
     assert_eq!(
-        (s.code, s.message.as_str()),
+        refusal(&cms, "data.a=b").await,
         (
             400,
-            "field label \"data.a\" not supported for \"ConfigMap\""
+            "field label \"data.a\" not supported for \"ConfigMap\"".to_string()
         )
     );
-    let s = status(
-        secrets
-            .list(&ListParams::default().fields("data.a=b"))
-            .await,
-    );
     assert_eq!(
-        (s.code, s.message.as_str()),
-        (400, "field label not supported: data.a")
+        refusal(&secrets, "data.a=b").await,
+        (400, "field label not supported: data.a".to_string())
     );
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client.clone(), "default");
-    let s = status(
-        leases
-            .list(&ListParams::default().fields("spec.holderIdentity=a"))
-            .await,
-    );
     assert_eq!(
-        (s.code, s.message.as_str()),
+        refusal(&leases, "spec.holderIdentity=a").await,
         (
             400,
             "\"spec.holderIdentity\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                .to_string()
         )
     );
     sandbox.shutdown().await;

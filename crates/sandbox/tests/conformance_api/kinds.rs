@@ -2,6 +2,7 @@
 //! cluster IPs and the `scale` subresource.
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service, ServiceAccount};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -9,22 +10,41 @@ use kube::core::Status;
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::support::{DEADLINE, status};
+use crate::support::{
+    DEADLINE, create_configmaps, register, request, serve_crd, status, widget, widget_crd,
+};
 
 /// A raw request through the client: (HTTP status, JSON body).
 async fn raw(client: &kube::Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = http::Request::builder().method(method).uri(path);
-    if body.is_some() {
-        req = req.header("content-type", "application/json");
-    }
-    let bytes = body
-        .map(|b| serde_json::to_vec(&b).expect("json"))
-        .unwrap_or_default();
-    let req = req.body(kube::client::Body::from(bytes)).expect("request");
-    let resp = client.send(req).await.expect("response");
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.expect("body");
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let reply = match body {
+        Some(b) => {
+            let json = [("content-type", "application/json")];
+            request(
+                client,
+                method,
+                path,
+                &json,
+                serde_json::to_vec(&b).expect("json"),
+            )
+            .await
+        }
+        None => request(client, method, path, &[], vec![]).await,
+    };
+    (reply.status, reply.json_or_null())
+}
+
+/// `kubectl scale`'s merge patch of the `scale` subresource.
+async fn scale_to<K>(api: &Api<K>, name: &str, replicas: i32) -> Scale
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_scale(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+    )
+    .await
+    .expect("patch scale")
 }
 
 fn parse<T: serde::de::DeserializeOwned>(v: Value) -> T {
@@ -42,12 +62,7 @@ async fn delete_answers_the_object_or_a_status_per_kind() {
     let client = common::client(&sandbox).await;
     let ns = "default";
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    cms.create(
-        &PostParams::default(),
-        &parse(json!({"metadata": {"name": "c"}})),
-    )
-    .await
-    .expect("configmap");
+    create_configmaps(&cms, &["c"]).await;
     let (code, body) = raw(
         &client,
         "DELETE",
@@ -109,12 +124,12 @@ async fn delete_answers_the_object_or_a_status_per_kind() {
     assert!(deleted.is_left(), "a ServiceAccount comes back as itself");
 
     // A custom resource: Status.
-    let ar = crate::support::widget_crd(&client).await;
+    let ar = widget_crd(&client).await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
     widgets
         .create(
             &PostParams::default(),
-            &crate::support::widget(&ar, "w", json!({"size": 1})),
+            &widget(&ar, "w", json!({"size": 1})),
         )
         .await
         .expect("widget");
@@ -522,14 +537,7 @@ async fn scale_reads_and_writes_replicas() {
     );
     assert_eq!(scale.metadata.resource_version, d.metadata.resource_version);
 
-    let patched = deployments
-        .patch_scale(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .expect("patch scale");
+    let patched = scale_to(&deployments, "web", 3).await;
     assert_eq!(patched.spec.and_then(|s| s.replicas), Some(3));
     let after = deployments.get("web").await.expect("get");
     assert_eq!(after.spec.replicas, Some(3));
@@ -555,26 +563,8 @@ async fn scale_reads_and_writes_replicas() {
     assert_eq!(invalid.code, 422, "{}", invalid.message);
 
     // A CRD that declares the subresource.
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::erase::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(&()),
-    );
-    crds.create(&PostParams::default(), &parse(scalable_crd()))
-        .await
-        .expect("crd");
-    let ar = kube::api::ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Pool".into(),
-        plural: "pools".into(),
-    };
+    let ar = serve_crd(&client, &parse(scalable_crd())).await;
     let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    common::wait_for("pools served", DEADLINE, || {
-        let pools = pools.clone();
-        async move { pools.list(&Default::default()).await.ok() }
-    })
-    .await;
     pools
         .create(
             &PostParams::default(),
@@ -582,21 +572,14 @@ async fn scale_reads_and_writes_replicas() {
         )
         .await
         .expect("pool");
-    let scaled = pools
-        .patch_scale(
-            "p",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 4}})),
-        )
-        .await
-        .expect("scale a pool");
+    let scaled = scale_to(&pools, "p", 4).await;
     assert_eq!(scaled.spec.and_then(|s| s.replicas), Some(4));
     let pool = pools.get("p").await.expect("pool");
     assert_eq!(pool.data["spec"]["size"], 4);
     sandbox.shutdown().await;
 }
 
-pub fn scalable_crd() -> Value {
+fn scalable_crd() -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -633,19 +616,7 @@ async fn webhooks_review_scale_writes_as_scale() {
         .await
         .expect("webhook");
     let rules = json!([{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["deployments/scale"]}]);
-    let configs: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::erase::<
-            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
-        >(&()),
-    );
-    configs
-        .create(
-            &PostParams::default(),
-            &parse(hook.configuration("scale", rules, "Fail", None)),
-        )
-        .await
-        .expect("webhook configuration");
+    register(&client, hook.configuration("scale", rules, "Fail", None)).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let template = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
     deployments
@@ -659,14 +630,7 @@ async fn webhooks_review_scale_writes_as_scale() {
         hook.requests().is_empty(),
         "the rule names deployments/scale only"
     );
-    deployments
-        .patch_scale(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .expect("scale");
+    scale_to(&deployments, "web", 3).await;
     let requests = hook.requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
     let r = &requests[0];

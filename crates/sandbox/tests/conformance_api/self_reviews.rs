@@ -7,15 +7,11 @@ use lien_sandbox::apiserver::Authorization;
 use serde_json::{Value, json};
 
 use crate::common::{client, client_for, sandbox, sandbox_with};
+use crate::support::{post_json, whoami};
 
 /// POSTs a review as JSON and returns the answer.
 async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).expect("body"))
-        .expect("request");
-    client
-        .request::<Value>(request)
+    post_json(client, path, body)
         .await
         .expect("review answered")
 }
@@ -26,9 +22,9 @@ async fn post(client: &kube::Client, path: &str, body: Value) -> Value {
 #[tokio::test]
 async fn self_subject_review_returns_the_authenticated_user() {
     let sandbox = sandbox().await;
-    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
-    let path = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
-    let admin = post(&client(&sandbox).await, path, body.clone()).await;
+    let admin = whoami(&client(&sandbox).await)
+        .await
+        .expect("review answered");
     assert_eq!(admin["kind"], "SelfSubjectReview");
     assert_eq!(admin["apiVersion"], "authentication.k8s.io/v1");
     assert_eq!(
@@ -36,7 +32,9 @@ async fn self_subject_review_returns_the_authenticated_user() {
         json!({"username": "sandbox-admin", "uid": "sandbox-admin-uid",
             "groups": ["system:masters", "system:authenticated"]})
     );
-    let user = post(&client_for(&sandbox, "sandbox-user").await, path, body).await;
+    let user = whoami(&client_for(&sandbox, "sandbox-user").await)
+        .await
+        .expect("review answered");
     assert_eq!(user["status"]["userInfo"]["username"], "sandbox-user");
     assert_eq!(
         user["status"]["userInfo"]["groups"],

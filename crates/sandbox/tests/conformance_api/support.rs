@@ -3,11 +3,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams, WatchEvent};
 use kube::core::Status;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Generous deadline for anything that should happen at once.
 pub const DEADLINE: Duration = Duration::from_secs(10);
@@ -18,6 +20,117 @@ pub fn status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<Status>
         Err(kube::Error::Api(s)) => s,
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// What a raw request through the test client got back.
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    /// The `Warning` headers, in order.
+    pub warnings: Vec<String>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The body as JSON, failing the test with the body when it is not JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The body as JSON, `Null` when there is none or it is not JSON.
+    pub fn json_or_null(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// One raw request through the test client with exactly these headers, for what kube-rs's typed
+/// API does not show or send (status codes, `Warning` headers, protobuf); the whole body is read.
+pub async fn request(
+    client: &kube::Client,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Reply {
+    let mut request = http::Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(kube::client::Body::from(body))
+        .expect("a request");
+    let response = client.send(request).await.expect("an answer");
+    let header = |v: &http::HeaderValue| v.to_str().unwrap_or_default().to_string();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(header)
+        .unwrap_or_default();
+    let warnings = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(header)
+        .collect();
+    let body = response
+        .into_body()
+        .collect_bytes()
+        .await
+        .expect("the body")
+        .to_vec();
+    Reply {
+        status,
+        content_type,
+        warnings,
+        body,
+    }
+}
+
+/// POSTs `body` as JSON; a non-2xx answer is kube-rs's `Error::Api` with the Status.
+pub async fn post_json(
+    client: &kube::Client,
+    path: &str,
+    body: Value,
+) -> Result<Value, kube::Error> {
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).expect("body"))
+        .expect("request");
+    client.request::<Value>(request).await
+}
+
+/// `kubectl auth whoami`: the SelfSubjectReview the API server answers for `client`.
+pub async fn whoami(client: &kube::Client) -> Result<Value, kube::Error> {
+    post_json(
+        client,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+    )
+    .await
+}
+
+/// The next event of a watch, failing the test after [`DEADLINE`].
+pub async fn next_event<K, S>(stream: &mut S) -> WatchEvent<K>
+where
+    S: Stream<Item = kube::Result<WatchEvent<K>>> + Unpin,
+{
+    tokio::time::timeout(DEADLINE, stream.next())
+        .await
+        .expect("a watch event before the deadline")
+        .expect("the watch is still open")
+        .expect("a decodable watch event")
+}
+
+/// Registers a validating webhook configuration (`TestWebhook::configuration`'s JSON).
+pub async fn register(client: &kube::Client, configuration: Value) {
+    let config: ValidatingWebhookConfiguration =
+        serde_json::from_value(configuration).expect("configuration parses");
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("register the webhook");
 }
 
 pub fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
@@ -99,26 +212,33 @@ pub async fn widget_crd(client: &kube::Client) -> ApiResource {
         }
     }))
     .expect("crd parses");
+    serve_crd(client, &crd).await
+}
+
+/// Creates `crd` and waits until its first version is served; that version's resource.
+pub async fn serve_crd(client: &kube::Client, crd: &CustomResourceDefinition) -> ApiResource {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd)
+    crds.create(&PostParams::default(), crd)
         .await
         .expect("create crd");
+    let (spec, version) = (&crd.spec, &crd.spec.versions[0].name);
     let ar = ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
+        group: spec.group.clone(),
+        version: version.clone(),
+        api_version: format!("{}/{version}", spec.group),
+        kind: spec.names.kind.clone(),
+        plural: spec.names.plural.clone(),
     };
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    crate::common::wait_for("widgets to be served", DEADLINE, || {
-        let widgets = widgets.clone();
-        async move { widgets.list(&ListParams::default()).await.ok().map(|_| ()) }
+    let served: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let what = format!("{} to be served", ar.plural);
+    crate::common::wait_for(&what, DEADLINE, || {
+        let served = served.clone();
+        async move { served.list(&ListParams::default()).await.ok().map(|_| ()) }
     })
     .await;
     ar
 }
 
-pub fn widget(ar: &ApiResource, name: &str, spec: serde_json::Value) -> DynamicObject {
+pub fn widget(ar: &ApiResource, name: &str, spec: Value) -> DynamicObject {
     DynamicObject::new(name, ar).data(json!({ "spec": spec }))
 }

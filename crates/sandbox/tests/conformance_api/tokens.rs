@@ -6,18 +6,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use lien_sandbox::Sandbox;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::{client, sandbox};
-use crate::support::status;
-
-async fn post(client: &kube::Client, path: &str, body: Value) -> Result<Value, kube::Error> {
-    let request = http::Request::post(path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).expect("body"))
-        .expect("request");
-    client.request::<Value>(request).await
-}
+use crate::support::{post_json, status, whoami};
 
 /// A client of the sandbox that presents `token`.
 async fn client_with_token(sandbox: &Sandbox, token: &str) -> kube::Client {
@@ -28,15 +20,6 @@ async fn client_with_token(sandbox: &Sandbox, token: &str) -> kube::Client {
         .await
         .expect("config");
     kube::Client::try_from(config).expect("client")
-}
-
-async fn whoami(client: &kube::Client) -> Result<Value, kube::Error> {
-    post(
-        client,
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
-    )
-    .await
 }
 
 async fn create_account(admin: &kube::Client, name: &str) -> String {
@@ -63,7 +46,7 @@ async fn token_request_issues_a_token_for_the_service_account() {
     let admin = client(&sandbox).await;
     let uid = create_account(&admin, "robot").await;
 
-    let issued = post(
+    let issued = post_json(
         &admin,
         TOKEN_PATH,
         json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
@@ -105,7 +88,7 @@ async fn token_request_issues_a_token_for_the_service_account() {
         .expect("the token is accepted for requests");
 
     let s = status(
-        post(
+        post_json(
             &admin,
             TOKEN_PATH,
             json!({"spec": {"expirationSeconds": 300}}),
@@ -119,7 +102,7 @@ async fn token_request_issues_a_token_for_the_service_account() {
         "{s:?}"
     );
     let s = status(
-        post(
+        post_json(
             &admin,
             "/api/v1/namespaces/default/serviceaccounts/nobody/token",
             json!({}),

@@ -14,7 +14,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 
 use crate::common;
-use crate::support::{DEADLINE, configmap};
+use crate::support::{self, DEADLINE, configmap};
 
 /// The next non-bookmark event, failing the test after the deadline.
 async fn next_event<S>(stream: &mut S) -> WatchEvent<ConfigMap>
@@ -22,11 +22,7 @@ where
     S: Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin,
 {
     loop {
-        let event = tokio::time::timeout(DEADLINE, stream.next())
-            .await
-            .expect("a watch event before the deadline")
-            .expect("the watch is still open")
-            .expect("a decodable watch event");
+        let event = support::next_event(stream).await;
         if !matches!(event, WatchEvent::Bookmark(_)) {
             return event;
         }

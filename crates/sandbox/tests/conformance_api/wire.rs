@@ -1,43 +1,29 @@
 //! The protobuf wire format and content negotiation, over raw HTTP with k8s-pb's prost types as
 //! the client's encoder (what client-go sends when configured for protobuf, as kubectl is).
 
-use http_body_util::BodyExt;
 use k8s_pb::api::core::v1 as pb;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pbmeta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
 use kube::api::Api;
 use prost::Message as _;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common;
-use crate::support::widget_crd;
+use crate::support::{Reply, request, widget_crd};
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// What client-go sends when configured for protobuf (kubectl's typed clients).
 const PROTOBUF_THEN_JSON: &str = "application/vnd.kubernetes.protobuf,application/json";
 
-struct Answer {
-    status: u16,
-    content_type: String,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
-    }
-
-    /// The typeMeta and message of a `k8s\0` + `runtime.Unknown` body.
-    fn unknown(&self) -> (String, String, Vec<u8>) {
-        assert_eq!(
-            self.content_type,
-            PROTOBUF,
-            "{}",
-            String::from_utf8_lossy(&self.body)
-        );
-        open(&self.body)
-    }
+/// The typeMeta and message of a `k8s\0` + `runtime.Unknown` answer.
+fn unknown(answer: &Reply) -> (String, String, Vec<u8>) {
+    assert_eq!(
+        answer.content_type,
+        PROTOBUF,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    open(&answer.body)
 }
 
 fn open(bytes: &[u8]) -> (String, String, Vec<u8>) {
@@ -75,34 +61,14 @@ async fn call(
     accept: &str,
     content_type: &str,
     body: Vec<u8>,
-) -> Answer {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("accept", accept)
-        .header("content-type", content_type)
-        .body(body.into())
-        .expect("a request");
-    let response = client.send(request).await.expect("an answer");
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("the body")
-        .to_bytes()
-        .to_vec();
-    Answer {
-        status,
-        content_type,
-        body,
-    }
+) -> Reply {
+    let headers = [("accept", accept), ("content-type", content_type)];
+    request(client, method, path, &headers, body).await
+}
+
+/// A GET, its content type empty as [`call`] sends it.
+async fn get(client: &kube::Client, path: &str, accept: &str) -> Reply {
+    call(client, "GET", path, accept, "", vec![]).await
 }
 
 fn config_map(name: &str) -> pb::ConfigMap {
@@ -119,6 +85,12 @@ fn config_map(name: &str) -> pb::ConfigMap {
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// POSTs ConfigMap `name` (see [`config_map`]) as a protobuf body, the answer in `accept`.
+async fn create(client: &kube::Client, name: &str, accept: &str) -> Reply {
+    let body = envelope("v1", "ConfigMap", &config_map(name));
+    call(client, "POST", CONFIGMAPS, accept, PROTOBUF, body).await
+}
+
 /// k/k `staging/src/k8s.io/apimachinery/pkg/runtime/serializer/protobuf/protobuf.go`: a
 /// protobuf object is `k8s\0` + `runtime.Unknown{typeMeta, raw}`; kube-apiserver decodes such a
 /// body for a built-in kind, and answers in protobuf when the `Accept` header prefers it
@@ -127,23 +99,14 @@ const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 async fn a_protobuf_body_is_stored_and_answered_in_protobuf() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("pb"));
-    let created = call(
-        &client,
-        "POST",
-        CONFIGMAPS,
-        PROTOBUF_THEN_JSON,
-        PROTOBUF,
-        body,
-    )
-    .await;
+    let created = create(&client, "pb", PROTOBUF_THEN_JSON).await;
     assert_eq!(
         created.status,
         201,
         "{}",
         String::from_utf8_lossy(&created.body)
     );
-    let (api_version, kind, raw) = created.unknown();
+    let (api_version, kind, raw) = unknown(&created);
     assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "ConfigMap"));
     let answer = pb::ConfigMap::decode(raw.as_slice()).expect("a ConfigMap message");
     let meta = answer.metadata.expect("metadata");
@@ -153,15 +116,7 @@ async fn a_protobuf_body_is_stored_and_answered_in_protobuf() {
     assert_eq!(answer.binary_data.get("bin"), Some(&vec![0, 255, 1]));
 
     // The same object read as JSON: what a JSON client stored would look like.
-    let got = call(
-        &client,
-        "GET",
-        &format!("{CONFIGMAPS}/pb"),
-        "application/json",
-        "",
-        vec![],
-    )
-    .await;
+    let got = get(&client, &format!("{CONFIGMAPS}/pb"), "application/json").await;
     assert_eq!(got.content_type, "application/json");
     let object = got.json();
     assert_eq!(object["data"], json!({"a": "b"}));
@@ -176,32 +131,18 @@ async fn a_protobuf_body_is_stored_and_answered_in_protobuf() {
 async fn accept_chooses_the_answer_format_for_objects_lists_and_errors() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("neg"));
-    let created = call(
-        &client,
-        "POST",
-        CONFIGMAPS,
-        "application/json",
-        PROTOBUF,
-        body,
-    )
-    .await;
+    let created = create(&client, "neg", "application/json").await;
     assert_eq!(created.status, 201);
     assert_eq!(created.json()["metadata"]["name"], "neg");
 
     let path = format!("{CONFIGMAPS}/neg");
     let q = "application/json;q=0.5, application/vnd.kubernetes.protobuf";
-    assert_eq!(
-        call(&client, "GET", &path, q, "", vec![])
-            .await
-            .content_type,
-        PROTOBUF
-    );
-    let any = call(&client, "GET", &path, "*/*", "", vec![]).await;
+    assert_eq!(get(&client, &path, q).await.content_type, PROTOBUF);
+    let any = get(&client, &path, "*/*").await;
     assert_eq!(any.content_type, "application/json");
 
-    let list = call(&client, "GET", CONFIGMAPS, PROTOBUF, "", vec![]).await;
-    let (_, kind, raw) = list.unknown();
+    let list = get(&client, CONFIGMAPS, PROTOBUF).await;
+    let (_, kind, raw) = unknown(&list);
     assert_eq!(kind, "ConfigMapList");
     let list = pb::ConfigMapList::decode(raw.as_slice()).expect("a list message");
     assert!(
@@ -210,17 +151,9 @@ async fn accept_chooses_the_answer_format_for_objects_lists_and_errors() {
             .any(|c| c.metadata.as_ref().and_then(|m| m.name.as_deref()) == Some("neg"))
     );
 
-    let missing = call(
-        &client,
-        "GET",
-        &format!("{CONFIGMAPS}/nope"),
-        PROTOBUF,
-        "",
-        vec![],
-    )
-    .await;
+    let missing = get(&client, &format!("{CONFIGMAPS}/nope"), PROTOBUF).await;
     assert_eq!(missing.status, 404);
-    let (api_version, kind, raw) = missing.unknown();
+    let (api_version, kind, raw) = unknown(&missing);
     assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "Status"));
     let status = pbmeta::Status::decode(raw.as_slice()).expect("a Status message");
     assert_eq!(status.reason.as_deref(), Some("NotFound"));
@@ -229,7 +162,7 @@ async fn accept_chooses_the_answer_format_for_objects_lists_and_errors() {
         Some("configmaps \"nope\" not found")
     );
 
-    let html = call(&client, "GET", &path, "text/html", "", vec![]).await;
+    let html = get(&client, &path, "text/html").await;
     assert_eq!(html.status, 406);
     assert_eq!(html.json()["reason"], "NotAcceptable");
 }
@@ -244,13 +177,13 @@ async fn custom_resources_are_json_only() {
     let client = common::client(&sandbox).await;
     widget_crd(&client).await;
     let path = "/apis/example.com/v1/namespaces/default/widgets";
-    let refused = call(&client, "GET", path, PROTOBUF, "", vec![]).await;
+    let refused = get(&client, path, PROTOBUF).await;
     assert_eq!(refused.status, 406);
     assert_eq!(
         refused.json()["message"],
         "only the following media types are accepted: application/json, application/yaml"
     );
-    let json = call(&client, "GET", path, PROTOBUF_THEN_JSON, "", vec![]).await;
+    let json = get(&client, path, PROTOBUF_THEN_JSON).await;
     assert_eq!(
         (json.status, json.content_type.as_str()),
         (200, "application/json")
@@ -302,34 +235,21 @@ async fn a_malformed_protobuf_body_is_a_bad_request() {
 async fn a_protobuf_watch_is_length_framed_watch_events() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("watched"));
+    assert_eq!(create(&client, "watched", PROTOBUF).await.status, 201);
+    // The stream ends at its timeout, so the whole body can be read.
+    let watch = request(
+        &client,
+        "GET",
+        &format!("{CONFIGMAPS}?watch=true&timeoutSeconds=1&fieldSelector=metadata.name%3Dwatched"),
+        &[("accept", "application/vnd.kubernetes.protobuf;stream=watch")],
+        vec![],
+    )
+    .await;
     assert_eq!(
-        call(&client, "POST", CONFIGMAPS, PROTOBUF, PROTOBUF, body)
-            .await
-            .status,
-        201
+        watch.content_type,
+        "application/vnd.kubernetes.protobuf;stream=watch"
     );
-    let request = http::Request::builder()
-        .uri(format!(
-            "{CONFIGMAPS}?watch=true&timeoutSeconds=1&fieldSelector=metadata.name%3Dwatched"
-        ))
-        .header("accept", "application/vnd.kubernetes.protobuf;stream=watch")
-        .body(Vec::new().into())
-        .expect("a request");
-    let response = client.send(request).await.expect("an answer");
-    assert_eq!(
-        response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok()),
-        Some("application/vnd.kubernetes.protobuf;stream=watch")
-    );
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("the stream ends at its timeout")
-        .to_bytes();
+    let bytes = watch.body;
     let len = u32::from_be_bytes(bytes[..4].try_into().expect("a length")) as usize;
     let event = pbmeta::WatchEvent::decode(&bytes[4..4 + len]).expect("a WatchEvent");
     assert_eq!(event.r#type.as_deref(), Some("ADDED"));
@@ -348,18 +268,8 @@ async fn a_protobuf_watch_is_length_framed_watch_events() {
 async fn a_protobuf_delete_options_body_is_honoured() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let body = envelope("v1", "ConfigMap", &config_map("kept"));
     assert_eq!(
-        call(
-            &client,
-            "POST",
-            CONFIGMAPS,
-            "application/json",
-            PROTOBUF,
-            body
-        )
-        .await
-        .status,
+        create(&client, "kept", "application/json").await.status,
         201
     );
     let options = pbmeta::DeleteOptions {
@@ -378,10 +288,10 @@ async fn a_protobuf_delete_options_body_is_honoured() {
         "{}",
         String::from_utf8_lossy(&refused.body)
     );
-    let (_, kind, raw) = refused.unknown();
+    let (_, kind, raw) = unknown(&refused);
     assert_eq!(kind, "Status");
     let status = pbmeta::Status::decode(raw.as_slice()).expect("a Status");
     assert_eq!(status.reason.as_deref(), Some("Conflict"));
-    let still = call(&client, "GET", &path, "application/json", "", vec![]).await;
+    let still = get(&client, &path, "application/json").await;
     assert_eq!(still.status, 200);
 }

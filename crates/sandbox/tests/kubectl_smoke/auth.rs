@@ -52,14 +52,17 @@ async fn auth_whoami_and_can_i_list() {
 async fn create_token_then_use_it() {
     let sandbox = common::sandbox().await;
     let k = Kubectl::new(&sandbox, "token").await;
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !k.ns(&["get", "serviceaccount", "default"]).await.ok {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the namespace never got its default ServiceAccount"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait_for(
+        "the namespace's default ServiceAccount",
+        DEADLINE,
+        || async {
+            k.ns(&["get", "serviceaccount", "default"])
+                .await
+                .ok
+                .then_some(())
+        },
+    )
+    .await;
     let token = k.ns(&["create", "token", "default"]).await.out();
     let token = token.trim();
     assert_eq!(token.split('.').count(), 3, "a JWT: {token}");

@@ -38,10 +38,7 @@ async fn describe_shows_events_and_get_events_shows_lien_events() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n",
     )
     .await;
-    let uid = k
-        .ns(&["get", "configmap", "x", "-o", "jsonpath={.metadata.uid}"])
-        .await
-        .out();
+    let uid = k.jsonpath("configmap", "x", "{.metadata.uid}").await;
     lien_event(&sandbox, &k, "x", &uid).await;
 
     let described = k.ns(&["describe", "configmap", "x"]).await.out();

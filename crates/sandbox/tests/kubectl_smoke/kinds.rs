@@ -39,15 +39,8 @@ async fn a_new_namespace_has_its_default_service_account_and_root_ca() {
         ["serviceaccount/default", "configmap/kube-root-ca.crt"]
     );
     let ca = k
-        .ns(&[
-            "get",
-            "configmap",
-            "kube-root-ca.crt",
-            "-o",
-            "jsonpath={.data.ca\\.crt}",
-        ])
-        .await
-        .out();
+        .jsonpath("configmap", "kube-root-ca.crt", "{.data.ca\\.crt}")
+        .await;
     assert_eq!(ca, sandbox.ca().cert_pem());
 }
 
@@ -177,16 +170,7 @@ async fn scale_a_deployment_and_a_custom_resource() {
         k.apply_yaml("deploy.yaml", DEPLOYMENT).await.trim(),
         "deployment.apps/web created"
     );
-    let strategy = k
-        .ns(&[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.spec.strategy}",
-        ])
-        .await
-        .out();
+    let strategy = k.jsonpath("deployment", "web", "{.spec.strategy}").await;
     let strategy: serde_json::Value = serde_json::from_str(&strategy).expect("json");
     assert_eq!(
         strategy,
@@ -197,29 +181,13 @@ async fn scale_a_deployment_and_a_custom_resource() {
         .await
         .out();
     assert_eq!(out.trim(), "deployment.apps/web scaled");
-    let replicas = k
-        .ns(&[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ])
-        .await
-        .out();
+    let replicas = k.jsonpath("deployment", "web", "{.spec.replicas}").await;
     assert_eq!(replicas, "3");
     let history = k.ns(&["rollout", "history", "deployment/web"]).await.out();
     assert!(history.starts_with("deployment.apps/web"), "{history}");
 
     k.apply_yaml("crd.yaml", SCALABLE_CRD).await;
-    k.run(&[
-        "wait",
-        "--for=condition=established",
-        "crd/pools.smoke.lien.dev",
-        "--timeout=20s",
-    ])
-    .await
-    .out();
+    k.wait_established("pools.smoke.lien.dev").await;
     k.apply_yaml(
         "pool.yaml",
         "apiVersion: smoke.lien.dev/v1\nkind: Pool\nmetadata:\n  name: p\nspec:\n  size: 1\n",
@@ -227,9 +195,6 @@ async fn scale_a_deployment_and_a_custom_resource() {
     .await;
     let out = k.ns(&["scale", "pool", "p", "--replicas=4"]).await.out();
     assert_eq!(out.trim(), "pool.smoke.lien.dev/p scaled");
-    let size = k
-        .ns(&["get", "pool", "p", "-o", "jsonpath={.spec.size}"])
-        .await
-        .out();
+    let size = k.jsonpath("pool", "p", "{.spec.size}").await;
     assert_eq!(size, "4");
 }

@@ -49,16 +49,7 @@ async fn a_webhook_serving_an_openssl_self_signed_certificate_is_called() {
     let hook = TestWebhook::start_with_pem(
         &std::fs::read_to_string(&cert).expect("cert"),
         &std::fs::read_to_string(&key).expect("key"),
-        |request| {
-            if request["operation"] == "DELETE" {
-                Verdict::Deny {
-                    code: 409,
-                    message: "kept by a webhook with an openssl certificate".into(),
-                }
-            } else {
-                Verdict::Allow
-            }
-        },
+        deny_deletes("kept by a webhook with an openssl certificate"),
     )
     .await
     .expect("webhook starts");

@@ -64,53 +64,37 @@ async fn generator_commands_create_built_in_kinds() {
         assert_eq!(out.trim(), printed, "kubectl {args:?}");
     }
 
-    let get = |args: &'static [&'static str]| {
-        let k = &k;
-        async move { k.ns(args).await.out() }
-    };
+    assert_eq!(k.jsonpath("cm", "x", "{.data.a}").await, "b");
+    assert_eq!(k.jsonpath("secret", "s", "{.data.token}").await, "czNjcjN0");
     assert_eq!(
-        get(&["get", "cm", "x", "-o", "jsonpath={.data.a}"]).await,
-        "b"
-    );
-    assert_eq!(
-        get(&["get", "secret", "s", "-o", "jsonpath={.data.token}"]).await,
-        "czNjcjN0"
-    );
-    assert_eq!(
-        get(&[
-            "get",
+        k.jsonpath(
             "deployment",
             "web",
-            "-o",
-            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.selector.matchLabels.app}",
-        ])
+            "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.selector.matchLabels.app}",
+        )
         .await,
         "2 nginx web"
     );
     assert_eq!(
-        get(&[
-            "get",
+        k.jsonpath(
             "service",
             "svc",
-            "-o",
-            "jsonpath={.spec.ports[0].port} {.spec.ports[0].targetPort} {.spec.ports[0].name}",
-        ])
+            "{.spec.ports[0].port} {.spec.ports[0].targetPort} {.spec.ports[0].name}",
+        )
         .await,
         "80 8080 80-8080"
     );
     assert_eq!(
-        get(&[
-            "get",
+        k.jsonpath(
             "rolebinding",
             "rb",
-            "-o",
-            "jsonpath={.roleRef.name} {.subjects[0].kind} {.subjects[0].name}",
-        ])
+            "{.roleRef.name} {.subjects[0].kind} {.subjects[0].name}",
+        )
         .await,
         "view ServiceAccount robot"
     );
     // Empty strings Go writes to protobuf are not stored (JSON omits them).
-    let yaml = get(&["get", "cm", "x", "-o", "yaml"]).await;
+    let yaml = k.ns(&["get", "cm", "x", "-o", "yaml"]).await.out();
     assert!(!yaml.contains("generateName"), "{yaml}");
 
     // A second create of the same name: the AlreadyExists Status travels as protobuf.
@@ -221,16 +205,8 @@ async fn run_and_create_job_and_cronjob() {
         let out = k.ns(&args).await.out();
         assert_eq!(out.trim(), printed, "kubectl {args:?}");
     }
-    let jsonpath = |what: &'static str, name: &'static str, path: &'static str| {
-        let k = &k;
-        async move {
-            k.ns(&["get", what, name, "-o", &format!("jsonpath={path}")])
-                .await
-                .out()
-        }
-    };
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "pod",
             "p",
             "{.spec.containers[0].image} {.spec.containers[0].ports[0].containerPort} {.metadata.labels.run}"
@@ -239,7 +215,7 @@ async fn run_and_create_job_and_cronjob() {
         "nginx 80 p"
     );
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "job",
             "j",
             "{.spec.template.spec.containers[0].image} {.spec.template.spec.restartPolicy}"
@@ -248,7 +224,7 @@ async fn run_and_create_job_and_cronjob() {
         "busybox Never"
     );
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "cronjob",
             "c",
             "{.spec.schedule} {.spec.jobTemplate.spec.template.spec.restartPolicy}"

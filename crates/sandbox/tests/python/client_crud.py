@@ -44,6 +44,13 @@ def expect_gone(read):
     raise AssertionError("the object still exists")
 
 
+def expect_returned(deleted, kind, name):
+    """kube-apiserver answers the DELETE of some kinds (Service, ServiceAccount, Pod) with the
+    deleted object; the typed client reads whatever comes into its model, so check what it holds."""
+    expect(deleted.kind == kind and deleted.metadata.name == name,
+           f"DELETE answered kind {deleted.kind!r}, not the {kind}")
+
+
 def main():
     kubeconfig, ns = sys.argv[1], sys.argv[2]
     api_client = config.new_client_from_config(config_file=kubeconfig)
@@ -94,11 +101,7 @@ def main():
                                                 {"metadata": {"annotations": {"a": "b"}}})
         expect(patched.metadata.annotations == {"a": "b"}, "annotations")
         expect(len(core.list_namespaced_service(ns).items) == 1, "list")
-        # kube-apiserver answers a Service DELETE with the deleted Service (the typed client
-        # reads whatever comes into a V1Service, so check what it holds).
-        deleted = core.delete_namespaced_service("web", ns)
-        expect(deleted.kind == "Service" and deleted.metadata.name == "web",
-               f"DELETE answered kind {deleted.kind!r}, not the Service")
+        expect_returned(core.delete_namespaced_service("web", ns), "Service", "web")
         expect_gone(lambda: core.read_namespaced_service("web", ns))
 
     step("service crud", service_crud)
@@ -114,10 +117,8 @@ def main():
         expect(patched.automount_service_account_token is False, "patch")
         names = [s.metadata.name for s in core.list_namespaced_service_account(ns).items]
         expect("robot" in names, f"list {names}")
-        # kube-apiserver answers a ServiceAccount DELETE with the deleted ServiceAccount.
-        deleted = core.delete_namespaced_service_account("robot", ns)
-        expect(deleted.kind == "ServiceAccount" and deleted.metadata.name == "robot",
-               f"DELETE answered kind {deleted.kind!r}, not the ServiceAccount")
+        expect_returned(core.delete_namespaced_service_account("robot", ns), "ServiceAccount",
+                        "robot")
         expect_gone(lambda: core.read_namespaced_service_account("robot", ns))
 
     step("serviceaccount crud", serviceaccount_crud)
