@@ -89,13 +89,10 @@ impl Progress {
     }
 
     fn finish(&self, line: String) {
-        match self {
-            Progress::Bar(bar) => {
-                bar.finish_and_clear();
-                println!("{line}");
-            }
-            Progress::Lines => println!("{line}"),
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
         }
+        println!("{line}");
     }
 
     fn abandon(&self) {

@@ -455,7 +455,6 @@ pub fn to_svg(view: &View) -> Result<String, SvgError> {
     use layout::std_shapes::shapes::{Arrow, Element, LineEndKind, ShapeKind};
     use layout::topo::layout::VisualGraph;
 
-    let mut svg = SVGWriter::new();
     if view.nodes.is_empty() {
         // layout-rs cannot lay out an empty graph; an empty drawing says the same.
         return Ok(
@@ -496,6 +495,7 @@ pub fn to_svg(view: &View) -> Result<String, SvgError> {
     }
     // layout-rs asserts on inputs it cannot handle; a drawing must never take the process down.
     let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let mut svg = SVGWriter::new();
         graph.do_it(false, false, false, &mut svg);
         svg.finalize()
     }));

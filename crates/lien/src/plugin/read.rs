@@ -462,7 +462,7 @@ pub async fn read_snapshot(
         .collect();
     let rest: BTreeSet<GroupKind> = views
         .iter()
-        .flat_map(|v| v.kinds().map(|(gk, _)| gk).collect::<Vec<_>>())
+        .flat_map(|v| v.kinds().map(|(gk, _)| gk))
         .filter(|gk| !listed.contains(gk))
         .collect();
     let (more, more_unknown) = list_kinds(client, discovery, rest, false, ns).await?;
