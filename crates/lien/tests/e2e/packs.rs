@@ -991,6 +991,14 @@ async fn seed_002_every_order_of_the_bundle_converges_in_the_seeds_order() {
 
 // ---- The core pack ----------------------------------------------------------------------------
 
+/// A sandbox with the core pack applied.
+async fn core_env(name: &str) -> Env {
+    let mut env = Env::start(name).await;
+    let rules = apply_pack(&mut env, "examples/rules/core.yaml").await;
+    assert_eq!(rules.len(), 24);
+    env
+}
+
 /// A core (`v1`) object of `kind` in namespace `ns`, metadata only.
 fn core_object(ns: &str, kind: &str, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": ns}})
@@ -998,9 +1006,7 @@ fn core_object(ns: &str, kind: &str, name: &str) -> Value {
 
 #[tokio::test]
 async fn the_core_pack_protects_what_a_deployment_references_until_it_is_gone() {
-    let mut env = Env::start("packs-core").await;
-    let rules = apply_pack(&mut env, "examples/rules/core.yaml").await;
-    assert_eq!(rules.len(), 24);
+    let mut env = core_env("packs-core").await;
     let ns = env.ns.clone();
     let object = |kind: &str, name: &str| core_object(&ns, kind, name);
     let configmap = object("ConfigMap", "settings");
@@ -1113,9 +1119,7 @@ fn pod_spec(w: &str) -> Value {
 
 #[tokio::test]
 async fn the_core_pack_protects_what_pods_statefulsets_daemonsets_jobs_and_cronjobs_reference() {
-    let mut env = Env::start("packs-core-workloads").await;
-    let rules = apply_pack(&mut env, "examples/rules/core.yaml").await;
-    assert_eq!(rules.len(), 24);
+    let mut env = core_env("packs-core-workloads").await;
     let ns = env.ns.clone();
     let object = |kind: &str, name: String| core_object(&ns, kind, &name);
     let labels = |w: &str| json!({"app": w});
