@@ -24,14 +24,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Client, Config};
 use serde_json::{Value, json};
 
 #[path = "load/mod.rs"]
 mod load;
 
-use load::{Error, create_all};
+use load::{Error, create_all, resource};
 
 const NS: &str = "plugin-load";
 
@@ -53,27 +51,22 @@ fn args() -> Result<Args, Error> {
         samples: 5,
         concurrency: 32,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
+    load::flags(|flag, value| {
+        match flag {
             "--kubeconfig" => a.kubeconfig = value()?.into(),
             "--lien" => a.lien = value()?.into(),
             "--apps" => a.apps = value()?.parse()?,
             "--dbs" => a.dbs = value()?.parse()?,
             "--samples" => a.samples = value()?.parse()?,
             "--concurrency" => a.concurrency = value()?.parse()?,
-            other => return Err(format!("unknown flag {other}").into()),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if a.dbs == 0 || a.apps == 0 {
         return Err("--apps and --dbs must be positive".into());
     }
     Ok(a)
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 fn configmap(name: &str, data: Value) -> Value {
@@ -121,9 +114,7 @@ fn report(cmd: &str, times: &mut [Duration]) {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let a = args()?;
-    let kubeconfig = kube::config::Kubeconfig::read_from(&a.kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    let client = Client::try_from(config)?;
+    let client = load::client(&a.kubeconfig).await?;
 
     let namespaces: Api<DynamicObject> = Api::all_with(
         client.clone(),

@@ -31,15 +31,15 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Client, Config};
+use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 #[path = "load/mod.rs"]
 mod load;
 
-use load::{Error, create_all};
+use load::{Error, create_all, resource};
 
 struct Args {
     kubeconfig: PathBuf,
@@ -71,10 +71,8 @@ fn args() -> Result<Args, Error> {
         concurrency: 32,
         reuse: false,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
+    load::flags(|flag, value| {
+        match flag {
             "--kubeconfig" => a.kubeconfig = value()?.into(),
             "--lien" => a.lien = value()?.into(),
             "--webhook-addr" => a.webhook_addr = value()?,
@@ -86,9 +84,10 @@ fn args() -> Result<Args, Error> {
             "--samples" => a.samples = value()?.parse()?,
             "--concurrency" => a.concurrency = value()?.parse()?,
             "--reuse" => a.reuse = true,
-            other => return Err(format!("unknown flag {other}").into()),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if a.spare >= a.pools {
         return Err("--spare must be smaller than --pools".into());
     }
@@ -96,24 +95,15 @@ fn args() -> Result<Args, Error> {
 }
 
 fn pool_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("ceph.rook.io", "v1", "CephBlockPool"),
-        "cephblockpools",
-    )
+    resource("ceph.rook.io", "v1", "CephBlockPool", "cephblockpools")
 }
 
 fn pv_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("", "v1", "PersistentVolume"),
-        "persistentvolumes",
-    )
+    resource("", "v1", "PersistentVolume", "persistentvolumes")
 }
 
 fn rule_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("lien.dev", "v1alpha1", "DependencyRule"),
-        "dependencyrules",
-    )
+    resource("lien.dev", "v1alpha1", "DependencyRule", "dependencyrules")
 }
 
 fn namespace_of(pool: usize, namespaces: usize) -> String {
@@ -266,13 +256,20 @@ where
     }
 }
 
-/// Steps 1 and 2: the CRD, namespaces, pools and PVs, then the rule.
-async fn create_objects(client: &Client, a: &Args) -> Result<(), Error> {
+/// Steps 1 and 2: the CRD, namespaces, pools and PVs, then `rule` (named `rule_name`).
+async fn create_objects(
+    client: &Client,
+    a: &Args,
+    rule: Value,
+    rule_name: &str,
+) -> Result<(), Error> {
     // 1. The CRD, namespaces, pools and PVs.
     let crds: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        &resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
             "customresourcedefinitions",
         ),
     );
@@ -287,10 +284,7 @@ async fn create_objects(client: &Client, a: &Args) -> Result<(), Error> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let namespaces: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("", "v1", "Namespace"),
-            "namespaces",
-        ),
+        &resource("", "v1", "Namespace", "namespaces"),
     );
     let ns_objects = (0..a.namespaces)
         .map(|i| format!("rook-{i}"))
@@ -333,11 +327,6 @@ async fn create_objects(client: &Client, a: &Args) -> Result<(), Error> {
     );
 
     // 2. The rule, before Lien runs.
-    let rule = pack_rule(&a.rules)?;
-    let rule_name = rule["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
     let rules: Api<DynamicObject> = Api::all_with(client.clone(), &rule_resource());
     // The CRDs are installed by `lien run --install-crds`; install them now so the rule exists
     // before Lien starts.
@@ -360,19 +349,18 @@ async fn create_objects(client: &Client, a: &Args) -> Result<(), Error> {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let a = args()?;
-    let kubeconfig = kube::config::Kubeconfig::read_from(&a.kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    let client = Client::try_from(config)?;
+    let client = load::client(&a.kubeconfig).await?;
 
     let used = a.pools - a.spare;
     let pvs_api: Api<DynamicObject> = Api::all_with(client.clone(), &pv_resource());
     let rules: Api<DynamicObject> = Api::all_with(client.clone(), &rule_resource());
-    let rule_name = pack_rule(&a.rules)?["metadata"]["name"]
+    let rule = pack_rule(&a.rules)?;
+    let rule_name = rule["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
     if !a.reuse {
-        create_objects(&client, &a).await?;
+        create_objects(&client, &a, rule, &rule_name).await?;
     }
 
     // 3. Lien, and the initial sync.

@@ -290,27 +290,26 @@ fn svg_parses_as_xml_and_names_every_node() {
     }
 }
 
+/// A graph holding `relations`, each applied as its source's only relation.
+fn graph_with(relations: impl IntoIterator<Item = Relation>) -> Graph {
+    let mut index = RelationIndex::new();
+    for r in relations {
+        index.apply(&r.source.clone(), [r]).expect("applies");
+    }
+    Graph {
+        index,
+        ..Graph::default()
+    }
+}
+
 #[test]
 fn svg_of_fifty_nodes_names_every_node() {
     // A chain of 25 pairs fanning into shared ConfigMaps: 50 nodes.
-    let mut index = RelationIndex::new();
-    for i in 0..25 {
+    let g = graph_with((0..25).map(|i| {
         let by = key("apps", "Deployment", Some("big"), &format!("app-{i}"));
         let of = key("", "ConfigMap", Some("big"), &format!("cfg-{}", i % 25));
-        index
-            .apply(
-                &Source::usage("big", format!("u-{i}")),
-                vec![
-                    Relation::uses(Source::usage("big", format!("u-{i}")), of, by)
-                        .with_reason("reads it"),
-                ],
-            )
-            .expect("applies");
-    }
-    let g = Graph {
-        index,
-        ..Graph::default()
-    };
+        Relation::uses(Source::usage("big", format!("u-{i}")), of, by).with_reason("reads it")
+    }));
     let view = graph::select(&g, &Selection::default());
     assert_eq!(view.nodes.len(), 50);
     let svg = graph::to_svg(&view).expect("draws");
@@ -338,17 +337,10 @@ fn plan_orders_users_first_and_warns_about_protections() {
 fn a_cycle_is_refused_naming_objects_and_usages() {
     let a = key("", "ConfigMap", Some("c"), "a");
     let b = key("", "ConfigMap", Some("c"), "b");
-    let mut index = RelationIndex::new();
-    for (name, of, by) in [("a-uses-b", &b, &a), ("b-uses-a", &a, &b)] {
-        let s = Source::usage("c", name);
-        index
-            .apply(&s, vec![Relation::uses(s.clone(), of.clone(), by.clone())])
-            .expect("applies");
-    }
-    let g = Graph {
-        index,
-        ..Graph::default()
-    };
+    let g = graph_with(
+        [("a-uses-b", &b, &a), ("b-uses-a", &a, &b)]
+            .map(|(name, of, by)| Relation::uses(Source::usage("c", name), of.clone(), by.clone())),
+    );
     let err = plugin::plan(&g, std::slice::from_ref(&a)).expect_err("a cycle");
     let text = err.to_string();
     for needle in [
@@ -366,27 +358,14 @@ fn graph_of(n: usize, edges: &[(usize, usize)]) -> (Graph, Vec<ObjectKey>) {
     let keys: Vec<ObjectKey> = (0..n)
         .map(|i| key("", "ConfigMap", Some("p"), &format!("o{i}")))
         .collect();
-    let mut index = RelationIndex::new();
-    for (i, &(by, of)) in edges.iter().enumerate() {
-        let s = Source::usage("p", format!("u{i}"));
-        index
-            .apply(
-                &s,
-                vec![Relation::uses(
-                    s.clone(),
-                    keys[of].clone(),
-                    keys[by].clone(),
-                )],
-            )
-            .expect("applies");
-    }
-    (
-        Graph {
-            index,
-            ..Graph::default()
-        },
-        keys,
-    )
+    let g = graph_with(edges.iter().enumerate().map(|(i, &(by, of))| {
+        Relation::uses(
+            Source::usage("p", format!("u{i}")),
+            keys[of].clone(),
+            keys[by].clone(),
+        )
+    }));
+    (g, keys)
 }
 
 proptest! {

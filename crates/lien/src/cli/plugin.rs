@@ -225,13 +225,10 @@ pub async fn why(args: WhyArgs) -> ExitCode {
                     ReadError::Usage(format!("why takes one object, {} were given", v.len()))
                 },
             )?;
-        let (info, _) = read::get_object(&s.client, &key, &resource).await?;
-        if !s.discovery.lien_installed() {
-            return Err(ReadError::NotInstalled);
-        }
+        let info = read::get_object(&s.client, &key, &resource).await?;
         let mut g = load(&s, &args.kube).await?;
         g.nodes.insert(key.clone(), info);
-        Ok(plugin::why(
+        Ok::<_, ReadError>(plugin::why(
             &g,
             &key,
             Duration::from_secs(args.replay_ttl_hours * 3600),
@@ -375,7 +372,7 @@ pub async fn plan(args: PlanArgs) -> ExitCode {
             async move {
                 let r = s
                     .discovery
-                    .by_kind(&lien_core::GroupKind::new(&k.group, &k.kind))
+                    .for_key(k)
                     .ok_or_else(|| ReadError::UnknownType(k.kind.clone()))?;
                 read::get_object(&s.client, k, r).await
             }

@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use kube::Client;
 use kube::api::DeleteParams;
-use lien_core::ObjectKey;
 
-use super::graph::{kind_label, name_label};
+use super::graph::object_label;
 use super::plan::Plan;
 use super::read::{Discovery, ReadError, api_for};
 
@@ -55,10 +54,6 @@ pub enum ApplyError {
     },
 }
 
-fn describe(key: &ObjectKey) -> String {
-    format!("{} {}", kind_label(key), name_label(key))
-}
-
 enum Progress {
     Bar(ProgressBar),
     Lines,
@@ -94,13 +89,10 @@ impl Progress {
     }
 
     fn finish(&self, line: String) {
-        match self {
-            Progress::Bar(bar) => {
-                bar.finish_and_clear();
-                println!("{line}");
-            }
-            Progress::Lines => println!("{line}"),
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
         }
+        println!("{line}");
     }
 
     fn abandon(&self) {
@@ -141,24 +133,22 @@ async fn run(
         let n = i + 1;
         let mut apis = Vec::with_capacity(step.len());
         for key in step {
-            let r = discovery
-                .by_kind(&lien_core::GroupKind::new(&key.group, &key.kind))
-                .ok_or_else(|| ApplyError::Unserved {
-                    step: n,
-                    object: describe(key),
-                })?;
+            let r = discovery.for_key(key).ok_or_else(|| ApplyError::Unserved {
+                step: n,
+                object: object_label(key),
+            })?;
             apis.push((key, api_for(client, r, key.namespace.as_deref())));
         }
         for (key, api) in &apis {
             match api.delete(&key.name, &DeleteParams::background()).await {
-                Ok(_) => progress.say(format!("step {n}/{steps}: deleted {}", describe(key))),
+                Ok(_) => progress.say(format!("step {n}/{steps}: deleted {}", object_label(key))),
                 // Already gone: what the step wants.
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => {
                     return Err(ApplyError::Refused {
                         step: n,
-                        object: describe(key),
-                        source: ReadError::from_kube(format!("deleting {}", describe(key)), e),
+                        object: object_label(key),
+                        source: ReadError::from_kube(format!("deleting {}", object_label(key)), e),
                     });
                 }
             }
@@ -171,15 +161,15 @@ async fn run(
                 match api.get_metadata_opt(&key.name).await {
                     Ok(None) => {
                         progress.gone(1);
-                        progress.say(format!("step {n}/{steps}: gone: {}", describe(key)));
+                        progress.say(format!("step {n}/{steps}: gone: {}", object_label(key)));
                     }
                     Ok(Some(_)) => still.push((key, api)),
                     Err(e) => {
                         return Err(ApplyError::Refused {
                             step: n,
-                            object: describe(key),
+                            object: object_label(key),
                             source: ReadError::from_kube(
-                                format!("checking {} is gone", describe(key)),
+                                format!("checking {} is gone", object_label(key)),
                                 e,
                             ),
                         });
@@ -193,7 +183,7 @@ async fn run(
                 return Err(ApplyError::Timeout {
                     step: n,
                     timeout,
-                    waiting: still.iter().map(|(k, _)| describe(k)).collect(),
+                    waiting: still.iter().map(|(k, _)| object_label(k)).collect(),
                 });
             }
             waiting = still;

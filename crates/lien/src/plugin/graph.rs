@@ -163,6 +163,11 @@ pub fn name_label(key: &ObjectKey) -> String {
     }
 }
 
+/// `Kind namespace/name`: how the plugin names an object in its messages.
+pub fn object_label(key: &ObjectKey) -> String {
+    format!("{} {}", kind_label(key), name_label(key))
+}
+
 /// The marks a node carries, in words.
 fn marks(node: &Node) -> Vec<String> {
     let mut out = Vec::new();
@@ -186,16 +191,42 @@ fn node_lines(key: &ObjectKey, node: &Node) -> Vec<String> {
     lines
 }
 
-fn source_label(source: &Source) -> String {
-    source.to_string()
-}
-
 fn edge_lines(edge: &Edge) -> Vec<String> {
-    let mut lines = vec![source_label(&edge.source)];
+    let mut lines = vec![edge.source.to_string()];
     if let Some(reason) = &edge.reason {
         lines.push(reason.clone());
     }
     lines
+}
+
+/// `lines`, each escaped for the output format, joined by its line break.
+fn joined(lines: &[String], escape: impl Fn(&str) -> String, line_break: &str) -> String {
+    lines
+        .iter()
+        .map(|l| escape(l))
+        .collect::<Vec<_>>()
+        .join(line_break)
+}
+
+/// How a node stands out, by the first of its marks that applies (every format draws the same).
+#[derive(Debug, Clone, Copy)]
+enum Look {
+    Deleting,
+    Refused,
+    Protected,
+}
+
+fn look(node: &Node) -> Option<Look> {
+    let info = node.info.as_ref();
+    if info.is_some_and(|i| i.deleting) {
+        Some(Look::Deleting)
+    } else if info.is_some_and(|i| i.attempt.is_some()) {
+        Some(Look::Refused)
+    } else if !node.protections.is_empty() {
+        Some(Look::Protected)
+    } else {
+        None
+    }
 }
 
 fn ids(view: &View) -> BTreeMap<&ObjectKey, String> {
@@ -217,28 +248,18 @@ pub fn to_dot(view: &View) -> String {
         "digraph lien {\n  rankdir=LR;\n  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n",
     );
     for (key, node) in &view.nodes {
-        let label = node_lines(key, node)
-            .iter()
-            .map(|l| dot_escape(l))
-            .collect::<Vec<_>>()
-            .join("\\n");
-        let info = node.info.as_ref();
+        let label = joined(&node_lines(key, node), dot_escape, "\\n");
         let mut attrs = format!("label=\"{label}\"");
-        if info.is_some_and(|i| i.deleting) {
-            attrs.push_str(", style=\"rounded,dashed\", color=\"gray40\"");
-        } else if info.is_some_and(|i| i.attempt.is_some()) {
-            attrs.push_str(", style=\"rounded,bold\", color=\"red\"");
-        } else if !node.protections.is_empty() {
-            attrs.push_str(", style=\"rounded,bold\", color=\"orange\"");
-        }
+        attrs.push_str(match look(node) {
+            Some(Look::Deleting) => ", style=\"rounded,dashed\", color=\"gray40\"",
+            Some(Look::Refused) => ", style=\"rounded,bold\", color=\"red\"",
+            Some(Look::Protected) => ", style=\"rounded,bold\", color=\"orange\"",
+            None => "",
+        });
         let _ = writeln!(out, "  {} [{attrs}];", ids[key]);
     }
     for edge in &view.edges {
-        let label = edge_lines(edge)
-            .iter()
-            .map(|l| dot_escape(l))
-            .collect::<Vec<_>>()
-            .join("\\n");
+        let label = joined(&edge_lines(edge), dot_escape, "\\n");
         let _ = writeln!(
             out,
             "  {} -> {} [label=\"{label}\"];",
@@ -264,28 +285,19 @@ pub fn to_mermaid(view: &View) -> String {
     let mut out = String::from("flowchart LR\n");
     let mut classes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (key, node) in &view.nodes {
-        let label = node_lines(key, node)
-            .iter()
-            .map(|l| mermaid_escape(l))
-            .collect::<Vec<_>>()
-            .join("<br/>");
+        let label = joined(&node_lines(key, node), mermaid_escape, "<br/>");
         let id = ids[key].as_str();
         let _ = writeln!(out, "  {id}[\"{label}\"]");
-        let info = node.info.as_ref();
-        if info.is_some_and(|i| i.deleting) {
-            classes.entry("deleting").or_default().push(id);
-        } else if info.is_some_and(|i| i.attempt.is_some()) {
-            classes.entry("refused").or_default().push(id);
-        } else if !node.protections.is_empty() {
-            classes.entry("protected").or_default().push(id);
-        }
+        let class = match look(node) {
+            Some(Look::Deleting) => "deleting",
+            Some(Look::Refused) => "refused",
+            Some(Look::Protected) => "protected",
+            None => continue,
+        };
+        classes.entry(class).or_default().push(id);
     }
     for edge in &view.edges {
-        let label = edge_lines(edge)
-            .iter()
-            .map(|l| mermaid_escape(l))
-            .collect::<Vec<_>>()
-            .join("<br/>");
+        let label = joined(&edge_lines(edge), mermaid_escape, "<br/>");
         let _ = writeln!(
             out,
             "  {} -->|\"{label}\"| {}",
@@ -443,7 +455,6 @@ pub fn to_svg(view: &View) -> Result<String, SvgError> {
     use layout::std_shapes::shapes::{Arrow, Element, LineEndKind, ShapeKind};
     use layout::topo::layout::VisualGraph;
 
-    let mut svg = SVGWriter::new();
     if view.nodes.is_empty() {
         // layout-rs cannot lay out an empty graph; an empty drawing says the same.
         return Ok(
@@ -454,21 +465,13 @@ pub fn to_svg(view: &View) -> Result<String, SvgError> {
     let mut graph = VisualGraph::new(Orientation::LeftToRight);
     let mut handles = BTreeMap::new();
     for (key, node) in &view.nodes {
-        let info = node.info.as_ref();
-        let (line, fill) = if info.is_some_and(|i| i.deleting) {
-            ("gray", "#eeeeee")
-        } else if info.is_some_and(|i| i.attempt.is_some()) {
-            ("red", "#ffecec")
-        } else if !node.protections.is_empty() {
-            ("orange", "#fff6e6")
-        } else {
-            ("black", "white")
+        let (line, fill) = match look(node) {
+            Some(Look::Deleting) => ("gray", "#eeeeee"),
+            Some(Look::Refused) => ("red", "#ffecec"),
+            Some(Look::Protected) => ("orange", "#fff6e6"),
+            None => ("black", "white"),
         };
-        let label = node_lines(key, node)
-            .iter()
-            .map(|l| shorten(l))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let label = joined(&node_lines(key, node), shorten, "\n");
         let look = StyleAttr::new(Color::fast(line), 2, Color::from_name(fill), 5, 13);
         let shape = ShapeKind::new_box(&label);
         let size =
@@ -477,11 +480,7 @@ pub fn to_svg(view: &View) -> Result<String, SvgError> {
         handles.insert(key, graph.add_node(element));
     }
     for edge in &view.edges {
-        let label = edge_lines(edge)
-            .iter()
-            .map(|l| shorten(l))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let label = joined(&edge_lines(edge), shorten, "\n");
         let look = StyleAttr::new(Color::fast("black"), 1, None, 0, 11);
         let arrow = Arrow::new(
             LineEndKind::None,
@@ -496,6 +495,7 @@ pub fn to_svg(view: &View) -> Result<String, SvgError> {
     }
     // layout-rs asserts on inputs it cannot handle; a drawing must never take the process down.
     let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let mut svg = SVGWriter::new();
         graph.do_it(false, false, false, &mut svg);
         svg.finalize()
     }));

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use lien_core::{ObjectKey, Source, deletion_order};
 use serde::Serialize;
 
-use super::graph::{kind_label, name_label};
+use super::graph::object_label;
 use super::snapshot::Graph;
 
 /// A reason-only protection on an object of the plan: no order lifts it, so the plan names it.
@@ -49,16 +49,12 @@ pub struct PlanCycle {
     pub groups: Vec<CycleGroup>,
 }
 
-fn describe(key: &ObjectKey) -> String {
-    format!("{} {}", kind_label(key), name_label(key))
-}
-
 fn render_cycles(groups: &[CycleGroup]) -> String {
     let mut out = String::from(
         "cannot order the deletion: these objects use each other, so none can be deleted first",
     );
     for g in groups {
-        let objects: Vec<String> = g.objects.iter().map(describe).collect();
+        let objects: Vec<String> = g.objects.iter().map(object_label).collect();
         let sources: Vec<String> = g.sources.iter().map(ToString::to_string).collect();
         let _ = write!(
             out,
@@ -137,14 +133,14 @@ pub fn to_text(plan: &Plan) -> String {
     for (i, step) in plan.steps.iter().enumerate() {
         let _ = writeln!(out, "step {}:", i + 1);
         for key in step {
-            let _ = writeln!(out, "  {}", describe(key));
+            let _ = writeln!(out, "  {}", object_label(key));
         }
     }
     for h in &plan.protected {
         let _ = writeln!(
             out,
             "warning: {} is protected by {} ({}): its DELETE is refused until that goes",
-            describe(&h.object),
+            object_label(&h.object),
             h.source,
             h.reason
         );

@@ -246,6 +246,11 @@ impl Discovery {
             .find(|r| r.api.group == gk.group && r.api.kind == gk.kind)
     }
 
+    /// The resource serving the kind of `key`.
+    pub fn for_key(&self, key: &ObjectKey) -> Option<&Resource> {
+        self.by_kind(&GroupKind::new(&key.group, &key.kind))
+    }
+
     /// Resolves a `TYPE` as kubectl does: `kind`, `plural`, `singular` or a short name, any of
     /// them optionally followed by `.group` or `.version.group`; case-insensitive; core group
     /// first.
@@ -336,23 +341,13 @@ pub async fn get_object(
     client: &Client,
     key: &ObjectKey,
     r: &Resource,
-) -> Result<(NodeInfo, DynamicObject), ReadError> {
+) -> Result<NodeInfo, ReadError> {
     let api = api_for(client, r, key.namespace.as_deref());
     let o = api
         .get(&key.name)
         .await
         .map_err(|e| ReadError::from_kube(format!("getting {}", r.plural_ref()), e))?;
-    let info = NodeInfo {
-        uid: o.metadata.uid.clone().unwrap_or_default(),
-        deleting: o.metadata.deletion_timestamp.is_some(),
-        attempt: o
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(lien_controller::replay::DELETION_ATTEMPT_ANNOTATION))
-            .and_then(|raw| super::snapshot::Attempt::parse(raw)),
-    };
-    Ok((info, o))
+    Ok(NodeInfo::of(&o.metadata))
 }
 
 async fn list_pages<T, F, Fut>(doing: &str, mut page: F) -> Result<Vec<T>, ReadError>
@@ -467,7 +462,7 @@ pub async fn read_snapshot(
         .collect();
     let rest: BTreeSet<GroupKind> = views
         .iter()
-        .flat_map(|v| v.kinds().map(|(gk, _)| gk).collect::<Vec<_>>())
+        .flat_map(|v| v.kinds().map(|(gk, _)| gk))
         .filter(|gk| !listed.contains(gk))
         .collect();
     let (more, more_unknown) = list_kinds(client, discovery, rest, false, ns).await?;

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ObjectMeta};
 use lien_controller::cache::{Caches, GroupKind};
 use lien_controller::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
 use lien_controller::resolve::{Problem, UsageView, resolve};
@@ -94,6 +94,21 @@ pub struct NodeInfo {
     pub attempt: Option<Attempt>,
 }
 
+impl NodeInfo {
+    /// What an object's metadata says.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        Self {
+            uid: meta.uid.clone().unwrap_or_default(),
+            deleting: meta.deletion_timestamp.is_some(),
+            attempt: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DELETION_ATTEMPT_ANNOTATION))
+                .and_then(|raw| Attempt::parse(raw)),
+        }
+    }
+}
+
 /// The derived relations and what is known of each object.
 #[derive(Debug, Default)]
 pub struct Graph {
@@ -124,20 +139,7 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
                 continue;
             };
             let key = kind.gk.key(o.metadata.namespace.as_deref(), name);
-            let attempt = o
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(DELETION_ATTEMPT_ANNOTATION))
-                .and_then(|raw| Attempt::parse(raw));
-            nodes.insert(
-                key,
-                NodeInfo {
-                    uid: o.metadata.uid.clone().unwrap_or_default(),
-                    deleting: o.metadata.deletion_timestamp.is_some(),
-                    attempt,
-                },
-            );
+            nodes.insert(key, NodeInfo::of(&o.metadata));
         }
     }
     for gk in &snapshot.unknown {
@@ -158,6 +160,8 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
     }
     let by_kind: BTreeMap<&GroupKind, &KindObjects> =
         snapshot.kinds.iter().map(|k| (&k.gk, k)).collect();
+    // Each object as the JSON CEL reads, made once for every rule reading its kind.
+    let mut json: BTreeMap<&GroupKind, Vec<serde_json::Value>> = BTreeMap::new();
     for view in &snapshot.rules {
         let source = view.source();
         let program = match Program::compile(&view.spec) {
@@ -213,44 +217,39 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
             let Some(kind) = by_kind.get(gk) else {
                 continue;
             };
-            for o in &kind.objects {
+            let objects = json.entry(&kind.gk).or_insert_with(|| {
+                kind.objects
+                    .iter()
+                    .map(|o| serde_json::to_value(o).unwrap_or_default())
+                    .collect()
+            });
+            for (o, json) in kind.objects.iter().zip(objects.iter()) {
                 let Some(name) = o.metadata.name.as_deref() else {
                     continue;
                 };
                 let key = gk.key(o.metadata.namespace.as_deref(), name);
                 let uid = o.metadata.uid.as_deref();
-                let json = serde_json::to_value(o).unwrap_or_default();
-                let Some(eval) = reader.reduce(&json).pop() else {
+                let Some(eval) = reader.reduce(json).pop() else {
                     continue;
                 };
-                if let Some(side) = eval.of {
+                for (side, of) in [(eval.of, true), (eval.by, false)] {
                     match side {
-                        SideEval::Ok { keys, .. } => {
-                            let upserted = index
-                                .join_mut(join)
-                                .map(|mut j| j.upsert_of(&key, uid, Some(keys)));
-                            if let Some(Err(e)) = upserted {
-                                errors.push(format!("{key}: {e}"));
-                            }
-                        }
-                        SideEval::Failed { field, message } => {
-                            errors.push(format!("EvaluationError: {field} on {key}: {message}"));
-                        }
-                    }
-                }
-                if let Some(side) = eval.by {
-                    match side {
-                        SideEval::Ok { keys, when } => {
-                            let upserted = index
-                                .join_mut(join)
-                                .map(|mut j| j.upsert_by(&key, uid, Some(keys), when));
+                        None => {}
+                        Some(SideEval::Ok { keys, when }) => {
+                            let upserted = index.join_mut(join).map(|mut j| {
+                                if of {
+                                    j.upsert_of(&key, uid, Some(keys))
+                                } else {
+                                    j.upsert_by(&key, uid, Some(keys), when)
+                                }
+                            });
                             if let Some(Err(e)) = upserted {
                                 errors.push(format!("{key}: {e}"));
                             }
                         }
                         // As for an object the controller never evaluated: it joins nothing
                         // (the rule's status counts the error).
-                        SideEval::Failed { field, message } => {
+                        Some(SideEval::Failed { field, message }) => {
                             errors.push(format!("EvaluationError: {field} on {key}: {message}"));
                         }
                     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lien_core::{ObjectKey, Source};
 
-use super::graph::{kind_label, name_label};
+use super::graph::{kind_label, object_label};
 use super::snapshot::Graph;
 
 /// `kubectl` arguments naming `key`: `deployment.apps/web -n team-a`.
@@ -15,10 +15,6 @@ pub fn kubectl_ref(key: &ObjectKey) -> String {
         let _ = write!(out, " -n {ns}");
     }
     out
-}
-
-fn describe(key: &ObjectKey) -> String {
-    format!("{} {}", kind_label(key), name_label(key))
 }
 
 fn source_fix(source: &Source) -> String {
@@ -48,21 +44,21 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
         let _ = writeln!(
             out,
             "{} is not in use: no Usage, ClusterUsage or DependencyRule holds it.",
-            describe(key)
+            object_label(key)
         );
     } else {
         let n = held.len();
         let _ = writeln!(
             out,
             "{} is in use ({n} relation{}); a DELETE is refused while any of them holds:",
-            describe(key),
+            object_label(key),
             if n == 1 { "" } else { "s" }
         );
         for (i, r) in held.iter().enumerate() {
             let _ = writeln!(out);
             match &r.by {
                 Some(by) => {
-                    let _ = writeln!(out, "  {}. used by {}", i + 1, describe(by));
+                    let _ = writeln!(out, "  {}. used by {}", i + 1, object_label(by));
                     let _ = writeln!(out, "     source: {}", r.source);
                     if let Some(reason) = &r.reason {
                         let _ = writeln!(out, "     reason: {reason}");

@@ -991,13 +991,24 @@ async fn seed_002_every_order_of_the_bundle_converges_in_the_seeds_order() {
 
 // ---- The core pack ----------------------------------------------------------------------------
 
-#[tokio::test]
-async fn the_core_pack_protects_what_a_deployment_references_until_it_is_gone() {
-    let mut env = Env::start("packs-core").await;
+/// A sandbox with the core pack applied.
+async fn core_env(name: &str) -> Env {
+    let mut env = Env::start(name).await;
     let rules = apply_pack(&mut env, "examples/rules/core.yaml").await;
     assert_eq!(rules.len(), 24);
+    env
+}
+
+/// A core (`v1`) object of `kind` in namespace `ns`, metadata only.
+fn core_object(ns: &str, kind: &str, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": ns}})
+}
+
+#[tokio::test]
+async fn the_core_pack_protects_what_a_deployment_references_until_it_is_gone() {
+    let mut env = core_env("packs-core").await;
     let ns = env.ns.clone();
-    let object = |kind: &str, name: &str| json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": ns}});
+    let object = |kind: &str, name: &str| core_object(&ns, kind, name);
     let configmap = object("ConfigMap", "settings");
     let secret = object("Secret", "tls");
     let pull = object("Secret", "registry");
@@ -1108,11 +1119,9 @@ fn pod_spec(w: &str) -> Value {
 
 #[tokio::test]
 async fn the_core_pack_protects_what_pods_statefulsets_daemonsets_jobs_and_cronjobs_reference() {
-    let mut env = Env::start("packs-core-workloads").await;
-    let rules = apply_pack(&mut env, "examples/rules/core.yaml").await;
-    assert_eq!(rules.len(), 24);
+    let mut env = core_env("packs-core-workloads").await;
     let ns = env.ns.clone();
-    let object = |kind: &str, name: String| json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": ns}});
+    let object = |kind: &str, name: String| core_object(&ns, kind, &name);
     let labels = |w: &str| json!({"app": w});
     let workloads: Vec<(&str, Value)> = vec![
         (
@@ -1183,7 +1192,7 @@ async fn the_core_pack_protects_what_pods_statefulsets_daemonsets_jobs_and_cronj
         assert_eq!(api_error(err).0, 409, "{}", described(o));
     }
     // Each workload's own objects are free once it is gone, and not before.
-    for (w, workload) in &workloads {
+    for (i, (w, workload)) in workloads.iter().enumerate() {
         api_of(&env, workload)
             .delete(name_of(workload), &DeleteParams::background())
             .await
@@ -1195,26 +1204,17 @@ async fn the_core_pack_protects_what_pods_statefulsets_daemonsets_jobs_and_cronj
                 .await
                 .unwrap_or_else(|e| panic!("{} after {}: {e}", described(o), described(owner)));
         }
-        for (o, ..) in held.iter().filter(|(_, owner, _)| *owner != workload) {
-            if api_of(&env, o)
-                .get_opt(name_of(o))
+        // The objects of the workloads still there (those of the earlier ones are deleted).
+        let remaining = &workloads[i + 1..];
+        for (o, ..) in held
+            .iter()
+            .filter(|(_, owner, _)| remaining.iter().any(|(_, r)| r == *owner))
+        {
+            let err = api_of(&env, o)
+                .delete(name_of(o), &DeleteParams::default().dry_run())
                 .await
-                .ok()
-                .flatten()
-                .is_some()
-            {
-                let err = api_of(&env, o)
-                    .delete(
-                        name_of(o),
-                        &DeleteParams {
-                            dry_run: true,
-                            ..DeleteParams::default()
-                        },
-                    )
-                    .await
-                    .expect_err("still in use");
-                assert_eq!(api_error(err).0, 409, "{}", described(o));
-            }
+                .expect_err("still in use");
+            assert_eq!(api_error(err).0, 409, "{}", described(o));
         }
     }
     env.finish().await;

@@ -56,19 +56,24 @@ impl Drop for Kubectl {
     }
 }
 
+/// The Usage `usage`: ConfigMap `by` uses ConfigMap `of`, for `reason`.
+async fn configmap_uses(env: &mut Env, usage: &str, of: &str, by: &str, reason: &str) {
+    env.usage(
+        usage,
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
+               "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": by}},
+               "reason": reason}),
+    )
+    .await;
+}
+
 /// `c` uses `b` uses `a`, through two Usages.
 async fn chain(env: &mut Env) {
     for name in ["a", "b", "c"] {
         env.configmap(name, json!({})).await;
     }
     for (usage, of, by) in [("b-uses-a", "a", "b"), ("c-uses-b", "b", "c")] {
-        env.usage(
-            usage,
-            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
-                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": by}},
-                   "reason": format!("{by} reads {of}")}),
-        )
-        .await;
+        configmap_uses(env, usage, of, by, &format!("{by} reads {of}")).await;
     }
     wait_label(&env.configmaps(), "a", true).await;
     wait_label(&env.configmaps(), "b", true).await;
@@ -182,13 +187,7 @@ async fn kubectl_lien_plan_refuses_a_cycle_and_apply_stops_at_a_refusal() {
         env.configmap(name, json!({})).await;
     }
     for (usage, of, by) in [("x-uses-y", "y", "x"), ("y-uses-x", "x", "y")] {
-        env.usage(
-            usage,
-            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
-                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": by}},
-                   "reason": "loop"}),
-        )
-        .await;
+        configmap_uses(&mut env, usage, of, by, "loop").await;
     }
     env.protected_configmap("kept", "keep-it", "kept for the audit")
         .await;
