@@ -11,6 +11,7 @@ pub(crate) struct Message {
     /// k8s-pb's module path (`api/core/v1`), standing for the proto package.
     pub package: &'static str,
     pub name: &'static str,
+    /// In tag order, the order Go writes them.
     pub fields: &'static [Field],
 }
 
@@ -134,7 +135,5 @@ pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<usize> {
 
 /// The message named `name` in `package` (used for the well-known messages).
 pub(crate) fn named(package: &str, name: &str) -> Option<usize> {
-    MESSAGES
-        .iter()
-        .position(|m| m.package == package && m.name == name)
+    index().by_name.get(&(package, name)).copied()
 }
