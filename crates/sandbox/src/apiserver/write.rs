@@ -1152,7 +1152,7 @@ fn without_rv(v: &Value) -> Value {
 
 /// Whether a patch body names a resourceVersion (a JSON/merge patch can carry one as a
 /// precondition).
-fn body_sets_resource_version(body: &[u8]) -> bool {
+pub(super) fn body_sets_resource_version(body: &[u8]) -> bool {
     std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
 }
 
