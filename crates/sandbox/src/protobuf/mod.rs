@@ -269,7 +269,7 @@ fn decode_message(index: usize, data: &[u8], depth: usize) -> Result<Option<Valu
     let mut r = Reader::new(data);
     while !r.done() {
         let (tag, wire) = r.key()?;
-        let Some(field) = msg.fields.iter().find(|f| f.tag == tag) else {
+        let Some(field) = msg.field(tag) else {
             r.skip(wire)?;
             continue;
         };
@@ -418,10 +418,7 @@ fn decode_raw_json(data: &[u8]) -> Result<Value, CodecError> {
 }
 
 fn field_by_tag(msg: &table::Message, tag: u32) -> &'static str {
-    msg.fields
-        .iter()
-        .find(|f| f.tag == tag)
-        .map_or("", |f| f.json)
+    msg.field(tag).map_or("", |f| f.json)
 }
 
 fn to_special(
