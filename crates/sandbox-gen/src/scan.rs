@@ -86,35 +86,11 @@ pub fn scan_file(module: &str, source: &str) -> Result<Vec<Found>, String> {
                 };
                 match trait_name.as_str() {
                     "Resource" => {
-                        let data = resources.entry(self_name).or_default();
-                        for it in &imp.items {
-                            match it {
-                                ImplItem::Const(c) => {
-                                    if let Some(s) = string_literal(&c.expr) {
-                                        data.consts.insert(c.ident.to_string(), s);
-                                    }
-                                }
-                                ImplItem::Type(t) if t.ident == "Scope" => {
-                                    data.scope = type_name(&t.ty).and_then(|n| match n.as_str() {
-                                        "NamespaceResourceScope" => Some(Scope::Namespaced),
-                                        "ClusterResourceScope" => Some(Scope::Cluster),
-                                        "SubResourceScope" => Some(Scope::SubResource),
-                                        _ => None,
-                                    });
-                                }
-                                _ => {}
-                            }
-                        }
+                        read_resource_impl(&imp.items, resources.entry(self_name).or_default())
                     }
                     "ListableResource" => {
-                        for it in &imp.items {
-                            if let ImplItem::Const(c) = it {
-                                if c.ident == "LIST_KIND" {
-                                    if let Some(s) = string_literal(&c.expr) {
-                                        list_kinds.insert(self_name.clone(), s);
-                                    }
-                                }
-                            }
+                        if let Some(s) = string_const(&imp.items, "LIST_KIND") {
+                            list_kinds.insert(self_name, s);
                         }
                     }
                     _ => {}
@@ -143,6 +119,36 @@ pub fn scan_file(module: &str, source: &str) -> Result<Vec<Found>, String> {
         });
     }
     Ok(found)
+}
+
+/// The string constants and the `Scope` of an `impl Resource`.
+fn read_resource_impl(items: &[ImplItem], data: &mut ImplData) {
+    for it in items {
+        match it {
+            ImplItem::Const(c) => {
+                if let Some(s) = string_literal(&c.expr) {
+                    data.consts.insert(c.ident.to_string(), s);
+                }
+            }
+            ImplItem::Type(t) if t.ident == "Scope" => {
+                data.scope = type_name(&t.ty).and_then(|n| match n.as_str() {
+                    "NamespaceResourceScope" => Some(Scope::Namespaced),
+                    "ClusterResourceScope" => Some(Scope::Cluster),
+                    "SubResourceScope" => Some(Scope::SubResource),
+                    _ => None,
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The string constant `name` of an impl block, if it has one.
+fn string_const(items: &[ImplItem], name: &str) -> Option<String> {
+    items.iter().find_map(|it| match it {
+        ImplItem::Const(c) if c.ident == name => string_literal(&c.expr),
+        _ => None,
+    })
 }
 
 fn type_name(ty: &Type) -> Option<String> {

@@ -357,7 +357,7 @@ impl FieldSelector {
 }
 
 /// Reads a dotted field path (`metadata.name`, `spec.nodeName`, `type`) as a string.
-fn field_value(object: &Value, path: &str) -> Option<String> {
+pub(crate) fn field_value(object: &Value, path: &str) -> Option<String> {
     let mut cur = object;
     for seg in path.split('.') {
         cur = cur.get(seg)?;

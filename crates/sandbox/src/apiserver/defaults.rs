@@ -288,9 +288,7 @@ pub fn deployment(object: &mut Value) {
 pub fn replica_set(object: &mut Value) {
     if let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) {
         default(spec, "replicas", json!(1));
-        if let Some(t) = spec.get_mut("template") {
-            pod_template(t);
-        }
+        template_in(spec);
     }
 }
 
@@ -435,11 +433,7 @@ pub fn cron_job(object: &mut Value) {
 /// ports' protocol and targetPort, traffic policies. Cluster IPs and IP families are the
 /// allocator's (`apiserver::services`).
 pub fn service(object: &mut Value) {
-    let spec = &mut object["spec"];
-    if !spec.is_object() {
-        object["spec"] = json!({});
-    }
-    let spec = &mut object["spec"];
+    let spec = object_at(object, "spec");
     default(spec, "type", json!("ClusterIP"));
     default(spec, "sessionAffinity", json!("None"));
     if spec["sessionAffinity"] == "ClientIP" {

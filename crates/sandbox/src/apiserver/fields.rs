@@ -126,19 +126,9 @@ pub fn matches(key: &ResourceKey, selector: &FieldSelector, object: &Value) -> b
         .all(|(label, equal, value)| (value_of(key, object, label) == *value) == *equal)
 }
 
+/// A dotted field path's value as a selector compares it; empty when absent or null.
 fn string_at(object: &Value, path: &str) -> String {
-    let mut cur = object;
-    for seg in path.split('.') {
-        match cur.get(seg) {
-            Some(next) => cur = next,
-            None => return String::new(),
-        }
-    }
-    match cur {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
+    crate::labels::field_value(object, path).unwrap_or_default()
 }
 
 /// Go's `strconv.FormatBool` of a field that defaults to false.

@@ -82,6 +82,8 @@ impl WatchEvent {
 /// A live watch: the backlog (initial state or resumed changes) then changes as they happen.
 pub struct WatchStream {
     pub(crate) target: Target,
+    /// The target's stored resource, computed once rather than per change.
+    pub(crate) key: ResourceKey,
     pub(crate) options: WatchOptions,
     pub(crate) backlog: std::collections::VecDeque<WatchEvent>,
     /// `None` for a watch that only reports an error and ends.
@@ -111,7 +113,7 @@ impl WatchStream {
                             continue;
                         }
                         self.last_revision = change.revision;
-                        if let Some(event) = Self::convert(&self.target, &self.options, &change) {
+                        if let Some(event) = Self::convert(&self.target, &self.key, &self.options, &change) {
                             return Some(event);
                         }
                     }
@@ -138,8 +140,13 @@ impl WatchStream {
 
     /// Filters a change for this watch, turning selector transitions into ADDED / DELETED as
     /// kube-apiserver's watch cache does.
-    fn convert(t: &Target, options: &WatchOptions, change: &Change) -> Option<WatchEvent> {
-        if change.resource != t.resource.key() {
+    fn convert(
+        t: &Target,
+        key: &ResourceKey,
+        options: &WatchOptions,
+        change: &Change,
+    ) -> Option<WatchEvent> {
+        if change.resource != *key {
             return None;
         }
         let (ns, name) = object_key(&change.object);
@@ -149,12 +156,11 @@ impl WatchStream {
         if !t.name.is_empty() && name != t.name {
             return None;
         }
-        let key = t.resource.key();
-        let now = options.list.matches(&key, &change.object);
+        let now = options.list.matches(key, &change.object);
         let before = change
             .old
             .as_ref()
-            .is_some_and(|o| options.list.matches(&key, o));
+            .is_some_and(|o| options.list.matches(key, o));
         let type_ = match change.event {
             EventType::Added if now => "ADDED",
             EventType::Modified if now && before => "MODIFIED",
@@ -322,7 +328,7 @@ impl ApiServer {
         let (from, mut backlog_events) =
             if initial && !(opts.send_initial_events && requested.is_some()) {
                 let items: Vec<WatchEvent> = store
-                    .list(&rt.key(), ns)
+                    .list(&key, ns)
                     .into_iter()
                     .filter(|o| opts.list.matches(&key, o))
                     .filter(|o| t.name.is_empty() || object_key(o).1 == t.name)
@@ -344,6 +350,7 @@ impl ApiServer {
                 let status = ApiError::gone(e.requested, e.oldest).to_status();
                 return Ok(WatchStream {
                     target: t.clone(),
+                    key,
                     options: opts,
                     backlog: [WatchEvent {
                         type_: "ERROR",
@@ -358,6 +365,7 @@ impl ApiServer {
         drop(store);
         let mut stream = WatchStream {
             target: t.clone(),
+            key,
             options: opts,
             backlog: Default::default(),
             live: Some(sub.live),
@@ -365,7 +373,9 @@ impl ApiServer {
         };
         for change in &sub.backlog {
             stream.last_revision = change.revision;
-            if let Some(e) = WatchStream::convert(&stream.target, &stream.options, change) {
+            if let Some(e) =
+                WatchStream::convert(&stream.target, &stream.key, &stream.options, change)
+            {
                 backlog_events.push(e);
             }
         }

@@ -263,9 +263,7 @@ impl ApiServer {
                             ));
                         }
                     };
-                    let explicit =
-                        std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"));
-                    (patched, explicit)
+                    (patched, super::write::body_sets_resource_version(body))
                 }
             };
             let replicas = validate(&t.name, &new_scale)?;

@@ -403,19 +403,22 @@ impl ApiServer {
             .and_then(|v| v.schema.as_ref())
         {
             crate::schema::prune_and_default(schema, object)
-        } else if let Some(builtin) =
+        } else if let Some(schema) =
             crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
                 .filter(|_| !t.resource.is_custom())
+                .and_then(|builtin| crate::builtins::pruning_schema(builtin.schema))
         {
             // kube-apiserver decodes a built-in kind into its Go struct: fields the struct does
             // not have are dropped, and reported under Strict/Warn (apimachinery's strict JSON
             // decoding, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go).
-            let pruned = prune_builtin(builtin, object);
-            // A body as sent is decoded in its own order, duplicates included.
-            let from_body = write.raw_body.as_ref().filter(|_| decoded).and_then(|raw| {
-                let schema = crate::builtins::pruning_schema(builtin.schema)?;
-                crate::schema::strict_decoding_errors(&schema, raw)
-            });
+            let pruned = prune_builtin(&schema, object);
+            // A body as sent is decoded in its own order, duplicates included (not at all
+            // when the errors would be ignored).
+            let from_body = write
+                .raw_body
+                .as_ref()
+                .filter(|_| decoded && write.field_validation != FieldValidation::Ignore)
+                .and_then(|raw| crate::schema::strict_decoding_errors(&schema, raw));
             if let Some(errors) = from_body {
                 body_errors = errors;
             }
@@ -1152,17 +1155,14 @@ fn without_rv(v: &Value) -> Value {
 
 /// Whether a patch body names a resourceVersion (a JSON/merge patch can carry one as a
 /// precondition).
-fn body_sets_resource_version(body: &[u8]) -> bool {
+pub(super) fn body_sets_resource_version(body: &[u8]) -> bool {
     std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
 }
 
 /// Drops the fields of a built-in object that its Go type does not declare, `metadata` included
 /// (ObjectMeta is a struct too), and returns their paths (`.spec.bogus`, `.metadata.bogus`).
-fn prune_builtin(builtin: &crate::builtins::Builtin, object: &mut Value) -> Vec<String> {
-    let Some(schema) = crate::builtins::pruning_schema(builtin.schema) else {
-        return vec![];
-    };
-    let mut unknown = crate::schema::prune_and_default(&schema, object);
+fn prune_builtin(schema: &Value, object: &mut Value) -> Vec<String> {
+    let mut unknown = crate::schema::prune_and_default(schema, object);
     if let Some(meta_schema) = schema["properties"].get("metadata") {
         if let Some(meta) = object.get_mut("metadata") {
             let found = crate::schema::prune_and_default(meta_schema, meta);

@@ -69,22 +69,20 @@ pub fn definitions() -> &'static Map<String, Value> {
 /// Decompresses and parses the compiled-in definitions (what [`definitions`] does once per
 /// process; public for the benchmark).
 pub fn parse_definitions() -> Map<String, Value> {
+    let mut json = Vec::new();
+    // The data is compiled in and checked by .ci/check-generated: failing to read it is a
+    // build defect, and an empty set of definitions keeps the server up (no schemas served).
+    if flate2::read::GzDecoder::new(DEFINITIONS_GZ)
+        .read_to_end(&mut json)
+        .is_err()
     {
-        let mut json = Vec::new();
-        // The data is compiled in and checked by .ci/check-generated: failing to read it is a
-        // build defect, and an empty set of definitions keeps the server up (no schemas served).
-        if flate2::read::GzDecoder::new(DEFINITIONS_GZ)
-            .read_to_end(&mut json)
-            .is_err()
-        {
-            tracing::error!("the built-in OpenAPI definitions do not decompress");
-            return Map::new();
-        }
-        serde_json::from_slice(&json).unwrap_or_else(|e| {
-            tracing::error!("the built-in OpenAPI definitions do not parse: {e}");
-            Map::new()
-        })
+        tracing::error!("the built-in OpenAPI definitions do not decompress");
+        return Map::new();
     }
+    serde_json::from_slice(&json).unwrap_or_else(|e| {
+        tracing::error!("the built-in OpenAPI definitions do not parse: {e}");
+        Map::new()
+    })
 }
 
 /// The definition name a `$ref` points at.

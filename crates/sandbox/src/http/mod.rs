@@ -481,16 +481,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
     let q = |k: &str| query.get(k).map(String::as_str);
 
     if info.subresource == "scale" && !info.name.is_empty() {
-        return scale(
-            &server,
-            &target,
-            method,
-            &content_type,
-            &body,
-            write,
-            &query,
-        )
-        .await;
+        return scale(&server, &target, method, &content_type, &body, write).await;
     }
     match (method, info.name.is_empty()) {
         (Method::GET, true) if q("watch").is_some_and(go_bool) => {
@@ -562,17 +553,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
             ))
         }
         (Method::PATCH, false) => {
-            let kind = PatchKind::from_content_type(&content_type).ok_or_else(|| {
-                ApiError::unsupported_media_type(
-                    &content_type,
-                    &[
-                        "application/json-patch+json",
-                        "application/merge-patch+json",
-                        "application/apply-patch+yaml",
-                        "application/strategic-merge-patch+json",
-                    ],
-                )
-            })?;
+            let kind = patch_kind(&content_type)?;
             let mut write = write;
             write.force = q("force").is_some_and(go_bool);
             let w = server.patch(&target, kind, &body, &write).await?;
@@ -614,8 +595,7 @@ async fn scale(
     method: Method,
     content_type: &str,
     body: &Bytes,
-    mut write: WriteOptions,
-    query: &std::collections::HashMap<String, String>,
+    write: WriteOptions,
 ) -> Result<Response, ApiError> {
     use crate::apiserver::scale::ScaleChange;
     let change = match method {
@@ -623,21 +603,9 @@ async fn scale(
             return Ok(json_response(StatusCode::OK, &server.get_scale(target)?));
         }
         Method::PUT => ScaleChange::Update(parse_json(body)?),
-        Method::PATCH => {
-            let kind = PatchKind::from_content_type(content_type).ok_or_else(|| {
-                ApiError::unsupported_media_type(
-                    content_type,
-                    &[
-                        "application/json-patch+json",
-                        "application/merge-patch+json",
-                        "application/apply-patch+yaml",
-                        "application/strategic-merge-patch+json",
-                    ],
-                )
-            })?;
-            write.force = query.get("force").is_some_and(|f| f == "true");
-            ScaleChange::Patch(kind, body)
-        }
+        // `force` is not read: a Scale takes no apply patch, and its writes are admitted with
+        // UpdateOptions.
+        Method::PATCH => ScaleChange::Patch(patch_kind(content_type)?, body),
         _ => {
             return Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
@@ -649,6 +617,21 @@ async fn scale(
         json_response(StatusCode::OK, &w.object),
         &w.warnings,
     ))
+}
+
+/// The patch type a PATCH's `Content-Type` names, or the 415 kube-apiserver gives.
+fn patch_kind(content_type: &str) -> Result<PatchKind, ApiError> {
+    PatchKind::from_content_type(content_type).ok_or_else(|| {
+        ApiError::unsupported_media_type(
+            content_type,
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+                "application/strategic-merge-patch+json",
+            ],
+        )
+    })
 }
 
 /// What kube-apiserver answers to a DELETE of one object (`endpoints/handlers/delete.go` and

@@ -201,7 +201,7 @@ pub async fn group_version(State(state): State<HttpState>, Path(path): Path<Stri
         StatusCode::OK,
         &json!({
             "openapi": "3.0.0",
-            "info": {"title": "Kubernetes", "version": "v1.32.0-lien-sandbox"},
+            "info": {"title": "Kubernetes", "version": super::GIT_VERSION},
             "paths": paths,
             "components": {"schemas": schemas},
         }),
@@ -284,7 +284,7 @@ pub async fn v2(State(state): State<HttpState>, headers: HeaderMap) -> Response 
         StatusCode::OK,
         &json!({
             "swagger": "2.0",
-            "info": {"title": "Kubernetes", "version": "v1.32.0-lien-sandbox"},
+            "info": {"title": "Kubernetes", "version": super::GIT_VERSION},
             "paths": {},
             "definitions": definitions,
         }),

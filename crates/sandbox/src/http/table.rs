@@ -16,26 +16,24 @@ fn column(name: &str, type_: &str, format: &str, description: &str) -> PrinterCo
     }
 }
 
+const AGE_DESCRIPTION: &str =
+    "CreationTimestamp is a timestamp representing the server time when this object was created.";
+
 /// Columns between Name and Age (or all columns for CRDs, which list their own).
 fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
+    let mut cols = vec![column(
+        "Name",
+        "string",
+        "name",
+        "Name must be unique within a namespace.",
+    )];
     if rt.is_custom() {
-        let mut cols = vec![column(
-            "Name",
-            "string",
-            "name",
-            "Name must be unique within a namespace.",
-        )];
         let declared = rt
             .version(version)
             .map(|v| v.printer_columns.clone())
             .unwrap_or_default();
         if declared.is_empty() {
-            let mut age = column(
-                "Age",
-                "date",
-                "",
-                "CreationTimestamp is a timestamp representing the server time when this object was created.",
-            );
+            let mut age = column("Age", "date", "", AGE_DESCRIPTION);
             age.json_path = ".metadata.creationTimestamp".into();
             cols.push(age);
         } else {
@@ -43,12 +41,6 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         }
         return cols;
     }
-    let mut cols = vec![column(
-        "Name",
-        "string",
-        "name",
-        "Name must be unique within a namespace.",
-    )];
     let path = |name: &str, type_: &str, p: &str| {
         let mut c = column(name, type_, "", "");
         c.json_path = p.into();
@@ -76,9 +68,7 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         ("", "nodes") => {
             cols.push(path("Status", "string", "#node-status"));
             cols.push(path("Roles", "string", "#node-roles"));
-            let mut age = column("Age", "string", "", "");
-            age.json_path = "#age".into();
-            cols.push(age);
+            cols.push(path("Age", "string", "#age"));
             cols.push(path("Version", "string", ".status.nodeInfo.kubeletVersion"));
             return cols;
         }
@@ -107,12 +97,7 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         }
         _ => {}
     }
-    let mut age = column(
-        "Age",
-        "string",
-        "",
-        "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    );
+    let mut age = column("Age", "string", "", AGE_DESCRIPTION);
     age.json_path = "#age".into();
     cols.push(age);
     cols

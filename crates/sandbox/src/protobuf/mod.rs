@@ -199,9 +199,10 @@ enum Special {
     StringList,
 }
 
+/// The well-known form of message `index`, from a table built once with an entry per message.
 fn special(index: usize) -> Special {
-    static SPECIALS: std::sync::OnceLock<Vec<(usize, Special)>> = std::sync::OnceLock::new();
-    let list = SPECIALS.get_or_init(|| {
+    static SPECIALS: std::sync::OnceLock<Vec<Special>> = std::sync::OnceLock::new();
+    let table = SPECIALS.get_or_init(|| {
         let meta = "apimachinery/pkg/apis/meta/v1";
         let mut list = vec![
             (named(meta, "Time"), Special::Time),
@@ -241,13 +242,15 @@ fn special(index: usize) -> Special {
                 .filter(|(_, m)| m.name == "ExtraValue")
                 .map(|(i, _)| (Some(i), Special::StringList)),
         );
-        list.into_iter()
-            .filter_map(|(i, s)| i.map(|i| (i, s)))
-            .collect()
+        let mut table = vec![Special::None; schema::MESSAGES.len()];
+        for (i, s) in list {
+            if let Some(i) = i {
+                table[i] = s;
+            }
+        }
+        table
     });
-    list.iter()
-        .find(|(i, _)| *i == index)
-        .map_or(Special::None, |(_, s)| *s)
+    table.get(index).copied().unwrap_or(Special::None)
 }
 
 // ---- decoding ----
@@ -266,7 +269,7 @@ fn decode_message(index: usize, data: &[u8], depth: usize) -> Result<Option<Valu
     let mut r = Reader::new(data);
     while !r.done() {
         let (tag, wire) = r.key()?;
-        let Some(field) = msg.fields.iter().find(|f| f.tag == tag) else {
+        let Some(field) = msg.field(tag) else {
             r.skip(wire)?;
             continue;
         };
@@ -415,10 +418,7 @@ fn decode_raw_json(data: &[u8]) -> Result<Value, CodecError> {
 }
 
 fn field_by_tag(msg: &table::Message, tag: u32) -> &'static str {
-    msg.fields
-        .iter()
-        .find(|f| f.tag == tag)
-        .map_or("", |f| f.json)
+    msg.field(tag).map_or("", |f| f.json)
 }
 
 fn to_special(
@@ -627,9 +627,8 @@ fn encode_fields(
 ) -> Result<(), CodecError> {
     let msg = message(index);
     let by_tag = special(index) != Special::None;
-    let mut fields: Vec<_> = msg.fields.iter().collect();
-    fields.sort_by_key(|f| f.tag);
-    for field in fields {
+    // The table lists each message's fields in tag order (`.ci/gen-protobuf-schema`).
+    for field in msg.fields {
         let key = if by_tag {
             field.tag.to_string()
         } else {

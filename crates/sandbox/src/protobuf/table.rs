@@ -11,6 +11,7 @@ pub(crate) struct Message {
     /// k8s-pb's module path (`api/core/v1`), standing for the proto package.
     pub package: &'static str,
     pub name: &'static str,
+    /// In tag order, the order Go writes them.
     pub fields: &'static [Field],
 }
 
@@ -78,6 +79,17 @@ pub(crate) fn message(index: usize) -> &'static Message {
     &MESSAGES[index]
 }
 
+impl Message {
+    /// The field with protobuf tag `tag` (the fields are in tag order).
+    pub(crate) fn field(&self, tag: u32) -> Option<&'static Field> {
+        let fields: &'static [Field] = self.fields;
+        fields
+            .binary_search_by_key(&tag, |f| f.tag)
+            .ok()
+            .map(|i| &fields[i])
+    }
+}
+
 /// The package of the meta API (`Status`, `DeleteOptions`, `WatchEvent`, …), whose kinds are
 /// sent with any group's apiVersion (a `Status` is `v1`).
 const META: &str = "apimachinery/pkg/apis/meta/v1";
@@ -134,7 +146,24 @@ pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<usize> {
 
 /// The message named `name` in `package` (used for the well-known messages).
 pub(crate) fn named(package: &str, name: &str) -> Option<usize> {
-    MESSAGES
-        .iter()
-        .position(|m| m.package == package && m.name == name)
+    index().by_name.get(&(package, name)).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The encoder writes fields in table order and `Message::field` binary-searches them: both
+    /// need every message's fields in strictly increasing tag order, as the generator emits them.
+    #[test]
+    fn every_message_lists_its_fields_in_tag_order() {
+        for m in MESSAGES {
+            assert!(
+                m.fields.windows(2).all(|w| w[0].tag < w[1].tag),
+                "{}/{}",
+                m.package,
+                m.name
+            );
+        }
+    }
 }
