@@ -461,7 +461,9 @@ pub fn request_attributes(
         "DELETE" => "delete",
         "GET" | "HEAD" if !a.name.is_empty() => "get",
         "GET" | "HEAD" => {
-            let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+            let watch = query
+                .get("watch")
+                .is_some_and(|w| crate::http::query_bool(w));
             if let Some(name) = query.get("fieldSelector").and_then(|s| exact_name(s)) {
                 a.name = name;
             }

@@ -484,7 +484,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         return scale(&server, &target, method, &content_type, &body, write).await;
     }
     match (method, info.name.is_empty()) {
-        (Method::GET, true) if q("watch").is_some_and(go_bool) => {
+        (Method::GET, true) if q("watch").is_some_and(query_bool) => {
             let opts = watch_options(&query)?;
             let timeout = opts.timeout.unwrap_or(server.config.default_watch_timeout);
             let stream = server.watch(&target, opts)?;
@@ -555,7 +555,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         (Method::PATCH, false) => {
             let kind = patch_kind(&content_type)?;
             let mut write = write;
-            write.force = q("force").is_some_and(go_bool);
+            write.force = q("force").is_some_and(query_bool);
             let w = server.patch(&target, kind, &body, &write).await?;
             let code = if w.created {
                 StatusCode::CREATED
@@ -764,16 +764,22 @@ fn watch_options(
     };
     Ok(WatchOptions {
         list,
-        allow_bookmarks: query.get("allowWatchBookmarks").is_some_and(|v| go_bool(v)),
-        send_initial_events: query.get("sendInitialEvents").is_some_and(|v| go_bool(v)),
+        allow_bookmarks: query
+            .get("allowWatchBookmarks")
+            .is_some_and(|v| query_bool(v)),
+        send_initial_events: query
+            .get("sendInitialEvents")
+            .is_some_and(|v| query_bool(v)),
         timeout,
     })
 }
 
-/// A boolean query parameter as kube-apiserver's Go decoding reads it (`strconv.ParseBool`):
-/// the Python client, for one, sends `watch=True`.
-fn go_bool(v: &str) -> bool {
-    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
+/// A boolean query parameter as kube-apiserver reads it: the options' query decoding
+/// (`apimachinery/pkg/runtime/conversion.go`, `Convert_Slice_string_To_bool` and `_Pointer_bool`)
+/// and the request-info resolver's `watch` (`apiserver/pkg/endpoints/request/requestinfo.go`)
+/// take only `0` and `false` in any case as false, anything else (`True`, `1`, `yes`) as true.
+pub(crate) fn query_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 fn delete_options(
@@ -787,9 +793,9 @@ fn delete_options(
         opts.propagation = Some(Propagation::parse(p)?);
     }
     if let Some(o) = query.get("orphanDependents") {
-        opts.orphan_dependents = Some(o == "true");
+        opts.orphan_dependents = Some(query_bool(o));
         if opts.propagation.is_none() {
-            opts.propagation = Some(if go_bool(o) {
+            opts.propagation = Some(if query_bool(o) {
                 Propagation::Orphan
             } else {
                 Propagation::Background
@@ -876,6 +882,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_booleans_are_false_only_for_0_and_false() {
+        for v in ["0", "false", "False", "FALSE", "fAlSe"] {
+            assert!(!query_bool(v), "{v}");
+        }
+        for v in ["1", "true", "True", "t", "yes", ""] {
+            assert!(query_bool(v), "{v}");
+        }
+    }
 
     #[test]
     fn paths_parse_like_kube_apiserver_routes() {
