@@ -164,19 +164,24 @@ async fn usage_with_by_holds_a_finalizer_is_owned_and_goes_with_its_user() {
     wait_label(&client, "default", "cluster", true).await;
     let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
     let release_uid = release.metadata.uid.clone().expect("uid");
-    wait_for("finalizer and owner reference", DEADLINE, || async {
-        let u = usages.get("release-uses-cluster").await.ok()?;
-        let fin = u.metadata.finalizers.clone().unwrap_or_default();
-        let owners = u.metadata.owner_references.clone().unwrap_or_default();
-        (fin.iter().any(|f| f == USAGE_FINALIZER)
-            && owners
-                .iter()
-                .any(|o| o.uid == release_uid && o.controller != Some(true)))
-        .then_some(())
-    })
+    // The finalizer and owner reference are one write, the status another: wait for both.
+    let by = wait_for(
+        "finalizer, owner reference and status",
+        DEADLINE,
+        || async {
+            let u = usages.get("release-uses-cluster").await.ok()?;
+            let fin = u.metadata.finalizers.clone().unwrap_or_default();
+            let owners = u.metadata.owner_references.clone().unwrap_or_default();
+            let by = u.status.and_then(|s| s.by)?;
+            (fin.iter().any(|f| f == USAGE_FINALIZER)
+                && owners
+                    .iter()
+                    .any(|o| o.uid == release_uid && o.controller != Some(true)))
+            .then_some(by)
+        },
+    )
     .await;
-    let u = usages.get("release-uses-cluster").await.expect("usage");
-    let by = u.status.and_then(|s| s.by).expect("by matched");
+    assert_eq!(by.count, 1);
     assert_eq!(by.objects[0].uid, release_uid);
     // The user goes: the garbage collector deletes the usage, the controller releases its
     // finalizer, and the label goes.
