@@ -629,59 +629,189 @@ async fn a_rook_cluster_names_every_dependent_of_its_namespace_and_goes_after_th
     env.finish().await;
 }
 
-#[tokio::test]
-async fn rook_holds_move_with_the_nfs_pool_and_the_pools_mirroring() {
-    let mut env = rook_env("packs-rook-moves").await;
-    let ns = env.ns.clone();
-    // A CephNFS moving from pool-a to pool-b (named by spec.name) moves the hold.
-    let pool_a = rook("CephBlockPool", &ns, "pool-a", json!({}));
-    let pool_b = rook("CephBlockPool", &ns, "pool-b", json!({"name": "b-data"}));
-    let nfs = rook("CephNFS", &ns, "nfs", json!({"rados": {"pool": "pool-a"}}));
-    // A CephBlockPool whose mirroring is turned off releases the CephRBDMirror.
-    let mirror = rook("CephRBDMirror", &ns, "mirror", json!({"count": 1}));
-    let mirrored = rook(
-        "CephBlockPool",
-        &ns,
-        "mirrored",
-        json!({"mirroring": {"enabled": true}}),
-    );
-    for o in [&pool_a, &pool_b, &nfs, &mirror, &mirrored] {
-        env.create(o.clone()).await;
+/// Which side of a relation an update changes.
+#[derive(Clone, Copy)]
+enum Side {
+    Provider,
+    Dependent,
+}
+
+/// How an update moves one relation of the pack: `patch` (a merge patch) is applied to `side`;
+/// afterwards `to` (another provider, created beside the first) is held instead, or, with no
+/// `to`, nothing holds the provider any more.
+struct Move {
+    side: Side,
+    patch: Value,
+    to: Option<Value>,
+}
+
+/// The update that moves `relation`, keyed by its rule. `None` where no update can move it:
+/// a rule without keys relates every object of a namespace (an object cannot change namespace),
+/// and a CephFS PersistentVolume is matched by `fsName`, which, like every field of a PV's
+/// volume source, Kubernetes does not let change after creation.
+fn move_of(relation: &Relation) -> Option<Move> {
+    let ns = relation.provider["metadata"]["namespace"]
+        .as_str()
+        .expect("Rook providers are namespaced")
+        .to_owned();
+    let dependent = |patch: Value, to: Value| {
+        Some(Move {
+            side: Side::Dependent,
+            patch,
+            to: Some(to),
+        })
+    };
+    let released_by = |side: Side, patch: Value| {
+        Some(Move {
+            side,
+            patch,
+            to: None,
+        })
+    };
+    let pool = || rook("CephBlockPool", &ns, "other-pool", json!({}));
+    let fs = || {
+        rook(
+            "CephFilesystem",
+            &ns,
+            "otherfs",
+            json!({"dataPools": [{"name": "replicated"}]}),
+        )
+    };
+    let store = || rook("CephObjectStore", &ns, "other-store", json!({}));
+    let zone = || {
+        rook(
+            "CephObjectZone",
+            &ns,
+            "zone-b",
+            json!({"zoneGroup": "zonegroup-a"}),
+        )
+    };
+    let nfs_pool = |pool: &str| json!({"spec": {"rados": {"pool": pool}}});
+    let osd_cap = |cap: &str| json!({"spec": {"caps": {"osd": cap}}});
+    match relation.rule {
+        "rook-blockpool-used-by-nfs" => dependent(nfs_pool("other-pool"), pool()),
+        "rook-blockpool-used-by-client" => {
+            dependent(osd_cap("profile rbd pool=other-pool"), pool())
+        }
+        "rook-filesystem-used-by-nfs" => dependent(nfs_pool("otherfs-replicated"), fs()),
+        // The provider's side: the data pool the client names is removed from the filesystem.
+        "rook-filesystem-used-by-client" => released_by(
+            Side::Provider,
+            json!({"spec": {"dataPools": [{"name": "replicated", "replicated": {"size": 3}}]}}),
+        ),
+        "rook-objectstore-used-by-nfs" => dependent(nfs_pool("other-store.rgw.meta"), store()),
+        "rook-objectstore-used-by-client" => dependent(
+            osd_cap("allow rwx pool=other-store.rgw.buckets.data"),
+            store(),
+        ),
+        "rook-objectzone-used-by-nfs" => dependent(nfs_pool("zone-b.rgw.log"), zone()),
+        "rook-objectzone-used-by-client" => {
+            dependent(osd_cap("allow rw pool=zone-b.rgw.control"), zone())
+        }
+        // The provider's side: the pool is renamed (`spec.name`); the PV's pool is not its own.
+        "rook-blockpool-used-by-pv" => {
+            released_by(Side::Provider, json!({"spec": {"name": "renamed-pool"}}))
+        }
+        "rook-objectstore-used-by-objectstoreuser" => {
+            dependent(json!({"spec": {"store": "other-store"}}), store())
+        }
+        "rook-objectstore-used-by-objectbucket" => dependent(
+            json!({"spec": {"endpoint": {
+                "bucketHost": format!("rook-ceph-rgw-other-store.{ns}.svc")}}}),
+            store(),
+        ),
+        "rook-rbdmirror-used-by-blockpool" | "rook-filesystemmirror-used-by-filesystem" => {
+            released_by(
+                Side::Dependent,
+                json!({"spec": {"mirroring": {"enabled": false}}}),
+            )
+        }
+        "rook-objectrealm-used-by-objectzonegroup" => dependent(
+            json!({"spec": {"realm": "realm-b"}}),
+            rook("CephObjectRealm", &ns, "realm-b", json!({})),
+        ),
+        "rook-objectzonegroup-used-by-objectzone" => dependent(
+            json!({"spec": {"zoneGroup": "zonegroup-b"}}),
+            rook(
+                "CephObjectZoneGroup",
+                &ns,
+                "zonegroup-b",
+                json!({"realm": "realm-a"}),
+            ),
+        ),
+        "rook-objectzone-used-by-objectstore" => {
+            dependent(json!({"spec": {"zone": {"name": "zone-b"}}}), zone())
+        }
+        _ => None,
     }
-    wait_held(&env, &pool_a, &nfs, "rook-blockpool-used-by-nfs").await;
-    wait_free(&env, &pool_b).await;
-    wait_held(&env, &mirror, &mirrored, "rook-rbdmirror-used-by-blockpool").await;
-    let err = api_of(&env, &mirror)
-        .delete("mirror", &DeleteParams::default())
-        .await
-        .expect_err("the mirror is in use");
-    assert_eq!(api_error(err).0, 409);
+}
 
-    api_of(&env, &nfs)
-        .patch(
-            "nfs",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"rados": {"pool": "b-data"}}})),
-        )
-        .await
-        .expect("the CephNFS updates");
-    wait_held(&env, &pool_b, &nfs, "rook-blockpool-used-by-nfs").await;
-    wait_free(&env, &pool_a).await;
-    api_of(&env, &pool_a)
-        .delete("pool-a", &DeleteParams::default())
-        .await
-        .expect("pool-a is no longer in use");
-
-    api_of(&env, &mirrored)
-        .patch(
-            "mirrored",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"mirroring": {"enabled": false}}})),
-        )
-        .await
-        .expect("the pool updates");
-    // The refused DELETE of the mirror is replayed once no pool mirrors any more.
-    wait_object_gone(&env, &mirror).await;
+/// Every relation of the pack that an update can move: held as created, a DELETE of the
+/// provider refused, then one update (of the dependent, or of the provider) moves the hold to
+/// another provider or releases it, and the refused DELETE is replayed.
+#[tokio::test]
+async fn every_rook_relation_moves_or_is_released_by_an_update_of_either_side() {
+    let mut env = rook_env("packs-rook-moves").await;
+    let namespaces: Vec<String> = (0..28)
+        .map(|i| env.another_namespace_name(&format!("m{i}")))
+        .collect();
+    let prefix = env.ns.clone();
+    let moves: Vec<(Relation, Move)> =
+        rook_relations(&|i| namespaces[i].clone(), &|s| format!("{prefix}-{s}"))
+            .into_iter()
+            .filter_map(|r| move_of(&r).map(|m| (r, m)))
+            .collect();
+    // Every keyed or conditional rule of the pack but the CephFS PV one; both sides updated.
+    assert_eq!(moves.len(), 16, "the rules an update can move");
+    assert!(moves.iter().any(|(_, m)| matches!(m.side, Side::Provider)));
+    for (r, m) in &moves {
+        let ns = r.provider["metadata"]["namespace"].as_str().expect("ns");
+        env.namespace(ns).await;
+        env.create(r.provider.clone()).await;
+        env.create(r.dependent.clone()).await;
+        if let Some(to) = &m.to {
+            env.create(to.clone()).await;
+        }
+    }
+    join_all(moves.iter().map(|(r, m)| {
+        let env = &env;
+        async move {
+            wait_held(env, &r.provider, &r.dependent, r.rule).await;
+            if let Some(to) = &m.to {
+                wait_free(env, to).await;
+            }
+        }
+    }))
+    .await;
+    join_all(moves.iter().map(|(r, m)| {
+        let env = &env;
+        async move {
+            // A refused DELETE of the provider (recorded: the pack replays) ...
+            let err = api_of(env, &r.provider)
+                .delete(name_of(&r.provider), &DeleteParams::default())
+                .await
+                .expect_err("the provider is in use");
+            assert_eq!(api_error(err).0, 409, "{}", r.rule);
+            let target = match m.side {
+                Side::Provider => &r.provider,
+                Side::Dependent => &r.dependent,
+            };
+            api_of(env, target)
+                .patch(
+                    name_of(target),
+                    &PatchParams::default(),
+                    &Patch::Merge(m.patch.clone()),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{}: the update applies: {e}", r.rule));
+            if let Some(to) = &m.to {
+                wait_held(env, to, &r.dependent, r.rule).await;
+            }
+            // ... goes through by itself once the update has released it.
+            wait_object_gone(env, &r.provider).await;
+        }
+    }))
+    .await;
     env.finish().await;
 }
 
