@@ -210,11 +210,34 @@ async fn deleting_a_rule_releases_its_objects_and_removes_the_label() {
     env.configmap("settings", json!({})).await;
     env.create(webapp(&env, group, "shop", Some("settings")))
         .await;
+    // `shared` is held by the rule and by a Usage: the rule's deletion leaves it held.
+    env.protected_configmap("shared", "keep-shared", "kept by hand")
+        .await;
+    env.create(webapp(&env, group, "cart", Some("shared")))
+        .await;
     let name = env.cluster_name("rule");
     env.create(rule(&name, group)).await;
     let cms = env.configmaps();
     wait_label(&cms, "settings", true).await;
     wait_refused(&cms, "settings").await;
+    let by_rule = format!("DependencyRule {name}");
+    let message = wait_for(
+        "shared held by the rule and the Usage",
+        DEADLINE,
+        || async {
+            match cms
+                .delete("shared", &DeleteParams::default().dry_run())
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 409 && s.message.contains(&by_rule) => {
+                    Some(s.message)
+                }
+                _ => None,
+            }
+        },
+    )
+    .await;
+    assert!(message.contains("keep-shared"), "{message}");
 
     rules(&env)
         .delete(&name, &DeleteParams::default())
@@ -224,6 +247,28 @@ async fn deleting_a_rule_releases_its_objects_and_removes_the_label() {
     cms.delete("settings", &DeleteParams::default())
         .await
         .expect("nothing holds it any more");
+    // Only the rule's relation went: the Usage still holds `shared`, label and all.
+    let message = wait_for("shared held by the Usage alone", DEADLINE, || async {
+        match cms
+            .delete("shared", &DeleteParams::default().dry_run())
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 409 && !s.message.contains("DependencyRule") => {
+                Some(s.message)
+            }
+            _ => None,
+        }
+    })
+    .await;
+    assert!(message.contains("keep-shared"), "{message}");
+    assert!(labelled(
+        cms.get("shared")
+            .await
+            .expect("shared")
+            .metadata
+            .labels
+            .as_ref()
+    ));
     env.finish().await;
 }
 

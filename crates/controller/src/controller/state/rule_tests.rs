@@ -374,6 +374,42 @@ fn an_evaluation_error_keeps_the_relations_and_is_counted() {
     assert_eq!(h.st.rules["r"].errors.len(), 1);
 }
 
+/// One rule failing on every object it reads stops neither the objects nor the other rules
+/// over the same kinds: each rule's errors are its own.
+#[test]
+fn a_rule_failing_on_every_object_does_not_stop_another_rule_over_the_same_kinds() {
+    let mut h = Harness::new();
+    h.list_sources(vec![
+        rule("good", 1, "[self.spec.settings]"),
+        rule("broken", 1, "[self.spec.missing]"),
+    ]);
+    h.send(Msg::CrdChanged);
+    h.list(&configmaps(), vec![cm("a"), cm("b")]);
+    h.list(
+        &webapps(),
+        vec![webapp("w1", Some("a")), webapp("w2", Some("b"))],
+    );
+    assert!(h.st.settled());
+    assert_eq!(h.users("a"), vec!["w1"]);
+    assert_eq!(h.users("b"), vec!["w2"]);
+    assert_eq!((h.rule_len("good"), h.rule_len("broken")), (2, 0));
+    assert_eq!((h.error_count("good"), h.error_count("broken")), (0, 2));
+    let broken = h.status("broken").expect("a status");
+    assert_eq!((broken.evaluation_errors, broken.relations), (2, 0));
+    assert!(
+        broken.errors.iter().all(|e| e.field == "spec.keys.by"),
+        "{:?}",
+        broken.errors
+    );
+    let good = h.status("good").expect("a status");
+    assert_eq!((good.evaluation_errors, good.relations), (0, 2));
+    // Updates keep flowing to the good rule while the broken one keeps failing.
+    h.read(&webapps(), watcher::Event::Apply(webapp("w1", Some("b"))));
+    assert!(!h.in_use("a"));
+    assert_eq!(h.users("b"), vec!["w1", "w2"]);
+    assert_eq!((h.error_count("good"), h.error_count("broken")), (0, 2));
+}
+
 #[test]
 fn a_changed_rule_keeps_its_previous_relations_until_its_kinds_are_relisted() {
     let mut h = held();
