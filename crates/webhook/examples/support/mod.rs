@@ -82,3 +82,83 @@ pub fn use_web_5k(idx: &mut RelationIndex) -> Result<(), lien_core::IndexError> 
     }
     Ok(())
 }
+
+/// Issue 8's case: the index one DependencyRule derives for 1,000 CephBlockPools (namespace
+/// `rook-ceph`) and 100,000 cluster-scoped PersistentVolumes, 100 per pool, replay on.
+pub const POOLS: usize = 1_000;
+pub const PVS_PER_POOL: usize = 100;
+
+fn pool_uid(p: usize) -> String {
+    format!("{p:08x}-0000-4000-8000-000000000000")
+}
+
+pub fn rule_webhook() -> Webhook {
+    let rule = Source::rule("rook-blockpool-used-by-pv");
+    let relations = (0..POOLS * PVS_PER_POOL).map(|i| {
+        let p = i / PVS_PER_POOL;
+        let pool = ObjectKey::new(
+            "ceph.rook.io",
+            "CephBlockPool",
+            Some("rook-ceph"),
+            format!("pool-{p:04}"),
+        );
+        let pv = ObjectKey::new(
+            "",
+            "PersistentVolume",
+            None,
+            format!("pvc-{i:08x}-5c1f-4a9e-b7a0"),
+        );
+        Relation::uses(rule.clone(), pool, pv)
+            .with_reason("the volume's data lives in this pool (spec.csi.volumeAttributes.pool)")
+            .with_replay(true)
+            .with_uids(Some(&pool_uid(p)), Some(&pool_uid(1_000_000 + i)))
+    });
+    let mut idx = RelationIndex::new();
+    idx.apply(&rule, relations).expect("apply");
+    assert_eq!(idx.len(), POOLS * PVS_PER_POOL);
+    Webhook::builder(Arc::new(RwLock::new(idx)))
+        .ready(true)
+        .build()
+}
+
+/// The DELETE review of CephBlockPool `rook-ceph/pool-<p>` as kube-apiserver sends it
+/// (compact JSON, the pool with Rook's status and one managedFields entry: ~1.5 KB).
+pub fn pool_review(p: usize) -> Vec<u8> {
+    let name = format!("pool-{p:04}");
+    let review = serde_json::json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": format!("{p:08x}-1111-4000-8000-000000000000"),
+            "kind": {"group": "ceph.rook.io", "version": "v1", "kind": "CephBlockPool"},
+            "resource": {"group": "ceph.rook.io", "version": "v1", "resource": "cephblockpools"},
+            "requestKind": {"group": "ceph.rook.io", "version": "v1", "kind": "CephBlockPool"},
+            "requestResource": {"group": "ceph.rook.io", "version": "v1", "resource": "cephblockpools"},
+            "name": name, "namespace": "rook-ceph", "operation": "DELETE",
+            "userInfo": {"username": "alice", "uid": "alice-uid",
+                         "groups": ["platform", "system:authenticated"]},
+            "object": null,
+            "oldObject": {
+                "apiVersion": "ceph.rook.io/v1", "kind": "CephBlockPool",
+                "metadata": {
+                    "name": name, "namespace": "rook-ceph", "uid": pool_uid(p),
+                    "labels": {"lien.dev/in-use": "true"},
+                    "finalizers": ["cephblockpool.ceph.rook.io"],
+                    "creationTimestamp": "2026-11-23T17:03:41Z", "generation": 1,
+                    "resourceVersion": "123456",
+                    "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                        "apiVersion": "ceph.rook.io/v1", "time": "2026-11-23T17:03:41Z",
+                        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {".": {},
+                        "f:failureDomain": {}, "f:replicated": {".": {}, "f:size": {}}}}}]
+                },
+                "spec": {"failureDomain": "host", "replicated": {"size": 3,
+                         "requireSafeReplicaSize": true}, "mirroring": {"enabled": false}},
+                "status": {"phase": "Ready", "observedGeneration": 1,
+                           "info": {"type": "Replicated", "failureDomain": "host"}}
+            },
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions",
+                        "propagationPolicy": "Background"}
+        }
+    });
+    serde_json::to_vec(&review).expect("a review")
+}
