@@ -92,39 +92,13 @@ fn graph(c: &mut Criterion) {
 /// rendered (10 listed, grouped under the rule's name and reason). Criterion's estimate is the
 /// mean; `rule dependents p99` times 20,000 single decisions and prints p50/p99/max.
 fn rule_dependents(c: &mut Criterion) {
-    use lien_core::{ObjectKey, Relation, Source};
-    const POOLS: usize = 1_000;
-    const PER_POOL: usize = 100;
-    let rule = Source::rule("rook-ceph-pv-uses-blockpool");
-    let pool = |p: usize| {
-        ObjectKey::new(
-            "ceph.rook.io",
-            "CephBlockPool",
-            Some("rook-ceph"),
-            format!("pool-{p:04}"),
-        )
-    };
-    let uuid = |n: usize| format!("{n:08x}-0000-4000-8000-000000000000");
-    let relations: Vec<Relation> = (0..POOLS * PER_POOL)
-        .map(|i| {
-            let p = i / PER_POOL;
-            let pv = ObjectKey::new(
-                "",
-                "PersistentVolume",
-                None,
-                format!("pvc-{i:08x}-5c1f-4a9e-b7a0"),
-            );
-            Relation::uses(rule.clone(), pool(p), pv)
-                .with_reason(
-                    "the volume's data lives in this pool (spec.csi.volumeAttributes.pool)",
-                )
-                .with_replay(true)
-                .with_uids(Some(&uuid(p)), Some(&uuid(1_000_000 + i)))
-        })
-        .collect();
+    use fixture::rook_pools::{POOLS, PVS_PER_POOL, RULE, pool, relations, uuid};
+    use lien_core::{ObjectKey, Source};
     let mut index = RelationIndex::new();
-    index.apply(&rule, relations).expect("valid");
-    assert_eq!(index.len(), POOLS * PER_POOL);
+    index
+        .apply(&Source::rule(RULE), relations())
+        .expect("valid");
+    assert_eq!(index.len(), POOLS * PVS_PER_POOL);
     let probes: Vec<(ObjectKey, String)> =
         (0..POOLS).step_by(7).map(|p| (pool(p), uuid(p))).collect();
     let mut n = 0usize;

@@ -582,12 +582,26 @@ pub fn condition(u: &lien_api::Usage, type_: &str) -> Option<(String, String, St
 
 /// Waits until a DELETE of the ConfigMap (dry run) is refused; the refusal's message.
 pub async fn wait_refused(api: &Api<ConfigMap>, name: &str) -> String {
+    wait_refused_where(api, name, "refused", |_| true).await
+}
+
+/// Waits until a DELETE of `name` (dry run) is refused with 409 and a message `accept`s (`what`
+/// says which, for the timeout's panic); the message.
+pub async fn wait_refused_where<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    accept: impl Fn(&str) -> bool,
+) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     wait_for(
-        &format!("a DELETE of {name} to be refused"),
+        &format!("a DELETE of {name} to be {what}"),
         DEADLINE,
         || async {
             match api.delete(name, &DeleteParams::default().dry_run()).await {
-                Err(kube::Error::Api(s)) if s.code == 409 => Some(s.message),
+                Err(kube::Error::Api(s)) if s.code == 409 && accept(&s.message) => Some(s.message),
                 _ => None,
             }
         },

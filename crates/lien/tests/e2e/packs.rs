@@ -432,28 +432,14 @@ fn rook_relations(ns: &dyn Fn(usize) -> String, cluster: &dyn Fn(&str) -> String
 /// Waits until a (dry-run) DELETE of `provider` is refused naming `dependent` and `rule`;
 /// returns the message.
 async fn wait_held(env: &Env, provider: &Value, dependent: &Value, rule: &str) -> String {
-    let api = api_of(env, provider);
-    let name = name_of(provider);
     let needle = format!(
         "in use by {} (DependencyRule {rule}: ",
         described(dependent)
     );
-    wait_for(
-        &format!(
-            "{} to be held by {} ({rule})",
-            described(provider),
-            described(dependent)
-        ),
-        DEADLINE,
-        || async {
-            match api.delete(name, &DeleteParams::default().dry_run()).await {
-                Err(kube::Error::Api(s)) if s.code == 409 && s.message.contains(&needle) => {
-                    Some(s.message)
-                }
-                _ => None,
-            }
-        },
-    )
+    let what = format!("held by {} ({rule})", described(dependent));
+    wait_refused_where(&api_of(env, provider), name_of(provider), &what, |m| {
+        m.contains(&needle)
+    })
     .await
 }
 
@@ -485,6 +471,16 @@ async fn wait_object_gone(env: &Env, object: &Value) {
     .await;
 }
 
+/// A (real) DELETE of `object` is refused with 409; with replay on, it is recorded.
+async fn delete_refused(env: &Env, object: &Value, why: &str) {
+    let err = api_of(env, object)
+        .delete(name_of(object), &DeleteParams::default())
+        .await
+        .expect_err("in use");
+    let (code, message) = api_error(err);
+    assert_eq!(code, 409, "{why}: {message}");
+}
+
 /// Held: a DELETE of the provider is refused (409) naming the dependent and the rule. Released:
 /// once the dependent is deleted, the refused DELETE is replayed and the provider goes.
 async fn held_then_replayed(env: &Env, relation: &Relation) {
@@ -498,17 +494,32 @@ async fn held_then_replayed(env: &Env, relation: &Relation) {
         message.contains(&format!("cannot delete {}: ", described(provider))),
         "{message}"
     );
-    let err = api_of(env, provider)
-        .delete(name_of(provider), &DeleteParams::default())
-        .await
-        .expect_err("the provider is in use");
-    let (code, message) = api_error(err);
-    assert_eq!(code, 409, "{rule}: {message}");
+    delete_refused(env, provider, rule).await;
     api_of(env, dependent)
         .delete(name_of(dependent), &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("{rule}: the dependent deletes: {e}"));
     wait_object_gone(env, provider).await;
+}
+
+/// Every relation of the pack (`rook_relations`), each in a namespace of its own named after
+/// `tag` and its place; cluster-scoped dependents named after the scenario's namespace.
+fn rook_relations_of(env: &Env, tag: &str) -> Vec<Relation> {
+    let prefix = env.ns.clone();
+    rook_relations(
+        &|i| env.another_namespace_name(&format!("{tag}{i}")),
+        &|s| format!("{prefix}-{s}"),
+    )
+}
+
+/// Creates `relation`'s namespace, provider and dependent.
+async fn create_relation(env: &mut Env, relation: &Relation) {
+    let ns = relation.provider["metadata"]["namespace"]
+        .as_str()
+        .expect("Rook providers are namespaced");
+    env.namespace(ns).await;
+    env.create(relation.provider.clone()).await;
+    env.create(relation.dependent.clone()).await;
 }
 
 /// A sandbox serving Rook's kinds, with the Rook pack applied.
@@ -523,11 +534,7 @@ async fn rook_env(name: &str) -> Env {
 #[tokio::test]
 async fn every_relation_of_the_rook_pack_is_held_and_released_by_replay() {
     let mut env = rook_env("packs-rook").await;
-    let namespaces: Vec<String> = (0..28)
-        .map(|i| env.another_namespace_name(&format!("r{i}")))
-        .collect();
-    let prefix = env.ns.clone();
-    let relations = rook_relations(&|i| namespaces[i].clone(), &|s| format!("{prefix}-{s}"));
+    let relations = rook_relations_of(&env, "r");
     // Every rule of the pack is covered by exactly one relation here.
     let mut covered: Vec<&str> = relations.iter().map(|r| r.rule).collect();
     covered.sort_unstable();
@@ -538,10 +545,8 @@ async fn every_relation_of_the_rook_pack_is_held_and_released_by_replay() {
         .collect();
     rules.sort_unstable();
     assert_eq!(covered, rules, "one relation per rule of the pack");
-    for (i, r) in relations.iter().enumerate() {
-        env.namespace(&namespaces[i]).await;
-        env.create(r.provider.clone()).await;
-        env.create(r.dependent.clone()).await;
+    for r in &relations {
+        create_relation(&mut env, r).await;
     }
     // Each rule derives exactly its one relation here: nothing more (no rule reaches into
     // another relation's namespace, nor matches what it should not).
@@ -596,11 +601,7 @@ async fn a_rook_cluster_names_every_dependent_of_its_namespace_and_goes_after_th
     }
     assert!(message.contains("it has 3 blockers"), "{message}");
     wait_free(&env, &other).await;
-    let err = api_of(&env, &cluster)
-        .delete("rook-ceph", &DeleteParams::default())
-        .await
-        .expect_err("in use");
-    assert_eq!(api_error(err).0, 409);
+    delete_refused(&env, &cluster, "the cluster").await;
     // Each dependent released on its own; the cluster goes after the last one.
     for (i, u) in users.iter().enumerate() {
         api_of(&env, u)
@@ -609,17 +610,9 @@ async fn a_rook_cluster_names_every_dependent_of_its_namespace_and_goes_after_th
             .expect("a dependent deletes");
         if let Some(next) = users.get(i + 1) {
             let gone = described(u);
-            let api = api_of(&env, &cluster);
-            let rest = wait_for(&format!("{gone} to be released"), DEADLINE, || async {
-                match api
-                    .delete("rook-ceph", &DeleteParams::default().dry_run())
-                    .await
-                {
-                    Err(kube::Error::Api(s)) if s.code == 409 && !s.message.contains(&gone) => {
-                        Some(s.message)
-                    }
-                    _ => None,
-                }
+            let what = format!("released by {gone}");
+            let rest = wait_refused_where(&api_of(&env, &cluster), "rook-ceph", &what, |m| {
+                !m.contains(&gone)
             })
             .await;
             assert!(rest.contains(&described(next)), "{rest}");
@@ -752,23 +745,15 @@ fn move_of(relation: &Relation) -> Option<Move> {
 #[tokio::test]
 async fn every_rook_relation_moves_or_is_released_by_an_update_of_either_side() {
     let mut env = rook_env("packs-rook-moves").await;
-    let namespaces: Vec<String> = (0..28)
-        .map(|i| env.another_namespace_name(&format!("m{i}")))
+    let moves: Vec<(Relation, Move)> = rook_relations_of(&env, "m")
+        .into_iter()
+        .filter_map(|r| move_of(&r).map(|m| (r, m)))
         .collect();
-    let prefix = env.ns.clone();
-    let moves: Vec<(Relation, Move)> =
-        rook_relations(&|i| namespaces[i].clone(), &|s| format!("{prefix}-{s}"))
-            .into_iter()
-            .filter_map(|r| move_of(&r).map(|m| (r, m)))
-            .collect();
     // Every keyed or conditional rule of the pack but the CephFS PV one; both sides updated.
     assert_eq!(moves.len(), 16, "the rules an update can move");
     assert!(moves.iter().any(|(_, m)| matches!(m.side, Side::Provider)));
     for (r, m) in &moves {
-        let ns = r.provider["metadata"]["namespace"].as_str().expect("ns");
-        env.namespace(ns).await;
-        env.create(r.provider.clone()).await;
-        env.create(r.dependent.clone()).await;
+        create_relation(&mut env, r).await;
         if let Some(to) = &m.to {
             env.create(to.clone()).await;
         }
@@ -787,11 +772,7 @@ async fn every_rook_relation_moves_or_is_released_by_an_update_of_either_side() 
         let env = &env;
         async move {
             // A refused DELETE of the provider (recorded: the pack replays) ...
-            let err = api_of(env, &r.provider)
-                .delete(name_of(&r.provider), &DeleteParams::default())
-                .await
-                .expect_err("the provider is in use");
-            assert_eq!(api_error(err).0, 409, "{}", r.rule);
+            delete_refused(env, &r.provider, r.rule).await;
             let target = match m.side {
                 Side::Provider => &r.provider,
                 Side::Dependent => &r.dependent,

@@ -221,21 +221,9 @@ async fn deleting_a_rule_releases_its_objects_and_removes_the_label() {
     wait_label(&cms, "settings", true).await;
     wait_refused(&cms, "settings").await;
     let by_rule = format!("DependencyRule {name}");
-    let message = wait_for(
-        "shared held by the rule and the Usage",
-        DEADLINE,
-        || async {
-            match cms
-                .delete("shared", &DeleteParams::default().dry_run())
-                .await
-            {
-                Err(kube::Error::Api(s)) if s.code == 409 && s.message.contains(&by_rule) => {
-                    Some(s.message)
-                }
-                _ => None,
-            }
-        },
-    )
+    let message = wait_refused_where(&cms, "shared", "held by the rule too", |m| {
+        m.contains(&by_rule)
+    })
     .await;
     assert!(message.contains("keep-shared"), "{message}");
 
@@ -248,16 +236,8 @@ async fn deleting_a_rule_releases_its_objects_and_removes_the_label() {
         .await
         .expect("nothing holds it any more");
     // Only the rule's relation went: the Usage still holds `shared`, label and all.
-    let message = wait_for("shared held by the Usage alone", DEADLINE, || async {
-        match cms
-            .delete("shared", &DeleteParams::default().dry_run())
-            .await
-        {
-            Err(kube::Error::Api(s)) if s.code == 409 && !s.message.contains("DependencyRule") => {
-                Some(s.message)
-            }
-            _ => None,
-        }
+    let message = wait_refused_where(&cms, "shared", "held by the Usage alone", |m| {
+        !m.contains("DependencyRule")
     })
     .await;
     assert!(message.contains("keep-shared"), "{message}");
