@@ -592,7 +592,15 @@ impl Webhook {
                             .inc();
                         confirm.resolve(checked, &self.inner.policy, SystemTime::now())
                     }
-                    Outcome::Authorize(authorize) => self.authorize(authorize).await,
+                    Outcome::Authorize(authorize) => {
+                        // A chain of questions (a CascadeRule's kinds): each allowed answer
+                        // may ask the next.
+                        let mut outcome = self.authorize(authorize).await;
+                        while let Outcome::Authorize(next) = outcome {
+                            outcome = self.authorize(next).await;
+                        }
+                        outcome
+                    }
                     final_outcome => final_outcome,
                 };
                 (self.finish(&req, outcome, heard), req.operation.as_str())

@@ -717,6 +717,9 @@ pub struct Authorize {
     pub scope: Scope,
     /// Why the right is needed, for the message: a Usage (the default) or a rule.
     pub consent: Consent,
+    /// The next question, asked only if this one is allowed (a CascadeRule needs `delete` on
+    /// its parent kind and on each of its child kinds).
+    pub next: Option<Box<Authorize>>,
 }
 
 /// What an access check gives consent to; only the wording of a refusal depends on it.
@@ -739,6 +742,16 @@ pub enum Consent {
         /// As for [`Consent::DependencyRule`].
         served: bool,
     },
+    /// A CascadeRule's child kind (`spec.childKinds[index]`), which Lien then deletes with its
+    /// own rights.
+    CascadeChild {
+        /// `spec.childKinds[index].kind`.
+        kind: String,
+        /// The position in `spec.childKinds`.
+        index: usize,
+        /// As for [`Consent::DependencyRule`].
+        served: bool,
+    },
 }
 
 impl Authorize {
@@ -749,7 +762,10 @@ impl Authorize {
         let r = &self.request;
         let what = describe_access(r, self.scope);
         match checked {
-            Ok(AccessDecision::Allowed) => Outcome::allow(),
+            Ok(AccessDecision::Allowed) => match self.next {
+                Some(next) => Outcome::Authorize(*next),
+                None => Outcome::allow(),
+            },
             Ok(AccessDecision::Denied { reason }) if self.consent != Consent::Usage => {
                 let mut message = crate::rules::consent_refusal(r, self.scope, &self.consent);
                 if !reason.trim().is_empty() {
@@ -887,6 +903,7 @@ pub fn validate_usage(
             usage_kind: req.kind.kind.clone().into_owned(),
             scope,
             consent: Consent::Usage,
+            next: None,
         }),
         // check_side vetted the kind a moment ago; a resolver that forgets it in between is
         // refreshing, and the safe answer is to refuse for now.
