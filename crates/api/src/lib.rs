@@ -22,9 +22,10 @@ use serde::{Deserialize, Serialize};
 mod rules;
 
 pub use rules::{
-    CASCADE_FINALIZER, CascadeRule, CascadeRuleSpec, CascadeRuleStatus, DependencyKeys,
-    DependencyRule, DependencyRuleSpec, DependencyRuleStatus, DependencyScope, EvaluationError,
-    KindRef, MAX_EXPRESSION_CHARS, PropagationPolicy, WaitingChild, WaitingParent,
+    CASCADE_FINALIZER, CascadeChildKind, CascadeRule, CascadeRuleSpec, CascadeRuleStatus,
+    DependencyKeys, DependencyRule, DependencyRuleSpec, DependencyRuleStatus, DependencyScope,
+    EvaluationError, KindRef, MAX_EXPRESSION_CHARS, PropagationPolicy, RefusedChild, WaitingChild,
+    WaitingParent,
 };
 
 pub const GROUP: &str = "lien.dev";

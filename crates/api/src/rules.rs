@@ -214,6 +214,11 @@ pub enum PropagationPolicy {
     printcolumn(name = "Parents", type_ = "integer", json_path = ".status.parents"),
     printcolumn(name = "Waiting", type_ = "integer", json_path = ".status.waiting"),
     printcolumn(
+        name = "Refused",
+        type_ = "integer",
+        json_path = ".status.refusedChildren"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -225,9 +230,16 @@ pub struct CascadeRuleSpec {
     pub parent: KindRef,
     /// CEL over the parent (`self`), yielding a list of `{apiVersion, kind, name, namespace?}`:
     /// the children deleted with it. A child without a namespace is in the parent's namespace
-    /// when its kind is namespaced.
+    /// when its kind is namespaced. What it yields is only a candidate: a child is deleted only
+    /// when its kind is listed in `childKinds` and it names this parent back.
     #[schemars(length(min = 1, max = MAX_EXPRESSION_CHARS))]
     pub children: String,
+    /// The kinds Lien may delete for this rule, each with how a child names its parent back.
+    /// A child of any other kind is never deleted (a Warning on the parent says so), and the
+    /// rule's author must be allowed to `delete` every object of each kind listed here.
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub child_kinds: Vec<CascadeChildKind>,
     /// How children are deleted: `Background` (default) or `Foreground`.
     #[serde(default)]
     pub propagation_policy: PropagationPolicy,
@@ -236,6 +248,61 @@ pub struct CascadeRuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = MAX_EXPRESSION_CHARS))]
     pub propagation_policy_expression: Option<String>,
+}
+
+/// A kind a CascadeRule may delete, and how one of its objects names its parent: the binding
+/// that the parent's writer cannot forge alone, because it is written on the child.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CascadeChildKind {
+    /// API version of the child kind (the version does not matter for matching).
+    #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    #[schemars(
+        length(max = 317),
+        regex(
+            pattern = crate::API_VERSION_PATTERN
+        )
+    )]
+    pub api_version: String,
+    /// Kind of the child, e.g. `XDatabase`.
+    #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = crate::KIND_PATTERN)
+    )]
+    pub kind: String,
+    /// CEL over the child (`self`) yielding the parent it belongs to: a map
+    /// `{apiVersion?, kind, name, namespace?, uid?}` (or a list of them, or `null` for none),
+    /// e.g. Crossplane's `self.spec.claimRef`. A child is deleted only when this names the
+    /// deleted parent: its kind (and group, when `apiVersion` is given), name, namespace (a
+    /// reference without one means the child's own namespace) and, when given, UID.
+    #[schemars(length(min = 1, max = MAX_EXPRESSION_CHARS))]
+    pub back_reference: String,
+}
+
+impl CascadeChildKind {
+    /// The API group: the part of `apiVersion` before the `/`, empty for the core group.
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map(|(group, _)| group)
+            .unwrap_or("")
+    }
+}
+
+/// A child Lien refused to delete for a parent, and why.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedChild {
+    /// Namespace of the parent, empty for cluster-scoped kinds.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub parent_namespace: String,
+    /// Name of the parent.
+    pub parent_name: String,
+    /// The child, as `Kind namespace/name`.
+    pub child: String,
+    /// Why it is not deleted: `KindNotAllowed` or `NotBound`.
+    pub reason: String,
 }
 
 /// A child a deleted parent still waits for.
@@ -293,9 +360,20 @@ pub struct CascadeRuleStatus {
     /// The first waiting parents and what they wait for, bounded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_parents: Vec<WaitingParent>,
+    /// How many children the parents name that Lien will not delete (a kind outside
+    /// `childKinds`, or a child that does not name its parent back).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_children: u64,
+    /// The first of them, bounded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedChild>,
     /// The generation this status was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

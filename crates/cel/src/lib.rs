@@ -29,7 +29,7 @@ mod tests;
 pub use cost::COST_LIMIT;
 pub use env::{compile_program, env, json_to_cel};
 pub use expression::{CompileError, EvalError, Expression};
-pub use program::{CascadeProgram, ChildRef, DependencyProgram};
+pub use program::{CascadeProgram, ChildRef, DependencyProgram, ParentRef};
 
 /// The `cel` crate, for the few callers (the sandbox) that build their own contexts.
 pub use cel;

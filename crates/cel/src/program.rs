@@ -83,12 +83,38 @@ pub struct ChildRef {
     pub namespace: Option<String>,
 }
 
-/// A CascadeRule's compiled `spec.children` and `spec.propagationPolicyExpression`.
+/// A parent a child names back (a CascadeRule's `childKinds[].backReference`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ParentRef {
+    /// The parent's API group, when the reference has an `apiVersion`.
+    pub group: Option<String>,
+    /// The parent's kind.
+    pub kind: String,
+    /// The parent's name.
+    pub name: String,
+    /// The parent's namespace; `None`: the child's own namespace.
+    pub namespace: Option<String>,
+    /// The parent's UID, when the reference has one.
+    pub uid: Option<String>,
+}
+
+/// A child kind a CascadeRule may delete: its group and kind, and the compiled
+/// `backReference`.
+#[derive(Debug, Clone)]
+struct ChildKindProgram {
+    group: String,
+    kind: String,
+    back_reference: Expression,
+}
+
+/// A CascadeRule's compiled `spec.children`, `spec.propagationPolicyExpression` and
+/// `spec.childKinds[].backReference`.
 #[derive(Debug, Clone)]
 pub struct CascadeProgram {
     children: Expression,
     policy: Option<Expression>,
     default_policy: PropagationPolicy,
+    child_kinds: Vec<ChildKindProgram>,
 }
 
 impl CascadeProgram {
@@ -101,14 +127,64 @@ impl CascadeProgram {
             .as_ref()
             .map(|p| Expression::compile("spec.propagationPolicyExpression", p))
             .transpose();
+        let mut errors = Vec::new();
+        let mut child_kinds = Vec::new();
+        for (i, k) in spec.child_kinds.iter().enumerate() {
+            match Expression::compile(
+                &format!("spec.childKinds[{i}].backReference"),
+                &k.back_reference,
+            ) {
+                Ok(back_reference) => child_kinds.push(ChildKindProgram {
+                    group: k.group().to_owned(),
+                    kind: k.kind.clone(),
+                    back_reference,
+                }),
+                Err(e) => errors.push(e),
+            }
+        }
         match (children, policy) {
-            (Ok(children), Ok(policy)) => Ok(CascadeProgram {
+            (Ok(children), Ok(policy)) if errors.is_empty() => Ok(CascadeProgram {
                 children,
                 policy,
                 default_policy: spec.propagation_policy,
+                child_kinds,
             }),
-            (children, policy) => Err(children.err().into_iter().chain(policy.err()).collect()),
+            (children, policy) => Err(children
+                .err()
+                .into_iter()
+                .chain(policy.err())
+                .chain(errors)
+                .collect()),
         }
+    }
+
+    /// Whether the rule lists the child kind (`group`, `kind`) in `childKinds`: the only kinds
+    /// Lien deletes for it.
+    pub fn allows(&self, group: &str, kind: &str) -> bool {
+        self.child_kinds
+            .iter()
+            .any(|k| k.group == group && k.kind == kind)
+    }
+
+    /// The parents a child of kind (`group`, `kind`) names back: `None` when the kind is not
+    /// in `childKinds`. The expression yields a map `{apiVersion?, kind, name, namespace?,
+    /// uid?}`, a list of them, or `null` (no parent).
+    pub fn back_references(
+        &self,
+        group: &str,
+        kind: &str,
+        child: &Value,
+    ) -> Option<Result<Vec<ParentRef>, EvalError>> {
+        let program = self
+            .child_kinds
+            .iter()
+            .find(|k| k.group == group && k.kind == kind)?;
+        Some(
+            program
+                .back_reference
+                .eval_json(child)
+                .and_then(|v| parent_refs(&v)),
+        )
     }
 
     /// The children of `parent`: a list of `{apiVersion, kind, name, namespace?}` maps, each
@@ -182,6 +258,55 @@ impl CascadeProgram {
                 got: json_type(&other).into(),
             }),
         }
+    }
+}
+
+/// Reads a `backReference` value: `null`, one reference, or a list of them.
+fn parent_refs(value: &Value) -> Result<Vec<ParentRef>, EvalError> {
+    let expected = || "{apiVersion?, kind, name, namespace?, uid?}, a list of them, or null";
+    let one = |i: usize, item: &Value| -> Result<ParentRef, EvalError> {
+        let Value::Object(map) = item else {
+            return Err(EvalError::TypeMismatch {
+                expected: expected().into(),
+                got: format!("element {i}: {}", json_type(item)),
+            });
+        };
+        let required = |name: &str| match map.get(name) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(other) => Err(EvalError::InvalidValue(format!(
+                "back reference {i}: `{name}` must be a non-empty string, got {}",
+                json_type(other)
+            ))),
+            None => Err(EvalError::InvalidValue(format!(
+                "back reference {i}: `{name}` is missing (a back reference needs kind and name)"
+            ))),
+        };
+        let optional = |name: &str| match map.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(EvalError::InvalidValue(format!(
+                "back reference {i}: `{name}` must be a string, got {}",
+                json_type(other)
+            ))),
+        };
+        Ok(ParentRef {
+            group: optional("apiVersion")?
+                .map(|v| v.rsplit_once('/').map_or("", |(g, _)| g).to_owned()),
+            kind: required("kind")?,
+            name: required("name")?,
+            namespace: optional("namespace")?,
+            uid: optional("uid")?,
+        })
+    };
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items.iter().enumerate().map(|(i, v)| one(i, v)).collect(),
+        Value::Object(_) => Ok(vec![one(0, value)?]),
+        other => Err(EvalError::TypeMismatch {
+            expected: expected().into(),
+            got: json_type(other).into(),
+        }),
     }
 }
 

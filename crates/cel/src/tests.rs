@@ -289,7 +289,70 @@ fn cascade_spec(children: &str, policy: Option<&str>) -> CascadeRuleSpec {
         children: children.into(),
         propagation_policy: PropagationPolicy::Background,
         propagation_policy_expression: policy.map(Into::into),
+        child_kinds: vec![lien_api::CascadeChildKind {
+            api_version: "example.org/v1".into(),
+            kind: "XDatabase".into(),
+            back_reference: "has(self.spec.claimRef) ? self.spec.claimRef : null".into(),
+        }],
     }
+}
+
+#[test]
+fn a_back_reference_yields_the_parents_a_child_names_and_only_for_listed_kinds() {
+    let program = CascadeProgram::compile(&cascade_spec("[]", None)).expect("compiles");
+    assert!(program.allows("example.org", "XDatabase"));
+    assert!(!program.allows("", "ConfigMap"));
+    assert!(!program.allows("other.org", "XDatabase"));
+    assert!(
+        program
+            .back_references("", "ConfigMap", &json!({"spec": {}}))
+            .is_none(),
+        "a kind outside childKinds has no back reference"
+    );
+    let child = json!({"spec": {"claimRef": {"apiVersion": "example.org/v1", "kind": "DatabaseClaim",
+        "name": "my-db", "namespace": "team-a", "uid": "u1"}}});
+    let refs = program
+        .back_references("example.org", "XDatabase", &child)
+        .expect("listed")
+        .expect("evaluates");
+    assert_eq!(
+        refs,
+        vec![crate::ParentRef {
+            group: Some("example.org".into()),
+            kind: "DatabaseClaim".into(),
+            name: "my-db".into(),
+            namespace: Some("team-a".into()),
+            uid: Some("u1".into()),
+        }]
+    );
+    // No claimRef: null, no parent.
+    let none = program
+        .back_references("example.org", "XDatabase", &json!({"spec": {}}))
+        .expect("listed")
+        .expect("evaluates");
+    assert!(none.is_empty());
+    // A reference without a name is an error naming what is missing.
+    let bad = json!({"spec": {"claimRef": {"kind": "DatabaseClaim"}}});
+    let e = program
+        .back_references("example.org", "XDatabase", &bad)
+        .expect("listed")
+        .expect_err("no name");
+    assert!(e.to_string().contains("`name` is missing"), "{e}");
+}
+
+#[test]
+fn a_back_reference_that_does_not_compile_names_its_field() {
+    let mut spec = cascade_spec("[]", None);
+    spec.child_kinds[0].back_reference = "self.spec.(".into();
+    let errors = CascadeProgram::compile(&spec).expect_err("does not compile");
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0]
+            .to_string()
+            .starts_with("spec.childKinds[0].backReference:"),
+        "{}",
+        errors[0]
+    );
 }
 
 #[test]

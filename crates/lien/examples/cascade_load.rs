@@ -96,6 +96,8 @@ async fn main() -> anyhow::Result<()> {
                 "metadata": {"name": "bench-claims"},
                 "spec": {"parent": {"apiVersion": format!("{GROUP}/v1"), "kind": "Claim"},
                          "children": "[self.spec.resourceRef]",
+                         "childKinds": [{"apiVersion": format!("{GROUP}/v1"), "kind": "Composite",
+                                         "backReference": "self.spec.claimRef"}],
                          "propagationPolicyExpression":
                            "has(self.spec.compositeDeletePolicy) ? self.spec.compositeDeletePolicy : 'Background'"}})),
         )
@@ -122,7 +124,9 @@ async fn main() -> anyhow::Result<()> {
                     .create(
                         &PostParams::default(),
                         &obj(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Composite",
-                            "metadata": {"name": name}, "spec": {}}))?,
+                            "metadata": {"name": name},
+                            "spec": {"claimRef": {"apiVersion": format!("{GROUP}/v1"), "kind": "Claim",
+                                                  "name": format!("claim-{i}"), "namespace": NS}}}))?,
                     )
                     .await?;
                 for j in 0..composed {

@@ -16,13 +16,14 @@
 //!   objects needs: `update` on the `of` kind's resource, cluster-wide (a `SubjectAccessReview`
 //!   with no namespace and no name). Editing only `reason` or `replayDeletion` needs nothing
 //!   beyond RBAC on the rule itself.
-//! - **Consent (CascadeRule).** A rule makes Lien delete what its parents name when a parent
-//!   is deleted. The children's kinds are computed by CEL at deletion time and cannot be known
-//!   here, so the creator must be allowed to `delete` every object of the parent kind
-//!   cluster-wide — whoever may delete any parent may already trigger the cascade by deleting
-//!   one — and the children are then deleted with Lien's own rights (its service account, as
-//!   replays are). So a CascadeRule is a delegation to Lien, which is why only someone trusted
-//!   with every parent may make one; `deploy/rbac.yaml` decides which children Lien can delete.
+//! - **Consent (CascadeRule).** A rule makes Lien delete, with its own rights, the children a
+//!   deleted parent names. Lien deletes only children of the kinds the rule lists in
+//!   `spec.childKinds` that name their parent back (see `controller::cascade::decide`), so the
+//!   creator must be allowed to `delete` every object of the parent kind cluster-wide —
+//!   whoever may delete any parent may already trigger the cascade by deleting one — and every
+//!   object of each child kind cluster-wide: the rule delegates exactly those deletions to
+//!   Lien, and only someone who could make them may delegate them. The questions are asked in
+//!   order (parent, then each child kind) and the first refusal names its field.
 //! - **A kind that is not served yet** has no known resource name; the check then asks for the
 //!   right on every resource of its API group (`<group>/*`), which only the group's owners hold.
 //!   Creating the rule after its CRD needs only the kind's own resource.
@@ -242,6 +243,19 @@ fn validate_cascade(
     };
     let mut problems = Vec::new();
     check_kind("spec.parent", &spec.parent, &mut problems);
+    if spec.child_kinds.is_empty() {
+        problems.push(
+            "spec.childKinds: must list at least one kind: the kinds Lien may delete for this rule, each with a backReference (CEL over the child naming its parent, e.g. `self.spec.claimRef`); a child of any other kind is never deleted".to_owned(),
+        );
+    }
+    for (i, k) in spec.child_kinds.iter().enumerate() {
+        crate::validate::check_kind(
+            &format!("spec.childKinds[{i}]"),
+            &k.api_version,
+            &k.kind,
+            &mut problems,
+        );
+    }
     compile_problems(compiler.cascade(&spec), &mut problems);
     if !problems.is_empty() {
         return Outcome::deny(422, "Invalid", problems.join("; "));
@@ -258,12 +272,39 @@ fn validate_cascade(
     if !changed {
         return Outcome::allow();
     }
-    consent(kinds, req, &spec.parent, "delete", user, |served| {
-        Consent::CascadeRule {
-            kind: spec.parent.kind.clone(),
-            served,
-        }
-    })
+    // Asked in order; each allowed answer asks the next.
+    let mut chain = None;
+    for (index, k) in spec.child_kinds.iter().enumerate().rev() {
+        let kind = KindRef {
+            api_version: k.api_version.clone(),
+            kind: k.kind.clone(),
+        };
+        let Outcome::Authorize(mut a) =
+            consent(kinds, req, &kind, "delete", user.clone(), |served| {
+                Consent::CascadeChild {
+                    kind: k.kind.clone(),
+                    index,
+                    served,
+                }
+            })
+        else {
+            unreachable!("consent always asks")
+        };
+        a.next = chain.map(Box::new);
+        chain = Some(a);
+    }
+    let Outcome::Authorize(mut first) =
+        consent(kinds, req, &spec.parent, "delete", user, |served| {
+            Consent::CascadeRule {
+                kind: spec.parent.kind.clone(),
+                served,
+            }
+        })
+    else {
+        unreachable!("consent always asks")
+    };
+    first.next = chain.map(Box::new);
+    Outcome::Authorize(first)
 }
 
 /// Adds the compiler's problems to `problems`, each naming its field, with the fix.
@@ -307,21 +348,25 @@ fn consent(
         usage_kind: req.kind.kind.clone().into_owned(),
         scope,
         consent: why(served.is_some()),
+        next: None,
     })
 }
 
 /// The field a consent is about.
-pub(crate) fn consent_field(consent: &Consent) -> &'static str {
+pub(crate) fn consent_field(consent: &Consent) -> String {
     match consent {
-        Consent::CascadeRule { .. } => "spec.parent",
-        Consent::Usage | Consent::DependencyRule { .. } => "spec.of",
+        Consent::CascadeRule { .. } => "spec.parent".to_owned(),
+        Consent::CascadeChild { index, .. } => format!("spec.childKinds[{index}]"),
+        Consent::Usage | Consent::DependencyRule { .. } => "spec.of".to_owned(),
     }
 }
 
 /// `update every object of cephblockpools.ceph.rook.io in every namespace`.
 pub(crate) fn describe_rule_access(r: &AccessRequest, scope: Scope, consent: &Consent) -> String {
     let served = match consent {
-        Consent::DependencyRule { served, .. } | Consent::CascadeRule { served, .. } => *served,
+        Consent::DependencyRule { served, .. }
+        | Consent::CascadeRule { served, .. }
+        | Consent::CascadeChild { served, .. } => *served,
         Consent::Usage => true,
     };
     if !served {
@@ -359,6 +404,12 @@ pub(crate) fn consent_refusal(r: &AccessRequest, scope: Scope, consent: &Consent
                 "a CascadeRule makes Lien delete (with its own rights) the children every {kind} names when it is deleted, so whoever creates or changes it must be allowed to delete every {kind}"
             );
         }
+        Consent::CascadeChild { kind, .. } => {
+            let _ = write!(
+                message,
+                "a CascadeRule makes Lien delete (with its own rights) the {kind} objects its parents name, so whoever creates or changes it must be allowed to delete every {kind} (or remove the kind from spec.childKinds)"
+            );
+        }
         Consent::Usage => {}
     }
     let resource = if r.resource == "*" {
@@ -371,7 +422,7 @@ pub(crate) fn consent_refusal(r: &AccessRequest, scope: Scope, consent: &Consent
         ". Grant {:?} on {resource} cluster-wide (a ClusterRole bound by a ClusterRoleBinding), or ask someone who has it to apply this {}",
         r.verb,
         match consent {
-            Consent::CascadeRule { .. } => "CascadeRule",
+            Consent::CascadeRule { .. } | Consent::CascadeChild { .. } => "CascadeRule",
             _ => "DependencyRule",
         }
     );

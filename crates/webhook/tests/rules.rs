@@ -17,6 +17,8 @@ use tokio::sync::mpsc;
 
 struct FakeAccess {
     allow: bool,
+    /// A resource refused even when `allow`.
+    deny_resource: Option<&'static str>,
     asked: Mutex<Vec<AccessRequest>>,
 }
 
@@ -24,6 +26,15 @@ impl FakeAccess {
     fn new(allow: bool) -> Arc<Self> {
         Arc::new(Self {
             allow,
+            deny_resource: None,
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn denying(resource: &'static str) -> Arc<Self> {
+        Arc::new(Self {
+            allow: true,
+            deny_resource: Some(resource),
             asked: Mutex::new(Vec::new()),
         })
     }
@@ -35,7 +46,7 @@ impl AccessCheck for FakeAccess {
         request: &'a AccessRequest,
     ) -> BoxFuture<'a, Result<AccessDecision, AccessCheckError>> {
         self.asked.lock().push(request.clone());
-        let allow = self.allow;
+        let allow = self.allow && self.deny_resource != Some(request.resource.as_str());
         Box::pin(async move {
             Ok(if allow {
                 AccessDecision::Allowed
@@ -58,6 +69,7 @@ fn kinds() -> StaticKinds {
             "persistentvolumes",
         )
         .with("v1", "ConfigMap", Scope::Namespaced)
+        .with("v1", "Secret", Scope::Namespaced)
 }
 
 struct Harness {
@@ -163,6 +175,7 @@ async fn a_rule_whose_cel_does_not_compile_is_refused_naming_the_field() {
     let cascade = json!({
         "parent": {"apiVersion": "v1", "kind": "ConfigMap"},
         "children": "[self.spec.ref",
+        "childKinds": [{"apiVersion": "v1", "kind": "Secret", "backReference": "self.metadata.ownerRef"}],
     });
     let answer = h
         .webhook
@@ -242,6 +255,7 @@ async fn consent_denied_is_403_naming_user_verb_resource_and_fix() {
     let cascade = json!({
         "parent": {"apiVersion": "v1", "kind": "ConfigMap"},
         "children": "[self.data]",
+        "childKinds": [{"apiVersion": "v1", "kind": "Secret", "backReference": "self.data"}],
     });
     let answer = h
         .webhook
@@ -510,4 +524,110 @@ async fn a_namespace_whose_relations_stay_inside_it_may_go() {
     let h = harness(idx, None);
     let answer = h.webhook.answer(&namespace_review("rook-ceph")).await;
     assert!(answer.allowed, "{answer:?}");
+}
+
+/// A CascadeRule whose parents are CephBlockPools and whose children are PersistentVolumes
+/// (cluster-scoped) and Secrets.
+fn claim_rule() -> serde_json::Value {
+    json!({
+        "parent": {"apiVersion": "ceph.rook.io/v1", "kind": "CephBlockPool"},
+        "children": "[self.spec.resourceRef]",
+        "childKinds": [
+            {"apiVersion": "v1", "kind": "PersistentVolume", "backReference": "self.spec.claimRef"},
+            {"apiVersion": "v1", "kind": "Secret", "backReference": "self.metadata.annotations['owner']"},
+        ],
+    })
+}
+
+#[tokio::test]
+async fn a_cascade_rule_must_list_its_child_kinds_each_with_a_back_reference_that_compiles() {
+    let h = harness(RelationIndex::new(), Some(FakeAccess::new(true)));
+    let mut spec = claim_rule();
+    spec.as_object_mut().expect("map").remove("childKinds");
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", spec, None))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 422, "{m}");
+    assert!(
+        m.starts_with("spec.childKinds: must list at least one kind"),
+        "{m}"
+    );
+    let mut spec = claim_rule();
+    spec["childKinds"][1]["backReference"] = json!("self.spec.(");
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", spec, None))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 422, "{m}");
+    assert!(m.contains("spec.childKinds[1].backReference: "), "{m}");
+    let mut spec = claim_rule();
+    spec["childKinds"][0]["kind"] = json!("not a kind");
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", spec, None))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 422, "{m}");
+    assert!(m.contains("spec.childKinds[0]"), "{m}");
+}
+
+#[tokio::test]
+async fn a_cascade_rule_needs_delete_on_its_parent_kind_and_every_child_kind() {
+    // Allowed: one question per kind, the parent's first, then each child kind in order.
+    let access = FakeAccess::new(true);
+    let h = harness(RelationIndex::new(), Some(access.clone()));
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", claim_rule(), None))
+        .await;
+    assert!(answer.allowed, "{answer:?}");
+    let asked: Vec<(String, String, String)> = access
+        .asked
+        .lock()
+        .iter()
+        .map(|q| (q.verb.clone(), q.group.clone(), q.resource.clone()))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            ("delete", "ceph.rook.io", "cephblockpools"),
+            ("delete", "", "persistentvolumes"),
+            ("delete", "", "secrets"),
+        ]
+        .map(|(v, g, r)| (v.to_owned(), g.to_owned(), r.to_owned()))
+    );
+    // The author may delete the parents and PersistentVolumes but not Secrets: refused,
+    // naming the child kind's field and the fix, and nothing after it is asked.
+    let access = FakeAccess::denying("secrets");
+    let h = harness(RelationIndex::new(), Some(access.clone()));
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", claim_rule(), None))
+        .await;
+    let (code, m) = message(&answer);
+    assert_eq!(code, 403, "{m}");
+    for part in [
+        "spec.childKinds[1]: user \"alice\" may not delete every object of secrets",
+        "must be allowed to delete every Secret (or remove the kind from spec.childKinds)",
+        "Grant \"delete\" on secrets cluster-wide",
+        "apply this CascadeRule",
+    ] {
+        assert!(m.contains(part), "{part:?} in {m}");
+    }
+    assert_eq!(access.asked.lock().len(), 3);
+    // Refused on the parent: the child kinds are not asked.
+    let access = FakeAccess::denying("cephblockpools");
+    let h = harness(RelationIndex::new(), Some(access.clone()));
+    let answer = h
+        .webhook
+        .answer(&rule_review("CREATE", "CascadeRule", claim_rule(), None))
+        .await;
+    assert!(
+        message(&answer).1.starts_with("spec.parent: "),
+        "{answer:?}"
+    );
+    assert_eq!(access.asked.lock().len(), 1);
 }

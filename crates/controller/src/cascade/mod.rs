@@ -9,9 +9,12 @@
 //! - parents: per parent kind a watch of full objects (the CEL reads any field), each reduced
 //!   at once to what the decision needs ([`ParentObj`]: finalizers, Lien's record, the child
 //!   references the CEL yields) and dropped.
-//! - children: per child kind, started on demand, a metadata-only watch reduced to UID,
-//!   deletion state and finalizers; a reverse index (group, kind, name) → parents says which
-//!   parents a child event concerns.
+//! - children: per child kind a rule lists in `childKinds`, started on demand, a watch of
+//!   full objects (the back reference reads any field) reduced at once to UID, deletion state,
+//!   finalizers and the parents it names back under each rule listing the kind; a reverse
+//!   index (group, kind, name) → parents says which parents a child event concerns. A kind no
+//!   rule lists is never watched, whatever a parent names (see `decide`, "What Lien may
+//!   delete").
 //! - a dirty set of parents: each is decided ([`decide::decide`], pure) and its writes run in a
 //!   task (bounded concurrency), one task per parent at a time.
 //!
@@ -138,7 +141,7 @@ enum Msg {
     ParentKind(GroupKind, Result<(ApiResource, bool), String>),
     Parent(GroupKind, watcher::Event<DynamicObject>),
     ChildKind(GroupKind, Result<(ApiResource, bool), String>),
-    Child(GroupKind, watcher::Event<PartialObjectMeta<DynamicObject>>),
+    Child(GroupKind, watcher::Event<DynamicObject>),
     /// A parent Lien's write released and thereby deleted (its last finalizer went): until the
     /// watch says so, it is not decided again. (kube-apiserver answers such an update with the
     /// object as last stored, Lien's finalizer still in it.)
@@ -166,7 +169,10 @@ struct ParentObj {
     finalizers: Vec<String>,
     record: Record,
     has_annotation: bool,
+    /// The references of kinds the rule lists.
     refs: Result<Vec<ChildRef>, String>,
+    /// The references of kinds it does not list: never watched, never deleted, reported.
+    outside: Vec<ChildRef>,
     policy: PropagationPolicy,
     policy_error: Option<String>,
 }
@@ -200,8 +206,18 @@ struct ParentKind {
 #[derive(Default)]
 struct ChildKind {
     kind: KindState,
-    objects: HashMap<(String, String), ChildMeta>,
-    relist: Option<HashMap<(String, String), ChildMeta>>,
+    objects: HashMap<(String, String), StoredChild>,
+    relist: Option<HashMap<(String, String), StoredChild>>,
+    /// The apiVersion its watch was started with (a restart uses it again).
+    api_version: String,
+}
+
+/// What Lien keeps of a child: its metadata, and per parent kind whose rule lists the child's
+/// kind, the parents its back reference names (or why it failed).
+#[derive(Debug, Clone, Default)]
+struct StoredChild {
+    meta: ChildMeta,
+    back_refs: Vec<(GroupKind, Result<Vec<lien_cel::ParentRef>, String>)>,
 }
 
 struct Refusal {
@@ -249,6 +265,8 @@ struct Loop {
     /// Per child UID: a fingerprint of its state and when it last changed.
     progress: HashMap<String, (String, Instant)>,
     warned: HashSet<(String, String)>,
+    /// Per parent, the children it names that Lien will not delete (the rule's status).
+    refused: HashMap<ParentId, Vec<decide::Refused>>,
     rules_dirty: bool,
     last_status: Instant,
     calls: Arc<Calls>,
@@ -436,6 +454,7 @@ impl Cascade {
             holders: HashMap::new(),
             progress: HashMap::new(),
             warned: HashSet::new(),
+            refused: HashMap::new(),
             rules_dirty: true,
             last_status: Instant::now(),
             calls,
@@ -677,6 +696,7 @@ impl Loop {
                 .or_default()
                 .push(r);
         }
+        let mut restart = Vec::new();
         for (gk, mut rules) in by_kind.clone() {
             // The oldest rule that is not being deleted; else the oldest (it releases).
             rules.sort_by_key(|r| {
@@ -696,7 +716,11 @@ impl Loop {
             let pk = self.parents.entry(gk.clone()).or_default();
             pk.rule = Some(name);
             if pk.evaluated_with.as_ref() != Some(&evaluated) {
-                // A new rule or spec: evaluate every parent again from a fresh list.
+                // A new rule or spec: evaluate every parent again from a fresh list, and every
+                // child of the kinds it lists (their back references may have changed).
+                for k in &chosen.rule.spec.child_kinds {
+                    restart.push(GroupKind::from_api_version(&k.api_version, &k.kind));
+                }
                 if let Some(t) = pk.kind.task.take() {
                     t.abort();
                 }
@@ -726,12 +750,29 @@ impl Loop {
                 }
             }
         }
+        for gk in restart {
+            self.restart_child_watch(&gk);
+        }
     }
 
     fn program_for(&self, gk: &GroupKind) -> Option<(&RuleState, bool)> {
         let pk = self.parents.get(gk)?;
         let r = self.rules.get(pk.rule.as_ref()?)?;
         Some((r, r.rule.metadata.deletion_timestamp.is_some()))
+    }
+
+    /// The child kinds the rule in charge of parent kind `gk` lists (`spec.childKinds`).
+    fn allowed_kinds(&self, gk: &GroupKind) -> HashSet<GroupKind> {
+        self.program_for(gk)
+            .map(|(r, _)| {
+                r.rule
+                    .spec
+                    .child_kinds
+                    .iter()
+                    .map(|k| GroupKind::from_api_version(&k.api_version, &k.kind))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn reduce_parent(&self, gk: &GroupKind, obj: &DynamicObject) -> ParentObj {
@@ -750,6 +791,18 @@ impl Loop {
             },
             None => (Err("no rule".into()), PropagationPolicy::Background, None),
         };
+        // Only the kinds the rule lists are candidates; the rest is reported, never watched.
+        let (refs, outside) = match refs {
+            Ok(refs) => {
+                let allowed = self.allowed_kinds(gk);
+                let (inside, outside): (Vec<ChildRef>, Vec<ChildRef>) =
+                    refs.into_iter().partition(|r| {
+                        allowed.contains(&GroupKind::from_api_version(&r.api_version, &r.kind))
+                    });
+                (Ok(inside), outside)
+            }
+            Err(e) => (Err(e), Vec::new()),
+        };
         ParentObj {
             uid: obj.uid().unwrap_or_default(),
             api_version: obj
@@ -763,12 +816,16 @@ impl Loop {
             record: Record::parse(annotation.map(String::as_str)),
             has_annotation: annotation.is_some(),
             refs,
+            outside,
             policy,
             policy_error,
         }
     }
 
     fn index_parent(&mut self, id: &ParentId, old: Option<&ParentObj>, new: Option<&ParentObj>) {
+        // The record is an annotation anyone who writes the parent can write: only the kinds
+        // the rule lists are ever watched for it.
+        let allowed = self.allowed_kinds(&id.0);
         let keys = |p: Option<&ParentObj>| -> Vec<NameKey> {
             let mut out: Vec<NameKey> = Vec::new();
             if let Some(p) = p {
@@ -815,6 +872,7 @@ impl Loop {
                             )
                         })
                     }))
+                    .filter(|(gk, _)| allowed.contains(gk))
                     .collect()
             })
             .unwrap_or_default();
@@ -829,7 +887,8 @@ impl Loop {
     fn want_child_kind(&mut self, gk: GroupKind, api_version: String) {
         let ck = self.children.entry(gk.clone()).or_default();
         if ck.kind.task.is_none() {
-            ck.kind.task = Some(spawn_kind_watch::<PartialObjectMeta<DynamicObject>, _>(
+            ck.api_version = api_version.clone();
+            ck.kind.task = Some(spawn_kind_watch::<DynamicObject, _>(
                 self.client.clone(),
                 gk,
                 api_version,
@@ -838,6 +897,45 @@ impl Loop {
                 Msg::Child,
             ));
         }
+    }
+
+    /// Lists a child kind again (a rule's back reference changed: every child of the kind is
+    /// evaluated anew); its parents are decided once the list is in.
+    fn restart_child_watch(&mut self, gk: &GroupKind) {
+        let Some(ck) = self.children.get_mut(gk) else {
+            return;
+        };
+        if let Some(t) = ck.kind.task.take() {
+            t.abort();
+        }
+        ck.kind.synced = false;
+        let api_version = ck.api_version.clone();
+        self.want_child_kind(gk.clone(), api_version);
+    }
+
+    /// What a child names back under every rule that lists its kind.
+    fn reduce_child(&self, gk: &GroupKind, obj: &DynamicObject) -> StoredChild {
+        let meta = ChildMeta {
+            uid: obj.metadata.uid.clone().unwrap_or_default(),
+            deleting: obj.metadata.deletion_timestamp.is_some(),
+            finalizers: obj.metadata.finalizers.clone().unwrap_or_default(),
+            back_refs: Vec::new(),
+            back_ref_error: None,
+        };
+        let mut back_refs = Vec::new();
+        let mut value = None;
+        for (parent_gk, pk) in &self.parents {
+            let Some(rule) = pk.rule.as_ref().and_then(|r| self.rules.get(r)) else {
+                continue;
+            };
+            let Ok(program) = &rule.program else { continue };
+            let value =
+                value.get_or_insert_with(|| serde_json::to_value(obj).unwrap_or(Value::Null));
+            if let Some(refs) = program.back_references(&gk.group, &gk.kind, value) {
+                back_refs.push((parent_gk.clone(), refs.map_err(|e| e.to_string())));
+            }
+        }
+        StoredChild { meta, back_refs }
     }
 
     fn on_parent(&mut self, gk: GroupKind, ev: watcher::Event<DynamicObject>) {
@@ -910,22 +1008,24 @@ impl Loop {
                 }
                 self.index_parent(&id, old.as_ref(), None);
                 self.reports.remove(&id);
+                self.refused.remove(&id);
                 self.rules_dirty = true;
             }
         }
     }
 
-    fn on_child(&mut self, gk: GroupKind, ev: watcher::Event<PartialObjectMeta<DynamicObject>>) {
-        let reduce = |m: &PartialObjectMeta<DynamicObject>| ChildMeta {
-            uid: m.metadata.uid.clone().unwrap_or_default(),
-            deleting: m.metadata.deletion_timestamp.is_some(),
-            finalizers: m.metadata.finalizers.clone().unwrap_or_default(),
-        };
-        let key_of = |m: &PartialObjectMeta<DynamicObject>| {
+    fn on_child(&mut self, gk: GroupKind, ev: watcher::Event<DynamicObject>) {
+        let key_of = |m: &DynamicObject| {
             (
                 m.metadata.namespace.clone().unwrap_or_default(),
                 m.metadata.name.clone().unwrap_or_default(),
             )
+        };
+        let reduced = match &ev {
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                Some(self.reduce_child(&gk, o))
+            }
+            _ => None,
         };
         let mut touched: Vec<String> = Vec::new();
         let mut relisted = false;
@@ -938,7 +1038,7 @@ impl Loop {
                 watcher::Event::InitApply(m) => {
                     ck.relist
                         .get_or_insert_with(HashMap::new)
-                        .insert(key_of(&m), reduce(&m));
+                        .insert(key_of(&m), reduced.unwrap_or_default());
                 }
                 watcher::Event::InitDone => {
                     ck.objects = ck.relist.take().unwrap_or_default();
@@ -947,13 +1047,19 @@ impl Loop {
                 }
                 watcher::Event::Apply(m) => {
                     touched.push(key_of(&m).1);
-                    let meta = reduce(&m);
-                    let fp = format!("{}:{:?}", meta.deleting, meta.finalizers);
+                    let stored = reduced.unwrap_or_default();
+                    let meta = &stored.meta;
+                    // A changed back reference is progress too: it decides whether the child
+                    // is deleted at all.
+                    let fp = format!(
+                        "{}:{:?}:{:?}",
+                        meta.deleting, meta.finalizers, stored.back_refs
+                    );
                     let uid = meta.uid.clone();
                     if meta.deleting {
                         self.requested.remove(&uid);
                     }
-                    ck.objects.insert(key_of(&m), meta);
+                    ck.objects.insert(key_of(&m), stored);
                     self.note_progress(&uid, &fp, true);
                 }
                 watcher::Event::Delete(m) => {
@@ -1005,12 +1111,24 @@ impl Loop {
         }))
     }
 
-    fn observe(&self, key: &ChildKey) -> Observed {
+    /// A child as the decision for a parent of kind `parent` sees it: with what it names back
+    /// under that parent kind's rule.
+    fn observe(&self, parent: &GroupKind, key: &ChildKey) -> Observed {
         let gk = GroupKind::from_api_version(&key.api_version, &key.kind);
         match self.children.get(&gk) {
             Some(ck) if ck.kind.synced => {
                 match ck.objects.get(&(key.namespace.clone(), key.name.clone())) {
-                    Some(m) => Observed::Present(m.clone()),
+                    Some(stored) => {
+                        let mut meta = stored.meta.clone();
+                        if let Some((_, refs)) = stored.back_refs.iter().find(|(g, _)| g == parent)
+                        {
+                            match refs {
+                                Ok(refs) => meta.back_refs = refs.clone(),
+                                Err(e) => meta.back_ref_error = Some(e.clone()),
+                            }
+                        }
+                        Observed::Present(meta)
+                    }
                     None => Observed::Absent,
                 }
             }
@@ -1046,8 +1164,36 @@ impl Loop {
             }
             Err(e) => Err(e.clone()),
         };
+        let rule = self.program_for(gk).map(|(r, _)| &r.rule)?;
+        let allowed = rule
+            .spec
+            .child_kinds
+            .iter()
+            .map(|k| (k.group().to_owned(), k.kind.clone()))
+            .collect();
+        // Kinds the rule does not list are never discovered, so their scope is unknown: a
+        // reference without a namespace is shown in the parent's.
+        let outside = p
+            .outside
+            .iter()
+            .map(|r| ChildKey {
+                api_version: r.api_version.clone(),
+                kind: r.kind.clone(),
+                namespace: r.namespace.clone().unwrap_or_else(|| ns.clone()),
+                name: r.name.clone(),
+            })
+            .collect();
         Some((
             Parent {
+                identity: decide::ParentIdentity {
+                    group: gk.group.clone(),
+                    kind: gk.kind.clone(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    uid: p.uid.clone(),
+                },
+                outside,
+                allowed,
                 deleting: p.deleting_since.is_some(),
                 finalizers: p.finalizers.clone(),
                 record: p.record.clone(),
@@ -1105,7 +1251,7 @@ impl Loop {
             let decision = if rule_deleting {
                 decide::orphaned(&input)
             } else {
-                decide::decide(&input, |k| self.observe(k))
+                decide::decide(&input, |k| self.observe(&id.0, k))
             };
             self.execute(id, decision);
         }
@@ -1142,6 +1288,17 @@ impl Loop {
     }
 
     fn execute(&mut self, id: ParentId, decision: Decision) {
+        for r in &decision.refused {
+            self.warn(&id, "CascadeChildNotAllowed", r.to_string());
+        }
+        if decision.refused.is_empty() {
+            if self.refused.remove(&id).is_some() {
+                self.rules_dirty = true;
+            }
+        } else if self.refused.get(&id) != Some(&decision.refused) {
+            self.refused.insert(id.clone(), decision.refused.clone());
+            self.rules_dirty = true;
+        }
         for w in &decision.warnings {
             let reason = if w.contains("does not exist") {
                 "CascadeDanglingReference"
@@ -1443,7 +1600,7 @@ impl Loop {
         let now = Instant::now();
         let mut children_uids = Vec::new();
         for c in &p.record.children {
-            let meta = match self.observe(&c.key) {
+            let meta = match self.observe(&id.0, &c.key) {
                 Observed::Present(m) if m.uid == c.uid => Some(m),
                 Observed::Unknown => None,
                 _ => continue,
@@ -1608,6 +1765,11 @@ impl Loop {
                 "UnknownKind",
                 pk.kind.error.clone().unwrap_or_default(),
             ),
+            _ if r.rule.spec.child_kinds.is_empty() => (
+                false,
+                "NoChildKinds",
+                "spec.childKinds is empty: Lien deletes no child for this rule (parents are still held until released); list the kinds it may delete, each with the backReference by which a child names its parent".to_owned(),
+            ),
             (_, Some(pk)) if pk.kind.synced => (
                 true,
                 "Active",
@@ -1637,6 +1799,29 @@ impl Loop {
             last_transition_time: transition.unwrap_or_else(|| Time(jiff::Timestamp::now())),
         });
         if let Some(pk) = pk.filter(|pk| pk.rule.as_deref() == Some(name)) {
+            let mut refused: Vec<lien_api::RefusedChild> = self
+                .refused
+                .iter()
+                .filter(|(id, _)| id.0 == gk)
+                .flat_map(|((_, ns, n), children)| {
+                    children.iter().map(|r| lien_api::RefusedChild {
+                        parent_namespace: ns.clone(),
+                        parent_name: n.clone(),
+                        child: r.child.to_string(),
+                        reason: r.why.reason().to_owned(),
+                    })
+                })
+                .collect();
+            status.refused_children = refused.len() as u64;
+            refused.sort_by(|a, b| {
+                (&a.parent_namespace, &a.parent_name, &a.child).cmp(&(
+                    &b.parent_namespace,
+                    &b.parent_name,
+                    &b.child,
+                ))
+            });
+            refused.truncate(STATUS_BOUND);
+            status.refused = refused;
             let mut waiting: Vec<(String, String)> = Vec::new();
             for ((ns, n), p) in &pk.objects {
                 if p.finalizers.iter().any(|f| f == CASCADE_FINALIZER) {
