@@ -5,6 +5,8 @@
 mod access;
 #[path = "e2e/cascade.rs"]
 mod cascade;
+#[path = "e2e/cascade_rbac.rs"]
+mod cascade_rbac;
 #[path = "e2e/composition.rs"]
 mod composition;
 #[path = "e2e/events.rs"]

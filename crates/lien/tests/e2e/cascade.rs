@@ -31,13 +31,13 @@ struct World {
     rule: String,
 }
 
-fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
+pub(crate) fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
     let mut ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, "v1", kind));
     ar.plural = plural.into();
     ar
 }
 
-async fn crd(env: &mut Env, group: &str, kind: &str, plural: &str, namespaced: bool) {
+pub(crate) async fn crd(env: &mut Env, group: &str, kind: &str, plural: &str, namespaced: bool) {
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.{group}")},
@@ -76,6 +76,9 @@ async fn world(env: &mut Env) -> World {
         "metadata": {"name": rule},
         "spec": {"parent": {"apiVersion": format!("{group}/v1"), "kind": "Claim"},
                  "children": "[self.spec.resourceRef]",
+                 // Crossplane's binding: a composite names its claim back.
+                 "childKinds": [{"apiVersion": format!("{group}/v1"), "kind": "Composite",
+                                 "backReference": "has(self.spec.claimRef) ? self.spec.claimRef : null"}],
                  "propagationPolicyExpression":
                     "has(self.spec.compositeDeletePolicy) ? self.spec.compositeDeletePolicy : 'Background'"}}))
         .await;
@@ -90,6 +93,12 @@ async fn world(env: &mut Env) -> World {
 }
 
 impl World {
+    /// A composite's spec naming claim `name` of the scenario's namespace back.
+    fn bound_to(&self, env: &Env, name: &str) -> Value {
+        json!({"claimRef": {"apiVersion": format!("{}/v1", self.group), "kind": "Claim",
+                            "name": name, "namespace": env.ns}})
+    }
+
     /// A composite with `n` composed resources (owner reference with `blockOwnerDeletion`,
     /// finalizer [`EXTERNAL`]) and a claim referencing it with `policy`.
     async fn tree(&self, env: &mut Env, name: &str, n: usize, policy: Option<&str>) -> Value {
@@ -97,7 +106,7 @@ impl World {
         let xr = env
             .create(
                 json!({"apiVersion": format!("{}/v1", self.group), "kind": "Composite",
-                "metadata": {"name": composite}, "spec": {}}),
+                "metadata": {"name": composite}, "spec": self.bound_to(env, name)}),
             )
             .await;
         for i in 0..n {
@@ -415,7 +424,7 @@ async fn cascade_re_created_child_is_not_deleted() {
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({"apiVersion": format!("{}/v1", w.group),
-                "kind": "Composite", "metadata": {"name": composite}, "spec": {}}))
+                "kind": "Composite", "metadata": {"name": composite}, "spec": w.bound_to(&env, "db")}))
             .expect("object"),
         )
         .await
@@ -545,7 +554,7 @@ async fn cascade_lien_restarted_while_a_parent_waits_picks_up_where_it_left_off(
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({"apiVersion": format!("{}/v1", w.group),
-                "kind": "Composite", "metadata": {"name": composite}, "spec": {}}))
+                "kind": "Composite", "metadata": {"name": composite}, "spec": w.bound_to(&env, "db")}))
             .expect("object"),
         )
         .await
