@@ -239,6 +239,31 @@ pub fn render_denial(decision: &Decision, max_listed: usize) -> String {
     out
 }
 
+/// What happens next to an object whose DELETE was refused, appended to the refusal:
+///
+/// - `recorded_replay` (the API server's refusal was recorded and a blocking relation asks for
+///   replay): `it will be deleted when free`;
+/// - otherwise: ``run `kubectl lien delete --when-free configmap/settings -n team-a` to have it
+///   deleted when free`` — the object's type as kubectl takes it (`kind` for the core group,
+///   `kind.group` otherwise, lower-cased).
+pub fn render_when_free(object: &ObjectKey, recorded_replay: bool) -> String {
+    if recorded_replay {
+        return "it will be deleted when free".to_owned();
+    }
+    let kind = object.kind.to_lowercase();
+    let mut out = String::with_capacity(96 + object.name.len());
+    let _ = write!(out, "run `kubectl lien delete --when-free {kind}");
+    if !object.group.is_empty() {
+        let _ = write!(out, ".{}", object.group);
+    }
+    let _ = write!(out, "/{}", object.name);
+    if let Some(ns) = &object.namespace {
+        let _ = write!(out, " -n {ns}");
+    }
+    out.push_str("` to have it deleted when free");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +292,23 @@ mod tests {
         }
         idx.reset(by_source).expect("valid relations");
         idx
+    }
+
+    #[test]
+    fn what_happens_next_names_the_when_free_command_as_kubectl_takes_types() {
+        assert_eq!(
+            render_when_free(&cluster(), true),
+            "it will be deleted when free"
+        );
+        assert_eq!(
+            render_when_free(&cluster(), false),
+            "run `kubectl lien delete --when-free cluster.eks.example.io/my-cluster` to have it deleted when free"
+        );
+        let cm = ObjectKey::new("", "ConfigMap", Some("team-a"), "settings");
+        assert_eq!(
+            render_when_free(&cm, false),
+            "run `kubectl lien delete --when-free configmap/settings -n team-a` to have it deleted when free"
+        );
     }
 
     #[test]

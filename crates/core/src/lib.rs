@@ -31,7 +31,7 @@ mod rule;
 pub mod seams;
 mod uid;
 
-pub use decision::{Blocker, Decision, decide_delete, render_denial};
+pub use decision::{Blocker, Decision, decide_delete, render_denial, render_when_free};
 pub use graph::{Cycle, deletion_order, find_cycles};
 pub use index::{
     Chain, FullError, IndexError, LIEN_GROUP, RELEASED_CAPACITY, RelationIndex, RelationRef,
@@ -41,5 +41,6 @@ pub use relation::{Relation, Source, SourceRef};
 pub use rule::{JoinChange, JoinError, JoinId, JoinMut, JoinRef, RuleConfig, RuleJoin, RuleScope};
 pub use seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BreakGlassAction, BreakGlassUse,
-    Denial, KindResolver, LiveCheck, LiveCheckError, Requester, Scope,
+    DELETE_WHEN_FREE_ANNOTATION, DELETION_ATTEMPT_ANNOTATION, DeletionRequest, Denial,
+    KindResolver, LiveCheck, LiveCheckError, RecordSealer, Requester, Scope,
 };

@@ -8,6 +8,10 @@
 //! DELETE ([`Denial`]: an event and a durable replay record) and a break-glass override
 //! ([`BreakGlassUse`]: an audit event).
 //!
+//! A request to delete an object once it is free (`kubectl lien delete --when-free`) is sealed
+//! by the webhook's mutating endpoint into the same record the controller replays; the key is
+//! the controller's, so the webhook is handed a [`RecordSealer`].
+//!
 //! `LiveCheck` and `AccessCheck` return boxed futures (std only: no async runtime is named here).
 
 use std::collections::BTreeMap;
@@ -180,4 +184,39 @@ pub trait AccessCheck: Send + Sync {
         &'a self,
         request: &'a AccessRequest,
     ) -> BoxFuture<'a, Result<AccessDecision, AccessCheckError>>;
+}
+
+/// The annotation holding a refused DELETE's sealed replay record, on the object itself. Only
+/// Lien writes it: its mutating webhook refuses anyone else's write that adds or changes it.
+pub const DELETION_ATTEMPT_ANNOTATION: &str = "lien.dev/deletion-attempt";
+
+/// The annotation a user sets (`kubectl lien delete --when-free`) to have an object deleted
+/// once it is free; its value is the propagation policy (`Background`, `Foreground`, `Orphan`,
+/// or empty for the API server's default). Lien's mutating webhook never lets it be stored: it
+/// replaces it with a sealed [`DELETION_ATTEMPT_ANNOTATION`] record, after checking that the
+/// requester may delete the object.
+pub const DELETE_WHEN_FREE_ANNOTATION: &str = "lien.dev/delete-when-free";
+
+/// A request, made through the API server, to delete `object` once nothing holds it: what the
+/// record sealed for it says. It is always to be replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionRequest {
+    /// The object.
+    pub object: ObjectKey,
+    /// Its UID (`oldObject.metadata.uid`): the replay's precondition, so a later object of the
+    /// same name is never deleted by it.
+    pub uid: String,
+    /// The propagation policy to delete with (`None`: the API server's default).
+    pub propagation_policy: Option<String>,
+    /// Who asked, as the API server authenticated them (`userInfo.username`).
+    pub user: String,
+    /// When.
+    pub time: SystemTime,
+}
+
+/// Seals a [`DeletionRequest`] into the value of [`DELETION_ATTEMPT_ANNOTATION`], with the key
+/// the controller verifies records with (the controller's `ReplayKey`).
+pub trait RecordSealer: Send + Sync {
+    /// The annotation's value.
+    fn seal(&self, request: &DeletionRequest) -> String;
 }

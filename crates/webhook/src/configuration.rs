@@ -29,6 +29,19 @@
 //!
 //! `sideEffects: NoneOnDryRun`: a real denial produces a record (event, replay annotation); a dry
 //! run produces nothing.
+//!
+//! And one `MutatingWebhookConfiguration` ([`mutating_webhook_configuration`]), answered by
+//! `/mutate` ([`crate::mutate`]):
+//!
+//! | webhook | operations | resources | selection | failurePolicy |
+//! | --- | --- | --- | --- | --- |
+//! | `seal.lien.dev` | UPDATE | `*` | matchConditions: `lien.dev/delete-when-free` set, or `lien.dev/deletion-attempt` added or changed | Fail |
+//!
+//! Its match conditions keep it off every other write, so with Lien down only deletion
+//! requests and record writes fail. Resources are `*` (not `*/*`): the API server resets
+//! metadata written through a subresource (`status`, `scale`) to the stored object's, so an
+//! annotation can only be written through the object itself. `sideEffects: None`: sealing
+//! only answers a patch, so dry runs are sealed alike (and show what would be stored).
 
 use serde_json::{Value, json};
 
@@ -50,12 +63,18 @@ pub enum ClientConfig {
     },
 }
 
+/// The path kube-apiserver POSTs mutating reviews to.
+pub const MUTATE_PATH: &str = "/mutate";
+/// The path of validating reviews.
+pub const VALIDATE_PATH: &str = "/validate";
+
 /// What the configuration is built from.
 #[derive(Debug, Clone)]
 pub struct ConfigurationOptions {
     /// `metadata.name` of the configuration.
     pub name: String,
-    /// Where the webhook is. For [`ClientConfig::Url`] give the full URL of `/validate`.
+    /// Where the webhook is. For [`ClientConfig::Url`] give the full URL of `/validate`; the
+    /// mutating configuration uses the same URL with `/mutate` in its place.
     pub client: ClientConfig,
     /// `timeoutSeconds` (1–30).
     pub timeout_seconds: u8,
@@ -98,20 +117,79 @@ pub mod names {
     /// DELETE of a Namespace that is not itself in use, for its contents used from outside
     /// (fails open).
     pub const NAMESPACE_CONTENTS: &str = "namespace-contents.lien.dev";
+    /// The mutating hook: deletion requests sealed, hand-written replay records refused.
+    pub const SEAL: &str = "seal.lien.dev";
 }
 
-fn client_config(client: &ClientConfig, ca_bundle: &str) -> Value {
+fn client_config(client: &ClientConfig, ca_bundle: &str, path: &str) -> Value {
     match client {
-        ClientConfig::Url(url) => json!({"url": url, "caBundle": ca_bundle}),
+        ClientConfig::Url(url) => {
+            let url = match url.strip_suffix(VALIDATE_PATH) {
+                Some(base) => format!("{base}{path}"),
+                None if path == VALIDATE_PATH => url.clone(),
+                None => format!("{}{path}", url.trim_end_matches('/')),
+            };
+            json!({"url": url, "caBundle": ca_bundle})
+        }
         ClientConfig::Service {
             namespace,
             name,
             port,
         } => json!({
-            "service": {"namespace": namespace, "name": name, "port": port, "path": "/validate"},
+            "service": {"namespace": namespace, "name": name, "port": port, "path": path},
             "caBundle": ca_bundle,
         }),
     }
+}
+
+/// The `MutatingWebhookConfiguration` (same name as the validating one), with `ca_bundle`: one
+/// hook, `seal.lien.dev` (see the module docs).
+pub fn mutating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: &str) -> Value {
+    use lien_core::seams::{DELETE_WHEN_FREE_ANNOTATION as W, DELETION_ATTEMPT_ANNOTATION as R};
+    let has = |o: &str, a: &str| {
+        format!("(has({o}.metadata.annotations) && '{a}' in {o}.metadata.annotations)")
+    };
+    let mut hook = json!({
+        "name": names::SEAL,
+        "clientConfig": client_config(&opts.client, ca_bundle, MUTATE_PATH),
+        "rules": [{
+            "operations": ["UPDATE"],
+            "apiGroups": ["*"],
+            "apiVersions": ["*"],
+            "resources": ["*"],
+            "scope": "*",
+        }],
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "sideEffects": "None",
+        "timeoutSeconds": opts.timeout_seconds,
+        "admissionReviewVersions": ["v1"],
+        // Lien's patch never makes another mutating webhook's input differ in a way it needs
+        // to see again, nor does Lien need to see theirs.
+        "reinvocationPolicy": "Never",
+        "matchConditions": [{
+            "name": "requests-or-writes-a-deletion-record",
+            // Removing the record is never sent: it cancels a pending replay, and anyone who
+            // may update the object may do that.
+            "expression": format!(
+                "{} || ({} && (!{} || oldObject.metadata.annotations['{R}'] != object.metadata.annotations['{R}']))",
+                has("object", W),
+                has("object", R),
+                has("oldObject", R),
+            ),
+        }],
+    });
+    if let Some(label) = &opts.ignore_namespaces_label {
+        hook["namespaceSelector"] = json!({"matchExpressions": [
+            {"key": label, "operator": "NotIn", "values": ["true"]}
+        ]});
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": opts.name, "labels": {"app.kubernetes.io/managed-by": "lien"}},
+        "webhooks": [hook],
+    })
 }
 
 /// The configuration, with `ca_bundle` (base64 of the PEM bundle, see
@@ -121,7 +199,7 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
     let hook = |name: &str, rules: Value| {
         json!({
             "name": name,
-            "clientConfig": client_config(&opts.client, ca_bundle),
+            "clientConfig": client_config(&opts.client, ca_bundle, VALIDATE_PATH),
             "rules": rules,
             "failurePolicy": "Fail",
             "matchPolicy": "Equivalent",
@@ -301,6 +379,47 @@ mod tests {
             hooks[2]["matchConditions"][0]["expression"]
                 .as_str()
                 .is_some_and(|e| e.contains("lien.dev/break-glass"))
+        );
+    }
+
+    #[test]
+    fn one_mutating_hook_for_deletion_requests_and_records_only() {
+        let opts = ConfigurationOptions::new(ClientConfig::Service {
+            namespace: "lien-system".into(),
+            name: "lien-webhook".into(),
+            port: 443,
+        });
+        let c = mutating_webhook_configuration(&opts, "Q0E=");
+        assert_eq!(c["kind"], "MutatingWebhookConfiguration");
+        assert_eq!(c["metadata"]["name"], "lien");
+        let hooks = c["webhooks"].as_array().expect("webhooks");
+        assert_eq!(hooks.len(), 1);
+        let h = &hooks[0];
+        assert_eq!(h["name"], names::SEAL);
+        assert_eq!(h["failurePolicy"], "Fail");
+        assert_eq!(h["sideEffects"], "None");
+        assert_eq!(h["reinvocationPolicy"], "Never");
+        assert_eq!(h["timeoutSeconds"], 5);
+        assert_eq!(h["rules"][0]["operations"], json!(["UPDATE"]));
+        assert_eq!(h["clientConfig"]["service"]["path"], "/mutate");
+        assert_eq!(h["clientConfig"]["caBundle"], "Q0E=");
+        let e = h["matchConditions"][0]["expression"]
+            .as_str()
+            .expect("expression");
+        assert!(
+            e.contains("'lien.dev/delete-when-free' in object.metadata.annotations"),
+            "{e}"
+        );
+        assert!(e.contains("oldObject.metadata.annotations['lien.dev/deletion-attempt'] != object.metadata.annotations['lien.dev/deletion-attempt']"), "{e}");
+        let url =
+            ConfigurationOptions::new(ClientConfig::Url("https://127.0.0.1:9/validate".into()));
+        assert_eq!(
+            mutating_webhook_configuration(&url, "")["webhooks"][0]["clientConfig"]["url"],
+            "https://127.0.0.1:9/mutate"
+        );
+        assert_eq!(
+            validating_webhook_configuration(&url, "")["webhooks"][0]["clientConfig"]["url"],
+            "https://127.0.0.1:9/validate"
         );
     }
 }

@@ -9,7 +9,10 @@
 //!   [`AccessCheck`]).
 //! - [`server`]: the axum router and TLS server; the [`LiveCheck`] seam for "no stale allow".
 //! - [`tls`]: Lien's own CA and rotating serving certificate.
-//! - [`configuration`]: the `ValidatingWebhookConfiguration` that sends reviews here.
+//! - [`mutate`]: `/mutate`, which seals deletion requests made through the API server
+//!   (`kubectl lien delete --when-free`) into replay records.
+//! - [`configuration`]: the `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration`
+//!   that send reviews here.
 //! - [`wellformed`]: Kubernetes' syntax rules for names, label keys and values, kinds.
 //!
 //! What the controller provides: the [`SharedIndex`] it keeps up to date, a [`LiveCheck`], a
@@ -17,6 +20,7 @@
 //! [`Webhook`] to serve, a CA bundle to publish, and the configuration to apply.
 
 pub mod configuration;
+pub mod mutate;
 pub mod review;
 pub mod rules;
 pub mod scan;
@@ -25,13 +29,16 @@ pub mod tls;
 pub mod validate;
 pub mod wellformed;
 
-pub use configuration::{ClientConfig, ConfigurationOptions, validating_webhook_configuration};
+pub use configuration::{
+    ClientConfig, ConfigurationOptions, mutating_webhook_configuration,
+    validating_webhook_configuration,
+};
 pub use review::{Answer, ReviewError};
 pub use rules::{CelCompiler, RuleCompiler, RuleProblem};
 pub use server::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
-    LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, Requester, ReviewAuth, Server, SharedIndex,
-    StaticKinds, Webhook, WebhookBuilder,
+    LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, RecordSealer, Requester, ReviewAuth, Server,
+    SharedIndex, StaticKinds, Webhook, WebhookBuilder,
 };
 pub use tls::{CertManager, ClientCa, Rotation, TlsError, TlsSettings};
 pub use validate::{

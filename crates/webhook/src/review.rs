@@ -488,6 +488,9 @@ pub struct Answer {
     pub status: Option<Status>,
     /// Warnings shown by `kubectl` (allowed or denied).
     pub warnings: Vec<String>,
+    /// A JSON Patch (RFC 6902) the API server applies to the object, from the mutating
+    /// endpoint only; sent base64-encoded with `patchType: JSONPatch`.
+    pub patch: Option<Vec<u8>>,
 }
 
 impl Answer {
@@ -498,6 +501,7 @@ impl Answer {
             allowed: true,
             status: None,
             warnings: Vec::new(),
+            patch: None,
         }
     }
 
@@ -517,12 +521,22 @@ impl Answer {
                 message: message.into(),
             }),
             warnings: Vec::new(),
+            patch: None,
         }
     }
 
     /// With warnings added.
     pub fn with_warnings(mut self, warnings: impl IntoIterator<Item = String>) -> Self {
         self.warnings.extend(warnings);
+        self
+    }
+
+    /// With a JSON Patch (the serialised RFC 6902 operations); only an allowed answer carries
+    /// one.
+    pub fn with_patch(mut self, patch: Vec<u8>) -> Self {
+        if self.allowed {
+            self.patch = Some(patch);
+        }
         self
     }
 
@@ -543,6 +557,10 @@ impl Answer {
             status: Option<&'a Status>,
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             warnings: &'a [String],
+            #[serde(rename = "patchType", skip_serializing_if = "Option::is_none")]
+            patch_type: Option<&'static str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            patch: Option<String>,
         }
         let out = Out {
             api_version: ADMISSION_API_VERSION,
@@ -552,6 +570,11 @@ impl Answer {
                 allowed: self.allowed,
                 status: self.status.as_ref(),
                 warnings: &self.warnings,
+                patch_type: self.patch.as_ref().map(|_| "JSONPatch"),
+                patch: self.patch.as_ref().map(|p| {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD.encode(p)
+                }),
             },
         };
         // Serialising plain strings, bools and integers cannot fail; the fallback is still a
@@ -730,5 +753,15 @@ mod tests {
             v["response"],
             serde_json::json!({"uid":"u2","allowed":true})
         );
+        let patched = Answer::allow("u3").with_patch(br#"[{"op":"remove","path":"/a"}]"#.to_vec());
+        let v: serde_json::Value = serde_json::from_slice(&patched.to_review_json()).expect("json");
+        assert_eq!(
+            v["response"],
+            serde_json::json!({"uid":"u3","allowed":true,"patchType":"JSONPatch",
+                "patch":"W3sib3AiOiJyZW1vdmUiLCJwYXRoIjoiL2EifV0="})
+        );
+        // A refusal never carries a patch.
+        let refused = Answer::deny("u4", 403, "Forbidden", "no").with_patch(b"[]".to_vec());
+        assert_eq!(refused.patch, None);
     }
 }

@@ -1,5 +1,6 @@
 //! The HTTP layer: one `/validate` endpoint that routes by operation and kind to the pure
-//! validators, plus `/healthz`, `/readyz` and `/metrics`, served over TLS.
+//! validators, `/mutate` that seals deletion requests ([`crate::mutate`]), plus `/healthz`,
+//! `/readyz` and `/metrics`, served over TLS.
 //!
 //! # Data model
 //!
@@ -23,6 +24,12 @@
 //! ([`ReviewAuth`]). kube-apiserver presents one when its AdmissionConfiguration's
 //! `kubeConfigFile` names it for the webhook's host. `/healthz`, `/readyz` and `/metrics` need
 //! no certificate (kubelet's probes present none).
+//!
+//! `/mutate` answers every caller alike, in every mode: what it answers is a patch that only
+//! takes effect when the API server applies it to the write it sent, so a forged review there
+//! persists nothing (and a sealed record it returns cannot be written by hand: the same
+//! endpoint refuses [`DELETION_ATTEMPT_ANNOTATION`](lien_core::seams::DELETION_ATTEMPT_ANNOTATION)
+//! writes by anyone but Lien).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -46,6 +53,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::mutate::{LIEN_SERVICE_ACCOUNT, Mutation, decide_mutation};
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
 use crate::rules::{CelCompiler, RuleCompiler, is_rule_kind, validate_rule};
 use crate::validate::{
@@ -74,7 +82,7 @@ pub type SharedIndex = Arc<RwLock<RelationIndex>>;
 
 pub use lien_core::seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
-    LiveCheckError, Requester,
+    LiveCheckError, RecordSealer, Requester,
 };
 
 /// The default live check: there is none, so labelled objects the index does not know are
@@ -226,6 +234,7 @@ struct Metrics {
     break_glass: Family<ActionLabels, Counter>,
     client_auth: Family<ModeLabels, prometheus_client::metrics::gauge::Gauge>,
     unauthenticated: Family<UnauthenticatedLabels, Counter>,
+    mutations: Family<ResultLabels, Counter>,
 }
 
 impl Metrics {
@@ -288,6 +297,12 @@ impl Metrics {
             "Reviews from clients without a verified client certificate, by action: refused (a client CA is configured) or unrecorded (answered, but no replay record or event)",
             unauthenticated.clone(),
         );
+        let mutations = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "mutations",
+            "Reviews answered on /mutate, by result: sealed (a deletion request sealed into a replay record), allowed (nothing to do), forbidden (the requester may not delete the object, or a hand-written replay record), invalid, error",
+            mutations.clone(),
+        );
         for hook in others {
             hook(&mut root);
         }
@@ -302,6 +317,7 @@ impl Metrics {
             break_glass,
             client_auth,
             unauthenticated,
+            mutations,
         }
     }
 }
@@ -351,6 +367,9 @@ struct Inner {
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
     review_auth: ReviewAuth,
+    sealer: Option<Arc<dyn RecordSealer>>,
+    seal_access: Option<Arc<dyn AccessCheck>>,
+    own_username: String,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
     metrics: Metrics,
@@ -388,6 +407,9 @@ pub struct WebhookBuilder {
     access_timeout: Duration,
     records: Option<mpsc::Sender<Record>>,
     review_auth: ReviewAuth,
+    sealer: Option<Arc<dyn RecordSealer>>,
+    seal_access: Option<Arc<dyn AccessCheck>>,
+    own_username: String,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
     metrics_hooks: Vec<MetricsHook>,
@@ -460,6 +482,29 @@ impl WebhookBuilder {
         self
     }
 
+    /// Seals deletion requests on `/mutate` (`kubectl lien delete --when-free`,
+    /// [`crate::mutate`]) with `sealer` (the controller's replay key), after asking `access`
+    /// whether the requester may delete the object — asked whatever
+    /// [`WebhookBuilder::access_check`] says, since Lien replays with its own rights. Default:
+    /// none, and every deletion request is refused (500, fail closed).
+    pub fn when_free(
+        mut self,
+        sealer: Arc<dyn RecordSealer>,
+        access: Arc<dyn AccessCheck>,
+    ) -> Self {
+        self.sealer = Some(sealer);
+        self.seal_access = Some(access);
+        self
+    }
+
+    /// Lien's own identity as the API server names it in `userInfo.username`: the only user
+    /// whose writes of `lien.dev/deletion-attempt` `/mutate` lets through (default
+    /// [`LIEN_SERVICE_ACCOUNT`]).
+    pub fn own_username(mut self, username: impl Into<String>) -> Self {
+        self.own_username = username.into();
+        self
+    }
+
     /// Starts ready (default: not ready until [`Webhook::set_ready`], i.e. until the
     /// controller's index has synced).
     pub fn ready(self, ready: bool) -> Self {
@@ -477,6 +522,11 @@ impl WebhookBuilder {
     /// The webhook.
     pub fn build(self) -> Webhook {
         let metrics = Metrics::new(self.metrics_hooks);
+        // What a refusal says will happen follows from whether it is recorded.
+        let policy = Policy {
+            refusals_recorded: self.review_auth != ReviewAuth::AnswerOnly,
+            ..self.policy
+        };
         metrics
             .client_auth
             .get_or_create(&ModeLabels {
@@ -486,7 +536,7 @@ impl WebhookBuilder {
         Webhook {
             inner: Arc::new(Inner {
                 index: self.index,
-                policy: self.policy,
+                policy,
                 live: self.live,
                 live_timeout: self.live_timeout,
                 kinds: self.kinds,
@@ -495,6 +545,9 @@ impl WebhookBuilder {
                 access_timeout: self.access_timeout,
                 records: self.records,
                 review_auth: self.review_auth,
+                sealer: self.sealer,
+                seal_access: self.seal_access,
+                own_username: self.own_username,
                 ready: self.ready,
                 body_timeout: self.body_timeout,
                 metrics,
@@ -531,6 +584,9 @@ impl Webhook {
             access_timeout: Duration::from_secs(3),
             records: None,
             review_auth: ReviewAuth::default(),
+            sealer: None,
+            seal_access: None,
+            own_username: LIEN_SERVICE_ACCOUNT.to_owned(),
             ready: Arc::new(AtomicBool::new(false)),
             body_timeout: BODY_TIMEOUT,
             metrics_hooks: Vec::new(),
@@ -542,10 +598,11 @@ impl Webhook {
         self.inner.ready.store(ready, Ordering::Release);
     }
 
-    /// The router: `POST /validate`, `GET /healthz`, `/readyz`, `/metrics`.
+    /// The router: `POST /validate`, `POST /mutate`, `GET /healthz`, `/readyz`, `/metrics`.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/validate", post(validate_handler))
+            .route("/mutate", post(mutate_handler))
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(ready_handler))
             .route("/metrics", get(metrics_handler))
@@ -615,6 +672,85 @@ impl Webhook {
             .inc();
         m.latency
             .get_or_create(&OperationLabels { operation })
+            .observe(started.elapsed().as_secs_f64());
+        answer
+    }
+
+    /// Answers one review sent to `/mutate` (already read and size-checked): parse, decide
+    /// ([`decide_mutation`]), ask the access check if a deletion request needs it, seal. Whoever
+    /// sent it, nothing is recorded: the answer is a patch for the API server to apply.
+    pub async fn answer_mutation(&self, body: &[u8]) -> Answer {
+        let started = Instant::now();
+        let inner = &*self.inner;
+        let (answer, label) = match Review::parse(body) {
+            Err(e) => (
+                Answer::deny(salvage_uid(body), 400, "BadRequest", e.to_string()),
+                "invalid",
+            ),
+            Ok(req) => {
+                let decided = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    decide_mutation(&req, body, &inner.own_username, SystemTime::now())
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::error!(uid = %req.uid, "mutation panicked");
+                    Mutation::Deny(crate::review::Status {
+                        code: 500,
+                        reason: "InternalError",
+                        message: "lien: internal error while deciding this request".to_owned(),
+                    })
+                });
+                let mutation = match decided {
+                    Mutation::Seal(seal) => {
+                        let checked = match &inner.seal_access {
+                            Some(access) => {
+                                let timeout = inner.access_timeout;
+                                tokio::time::timeout(timeout, access.check(&seal.access))
+                                    .await
+                                    .unwrap_or(Err(AccessCheckError::Timeout(timeout)))
+                            }
+                            None => Err(AccessCheckError::Review(
+                                "this Lien webhook is not configured to check deletion requests"
+                                    .to_owned(),
+                            )),
+                        };
+                        if let Err(e) = &checked {
+                            tracing::warn!(error = %e, user = seal.access.user.username, "access check of a deletion request failed");
+                        }
+                        seal.resolve(checked, inner.sealer.as_deref())
+                    }
+                    done => done,
+                };
+                let label = mutation.label();
+                let answer = match mutation {
+                    Mutation::Allow { patch, warnings } => {
+                        let answer = Answer::allow(req.uid.as_ref()).with_warnings(warnings);
+                        match patch {
+                            Some(p) => answer.with_patch(p),
+                            None => answer,
+                        }
+                    }
+                    Mutation::Deny(status) => {
+                        Answer::deny(req.uid.as_ref(), status.code, status.reason, status.message)
+                    }
+                    // `resolve` never returns a pending seal; the safe answer to a bug is no.
+                    Mutation::Seal(_) => Answer::deny(
+                        req.uid.as_ref(),
+                        500,
+                        "InternalError",
+                        "lien: unfinished deletion request",
+                    ),
+                };
+                (answer, label)
+            }
+        };
+        let m = &inner.metrics;
+        m.mutations
+            .get_or_create(&ResultLabels { result: label })
+            .inc();
+        m.latency
+            .get_or_create(&OperationLabels {
+                operation: "MUTATE",
+            })
             .observe(started.elapsed().as_secs_f64());
         answer
     }
@@ -843,15 +979,14 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn validate_handler(
-    State(webhook): State<Webhook>,
-    peer: Option<axum::Extension<lien_serve::ClientCertificates>>,
-    headers: HeaderMap,
+/// Reads a review's body, or answers what is not one (wrong content type, too large, too
+/// slow, empty) as every endpoint does.
+async fn read_review(
+    webhook: &Webhook,
+    headers: &HeaderMap,
     body: Body,
-) -> Response {
-    // Present only when the TLS layer verified the client's certificate against the client CA.
-    let authenticated = peer.is_some();
-    if !is_json(&headers) {
+) -> Result<axum::body::Bytes, Response> {
+    if !is_json(headers) {
         let got = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -863,7 +998,7 @@ async fn validate_handler(
             format!("lien: expected Content-Type application/json, got {got}"),
         );
         webhook.count_rejected(&answer);
-        return review_response(&answer);
+        return Err(review_response(&answer));
     }
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -872,7 +1007,7 @@ async fn validate_handler(
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         let answer = too_large();
         webhook.count_rejected(&answer);
-        return review_response(&answer);
+        return Err(review_response(&answer));
     }
     let read = tokio::time::timeout(
         webhook.inner.body_timeout,
@@ -886,24 +1021,39 @@ async fn validate_handler(
             tracing::debug!(timeout = ?webhook.inner.body_timeout, "request body timed out");
             let answer = Answer::deny("", 408, "Timeout", "lien: request body timed out");
             webhook.count_rejected(&answer);
-            return (
+            return Err((
                 StatusCode::REQUEST_TIMEOUT,
                 [(header::CONNECTION, "close")],
                 "lien: request body timed out\n",
             )
-                .into_response();
+                .into_response());
         }
         Ok(Err(_)) => {
             let answer = too_large();
             webhook.count_rejected(&answer);
-            return review_response(&answer);
+            return Err(review_response(&answer));
         }
     };
     if bytes.is_empty() {
         let answer = Answer::deny("", 400, "BadRequest", "lien: empty request body");
         webhook.count_rejected(&answer);
-        return review_response(&answer);
+        return Err(review_response(&answer));
     }
+    Ok(bytes)
+}
+
+async fn validate_handler(
+    State(webhook): State<Webhook>,
+    peer: Option<axum::Extension<lien_serve::ClientCertificates>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    // Present only when the TLS layer verified the client's certificate against the client CA.
+    let authenticated = peer.is_some();
+    let bytes = match read_review(&webhook, &headers, body).await {
+        Ok(bytes) => bytes,
+        Err(answered) => return answered,
+    };
     if webhook.inner.review_auth == ReviewAuth::ClientCertificate && !authenticated {
         webhook
             .inner
@@ -925,6 +1075,18 @@ async fn validate_handler(
         return review_response(&answer);
     }
     review_response(&webhook.answer_from(&bytes, authenticated).await)
+}
+
+/// `/mutate`: answered for every caller (see the module docs).
+async fn mutate_handler(
+    State(webhook): State<Webhook>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match read_review(&webhook, &headers, body).await {
+        Ok(bytes) => review_response(&webhook.answer_mutation(&bytes).await),
+        Err(answered) => answered,
+    }
 }
 
 fn too_large() -> Answer {

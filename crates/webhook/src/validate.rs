@@ -31,7 +31,9 @@ use std::time::SystemTime;
 
 use lien_api::{IN_USE_LABEL, ResourceSpec};
 use lien_core::seams::{AccessDecision, AccessRequest, Requester};
-use lien_core::{Decision, ObjectKey, RelationIndex, Source, decide_delete, render_denial};
+use lien_core::{
+    Decision, ObjectKey, RelationIndex, Source, decide_delete, render_denial, render_when_free,
+};
 use serde::Deserialize;
 
 use crate::review::{Metadata, Operation, Request, Status};
@@ -48,6 +50,11 @@ pub struct Policy {
     /// Groups whose members may set [`BREAK_GLASS_ANNOTATION`]. Empty: break-glass is off and
     /// the annotation is ignored.
     pub break_glass_groups: Vec<String>,
+    /// Whether refused DELETEs are recorded for replay (the API server is authenticated, or
+    /// every caller is trusted). It only changes what a refusal says will happen: "it will be
+    /// deleted when free" or "run `kubectl lien delete --when-free …`". The
+    /// [`WebhookBuilder`](crate::WebhookBuilder) sets it from its [`ReviewAuth`](crate::ReviewAuth).
+    pub refusals_recorded: bool,
 }
 
 impl Default for Policy {
@@ -55,6 +62,7 @@ impl Default for Policy {
         Self {
             max_listed: 10,
             break_glass_groups: Vec::new(),
+            refusals_recorded: true,
         }
     }
 }
@@ -165,6 +173,7 @@ impl Confirm {
             Ok(decision) => {
                 let message = render_denial(&decision, policy.max_listed);
                 denied(
+                    policy,
                     decision.wants_replay(),
                     message,
                     self.object,
@@ -189,10 +198,13 @@ impl Confirm {
     }
 }
 
+/// A refused DELETE: 409 with `message` and what will happen next
+/// ([`lien_core::render_when_free`]), and the record for the controller (not for a dry run).
 #[allow(clippy::too_many_arguments)]
 fn denied(
+    policy: &Policy,
     replay: bool,
-    message: String,
+    mut message: String,
     object: ObjectKey,
     uid: Option<String>,
     propagation_policy: Option<String>,
@@ -200,7 +212,13 @@ fn denied(
     dry_run: bool,
     now: SystemTime,
 ) -> Outcome {
-    // A dry run is decided like the real thing, but leaves no trace: no replay, no event.
+    // Said for a dry run too: it is decided like the real thing, but leaves no trace (no
+    // replay, no event).
+    message.push_str("; ");
+    message.push_str(&render_when_free(
+        &object,
+        replay && policy.refusals_recorded,
+    ));
     let record = (!dry_run).then(|| {
         Record::Denied(Denial {
             object,
@@ -375,6 +393,7 @@ pub fn finish_delete(
                 }
             }
             denied(
+                policy,
                 denied_decision.wants_replay(),
                 message,
                 key,
@@ -521,6 +540,7 @@ pub fn finish_namespace_delete(
         .and_then(|m| m.uid.as_deref())
         .map(str::to_owned);
     denied(
+        policy,
         replay,
         message,
         key,

@@ -118,7 +118,8 @@ async fn the_api_server_refuses_deleting_an_object_in_use() {
     // DELETE of the object in use: 409, with the exact message.
     let expected = "admission webhook \"delete.lien.dev\" denied the request: cannot delete \
                     ConfigMap e2e/settings: it is in use by apps/Deployment e2e/web \
-                    (Usage e2e/web-uses-settings: web reads its settings)";
+                    (Usage e2e/web-uses-settings: web reads its settings); run `kubectl lien \
+                    delete --when-free configmap/settings -n e2e` to have it deleted when free";
     let err = cms
         .delete("settings", &DeleteParams::foreground())
         .await

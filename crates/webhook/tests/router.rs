@@ -122,7 +122,8 @@ async fn post(router: &Router, review: &Value) -> Value {
 }
 
 const SETTINGS_DENIAL: &str = "cannot delete ConfigMap fixtures/settings: it is in use by \
-     apps/Deployment fixtures/web (Usage fixtures/web-uses-settings: web reads its settings)";
+     apps/Deployment fixtures/web (Usage fixtures/web-uses-settings: web reads its settings); \
+     it will be deleted when free";
 
 #[tokio::test]
 async fn delete_in_use_is_refused_with_409_and_recorded() {
@@ -224,7 +225,13 @@ async fn many_blockers_are_bounded() {
     let r = post(&h.router, &review("delete-configmap.json")).await;
     let msg = r["status"]["message"].as_str().expect("message");
     assert!(msg.starts_with("cannot delete ConfigMap fixtures/settings: it has 25 blockers: in use by apps/Deployment fixtures/web-00 (Usage fixtures/u00)"), "{msg}");
-    assert!(msg.ends_with("; and 15 more"), "{msg}");
+    assert!(
+        msg.ends_with(
+            "; and 15 more; run `kubectl lien delete --when-free configmap/settings -n fixtures` \
+             to have it deleted when free"
+        ),
+        "{msg}"
+    );
 }
 
 /// A live check with a fixed answer.
@@ -394,7 +401,8 @@ async fn namespace_with_objects_used_from_outside_is_refused() {
              namespace, so it would hang in Terminating: ConfigMap fixtures/flags is protected \
              (ClusterUsage keep-flags: audit); ConfigMap fixtures/settings is in use by \
              apps/Deployment other/api (Usage other/uses-settings); delete or move those users \
-             first (relations with both ends inside the namespace do not count)"})
+             first (relations with both ends inside the namespace do not count); run `kubectl \
+             lien delete --when-free namespace/fixtures` to have it deleted when free"})
     );
     let Ok(Record::Denied(d)) = h.records.try_recv() else {
         panic!("a denial record");
@@ -448,7 +456,11 @@ async fn break_glass_is_authorised_and_audited() {
         panic!("an audit record");
     };
     assert_eq!(used.action, BreakGlassAction::Used);
-    assert_eq!(used.overridden, SETTINGS_DENIAL);
+    // What was overridden, without what a refusal says would happen next.
+    assert_eq!(
+        Some(used.overridden.as_str()),
+        SETTINGS_DENIAL.strip_suffix("; it will be deleted when free")
+    );
     // The overridden Usages travel with the record: the audit must reach them after the
     // object (and with it its relations) is gone.
     assert_eq!(used.sources, [Source::usage(NS, "web-uses-settings")]);

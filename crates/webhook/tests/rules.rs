@@ -399,7 +399,7 @@ async fn a_delete_held_by_150_rule_dependents_names_the_rule_once_and_bounds_the
         format!(
             "cannot delete ceph.rook.io/CephBlockPool rook-ceph/replicapool: it has 150 blockers: \
              in use by {} (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool); \
-             and 140 more",
+             and 140 more; it will be deleted when free",
             listed.join(", ")
         )
     );
