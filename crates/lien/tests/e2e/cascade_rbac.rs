@@ -18,7 +18,6 @@ struct Tenancy {
     /// Another namespace, standing for `kube-system`: the tenant has no rights there.
     system: String,
     tenant: kube::Client,
-    tenant_name: String,
     claims: Api<DynamicObject>,
     composites: Api<DynamicObject>,
     rule: String,
@@ -77,7 +76,6 @@ async fn tenancy(env: &mut Env) -> Tenancy {
         claims: Api::namespaced_with(tenant.clone(), &env.ns, &ar(&group, "Claim", "claims")),
         composites: Api::all_with(env.client.clone(), &ar(&group, "Composite", "composites")),
         tenant,
-        tenant_name,
         group,
         system,
         rule,
@@ -468,10 +466,10 @@ async fn a_cascade_rule_needs_its_author_to_be_allowed_to_delete_its_child_kinds
     )
     .await;
     for part in [
-        &format!("user {author:?} may not delete every object of composites.{group}"),
-        "(or remove the kind from spec.childKinds)",
+        format!("user {author:?} may not delete every object of composites.{group}"),
+        "(or remove the kind from spec.childKinds)".to_owned(),
     ] {
-        assert!(message.contains(part.as_str()), "{part:?} in {message}");
+        assert!(message.contains(&part), "{part:?} in {message}");
     }
     let composites_role = env.cluster_name("composites-deleter");
     env.create(role(&composites_role, json!(["composites"])))
