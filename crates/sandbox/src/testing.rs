@@ -1,6 +1,6 @@
-//! Test support shared by the sandbox's own tests and Lien's end-to-end tests: a validating
-//! admission webhook served over HTTPS on 127.0.0.1 whose answers a test decides, and which
-//! records every `AdmissionReview` it receives.
+//! Test support shared by the sandbox's own tests and Lien's end-to-end tests: an admission
+//! webhook (validating or mutating) served over HTTPS on 127.0.0.1 whose answers a test decides,
+//! and which records every `AdmissionReview` it receives.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +32,28 @@ pub enum Verdict {
     /// `allowed: false` with this whole `Status` (`code`, `reason`, `message`, `details`), as
     /// webhooks built on controller-runtime answer.
     DenyStatus(Value),
+    /// `allowed: true` with this RFC 6902 JSON patch (`patchType: JSONPatch`, the patch base64
+    /// encoded), as a mutating webhook answers.
+    Patch(Value),
+    /// This `response` as it is (its `uid` filled in when it has none): for answers no
+    /// well-behaved webhook gives, such as a malformed patch.
+    Response(Value),
+}
+
+impl Verdict {
+    /// A JSON patch setting annotation `key` to `value` on `object`: adding the whole
+    /// `annotations` map when the object has none (a JSON patch cannot add a member to a
+    /// missing map).
+    pub fn annotate(object: &Value, key: &str, value: &str) -> Verdict {
+        let patch = if object["metadata"]["annotations"].is_object() {
+            // JSON Pointer escapes `~` and `/` in a member name.
+            let escaped = key.replace('~', "~0").replace('/', "~1");
+            json!([{"op": "add", "path": format!("/metadata/annotations/{escaped}"), "value": value}])
+        } else {
+            json!([{"op": "add", "path": "/metadata/annotations", "value": {key: value}}])
+        };
+        Verdict::Patch(patch)
+    }
 }
 
 pub struct TestWebhook {
@@ -114,6 +136,18 @@ impl TestWebhook {
                         response["status"] = status;
                     }
                     Verdict::Hang(d) => tokio::time::sleep(d).await,
+                    Verdict::Patch(patch) => {
+                        let bytes = serde_json::to_vec(&patch).unwrap_or_default();
+                        response["patchType"] = json!("JSONPatch");
+                        response["patch"] =
+                            json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+                    }
+                    Verdict::Response(mut raw) => {
+                        if raw["uid"].is_null() {
+                            raw["uid"] = request["uid"].clone();
+                        }
+                        response = raw;
+                    }
                 }
                 Json(
                     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
@@ -183,6 +217,23 @@ impl TestWebhook {
             "metadata": {"name": name},
             "webhooks": [hook],
         })
+    }
+
+    /// A `MutatingWebhookConfiguration` calling this webhook (at `/mutate`) with the given
+    /// `rules`, failure policy and optional object selector; `reinvocationPolicy` is left to its
+    /// default (`Never`).
+    pub fn mutating_configuration(
+        &self,
+        name: &str,
+        rules: Value,
+        failure_policy: &str,
+        object_selector: Option<Value>,
+    ) -> Value {
+        let mut configuration = self.configuration(name, rules, failure_policy, object_selector);
+        configuration["kind"] = json!("MutatingWebhookConfiguration");
+        let url = self.url.trim_end_matches("/validate").to_string() + "/mutate";
+        configuration["webhooks"][0]["clientConfig"]["url"] = json!(url);
+        configuration
     }
 
     /// Stops serving; the port refuses connections afterwards.

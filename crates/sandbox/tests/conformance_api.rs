@@ -16,6 +16,8 @@ mod events;
 mod kinds;
 #[path = "conformance_api/list.rs"]
 mod list;
+#[path = "conformance_api/mutating.rs"]
+mod mutating;
 #[path = "conformance_api/rbac.rs"]
 mod rbac;
 #[path = "conformance_api/self_reviews.rs"]

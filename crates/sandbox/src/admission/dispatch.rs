@@ -1,5 +1,6 @@
-//! Calling validating webhooks: kube-apiserver's validating dispatcher and `callHook`, with the
-//! REST client's URL building and error wording.
+//! Calling webhooks: kube-apiserver's validating dispatcher and the `callHook` both dispatchers
+//! share, with the REST client's URL building and error wording. The mutating dispatcher, which
+//! calls webhooks one after the other and applies their patches, is in `mutating.rs`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,8 +32,9 @@ pub struct DispatcherConfig {
     pub kubeconfig: super::credentials::WebhookKubeconfig,
 }
 
-/// Calls validating webhooks. Holds one HTTP client per `caBundle` and kubeconfig user, so
-/// connections are reused across calls as kube-apiserver's client manager reuses them.
+/// Calls admission webhooks, validating and mutating. Holds one HTTP client per `caBundle` and
+/// kubeconfig user, so connections are reused across calls as kube-apiserver's client manager
+/// reuses them.
 pub struct Dispatcher {
     config: DispatcherConfig,
     clients: Mutex<HashMap<String, reqwest::Client>>,
@@ -48,7 +50,7 @@ impl std::fmt::Debug for Dispatcher {
 
 /// How one webhook call went wrong; the two cases are treated differently by `failurePolicy`.
 #[derive(Debug)]
-enum CallError {
+pub(super) enum CallError {
     /// kube-apiserver's `ErrCallingWebhook`: the webhook could not be asked or gave no usable
     /// answer. The text follows `failed calling webhook "<name>": `. Fails the request under
     /// `failurePolicy: Fail`, is ignored under `Ignore`.
@@ -114,8 +116,12 @@ impl Dispatcher {
         if hooks.is_empty() {
             return Ok(Vec::new());
         }
-        let outcomes =
-            futures::future::join_all(hooks.iter().map(|hook| self.call_hook(hook, attrs))).await;
+        let outcomes = futures::future::join_all(
+            hooks
+                .iter()
+                .map(|hook| self.call_hook(hook, attrs, Kind::Validating)),
+        )
+        .await;
 
         let mut warnings: Vec<String> = Vec::new();
         let mut first_error = None;
@@ -127,7 +133,7 @@ impl Dispatcher {
             }
             let name = hook["name"].as_str().unwrap_or_default();
             let error = match result {
-                Ok(()) => continue,
+                Ok(_) => continue,
                 Err(CallError::Calling(reason)) => {
                     let message = format!("failed calling webhook \"{name}\": {reason}");
                     if !fails_closed(hook) {
@@ -150,12 +156,14 @@ impl Dispatcher {
         }
     }
 
-    /// One webhook: its warnings (when it answered) and whether it allowed the request.
-    async fn call_hook(
+    /// One webhook: its warnings (when it answered) and its verified answer if it allowed the
+    /// request; a denial is `CallError::Rejected`.
+    pub(super) async fn call_hook(
         &self,
         hook: &Value,
         attrs: &Attributes,
-    ) -> (Vec<String>, Result<(), CallError>) {
+        kind: Kind,
+    ) -> (Vec<String>, Result<VerifiedResponse, CallError>) {
         let name = hook["name"].as_str().unwrap_or_default();
         if attrs.dry_run {
             match hook["sideEffects"].as_str() {
@@ -243,7 +251,7 @@ impl Dispatcher {
                 );
             }
         };
-        let response = match verify_response(version, &uid, &review) {
+        let response = match verify_response(version, &uid, &review, kind) {
             Ok(r) => r,
             Err(e) => {
                 return (
@@ -255,7 +263,7 @@ impl Dispatcher {
             }
         };
         if response.allowed {
-            (response.warnings, Ok(()))
+            (response.warnings.clone(), Ok(response))
         } else {
             (
                 response.warnings,
@@ -631,16 +639,47 @@ fn unquote_presented_name(presented: &str) -> String {
     }
 }
 
-/// The parts of an `AdmissionResponse` a validating dispatcher uses.
-#[derive(Debug)]
-struct VerifiedResponse {
-    allowed: bool,
-    status: Option<Value>,
-    warnings: Vec<String>,
+/// Which dispatcher calls a webhook: they verify answers differently (only a mutating webhook
+/// may answer with a patch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Validating,
+    Mutating,
 }
 
-/// `VerifyAdmissionResponse` for a validating webhook, after Go's typed decoding.
-fn verify_response(version: &str, uid: &str, review: &Value) -> Result<VerifiedResponse, String> {
+/// The parts of an `AdmissionResponse` the dispatchers use.
+#[derive(Debug, Clone)]
+pub(super) struct VerifiedResponse {
+    allowed: bool,
+    status: Option<Value>,
+    pub(super) warnings: Vec<String>,
+    /// The decoded `patch` (a mutating webhook's; empty when it sent none).
+    pub(super) patch: Vec<u8>,
+    /// `patchType` as sent (`""` when absent); a v1beta1 answer with a patch is pinned to
+    /// `JSONPatch`, as kube-apiserver pins it.
+    pub(super) patch_type: String,
+}
+
+#[cfg(test)]
+impl VerifiedResponse {
+    pub(super) fn for_tests(patch: Vec<u8>, patch_type: &str) -> Self {
+        VerifiedResponse {
+            allowed: true,
+            status: None,
+            warnings: Vec::new(),
+            patch,
+            patch_type: patch_type.to_string(),
+        }
+    }
+}
+
+/// `VerifyAdmissionResponse`, after Go's typed decoding.
+fn verify_response(
+    version: &str,
+    uid: &str,
+    review: &Value,
+    kind: Kind,
+) -> Result<VerifiedResponse, String> {
     let response = match review.get("response") {
         None | Some(Value::Null) => return Err("webhook response was absent".into()),
         Some(r) => r,
@@ -677,24 +716,78 @@ fn verify_response(version: &str, uid: &str, review: &Value) -> Result<VerifiedR
         }
         let api_version = review["apiVersion"].as_str().unwrap_or_default();
         let (group, ver) = api_version.split_once('/').unwrap_or(("", api_version));
-        let kind = review["kind"].as_str().unwrap_or_default();
-        if (group, ver, kind) != ("admission.k8s.io", "v1", "AdmissionReview") {
+        let review_kind = review["kind"].as_str().unwrap_or_default();
+        if (group, ver, review_kind) != ("admission.k8s.io", "v1", "AdmissionReview") {
             return Err(format!(
-                "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{ver}, Kind={kind}"
+                "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{ver}, Kind={review_kind}"
             ));
         }
-        if response["patch"].as_str().is_some_and(|p| !p.is_empty()) {
-            return Err("validating webhook may not return response.patch".into());
-        }
-        if !response["patchType"].is_null() {
-            return Err("validating webhook may not return response.patchType".into());
-        }
     }
-    Ok(VerifiedResponse {
+    // `patch` is a Go `[]byte`: base64 in JSON, decoded with the rest of the answer.
+    let patch = match &response["patch"] {
+        Value::Null => Vec::new(),
+        Value::String(s) => base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(|e| go_base64_error(&e))?,
+        other => return Err(unmarshal_error(other, "patch", "[]uint8")),
+    };
+    let patch_type = match &response["patchType"] {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => return Err(unmarshal_error(other, "patchType", "v1.PatchType")),
+    };
+    let mut verified = VerifiedResponse {
         allowed,
         status,
         warnings,
-    })
+        patch: Vec::new(),
+        patch_type: String::new(),
+    };
+    if version != "v1" {
+        // v1beta1 answers were never checked: a patch is taken as a JSON patch, and a
+        // validating webhook's patch is dropped.
+        if kind == Kind::Mutating && !patch.is_empty() {
+            verified.patch = patch;
+            verified.patch_type = "JSONPatch".into();
+        }
+        return Ok(verified);
+    }
+    match kind {
+        Kind::Validating => {
+            if !patch.is_empty() {
+                return Err("validating webhook may not return response.patch".into());
+            }
+            if patch_type.is_some() {
+                return Err("validating webhook may not return response.patchType".into());
+            }
+        }
+        Kind::Mutating => {
+            if !patch.is_empty() && patch_type.is_none() {
+                return Err("webhook returned response.patch but not response.patchType".into());
+            }
+            if patch.is_empty() && patch_type.is_some() {
+                return Err("webhook returned response.patchType but not response.patch".into());
+            }
+            if patch_type.as_deref() == Some("") {
+                return Err("webhook returned invalid response.patchType of \"\"".into());
+            }
+            verified.patch = patch;
+            verified.patch_type = patch_type.unwrap_or_default();
+        }
+    }
+    Ok(verified)
+}
+
+/// Go's `base64.CorruptInputError`, which `encoding/json` returns for a bad `[]byte` field.
+fn go_base64_error(error: &base64::DecodeError) -> String {
+    let offset = match error {
+        base64::DecodeError::InvalidByte(at, _) | base64::DecodeError::InvalidLastSymbol(at, _) => {
+            *at
+        }
+        base64::DecodeError::InvalidLength(at) => *at,
+        base64::DecodeError::InvalidPadding => 0,
+    };
+    format!("illegal base64 data at input byte {offset}")
 }
 
 fn unmarshal_error(value: &Value, field: &str, go_type: &str) -> String {
@@ -792,36 +885,44 @@ mod tests {
     fn response_verification_wording() {
         let ok = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "response": {"uid": "u1", "allowed": true, "warnings": ["w1"]}});
-        let r = verify_response("v1", "u1", &ok);
+        let r = verify_response("v1", "u1", &ok, Kind::Validating);
         assert!(
             r.as_ref().is_ok_and(|r| r.allowed && r.warnings == ["w1"]),
             "{r:?}"
         );
         assert_eq!(
-            verify_response("v1", "u2", &ok).err().as_deref(),
+            verify_response("v1", "u2", &ok, Kind::Validating)
+                .err()
+                .as_deref(),
             Some("expected response.uid=\"u2\", got \"u1\"")
         );
         let bare = json!({"response": {"uid": "u1", "allowed": true}});
         assert_eq!(
-            verify_response("v1", "u1", &bare).err().as_deref(),
+            verify_response("v1", "u1", &bare, Kind::Validating)
+                .err()
+                .as_deref(),
             Some(
                 "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got /, Kind="
             )
         );
-        assert!(verify_response("v1beta1", "other", &bare).is_ok());
+        assert!(verify_response("v1beta1", "other", &bare, Kind::Validating).is_ok());
         assert_eq!(
-            verify_response("v1", "u1", &json!({})).err().as_deref(),
+            verify_response("v1", "u1", &json!({}), Kind::Validating)
+                .err()
+                .as_deref(),
             Some("webhook response was absent")
         );
         let mut patched = ok.clone();
         patched["response"]["patchType"] = json!("JSONPatch");
         assert_eq!(
-            verify_response("v1", "u1", &patched).err().as_deref(),
+            verify_response("v1", "u1", &patched, Kind::Validating)
+                .err()
+                .as_deref(),
             Some("validating webhook may not return response.patchType")
         );
         let mut odd = ok;
         odd["response"]["allowed"] = json!("yes");
-        assert!(verify_response("v1", "u1", &odd).is_err());
+        assert!(verify_response("v1", "u1", &odd, Kind::Validating).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Validating admission webhooks, dispatched as kube-apiserver's `ValidatingAdmissionWebhook`
-//! plugin dispatches them.
+//! Admission webhooks, dispatched as kube-apiserver's `MutatingAdmissionWebhook` and
+//! `ValidatingAdmissionWebhook` plugins dispatch them.
 //!
 //! The sandbox exists to test real controllers and webhooks, so this module copies the real
 //! server's behaviour rather than improving on it:
@@ -11,6 +11,9 @@
 //!   `admission.k8s.io/v1` `AdmissionReview`, verifies the answer, and turns denials and call
 //!   failures into the `Status` errors clients see from a real cluster (`admission webhook "x"
 //!   denied the request: …`, `failed calling webhook "x": failed to call webhook: …`).
+//! * [`Dispatcher::mutate`] calls every matching mutating webhook one after the other, applies
+//!   their JSON patches and reinvokes `reinvocationPolicy: IfNeeded` webhooks once when a later
+//!   webhook changed the object (`mutating.rs`).
 //! * [`is_exempt`] names the resources kube-apiserver never sends to webhooks (the admission
 //!   configuration objects themselves), so a broken webhook cannot lock itself in.
 //!
@@ -27,6 +30,7 @@ mod cel_conditions;
 pub mod credentials;
 mod dispatch;
 mod matching;
+mod mutating;
 mod review;
 mod trust;
 
@@ -43,6 +47,7 @@ use crate::auth::UserInfo;
 pub use credentials::WebhookKubeconfig;
 pub use dispatch::{Dispatcher, DispatcherConfig};
 pub use matching::matches;
+pub use mutating::Mutation;
 
 /// The admission operation of a write (`admissionv1.Operation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -150,7 +150,7 @@ pub fn to_scale(paths: &ScalePaths, object: &Value) -> Value {
 }
 
 /// The object with the Scale's replicas written at the spec path.
-fn with_replicas(paths: &ScalePaths, object: &Value, replicas: i64) -> Value {
+pub(super) fn with_replicas(paths: &ScalePaths, object: &Value, replicas: i64) -> Value {
     let mut new = object.clone();
     let Some((last, parents)) = paths.spec_replicas.split_last() else {
         return new;
@@ -167,7 +167,7 @@ fn with_replicas(paths: &ScalePaths, object: &Value, replicas: i64) -> Value {
 }
 
 /// `ValidateScale`, and the checks the Scale's REST storage makes on what it is given.
-fn validate(name: &str, scale: &Value) -> Result<i64, ApiError> {
+pub(super) fn validate(name: &str, scale: &Value) -> Result<i64, ApiError> {
     if let Some(v) = scale["apiVersion"]
         .as_str()
         .filter(|v| *v != "autoscaling/v1")

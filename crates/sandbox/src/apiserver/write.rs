@@ -232,7 +232,26 @@ pub(super) enum Commit<T> {
 pub(super) const MAX_RETRIES: usize = 16;
 
 impl ApiServer {
-    async fn admit(
+    /// The stored webhook configurations of one kind (`validatingwebhookconfigurations` or
+    /// `mutatingwebhookconfigurations`), read at the time of the request.
+    fn webhook_configurations(&self, resource: &str) -> Vec<Value> {
+        let store = self.store();
+        store
+            .list(
+                &(
+                    "admissionregistration.k8s.io".to_string(),
+                    resource.to_string(),
+                ),
+                None,
+            )
+            .iter()
+            .map(|c| (**c).clone())
+            .collect()
+    }
+
+    /// The attributes admission sees for a write: objects as the addressed API version shows
+    /// them (a Scale for `scale`).
+    fn admission_attributes(
         &self,
         operation: Operation,
         t: &Target,
@@ -240,28 +259,8 @@ impl ApiServer {
         old: Option<&Value>,
         options: Value,
         write: &WriteOptions,
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Attributes {
         let rt = &t.resource;
-        if crate::admission::is_exempt(&rt.group, &rt.plural) {
-            return Ok(vec![]);
-        }
-        let configurations = {
-            let store = self.store();
-            store
-                .list(
-                    &(
-                        "admissionregistration.k8s.io".to_string(),
-                        "validatingwebhookconfigurations".to_string(),
-                    ),
-                    None,
-                )
-                .iter()
-                .map(|c| (**c).clone())
-                .collect::<Vec<_>>()
-        };
-        if configurations.is_empty() {
-            return Ok(vec![]);
-        }
         let namespace_labels = if rt.group.is_empty() && rt.plural == "namespaces" {
             object.or(old).map(crate::labels::labels_of)
         } else if rt.namespaced {
@@ -290,7 +289,7 @@ impl ApiServer {
                 kind: rt.kind.clone(),
             },
         };
-        let attrs = Attributes {
+        Attributes {
             operation,
             kind,
             resource: GroupVersionResource {
@@ -317,8 +316,74 @@ impl ApiServer {
             options,
             user: write.user.clone(),
             namespace_labels,
-        };
+        }
+    }
+
+    /// Validating admission: every ValidatingWebhookConfiguration's matching webhooks, in
+    /// parallel; their warnings.
+    async fn admit(
+        &self,
+        operation: Operation,
+        t: &Target,
+        object: Option<&Value>,
+        old: Option<&Value>,
+        options: Value,
+        write: &WriteOptions,
+    ) -> Result<Vec<String>, ApiError> {
+        let rt = &t.resource;
+        if crate::admission::is_exempt(&rt.group, &rt.plural) {
+            return Ok(vec![]);
+        }
+        let configurations = self.webhook_configurations("validatingwebhookconfigurations");
+        if configurations.is_empty() {
+            return Ok(vec![]);
+        }
+        let attrs = self.admission_attributes(operation, t, object, old, options, write);
         self.admission.validate(&configurations, &attrs).await
+    }
+
+    /// Mutating admission: every MutatingWebhookConfiguration's matching webhooks, one after
+    /// the other, before the object is validated (kube-apiserver: decoding and defaulting →
+    /// mutating admission → validation → validating admission → storage).
+    ///
+    /// The object comes back as the addressed API version shows it (a Scale for `scale`);
+    /// `changed` says whether a webhook's patch changed it, and only then need the caller take
+    /// it.
+    async fn mutate(
+        &self,
+        operation: Operation,
+        t: &Target,
+        object: Option<&Value>,
+        old: Option<&Value>,
+        options: Value,
+        write: &WriteOptions,
+    ) -> Result<crate::admission::Mutation, ApiError> {
+        let rt = &t.resource;
+        let unchanged = || crate::admission::Mutation {
+            object: None,
+            changed: false,
+            warnings: vec![],
+        };
+        if crate::admission::is_exempt(&rt.group, &rt.plural) {
+            return Ok(unchanged());
+        }
+        let configurations = self.webhook_configurations("mutatingwebhookconfigurations");
+        if configurations.is_empty() {
+            return Ok(unchanged());
+        }
+        let attrs = self.admission_attributes(operation, t, object, old, options, write);
+        // kube-apiserver decodes a patched object with defaulting: the next webhook sees it
+        // defaulted. A Scale has no defaults.
+        let defaulted = rt.clone();
+        let scale = t.subresource == "scale";
+        let default = move |o: &mut Value| {
+            if !scale {
+                kinds::apply_defaults(&defaulted, o);
+            }
+        };
+        self.admission
+            .mutate(&configurations, &attrs, &default)
+            .await
     }
 
     /// Checks the namespace a namespaced object is created in: it must exist and not be
@@ -559,14 +624,30 @@ impl ApiServer {
                 &meta::now(),
             );
         }
+        // Both admission phases see the name the request gave: none for generateName.
+        let mut admitted = t.clone();
+        admitted.name = requested_name.clone();
+        let mutation = self
+            .mutate(
+                Operation::Create,
+                &admitted,
+                Some(&before_creation(&body, &requested_name)),
+                None,
+                write.options_object("CreateOptions"),
+                write,
+            )
+            .await?;
+        warnings.extend(mutation.warnings);
+        if let Some(mutated) = mutation.object.filter(|_| mutation.changed) {
+            body = Self::settle_mutated_creation(t, mutated, write)?;
+        }
         kinds::validate(&rt, &t.version, &body, None)?;
+        // A mutating webhook may rename the object being created, as on a cluster.
         let mut addressed = t.clone();
         addressed.name = body["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let mut admitted = addressed.clone();
-        admitted.name = requested_name.clone();
         warnings.extend(
             self.admit(
                 Operation::Create,
@@ -619,6 +700,24 @@ impl ApiServer {
             warnings,
             created: true,
         })
+    }
+
+    /// A new object as mutating webhooks left it, made ready for validation as kube-apiserver's
+    /// `BeforeCreate` makes it after admission: fields no type declares dropped (silently: the
+    /// decoder that reads a patched object is not strict), the namespace checked, a name
+    /// generated if the webhooks left none, and the system fields set again (uid,
+    /// creationTimestamp, generation — whatever a webhook wrote there).
+    fn settle_mutated_creation(
+        t: &Target,
+        mut object: Value,
+        write: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let rt = &t.resource;
+        Self::prune(t, &mut object, &silently(write), false)?;
+        object["apiVersion"] = json!(rt.api_version(rt.storage_version()));
+        object["kind"] = json!(rt.kind);
+        meta::prepare_create(rt, &t.namespace, &mut object)?;
+        Ok(object)
     }
 
     /// PUT: replace the object (or its status) with `body`.
@@ -818,24 +917,7 @@ impl ApiServer {
         if sub == "status" && !rt.has_status() {
             return Err(ApiError::path_not_found());
         }
-        meta::prepare_update(
-            &rt,
-            current,
-            &mut new,
-            if sub == "finalize" { "" } else { sub },
-        )?;
-        if sub.is_empty() {
-            kinds::apply_defaults(&rt, &mut new);
-            if rt.group.is_empty() && rt.plural == "services" {
-                super::services::keep_allocated(&mut new, current)?;
-            }
-        }
-        if sub == "finalize" {
-            // A namespace's finalize subresource changes spec.finalizers and nothing else.
-            let finalizers = new["spec"]["finalizers"].clone();
-            new = (**current).clone();
-            new["spec"]["finalizers"] = finalizers;
-        }
+        Self::prepare_updated(t, current, &mut new)?;
         let mut warnings = Self::prune(t, &mut new, write, options_kind == "UpdateOptions")?;
         new["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         new["kind"] = json!(rt.kind);
@@ -848,6 +930,20 @@ impl ApiServer {
                 sub,
                 &meta::now(),
             );
+        }
+        let mutation = self
+            .mutate(
+                Operation::Update,
+                t,
+                Some(&before_update(&new, current)),
+                Some(current),
+                write.options_object(options_kind),
+                write,
+            )
+            .await?;
+        warnings.extend(mutation.warnings);
+        if let Some(mutated) = mutation.object.filter(|_| mutation.changed) {
+            new = Self::settle_mutated_update(t, current, &new, mutated, write)?;
         }
         kinds::validate(&rt, &t.version, &new, Some(current))?;
         warnings.extend(
@@ -904,6 +1000,70 @@ impl ApiServer {
             warnings,
             created: false,
         }))
+    }
+
+    /// What an update makes of the new object before admission and again after mutating
+    /// webhooks changed it (kube-apiserver's `BeforeUpdate`): identity and system fields from
+    /// the stored object, status or spec kept as the subresource allows, defaults.
+    fn prepare_updated(t: &Target, current: &Value, new: &mut Value) -> Result<(), ApiError> {
+        let rt = &t.resource;
+        let sub = t.subresource.as_str();
+        meta::prepare_update(rt, current, new, if sub == "finalize" { "" } else { sub })?;
+        if sub.is_empty() {
+            kinds::apply_defaults(rt, new);
+            if rt.group.is_empty() && rt.plural == "services" {
+                super::services::keep_allocated(new, current)?;
+            }
+        }
+        if sub == "finalize" {
+            // A namespace's finalize subresource changes spec.finalizers and nothing else.
+            let finalizers = new["spec"]["finalizers"].clone();
+            *new = current.clone();
+            new["spec"]["finalizers"] = finalizers;
+        }
+        Ok(())
+    }
+
+    /// An updated object as mutating webhooks left it, made ready for validation. `new` is the
+    /// object before them (a write through `scale` takes the replicas of the mutated Scale).
+    ///
+    /// kube-apiserver's `BeforeUpdate` refuses a changed name or uid (immutable, 422) and a
+    /// namespace other than the request's (400); it restores what an update cannot change.
+    fn settle_mutated_update(
+        t: &Target,
+        current: &Value,
+        new: &Value,
+        mut mutated: Value,
+        write: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let rt = &t.resource;
+        if t.subresource == "scale" {
+            let paths = super::scale::paths(rt, &t.version).ok_or_else(ApiError::path_not_found)?;
+            let replicas = super::scale::validate(&t.name, &mutated)?;
+            return Ok(super::scale::with_replicas(&paths, new, replicas));
+        }
+        for field in ["name", "uid"] {
+            let before = current["metadata"][field].as_str().unwrap_or_default();
+            let after = mutated["metadata"][field].as_str().unwrap_or_default();
+            // An empty uid is the stored one (`BeforeUpdate` fills it in).
+            if after != before && !(field == "uid" && after.is_empty()) {
+                return Err(ApiError::invalid(
+                    &rt.group,
+                    &rt.kind,
+                    mutated["metadata"]["name"].as_str().unwrap_or_default(),
+                    vec![Cause::new(
+                        "FieldValueInvalid",
+                        format!("metadata.{field}"),
+                        format!("Invalid value: {after:?}: field is immutable"),
+                    )],
+                ));
+            }
+        }
+        Self::prepare_updated(t, current, &mut mutated)?;
+        Self::prune(t, &mut mutated, &silently(write), false)?;
+        mutated["apiVersion"] = json!(rt.api_version(rt.storage_version()));
+        mutated["kind"] = json!(rt.kind);
+        Ok(mutated)
     }
 
     /// DELETE one object.
@@ -969,6 +1129,17 @@ impl ApiServer {
             }
             if admit {
                 check_namespace_mortal(&rt, &t.name)?;
+                // Mutating webhooks are called on DELETE too, with the old object only; a patch
+                // in their answer fails the request.
+                self.mutate(
+                    Operation::Delete,
+                    t,
+                    None,
+                    Some(&current),
+                    opts.options_object(),
+                    &opts.write,
+                )
+                .await?;
                 self.admit(
                     Operation::Delete,
                     t,
@@ -1170,4 +1341,47 @@ fn prune_builtin(schema: &Value, object: &mut Value) -> Vec<String> {
         }
     }
     unknown
+}
+
+/// The same write with unknown fields dropped without a word: kube-apiserver decodes a webhook's
+/// patched object leniently, whatever `fieldValidation` the client asked for.
+fn silently(write: &WriteOptions) -> WriteOptions {
+    WriteOptions {
+        field_validation: FieldValidation::Ignore,
+        raw_body: None,
+        ..write.clone()
+    }
+}
+
+/// The new object as mutating webhooks see it on CREATE: kube-apiserver calls them before
+/// `BeforeCreate`, so without the fields that sets (uid, creationTimestamp, generation) and, for
+/// a `generateName` create, without a name.
+fn before_creation(body: &Value, requested_name: &str) -> Value {
+    let mut view = body.clone();
+    if let Some(m) = view["metadata"].as_object_mut() {
+        for field in ["uid", "creationTimestamp", "generation"] {
+            m.remove(field);
+        }
+        if requested_name.is_empty() {
+            m.remove("name");
+        }
+    }
+    view
+}
+
+/// The new object as mutating webhooks see it on UPDATE: kube-apiserver calls them before
+/// `BeforeUpdate` bumps the generation.
+fn before_update(new: &Value, current: &Value) -> Value {
+    let mut view = new.clone();
+    if let Some(m) = view["metadata"].as_object_mut() {
+        match current["metadata"].get("generation") {
+            Some(g) => {
+                m.insert("generation".into(), g.clone());
+            }
+            None => {
+                m.remove("generation");
+            }
+        }
+    }
+    view
 }

@@ -1,0 +1,702 @@
+//! Mutating admission webhooks, as "Dynamic Admission Control" documents them and
+//! kube-apiserver's `MutatingAdmissionWebhook` plugin behaves: real HTTPS webhooks on
+//! 127.0.0.1, configurations registered as ordinary objects.
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use lien_sandbox::testing::{TestWebhook, Verdict};
+use serde_json::{Value, json};
+
+use crate::common;
+use crate::support::{configmap, register, request, status};
+
+fn configmap_rules() -> Value {
+    json!([{
+        "operations": ["CREATE", "UPDATE", "DELETE"],
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["configmaps"],
+        "scope": "Namespaced",
+    }])
+}
+
+/// Registers a mutating webhook configuration (`TestWebhook::mutating_configuration`'s JSON).
+async fn register_mutating(client: &kube::Client, configuration: Value) {
+    let config: MutatingWebhookConfiguration =
+        serde_json::from_value(configuration).expect("configuration parses");
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("register the mutating webhook");
+}
+
+async fn unregister_mutating(client: &kube::Client, name: &str) {
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("unregister the mutating webhook");
+}
+
+/// The annotations of an object kube-rs returned.
+fn annotations(cm: &ConfigMap) -> Vec<(String, String)> {
+    cm.metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A webhook answering every object with a patch that annotates it `key: value`.
+fn annotating(key: &'static str, value: &'static str) -> impl Fn(&Value) -> Verdict {
+    move |request: &Value| {
+        if request["object"].is_null() {
+            return Verdict::Allow;
+        }
+        Verdict::annotate(&request["object"], key, value)
+    }
+}
+
+/// "Dynamic Admission Control" (response: patch): the JSON patch of an allowed answer is
+/// applied before the object is stored, the created object is returned patched, and the
+/// webhook's warnings reach the client. The webhook sees the object before kube-apiserver's
+/// `BeforeCreate`: no uid or creationTimestamp, and no name for a generateName create.
+#[tokio::test]
+async fn mutating_patch_is_stored() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = TestWebhook::start(|request| {
+        let Verdict::Patch(patch) = Verdict::annotate(&request["object"], "stamped", "yes") else {
+            return Verdict::Allow;
+        };
+        Verdict::Response(json!({
+            "allowed": true,
+            "patchType": "JSONPatch",
+            "patch": encoded(&patch),
+            "warnings": ["stamped by the test"],
+        }))
+    })
+    .await
+    .expect("webhook");
+    register_mutating(
+        &client,
+        hook.mutating_configuration("stamp", configmap_rules(), "Fail", None),
+    )
+    .await;
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms
+        .create(&PostParams::default(), &configmap("plain", &[]))
+        .await
+        .expect("create");
+    assert_eq!(annotations(&created), pairs(&[("stamped", "yes")]));
+    let stored = cms.get("plain").await.expect("get");
+    assert_eq!(annotations(&stored), pairs(&[("stamped", "yes")]));
+    assert!(stored.metadata.uid.is_some_and(|u| !u.is_empty()));
+
+    let seen = hook.requests();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0]["operation"], "CREATE");
+    assert_eq!(seen[0]["object"]["metadata"]["name"], "plain");
+    assert_eq!(seen[0]["object"]["metadata"]["uid"], Value::Null);
+    assert_eq!(
+        seen[0]["object"]["metadata"]["creationTimestamp"],
+        Value::Null
+    );
+
+    // The webhook's warnings come back as `Warning` headers.
+    let body =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}});
+    let reply = request(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[("content-type", "application/json")],
+        serde_json::to_vec(&body).expect("body"),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(reply.warnings, ["299 - \"stamped by the test\""]);
+    let generated = reply.json();
+    assert_eq!(
+        generated["metadata"]["annotations"],
+        json!({"stamped": "yes"})
+    );
+    assert!(
+        generated["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("gen-") && n.len() > 4)
+    );
+    let create = hook.requests().pop().unwrap_or_default();
+    assert_eq!(
+        create["object"]["metadata"].get("name"),
+        None,
+        "a generateName create has no name yet: {create:#}"
+    );
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
+/// A patch as a `patch` field carries it: base64 of its JSON.
+fn encoded(patch: &Value) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(patch).expect("patch"))
+}
+
+/// "Dynamic Admission Control" (reinvocation policy / ordering): mutating webhooks are called
+/// serially, configurations in name order, and each sees the object as the previous one left
+/// it.
+#[tokio::test]
+async fn configurations_apply_in_name_order() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let first = TestWebhook::start(annotating("first", "1"))
+        .await
+        .expect("webhook");
+    // The second copies what it saw of the first's annotation.
+    let second = TestWebhook::start(|request| {
+        let saw = request["object"]["metadata"]["annotations"]["first"]
+            .as_str()
+            .unwrap_or("nothing")
+            .to_string();
+        Verdict::annotate(&request["object"], "second-saw", &saw)
+    })
+    .await
+    .expect("webhook");
+    // Registered in the opposite order: the names decide.
+    register_mutating(
+        &client,
+        second.mutating_configuration("b-second", configmap_rules(), "Fail", None),
+    )
+    .await;
+    register_mutating(
+        &client,
+        first.mutating_configuration("a-first", configmap_rules(), "Fail", None),
+    )
+    .await;
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &configmap("ordered", &[]))
+        .await
+        .expect("create");
+    let stored = cms.get("ordered").await.expect("get");
+    assert_eq!(
+        annotations(&stored),
+        pairs(&[("first", "1"), ("second-saw", "1")])
+    );
+    assert_eq!(
+        second.requests()[0]["object"]["metadata"]["annotations"],
+        json!({"first": "1"})
+    );
+    sandbox.shutdown().await;
+    first.stop().await;
+    second.stop().await;
+}
+
+/// "Dynamic Admission Control" (response): a mutating webhook's denial reaches the client as a
+/// validating webhook's does, with its status code, and nothing is stored.
+#[tokio::test]
+async fn mutating_denial_is_refused() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = TestWebhook::start(|_| Verdict::Deny {
+        code: 403,
+        message: "not on my watch".into(),
+    })
+    .await
+    .expect("webhook");
+    register_mutating(
+        &client,
+        hook.mutating_configuration("gate", configmap_rules(), "Ignore", None),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let s = status(
+        cms.create(&PostParams::default(), &configmap("x", &[]))
+            .await,
+    );
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (
+            403,
+            "admission webhook \"gate.test.lien.dev\" denied the request: not on my watch"
+        ),
+        "a denial is a denial whatever the failure policy"
+    );
+    assert!(cms.get_opt("x").await.expect("get").is_none());
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
+/// "Dynamic Admission Control" (failure policy): an unreachable mutating webhook refuses the
+/// request under `Fail` with an internal error naming it, and is skipped under `Ignore`.
+#[tokio::test]
+async fn failure_policy_of_an_unreachable_mutating_webhook() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = TestWebhook::start(annotating("never", "applied"))
+        .await
+        .expect("webhook");
+    let fail = hook.mutating_configuration("down", configmap_rules(), "Fail", None);
+    let ignore = hook.mutating_configuration("tolerant", configmap_rules(), "Ignore", None);
+    let url = fail["webhooks"][0]["clientConfig"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    hook.stop().await;
+
+    register_mutating(&client, fail).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let s = status(
+        cms.create(&PostParams::default(), &configmap("x", &[]))
+            .await,
+    );
+    assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"), "{s:?}");
+    let prefix = format!(
+        "Internal error occurred: failed calling webhook \"down.test.lien.dev\": failed to call webhook: Post \"{url}?timeout=2s\": "
+    );
+    assert!(s.message.starts_with(&prefix), "{}", s.message);
+    assert!(s.message.contains("connection refused"), "{}", s.message);
+    unregister_mutating(&client, "down").await;
+
+    register_mutating(&client, ignore).await;
+    let created = cms
+        .create(&PostParams::default(), &configmap("x", &[]))
+        .await
+        .expect("Ignore lets the write through");
+    assert!(annotations(&created).is_empty());
+    sandbox.shutdown().await;
+}
+
+/// kube-apiserver's mutating dispatcher: an answer whose patch is not a JSON patch document is
+/// a failed call (the failure policy decides); a JSON patch that does not apply, or a patch
+/// type other than `JSONPatch` under `Fail`, refuses the request.
+#[tokio::test]
+async fn malformed_patches() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = TestWebhook::start(|_| {
+        Verdict::Response(json!({
+            "allowed": true, "patchType": "JSONPatch",
+            "patch": encoded(&json!({"op": "add", "path": "/data"})),
+        }))
+    })
+    .await
+    .expect("webhook");
+    register_mutating(
+        &client,
+        hook.mutating_configuration("odd", configmap_rules(), "Fail", None),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let s = status(
+        cms.create(&PostParams::default(), &configmap("x", &[]))
+            .await,
+    );
+    assert_eq!(s.code, 500, "{s:?}");
+    assert_eq!(
+        s.message,
+        "Internal error occurred: failed calling webhook \"odd.test.lien.dev\": received undecodable patch in webhook response: json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+    );
+
+    hook.set_decide(|_| {
+        Verdict::Response(json!({
+            "allowed": true, "patchType": "MergePatch",
+            "patch": encoded(&json!([{"op": "add", "path": "/data", "value": {"k": "v"}}])),
+        }))
+    });
+    let s = status(
+        cms.create(&PostParams::default(), &configmap("x", &[]))
+            .await,
+    );
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (
+            500,
+            "Internal error occurred: failed calling webhook \"odd.test.lien.dev\": unsupported patch type \"MergePatch\""
+        )
+    );
+
+    hook.set_decide(|_| {
+        Verdict::Response(json!({"allowed": true, "patchType": "JSONPatch", "patch": "%%%"}))
+    });
+    let s = status(
+        cms.create(&PostParams::default(), &configmap("x", &[]))
+            .await,
+    );
+    assert_eq!(s.code, 500, "{s:?}");
+    assert!(
+        s.message
+            .contains("received invalid webhook response: illegal base64 data at input byte 0"),
+        "{}",
+        s.message
+    );
+
+    // Under Ignore a failed call is skipped ...
+    unregister_mutating(&client, "odd").await;
+    register_mutating(
+        &client,
+        hook.mutating_configuration("odd-tolerant", configmap_rules(), "Ignore", None),
+    )
+    .await;
+    hook.set_decide(|_| {
+        Verdict::Response(json!({
+            "allowed": true, "patchType": "JSONPatch", "patch": encoded(&json!("not a patch")),
+        }))
+    });
+    cms.create(&PostParams::default(), &configmap("skipped", &[]))
+        .await
+        .expect("a failed call is ignored under Ignore");
+
+    // ... but a patch that does not apply fails the request whatever the policy.
+    hook.set_decide(|_| {
+        Verdict::Patch(json!([{"op": "replace", "path": "/data/missing", "value": "v"}]))
+    });
+    let s = status(
+        cms.create(&PostParams::default(), &configmap("x", &[]))
+            .await,
+    );
+    assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"), "{s:?}");
+    assert!(cms.get_opt("x").await.expect("get").is_none());
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
+/// kube-apiserver's `BeforeUpdate` after mutating admission: a webhook cannot rename the object
+/// it updates (`metadata.name: field is immutable`, 422) nor move it to another namespace
+/// (400), nor change its kind. On CREATE the name is not fixed yet: kube-apiserver stores the
+/// object under the name the webhook gave it.
+#[tokio::test]
+async fn identity_changes_by_a_patch() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = TestWebhook::start(|request| {
+        if request["operation"] == "CREATE" {
+            return Verdict::Patch(json!([
+                {"op": "replace", "path": "/metadata/name", "value": "renamed"}
+            ]));
+        }
+        Verdict::Patch(json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]))
+    })
+    .await
+    .expect("webhook");
+    register_mutating(
+        &client,
+        hook.mutating_configuration("rename", configmap_rules(), "Ignore", None),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms
+        .create(&PostParams::default(), &configmap("asked", &[]))
+        .await
+        .expect("create");
+    assert_eq!(created.metadata.name.as_deref(), Some("renamed"));
+    assert!(cms.get_opt("asked").await.expect("get").is_none());
+
+    let s = status(
+        cms.patch(
+            "renamed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await,
+    );
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (
+            422,
+            "ConfigMap \"other\" is invalid: metadata.name: Invalid value: \"other\": field is immutable"
+        )
+    );
+    hook.set_decide(|_| {
+        Verdict::Patch(
+            json!([{"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}]),
+        )
+    });
+    let s = status(
+        cms.patch(
+            "renamed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await,
+    );
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (
+            400,
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    );
+    hook.set_decide(|_| {
+        Verdict::Patch(json!([{"op": "replace", "path": "/kind", "value": "Secret"}]))
+    });
+    let s = status(
+        cms.patch(
+            "renamed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await,
+    );
+    assert_eq!(s.code, 500, "{s:?}");
+    let stored = cms.get("renamed").await.expect("get");
+    assert!(stored.data.is_none(), "no refused update was stored");
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
+/// "Dynamic Admission Control" (matching requests: matchConditions): a mutating webhook is
+/// called only for requests its CEL conditions accept, evaluated against the object.
+#[tokio::test]
+async fn match_conditions_gate_the_call() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = TestWebhook::start(annotating("gated", "yes"))
+        .await
+        .expect("webhook");
+    let mut config = hook.mutating_configuration("gated", configmap_rules(), "Fail", None);
+    config["webhooks"][0]["matchConditions"] = json!([{
+        "name": "opted-in",
+        "expression": "has(object.metadata.labels) && 'mutate' in object.metadata.labels",
+    }]);
+    register_mutating(&client, config).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let opted = cms
+        .create(
+            &PostParams::default(),
+            &configmap("opted", &[("mutate", "yes")]),
+        )
+        .await
+        .expect("create");
+    let plain = cms
+        .create(&PostParams::default(), &configmap("plain", &[]))
+        .await
+        .expect("create");
+    assert_eq!(annotations(&opted), pairs(&[("gated", "yes")]));
+    assert!(annotations(&plain).is_empty());
+    let seen = hook.requests();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0]["object"]["metadata"]["name"], "opted");
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
+/// "Dynamic Admission Control" (side effects): a dry-run request is sent to a mutating webhook
+/// with `sideEffects: None`, whose patch shows in the answer while nothing is stored.
+#[tokio::test]
+async fn dry_run_shows_the_patch_and_stores_nothing() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = TestWebhook::start(annotating("dry", "run"))
+        .await
+        .expect("webhook");
+    register_mutating(
+        &client,
+        hook.mutating_configuration("dry", configmap_rules(), "Fail", None),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = cms
+        .create(&dry, &configmap("ghost", &[]))
+        .await
+        .expect("dry-run create");
+    assert_eq!(annotations(&answered), pairs(&[("dry", "run")]));
+    assert!(cms.get_opt("ghost").await.expect("get").is_none());
+    assert_eq!(hook.requests()[0]["dryRun"], true);
+
+    // `sideEffects: Some` or `Unknown`, which would refuse a dry run, are not valid in
+    // admissionregistration.k8s.io/v1 (the only version served), so no stored configuration
+    // can have them.
+    let mut config = hook.mutating_configuration("effects", configmap_rules(), "Ignore", None);
+    config["webhooks"][0]["sideEffects"] = json!("Some");
+    let config: MutatingWebhookConfiguration =
+        serde_json::from_value(config).expect("configuration parses");
+    let s = status(
+        Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .create(&PostParams::default(), &config)
+            .await,
+    );
+    assert_eq!(s.code, 422, "{s:?}");
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
+/// "Dynamic Admission Control" (reinvocation policy): a webhook with `reinvocationPolicy:
+/// IfNeeded` is called once more when a later webhook changed the object after it ran, and
+/// sees that change; with `Never` it is called once.
+#[tokio::test]
+async fn if_needed_webhooks_are_reinvoked() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    // The early webhook records what it saw of the late webhook's annotation.
+    let early = TestWebhook::start(|request| {
+        let saw = request["object"]["metadata"]["annotations"]["late"]
+            .as_str()
+            .unwrap_or("nothing")
+            .to_string();
+        Verdict::annotate(&request["object"], "early-saw", &saw)
+    })
+    .await
+    .expect("webhook");
+    let late = TestWebhook::start(annotating("late", "here"))
+        .await
+        .expect("webhook");
+    let mut config = early.mutating_configuration("a-early", configmap_rules(), "Fail", None);
+    config["webhooks"][0]["reinvocationPolicy"] = json!("IfNeeded");
+    register_mutating(&client, config).await;
+    register_mutating(
+        &client,
+        late.mutating_configuration("b-late", configmap_rules(), "Fail", None),
+    )
+    .await;
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms
+        .create(&PostParams::default(), &configmap("again", &[]))
+        .await
+        .expect("create");
+    assert_eq!(
+        annotations(&created),
+        pairs(&[("early-saw", "here"), ("late", "here")])
+    );
+    assert_eq!(early.requests().len(), 2, "called once more");
+    assert_eq!(late.requests().len(), 1, "Never: called once");
+
+    // With Never, the early webhook does not see the late one's change.
+    let mut never = early.mutating_configuration("a-early", configmap_rules(), "Fail", None);
+    never["webhooks"][0]["reinvocationPolicy"] = json!("Never");
+    unregister_mutating(&client, "a-early").await;
+    register_mutating(&client, never).await;
+    let created = cms
+        .create(&PostParams::default(), &configmap("once", &[]))
+        .await
+        .expect("create");
+    assert_eq!(
+        annotations(&created),
+        pairs(&[("early-saw", "nothing"), ("late", "here")])
+    );
+    assert_eq!(early.requests().len(), 3);
+    sandbox.shutdown().await;
+    early.stop().await;
+    late.stop().await;
+}
+
+/// "Dynamic Admission Control": mutating admission runs before validating admission, so a
+/// validating webhook judges the object as the mutating webhooks left it.
+#[tokio::test]
+async fn validating_webhooks_see_the_mutated_object() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let mutator = TestWebhook::start(annotating("mutated", "first"))
+        .await
+        .expect("webhook");
+    let validator = TestWebhook::start(|request| {
+        if request["object"]["metadata"]["annotations"]["mutated"] == "first" {
+            Verdict::Allow
+        } else {
+            Verdict::Deny {
+                code: 403,
+                message: "not mutated first".into(),
+            }
+        }
+    })
+    .await
+    .expect("webhook");
+    register_mutating(
+        &client,
+        mutator.mutating_configuration("mutator", configmap_rules(), "Fail", None),
+    )
+    .await;
+    register(
+        &client,
+        validator.configuration("validator", configmap_rules(), "Fail", None),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &configmap("checked", &[]))
+        .await
+        .expect("the validating webhook saw the mutated object");
+    let seen = validator.requests();
+    assert_eq!(
+        seen[0]["object"]["metadata"]["annotations"],
+        json!({"mutated": "first"})
+    );
+    // The validating webhook also sees what BeforeCreate set.
+    assert!(seen[0]["object"]["metadata"]["uid"].is_string());
+
+    // Updates too.
+    cms.patch(
+        "checked",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"mutated": null}}})),
+    )
+    .await
+    .expect("update");
+    let stored = cms.get("checked").await.expect("get");
+    assert_eq!(annotations(&stored), pairs(&[("mutated", "first")]));
+    sandbox.shutdown().await;
+    mutator.stop().await;
+    validator.stop().await;
+}
+
+/// kube-apiserver calls mutating webhooks on DELETE with the old object only; a patch in the
+/// answer cannot apply to anything and fails the request.
+#[tokio::test]
+async fn delete_is_reviewed_without_an_object() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for name in ["kept", "gone"] {
+        cms.create(&PostParams::default(), &configmap(name, &[]))
+            .await
+            .expect("create");
+    }
+    let hook = TestWebhook::start(|_| {
+        Verdict::Patch(json!([{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]))
+    })
+    .await
+    .expect("webhook");
+    register_mutating(
+        &client,
+        hook.mutating_configuration("deleting", configmap_rules(), "Ignore", None),
+    )
+    .await;
+    let s = status(cms.delete("kept", &DeleteParams::default()).await);
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (
+            500,
+            "Internal error occurred: admission webhook \"deleting.test.lien.dev\" attempted to modify the object, which is not supported for this operation"
+        )
+    );
+    assert!(cms.get_opt("kept").await.expect("get").is_some());
+
+    hook.set_decide(|_| Verdict::Allow);
+    cms.delete("gone", &DeleteParams::default())
+        .await
+        .expect("an answer without a patch lets the delete through");
+    let delete = hook.requests().pop().unwrap_or_default();
+    assert_eq!(delete["operation"], "DELETE");
+    assert_eq!(delete["object"], Value::Null);
+    assert_eq!(delete["oldObject"]["metadata"]["name"], "gone");
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
