@@ -29,6 +29,19 @@
 //! replayed, and Lien removes it (the annotation key is Lien's) with a Warning. The key is
 //! shared by every replica and survives restarts (`lien run` keeps it in a Secret only Lien's
 //! service account may read); see "Threat model" in `docs/ARCHITECTURE.md`.
+//!
+//! # Two ways a record is written
+//!
+//! - The controller records a DELETE the webhook refused, when the webhook heard it from the
+//!   API server (`--client-ca-file`): `replay` is whether a blocking relation asked for it.
+//! - The webhook's mutating endpoint seals a deletion request the user made through the API
+//!   server (`kubectl lien delete --when-free`, annotation `lien.dev/delete-when-free`): the
+//!   API server writes the record the webhook answered, sealed with this same key
+//!   ([`ReplayKey`] is the webhook's [`RecordSealer`]); `replay` is always true. This works
+//!   on clusters whose API server presents no client certificate.
+//!
+//! Either way, the replay writes a Normal Event `DeletionReplayed` on the object naming the
+//! requester and the propagation policy ([`replayed_note`]).
 
 use std::time::Duration;
 
@@ -42,7 +55,9 @@ use crate::cache::Caches;
 use crate::desired::ObjectTarget;
 
 /// The annotation that records a refused DELETE on the object.
-pub const DELETION_ATTEMPT_ANNOTATION: &str = "lien.dev/deletion-attempt";
+pub const DELETION_ATTEMPT_ANNOTATION: &str = lien_core::seams::DELETION_ATTEMPT_ANNOTATION;
+/// The reason of the Normal Event a replay writes on the object it deleted.
+pub const DELETION_REPLAYED_REASON: &str = "DeletionReplayed";
 /// Why an expired record is forgotten (also how the write loop counts expiries).
 pub const RECORD_EXPIRED: &str = "the record expired";
 
@@ -201,6 +216,34 @@ pub fn open(
     hmac::verify(&key.0, &signed_bytes(&wire.attempt, object), &tag)
         .map_err(|_| RecordError::BadSignature)?;
     Ok(wire.attempt)
+}
+
+/// The note of the [`DELETION_REPLAYED_REASON`] Event: who asked, with which policy, and why
+/// now.
+pub fn replayed_note(attempt: &DeletionAttempt) -> String {
+    format!(
+        "Lien re-issued the DELETE requested by {} (propagationPolicy {}): the object is no longer in use",
+        attempt.user,
+        attempt
+            .propagation_policy
+            .as_deref()
+            .unwrap_or("the API server's default")
+    )
+}
+
+/// The webhook seals deletion requests with the controller's key, so the controller verifies
+/// them like its own records.
+impl lien_core::seams::RecordSealer for ReplayKey {
+    fn seal(&self, request: &lien_core::seams::DeletionRequest) -> String {
+        let attempt = DeletionAttempt {
+            uid: request.uid.clone(),
+            propagation_policy: request.propagation_policy.clone(),
+            user: request.user.clone(),
+            time: Timestamp::try_from(request.time).unwrap_or_else(|_| Timestamp::now()),
+            replay: true,
+        };
+        attempt.seal(self, &request.object).0
+    }
 }
 
 /// The number of bytes of a generated key, and the least a key may have: HMAC-SHA256's block
@@ -578,6 +621,55 @@ mod tests {
                 "{raw}: {actions:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_deletion_request_sealed_for_the_webhook_opens_as_a_record_to_replay() {
+        use lien_core::seams::{DeletionRequest, RecordSealer};
+        let now = Timestamp::now();
+        let request = DeletionRequest {
+            object: object(),
+            uid: "u1".into(),
+            propagation_policy: Some("Background".into()),
+            user: "alice".into(),
+            time: std::time::SystemTime::from(now),
+        };
+        let raw = RecordSealer::seal(&key(), &request);
+        let opened = open(&raw, &key(), &object()).expect("verifies");
+        assert_eq!(
+            opened,
+            DeletionAttempt {
+                uid: "u1".into(),
+                propagation_policy: Some("Background".into()),
+                user: "alice".into(),
+                time: now,
+                replay: true,
+            }
+        );
+        // Another object, or another key: not a record Lien wrote.
+        let elsewhere = ObjectKey::new("", "ConfigMap", Some("ns"), "y");
+        assert_eq!(
+            open(&raw, &key(), &elsewhere),
+            Err(RecordError::BadSignature)
+        );
+        // Free, it is replayed.
+        let c = with_raw("u1", &raw);
+        let actions = replay_actions(
+            &RelationIndex::new(),
+            &c,
+            true,
+            now,
+            DEFAULT_REPLAY_TTL,
+            &key(),
+        );
+        assert!(
+            matches!(&actions[..], [ReplayAction::Delete { .. }]),
+            "{actions:?}"
+        );
+        assert_eq!(
+            replayed_note(&opened),
+            "Lien re-issued the DELETE requested by alice (propagationPolicy Background): the object is no longer in use"
+        );
     }
 
     #[test]

@@ -1,4 +1,8 @@
-//! Lien's own `ValidatingWebhookConfiguration`, kept as Lien wrote it.
+//! Lien's own `ValidatingWebhookConfiguration`, kept as Lien wrote it — and its
+//! `MutatingWebhookConfiguration` (`seal.lien.dev`, deletion requests and replay records), by a
+//! second [`Reconciler`] over that kind: the desired value's `kind` says which. Drift of the
+//! mutating one does not touch [`Enforcement`] (protection does not rest on it); it is
+//! restored and reported alike.
 //!
 //! Protection rests on that configuration: without it (deleted), or with its `objectSelector`,
 //! `rules`, `failurePolicy`, `clientConfig` or `matchConditions` changed, kube-apiserver stops
@@ -86,14 +90,22 @@ fn empty(v: &Value) -> bool {
     }
 }
 
+/// The kind of a desired configuration (validating when it does not say).
+fn kind_of(desired: &Value) -> &str {
+    desired["kind"]
+        .as_str()
+        .unwrap_or("ValidatingWebhookConfiguration")
+}
+
 /// How `actual` departs from `desired`, in words (`None`: it protects as desired). Fields
 /// kube-apiserver adds by default (`matchPolicy`, `timeoutSeconds`, empty selectors) are not
 /// departures; every field Lien sets must be as Lien set it, every webhook Lien defines must be
 /// there, no other webhook may be, and no selector or match condition may be added.
 pub fn drift(desired: &Value, actual: Option<&Value>) -> Option<String> {
     let name = desired["metadata"]["name"].as_str().unwrap_or("lien");
+    let kind = kind_of(desired);
     let Some(actual) = actual else {
-        return Some(format!("ValidatingWebhookConfiguration {name} is missing"));
+        return Some(format!("{kind} {name} is missing"));
     };
     let want = desired["webhooks"]
         .as_array()
@@ -124,12 +136,7 @@ pub fn drift(desired: &Value, actual: Option<&Value>) -> Option<String> {
             changes.push(format!("webhook {} was added", hook_name(h)));
         }
     }
-    (!changes.is_empty()).then(|| {
-        format!(
-            "ValidatingWebhookConfiguration {name} was changed: {}",
-            changes.join(", ")
-        )
-    })
+    (!changes.is_empty()).then(|| format!("{kind} {name} was changed: {}", changes.join(", ")))
 }
 
 /// The manager of the most recent `managedFields` entry not by `own_manager`: who last wrote
@@ -159,9 +166,13 @@ pub fn changed_note(drift: &str, writer: Option<&str>, deleted: bool) -> String 
         ),
         (None, _) => "by whom is in the API server's audit log".to_owned(),
     };
-    let mut note = format!(
-        "{drift}; {who}. DELETEs of objects in use were not checked while it differed; Lien is restoring it"
-    );
+    // The drift names the configuration's kind first (`drift`).
+    let lost = if drift.starts_with("MutatingWebhookConfiguration") {
+        "deletion requests (kubectl lien delete --when-free) were not sealed, nor hand-written replay records refused, while it differed"
+    } else {
+        "DELETEs of objects in use were not checked while it differed"
+    };
+    let mut note = format!("{drift}; {who}. {lost}; Lien is restoring it");
     // kube-apiserver refuses notes over 1 KiB.
     if note.len() > 1024 {
         let mut end = 1021;
@@ -174,11 +185,11 @@ pub fn changed_note(drift: &str, writer: Option<&str>, deleted: bool) -> String 
     note
 }
 
-fn api_resource() -> ApiResource {
+fn api_resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(
         "admissionregistration.k8s.io",
         "v1",
-        "ValidatingWebhookConfiguration",
+        kind,
     ))
 }
 
@@ -225,7 +236,8 @@ impl Reconciler {
     /// Runs until `stop` turns true. Checks on every change of the configuration (a watch), of
     /// the desired value and of leadership, every 30 s, and 200 ms after a failed restore.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource());
+        let kind = kind_of(&self.desired.borrow()).to_owned();
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(&kind));
         let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
         let mut changes = watcher(api.clone(), watcher::Config::default())
             .touched_objects()
@@ -299,7 +311,7 @@ impl Reconciler {
                 tracing::warn!(configuration = name, writer, "{note}");
                 let reference = ObjectReference {
                     api_version: Some("admissionregistration.k8s.io/v1".into()),
-                    kind: Some("ValidatingWebhookConfiguration".into()),
+                    kind: Some(kind.clone()),
                     name: Some(name.clone()),
                     uid: seen.and_then(|a| a["metadata"]["uid"].as_str().map(str::to_owned)),
                     // The recorder folds Events with the same reference, reason and action into
@@ -435,6 +447,35 @@ mod tests {
         assert!(
             drift(&desired(), Some(&gone))
                 .is_some_and(|d| d.contains("webhook delete.lien.dev is missing"))
+        );
+    }
+
+    #[test]
+    fn the_mutating_configuration_is_named_and_its_loss_explained() {
+        let mut desired = desired();
+        desired["kind"] = json!("MutatingWebhookConfiguration");
+        let why = drift(&desired, None).expect("missing");
+        assert_eq!(why, "MutatingWebhookConfiguration lien is missing");
+        let note = changed_note(&why, Some("mallory"), true);
+        assert!(
+            note.contains("deletion requests (kubectl lien delete --when-free) were not sealed"),
+            "{note}"
+        );
+        let mut changed = desired.clone();
+        changed["webhooks"][0]["failurePolicy"] = json!("Ignore");
+        assert!(
+            drift(&desired, Some(&changed)).is_some_and(|d| d.starts_with(
+                "MutatingWebhookConfiguration lien was changed: webhooks[delete.lien.dev].failurePolicy differs"
+            ))
+        );
+        let validating = changed_note(
+            &drift(&super::tests::desired(), None).expect("missing"),
+            None,
+            true,
+        );
+        assert!(
+            validating.contains("DELETEs of objects in use were not checked"),
+            "{validating}"
         );
     }
 

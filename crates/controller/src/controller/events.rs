@@ -1,6 +1,6 @@
-//! Refused DELETEs and break-glass overrides: what their records and Events need from the
-//! [`State`] (taken by the event loop, in the order of events) and the tasks that write the
-//! record and publish the Events (the wording is `crate::audit`'s).
+//! Refused DELETEs, replays and break-glass overrides: what their records and Events need from
+//! the [`State`] (taken by the event loop, in the order of events) and the tasks that write the
+//! record and publish the Events (the wording is `crate::audit`'s and `crate::replay`'s).
 
 use std::collections::BTreeSet;
 
@@ -16,7 +16,8 @@ use super::state::State;
 use crate::audit::{self, BreakGlass};
 use crate::cache::GroupKind;
 use crate::desired::ObjectTarget;
-use crate::replay::{DeletionAttempt, Denial, ReplayKey};
+use crate::metrics::Metrics;
+use crate::replay::{self, DELETION_ATTEMPT_ANNOTATION, DeletionAttempt, Denial, ReplayKey};
 use crate::writer::Writer;
 
 pub(super) fn denial_target(st: &State, denial: &Denial) -> Option<ObjectTarget> {
@@ -63,6 +64,56 @@ fn source_reference(source: &Source, uid: &str) -> ObjectReference {
     }
 }
 
+/// Whether the object of `denial` already carries a record Lien sealed that will replay it —
+/// for this incarnation, not expired: typically a deletion requested with `kubectl lien delete
+/// --when-free`. A refusal that asks for no replay must not replace it (the user's request
+/// would be lost to someone else's plain `kubectl delete`).
+pub(super) fn replay_pending(
+    st: &State,
+    denial: &Denial,
+    key: Option<&ReplayKey>,
+    ttl: std::time::Duration,
+) -> bool {
+    let Some(key) = key else {
+        return false;
+    };
+    let object = &denial.object;
+    let gk = GroupKind::new(&object.group, &object.kind);
+    let Some(o) = st.caches.kind(&gk).and_then(|k| {
+        k.objects
+            .get(&(object.namespace.clone(), object.name.clone()))
+    }) else {
+        return false;
+    };
+    o.annotations
+        .get(DELETION_ATTEMPT_ANNOTATION)
+        .and_then(|raw| replay::open(raw, key, object).ok())
+        .is_some_and(|a| a.replay && a.uid == o.uid && !a.expired(Timestamp::now(), ttl))
+}
+
+/// Publishes the Normal Event of a replay on the object it deleted, naming who asked.
+pub(super) async fn replayed(
+    recorder: &Recorder,
+    metrics: &Metrics,
+    target: &ObjectTarget,
+    attempt: &DeletionAttempt,
+) {
+    let event = Event {
+        type_: EventType::Normal,
+        reason: replay::DELETION_REPLAYED_REASON.into(),
+        note: Some(replay::replayed_note(attempt)),
+        action: "Delete".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &object_reference(target)).await {
+        metrics.write_error("event");
+        tracing::warn!(error = %e, "publishing the replay's event");
+    }
+}
+
+/// Writes the record of a refused DELETE (unless `keep_pending`: a record that replays it is
+/// there already, and this refusal asks for no replay) and publishes its Warning Events.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn record_denial(
     writer: &Writer,
     recorder: &Recorder,
@@ -71,6 +122,7 @@ pub(super) async fn record_denial(
     target: Option<ObjectTarget>,
     sources: Vec<(Source, String)>,
     denial: Denial,
+    keep_pending: bool,
 ) {
     let Some(target) = target else {
         tracing::warn!(object = %denial.object, "denial for an object not in the caches: not recorded");
@@ -85,6 +137,9 @@ pub(super) async fn record_denial(
         replay: denial.replay,
     };
     match key {
+        Some(_) if keep_pending && !denial.replay => {
+            tracing::debug!(object = %denial.object, "a pending deletion request is kept over a refusal that asks for no replay");
+        }
         Some(key) => {
             let sealed = attempt.seal(key, &denial.object);
             if let Err(e) = writer.record(&target, Some(&sealed)).await {

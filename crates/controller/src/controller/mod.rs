@@ -326,13 +326,6 @@ impl Controller {
                 None
             }
         };
-        let writer = tokio::spawn(write_loop(
-            Writer::new(client.clone(), config.write_timeout),
-            shared.clone(),
-            tx.clone(),
-            config.clone(),
-            stop_rx.clone(),
-        ));
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -340,6 +333,14 @@ impl Controller {
                 instance: config.leader.as_ref().map(|l| l.identity.clone()),
             },
         );
+        let writer = tokio::spawn(write_loop(
+            Writer::new(client.clone(), config.write_timeout),
+            recorder.clone(),
+            shared.clone(),
+            tx.clone(),
+            config.clone(),
+            stop_rx.clone(),
+        ));
         let mut kind_tasks: HashMap<GroupKind, KindTask> = HashMap::new();
         // Owned by this loop alone (see the module documentation).
         let mut st = State::default();
@@ -363,6 +364,12 @@ impl Controller {
                 // What the record needs from the state is taken now, in the order of events.
                 let target = events::denial_target(&st, &denial);
                 let usages = events::blocking_sources(&st, &shared.index, &denial);
+                let keep_pending = events::replay_pending(
+                    &st,
+                    &denial,
+                    config.replay_key.as_ref(),
+                    config.replay_ttl,
+                );
                 let writer = Writer::new(client.clone(), config.write_timeout);
                 let recorder = recorder.clone();
                 let shared2 = shared.clone();
@@ -379,6 +386,7 @@ impl Controller {
                         target,
                         usages,
                         denial,
+                        keep_pending,
                     )
                     .await;
                 });

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use kube::runtime::events::Recorder;
 use lien_core::{RelationIndex, Source};
 use parking_lot::RwLock;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -109,8 +110,13 @@ impl Write {
         }
     }
 
-    /// Sends the write, with the logs and metrics particular to it.
-    async fn apply(&self, writer: &Writer, metrics: &Metrics) -> Result<(), WriteError> {
+    /// Sends the write, with the logs, metrics and Events particular to it.
+    async fn apply(
+        &self,
+        writer: &Writer,
+        recorder: &Recorder,
+        metrics: &Metrics,
+    ) -> Result<(), WriteError> {
         match self {
             Self::Label(w) => writer.label(w).await,
             Self::UsageMeta(w) => writer.usage_meta(w).await,
@@ -128,6 +134,9 @@ impl Write {
                 if let Ok(true) = r {
                     tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
                     metrics.replayed();
+                    // Once per accepted DELETE, like the counter: a replay retried after a lost
+                    // answer finds the object gone (404) and says nothing more.
+                    super::events::replayed(recorder, metrics, target, attempt).await;
                 }
                 r.map(drop)
             }
@@ -272,6 +281,7 @@ pub(super) fn plan(
 
 pub(super) async fn write_loop(
     writer: Writer,
+    recorder: Recorder,
     shared: Arc<Shared>,
     events: mpsc::UnboundedSender<Msg>,
     config: ControllerConfig,
@@ -331,7 +341,7 @@ pub(super) async fn write_loop(
             if sent.get(&id).is_some_and(|sent_rv| sent_rv.as_ref() == rv) {
                 continue;
             }
-            let r = w.apply(&writer, &shared.metrics).await;
+            let r = w.apply(&writer, &recorder, &shared.metrics).await;
             shared.metrics.write(w.category(), r.is_ok());
             match r {
                 Ok(()) => {
