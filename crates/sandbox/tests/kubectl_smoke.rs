@@ -767,6 +767,67 @@ async fn webhook_denial_is_printed_as_kubectl_prints_it() {
     hook.stop().await;
 }
 
+/// `kubectl annotate` through a mutating webhook that seals a request annotation, as Lien's
+/// `seal.lien.dev` does: on UPDATE it replaces `example.com/request` with
+/// `example.com/sealed: <requester>`. kubectl sends a merge patch; what is stored is the
+/// webhook's version, and `kubectl annotate` prints the object as annotated.
+#[tokio::test]
+async fn kubectl_annotate_through_a_mutating_webhook() {
+    let sandbox = common::sandbox().await;
+    let k = Kubectl::new(&sandbox, "mutating").await;
+    let hook = TestWebhook::start(|request| {
+        let requested = &request["object"]["metadata"]["annotations"]["example.com/request"];
+        if request["operation"] != "UPDATE" || requested.is_null() {
+            return Verdict::Allow;
+        }
+        let user = request["userInfo"]["username"].as_str().unwrap_or_default();
+        Verdict::Patch(json!([
+            {"op": "remove", "path": "/metadata/annotations/example.com~1request"},
+            {"op": "add", "path": "/metadata/annotations/example.com~1sealed", "value": user},
+        ]))
+    })
+    .await
+    .expect("webhook starts");
+    let configuration = hook.mutating_configuration(
+        "seal",
+        json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["configmaps"]}]),
+        "Fail",
+        None,
+    );
+    let path = k.file(
+        "mutating.json",
+        &serde_json::to_string(&configuration).expect("json"),
+    );
+    let out = k.run(&["apply", "-f", &path_str(&path)]).await.out();
+    assert_eq!(
+        out.trim(),
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/seal created"
+    );
+    k.ns(&["create", "configmap", "sealed-one"]).await.out();
+
+    let out = k
+        .ns(&[
+            "annotate",
+            "configmap",
+            "sealed-one",
+            "example.com/request=please",
+        ])
+        .await
+        .out();
+    assert_eq!(out.trim(), "configmap/sealed-one annotated");
+    let annotations = k
+        .jsonpath("configmap", "sealed-one", "{.metadata.annotations}")
+        .await;
+    assert_eq!(annotations, r#"{"example.com/sealed":"sandbox-admin"}"#);
+    let seen = hook.requests();
+    assert_eq!(
+        seen.last().map(|r| r["operation"].clone()),
+        Some(json!("UPDATE"))
+    );
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
 /// A running `kubectl get -w`: its lines as they come, killed when dropped.
 struct Watch {
     child: Child,
