@@ -700,3 +700,63 @@ async fn delete_is_reviewed_without_an_object() {
     sandbox.shutdown().await;
     hook.stop().await;
 }
+
+/// A write through `scale` is reviewed as an autoscaling/v1 Scale: a mutating webhook patches
+/// the Scale, and its replicas become the object's.
+#[tokio::test]
+async fn scale_writes_are_mutated_as_scales() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+            },
+        },
+    }))
+    .expect("deployment parses");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create");
+    // At most 3 replicas, whatever was asked.
+    let hook = TestWebhook::start(|request| {
+        if request["object"]["spec"]["replicas"].as_i64() > Some(3) {
+            Verdict::Patch(json!([{"op": "replace", "path": "/spec/replicas", "value": 3}]))
+        } else {
+            Verdict::Allow
+        }
+    })
+    .await
+    .expect("webhook");
+    let rules = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"],
+        "resources": ["deployments/scale"]}]);
+    register_mutating(
+        &client,
+        hook.mutating_configuration("cap", rules, "Fail", None),
+    )
+    .await;
+    let scale = deployments
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 10}})),
+        )
+        .await
+        .expect("scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(3));
+    let stored = deployments.get("web").await.expect("get");
+    assert_eq!(stored.spec.replicas, Some(3));
+    let seen = hook.requests();
+    assert_eq!(seen[0]["kind"]["kind"], "Scale");
+    assert_eq!(seen[0]["object"]["spec"]["replicas"], 10);
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
