@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::cascade::{ar, crd};
 use crate::harness::*;
+use crate::packs::kubectl;
 
 /// The scenario's kinds and its tenant.
 struct Tenancy {
@@ -483,5 +484,175 @@ async fn a_cascade_rule_needs_its_author_to_be_allowed_to_delete_its_child_kinds
         .delete(&created.name_any(), &DeleteParams::default())
         .await
         .expect("the rule is removed");
+    env.finish().await;
+}
+
+/// The issue's scenario as a user types it, on `examples/cascade-rule.yaml` with the real
+/// kubectl: the example works as its comments say (the claim's composite goes with it), and a
+/// tenant who may only manage DatabaseClaims in its namespace creates a claim naming
+/// `ConfigMap <system>/crown-jewels` (which `kubectl auth can-i` says it may not delete) and
+/// deletes the claim: crown-jewels stays, and the claim carried a Warning naming it and why.
+#[tokio::test]
+async fn the_example_cascade_rule_deletes_its_composite_and_never_the_crown_jewels() {
+    let mut env = Env::start_with("cascade-example", rbac()).await;
+    if !env.is_local() {
+        // The example's names are fixed (CRDs, a claim in `default`): a sandbox of its own only.
+        env.finish().await;
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("lien-{}", env.ns));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    env.write_kubeconfig(&dir.join("kubeconfig"));
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/cascade-rule.yaml"
+    );
+    // "twice: the CRDs must be established first"
+    wait_for(
+        "kubectl apply -f examples/cascade-rule.yaml",
+        DEADLINE,
+        || async {
+            let (ok, _, _) = kubectl(&dir, &["apply", "-f", example]).await;
+            ok.then_some(())
+        },
+    )
+    .await;
+    let claim_finalizers = || async {
+        kubectl(
+            &dir,
+            &[
+                "get",
+                "databaseclaim",
+                "my-db",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.metadata.finalizers}",
+            ],
+        )
+        .await
+        .1
+    };
+    wait_for("the example's claim to be adopted", DEADLINE, || async {
+        claim_finalizers()
+            .await
+            .contains(lien_api::CASCADE_FINALIZER)
+            .then_some(())
+    })
+    .await;
+
+    // The tenant: DatabaseClaims in its namespace, nothing else.
+    let ns = env.ns.clone();
+    let system = env.another_namespace_name("system");
+    env.namespace(&system).await;
+    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "crown-jewels", "namespace": system}, "data": {"k": "v"}}))
+        .await;
+    let tenant = format!("tenant-{ns}");
+    grant(
+        &mut env,
+        &ns,
+        "claims",
+        &tenant,
+        json!([{"apiGroups": ["example.org"], "resources": ["databaseclaims"],
+                "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}]),
+    )
+    .await;
+    let as_tenant = format!("--as={tenant}");
+    let (_, can, _) = kubectl(
+        &dir,
+        &[
+            "auth",
+            "can-i",
+            "delete",
+            "configmaps",
+            "-n",
+            &system,
+            &as_tenant,
+        ],
+    )
+    .await;
+    assert_eq!(can.trim(), "no");
+    let claim = dir.join("claim.yaml");
+    std::fs::write(
+        &claim,
+        format!(
+            "apiVersion: example.org/v1\nkind: DatabaseClaim\nmetadata: {{name: sneaky, namespace: {ns}}}\n\
+             spec:\n  resourceRef: {{apiVersion: v1, kind: ConfigMap, name: crown-jewels, namespace: {system}}}\n"
+        ),
+    )
+    .expect("claim file");
+    let claim = claim.to_str().expect("utf-8").to_owned();
+    wait_for("the tenant's claim to be created", DEADLINE, || async {
+        let (ok, _, _) = kubectl(&dir, &["apply", "-f", &claim, &as_tenant]).await;
+        ok.then_some(())
+    })
+    .await;
+    let note = wait_for(
+        "a Warning on the claim naming crown-jewels",
+        DEADLINE,
+        || async {
+            env.events("DatabaseClaim", "sneaky", "CascadeChildNotAllowed")
+                .await
+                .into_iter()
+                .filter_map(|e| e.note)
+                .find(|n| n.contains(&format!("ConfigMap {system}/crown-jewels")))
+        },
+    )
+    .await;
+    assert!(note.contains("spec.childKinds"), "{note}");
+    let (ok, _, err) = kubectl(
+        &dir,
+        &["delete", "databaseclaim", "sneaky", "-n", &ns, &as_tenant],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = kubectl(
+        &dir,
+        &[
+            "get",
+            "configmap",
+            "crown-jewels",
+            "-n",
+            &system,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ],
+    )
+    .await;
+    assert!(ok, "crown-jewels is gone: {err}");
+    assert_eq!(out, "", "crown-jewels is being deleted");
+
+    // The example's own claim: "kubectl delete databaseclaim my-db --wait=false", then
+    // "kubectl get databaseclaim,xdatabase" finds nothing.
+    let (ok, _, err) = kubectl(
+        &dir,
+        &[
+            "delete",
+            "databaseclaim",
+            "my-db",
+            "-n",
+            "default",
+            "--wait=false",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    wait_for(
+        "the claim and its composite to be gone",
+        DEADLINE,
+        || async {
+            let (ok, out, _) = kubectl(
+                &dir,
+                &["get", "databaseclaim,xdatabase", "-A", "-o", "name"],
+            )
+            .await;
+            (ok && out.trim().is_empty()).then_some(())
+        },
+    )
+    .await;
+    let (_, out, _) = kubectl(&dir, &["get", "configmap", "crown-jewels", "-n", &system]).await;
+    assert!(out.contains("crown-jewels"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
     env.finish().await;
 }

@@ -838,8 +838,9 @@ async fn finalizer_controller(client: kube::Client, deployment: Api<DynamicObjec
     }
 }
 
-/// Runs the machine's kubectl with the scenario's kubeconfig; (success, stdout, stderr).
-async fn kubectl(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+/// Runs the machine's kubectl with the scenario's kubeconfig (`dir/kubeconfig`); (success,
+/// stdout, stderr).
+pub(crate) async fn kubectl(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
     let run = tokio::process::Command::new("kubectl")
         .args(args)
         .arg(format!("--cache-dir={}", dir.join("cache").display()))
