@@ -1,7 +1,8 @@
 //! The write verbs: create, update, patch, delete, deletecollection.
 //!
 //! Each one reads the stored object, computes the new one without holding the store lock, runs
-//! validating admission, then commits only if the object is still at the revision it read —
+//! mutating admission (webhooks may patch the new object) and then validating admission,
+//! then commits only if the object is still at the revision it read —
 //! kube-apiserver's `GuaranteedUpdate`: a write whose client gave no resourceVersion retries on a
 //! concurrent change; one that gave a resourceVersion fails with 409 Conflict.
 
