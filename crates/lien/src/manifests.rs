@@ -5,9 +5,9 @@
 //! `kubectl kustomize deploy/` against [`objects`] (`tests/manifests.rs`), so the two install
 //! paths cannot drift.
 //!
-//! Lien's ValidatingWebhookConfiguration is not here on purpose: each start of `lien run`
-//! writes it with the CA bundle of the certificate it just issued itself, so there is no
-//! bundle to template and no cert-manager to depend on.
+//! Lien's Validating- and MutatingWebhookConfiguration are not here on purpose: each start of
+//! `lien run` writes them with the CA bundle of the certificate it just issued itself, so there
+//! is no bundle to template and no cert-manager to depend on.
 
 use serde_json::{Value, json};
 
@@ -154,11 +154,14 @@ fn rbac() -> Vec<Manifest> {
                 ),
             ),
             (
-                "Lien writes its own ValidatingWebhookConfiguration with the CA bundle of the \
-                 certificate it issues itself, and watches it for tampering.",
+                "Lien writes its own Validating- and MutatingWebhookConfiguration with the CA \
+                 bundle of the certificate it issues itself, and watches them for tampering.",
                 rule(
                     &["admissionregistration.k8s.io"],
-                    &["validatingwebhookconfigurations"],
+                    &[
+                        "validatingwebhookconfigurations",
+                        "mutatingwebhookconfigurations",
+                    ],
                     &["get", "list", "watch", "create", "patch", "update"],
                 ),
             ),
@@ -173,7 +176,8 @@ fn rbac() -> Vec<Manifest> {
             ),
             (
                 "\"May the creator of this Usage or rule update what it protects?\" \
-                 (`--usage-access-check`).",
+                 (`--usage-access-check`), and \"may the requester of this deletion \
+                 (kubectl lien delete --when-free) delete the object?\"",
                 rule(
                     &["authorization.k8s.io"],
                     &["subjectaccessreviews"],

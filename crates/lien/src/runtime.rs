@@ -1,7 +1,9 @@
 //! Lien running: one relation index shared by the controller (which keeps it up to date from
 //! watches and applies the writes) and the webhook (which answers DELETEs from it), the
-//! webhook's TLS with its CA bundle published into the ValidatingWebhookConfiguration, and the
-//! controller's answers to the webhook's questions (`lien_core::seams`).
+//! webhook's TLS with its CA bundle published into the Validating- and
+//! MutatingWebhookConfiguration, and the controller's answers to the webhook's questions
+//! (`lien_core::seams`) — among them the replay key, with which the webhook seals deletion
+//! requests (`kubectl lien delete --when-free`) as the controller seals its own records.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use lien_core::RelationIndex;
 use lien_webhook::validate::Record;
 use lien_webhook::{
     CertManager, ClientCa, ClientConfig, ConfigurationOptions, ReviewAuth, Server, TlsSettings,
-    validating_webhook_configuration,
+    mutating_webhook_configuration, validating_webhook_configuration,
 };
 use parking_lot::RwLock;
 use tokio::net::TcpListener;
@@ -49,6 +51,11 @@ pub struct LienConfig {
     pub cascade: lien_controller::cascade::CascadeConfig,
     /// Where the webhook's CA comes from.
     pub webhook_ca: WebhookCa,
+    /// Lien's own identity as the API server names it (`userInfo.username`): the only user
+    /// whose writes of `lien.dev/deletion-attempt` the mutating webhook lets through. `None`:
+    /// asked at start (a SelfSubjectReview, Kubernetes 1.28+), else
+    /// `system:serviceaccount:lien-system:lien`.
+    pub own_username: Option<String>,
 }
 
 /// Where the webhook's CA set lives.
@@ -108,16 +115,17 @@ async fn forward_records(mut records: mpsc::Receiver<Record>, sink: DenialSink) 
     }
 }
 
-/// Creates or updates (server-side apply) the ValidatingWebhookConfiguration `config`.
+/// Creates or updates (server-side apply) the Validating- or MutatingWebhookConfiguration
+/// `config` (its `kind` says which).
 async fn apply_configuration(
     client: &kube::Client,
     config: &serde_json::Value,
 ) -> anyhow::Result<()> {
-    let gvk = GroupVersionKind::gvk(
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingWebhookConfiguration",
-    );
+    let kind = config["kind"]
+        .as_str()
+        .unwrap_or("ValidatingWebhookConfiguration")
+        .to_owned();
+    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", &kind);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
     let name = config["metadata"]["name"]
         .as_str()
@@ -129,8 +137,43 @@ async fn apply_configuration(
         &Patch::Apply(config),
     )
     .await
-    .with_context(|| format!("applying ValidatingWebhookConfiguration {name}"))?;
+    .with_context(|| format!("applying {kind} {name}"))?;
     Ok(())
+}
+
+/// Who Lien is to the API server: `configured`, else what a SelfSubjectReview says, else the
+/// default install's service account. The mutating webhook lets only this user write replay
+/// records, so a wrong answer can only refuse Lien's own records (loudly), never admit others'.
+async fn own_username(client: &kube::Client, configured: Option<&str>) -> String {
+    if let Some(name) = configured {
+        return name.to_owned();
+    }
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    match api
+        .create(&Default::default(), &SelfSubjectReview::default())
+        .await
+    {
+        Ok(review) => {
+            if let Some(name) = review
+                .status
+                .and_then(|s| s.user_info)
+                .and_then(|u| u.username)
+                .filter(|n| !n.is_empty())
+            {
+                return name;
+            }
+            tracing::warn!("the SelfSubjectReview named no user");
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "asking the API server who Lien is (SelfSubjectReview)")
+        }
+    }
+    tracing::warn!(
+        user = lien_webhook::mutate::LIEN_SERVICE_ACCOUNT,
+        "taking Lien to be the default service account: if it is not, Lien's own replay records are refused by its mutating webhook (set --own-username)"
+    );
+    lien_webhook::mutate::LIEN_SERVICE_ACCOUNT.to_owned()
 }
 
 /// Installs Lien's CRDs (server-side apply), for the sandbox and for `lien run --install-crds`.
@@ -236,8 +279,25 @@ impl Lien {
                 certs
             }
         };
+        let own_username = own_username(&client, config.own_username.as_deref()).await;
+        tracing::info!(
+            user = own_username,
+            "Lien's identity, the only writer of replay records"
+        );
+        let replay_key = controller_config
+            .replay_key
+            .clone()
+            .context("a replay key")?;
         let mut webhook = lien_webhook::Webhook::builder(index.clone())
             .policy(config.policy.clone())
+            // Deletion requests (`kubectl lien delete --when-free`) are sealed with the
+            // controller's key after a SubjectAccessReview for `delete` — asked whatever
+            // --usage-access-check says: a replay runs with Lien's rights.
+            .when_free(
+                Arc::new(replay_key),
+                Arc::new(lien_controller::live::ApiAccessCheck::new(client.clone())),
+            )
+            .own_username(own_username)
             .live_check(
                 Arc::new(lien_controller::live::ApiLiveCheck::new(client.clone())),
                 Duration::from_secs(3),
@@ -293,6 +353,9 @@ impl Lien {
         let desired = validating_webhook_configuration(&options, &certs.ca_bundle_base64());
         apply_configuration(&client, &desired).await?;
         let (desired_tx, desired_rx) = watch::channel(desired);
+        let mutating = mutating_webhook_configuration(&options, &certs.ca_bundle_base64());
+        apply_configuration(&client, &mutating).await?;
+        let (mutating_tx, mutating_rx) = watch::channel(mutating);
         // A new CA bundle changes the desired configuration; the reconciler publishes it.
         let mut bundles = certs.watch_bundle();
         let mut bundle_stop = stopped.clone();
@@ -304,6 +367,7 @@ impl Lien {
                 }
                 let bundle = bundles.borrow_and_update().clone();
                 desired_tx.send_replace(validating_webhook_configuration(&options, &bundle));
+                mutating_tx.send_replace(mutating_webhook_configuration(&options, &bundle));
             }
         }));
         // Deleted or edited, the configuration is restored, and Usages say so meanwhile.
@@ -311,6 +375,25 @@ impl Lien {
             client.clone(),
             desired_rx,
             enforcement_tx,
+            controller.leader(),
+            FIELD_MANAGER,
+            kube::runtime::events::Reporter {
+                controller: controller_config.reporter.clone(),
+                instance: controller_config
+                    .leader
+                    .as_ref()
+                    .map(|l| l.identity.clone()),
+            },
+        );
+        tasks.push(tokio::spawn(reconciler.run(stopped.clone())));
+        // The mutating configuration, kept the same way. Protection does not rest on it, so its
+        // drift is reported and restored but does not mark Usages unenforced: its flag goes
+        // nowhere.
+        let (mutating_enforcement, _) = lien_controller::webhook_config::Enforcement::channel();
+        let reconciler = lien_controller::webhook_config::Reconciler::new(
+            client.clone(),
+            mutating_rx,
+            mutating_enforcement,
             controller.leader(),
             FIELD_MANAGER,
             kube::runtime::events::Reporter {
@@ -492,6 +575,8 @@ impl SandboxWithLien {
             cascade: lien_controller::cascade::CascadeConfig::default(),
             // One process, one replica.
             webhook_ca: WebhookCa::InMemory,
+            // The sandbox's admin, whom Lien runs as here (asked at start).
+            own_username: None,
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

@@ -58,6 +58,9 @@ pub enum Command {
     /// A safe deletion order (users before what they use), in numbered steps; --apply performs
     /// it.
     Plan(plugin::PlanArgs),
+    /// Delete an object; with --when-free, if Lien refuses because it is in use, Lien deletes
+    /// it once it is free.
+    Delete(plugin::DeleteArgs),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::CompletionArgs),
 }
@@ -81,7 +84,7 @@ fn parse() -> (Cli, bool) {
     let mut cmd = Cli::command();
     if as_plugin {
         cmd = cmd.name(PLUGIN_BIN).bin_name("kubectl lien").about(
-            "kubectl lien: why is this object blocked, the dependency graph, a safe deletion order",
+            "kubectl lien: why is this object blocked, the dependency graph, a safe deletion order, delete when free",
         );
         for hidden in ["sandbox", "run", "crds", "manifests", "uninstall"] {
             cmd = cmd.mut_subcommand(hidden, |s| s.hide(true));
@@ -99,7 +102,11 @@ pub fn main() -> std::process::ExitCode {
     // The plugin commands print their answer; only warnings belong on stderr.
     let quiet = matches!(
         cli.command,
-        Command::Why(_) | Command::Graph(_) | Command::Plan(_) | Command::Completion(_)
+        Command::Why(_)
+            | Command::Graph(_)
+            | Command::Plan(_)
+            | Command::Delete(_)
+            | Command::Completion(_)
     );
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if quiet { "warn" } else { "info" })
@@ -127,6 +134,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Why(args) => Err(Exit(plugin::why(args).await)),
             Command::Graph(args) => Err(Exit(plugin::graph(args).await)),
             Command::Plan(args) => Err(Exit(plugin::plan(args).await)),
+            Command::Delete(args) => Err(Exit(plugin::delete(args).await)),
             Command::Completion(args) => {
                 completion::run(args, if as_plugin { PLUGIN_BIN } else { "lien" }).map_err(Fail)
             }
@@ -217,5 +225,22 @@ mod tests {
         assert_eq!(w.object, ["cm", "x"]);
         assert_eq!(w.kube.namespace.as_deref(), Some("shop"));
         assert!(Cli::try_parse_from(["lien", "why", "a", "b", "c"]).is_err());
+        let cli = Cli::try_parse_from([
+            "lien",
+            "delete",
+            "--when-free",
+            "cm/settings",
+            "-n",
+            "shop",
+            "--cascade=foreground",
+        ])
+        .expect("parses");
+        let Command::Delete(d) = cli.command else {
+            panic!("not delete")
+        };
+        assert!(d.when_free);
+        assert_eq!(d.object, ["cm/settings"]);
+        assert_eq!(d.cascade.policy(), "Foreground");
+        assert_eq!(d.kube.namespace.as_deref(), Some("shop"));
     }
 }

@@ -1,4 +1,4 @@
-//! `lien why | graph | plan` — also `kubectl lien …` when the binary is installed as
+//! `lien why | graph | plan | delete` — also `kubectl lien …` when the binary is installed as
 //! `kubectl-lien`. Flags follow kubectl's (`-n/--namespace`, `-A`, `--context`,
 //! `--kubeconfig`, `TYPE NAME` and `TYPE/NAME`); errors are printed as kubectl prints them.
 
@@ -49,6 +49,23 @@ pub struct WhyArgs {
     /// Lien's `--replay-ttl-hours` (how long a refused DELETE stays replayable).
     #[arg(long, default_value_t = 24)]
     pub replay_ttl_hours: u64,
+}
+
+/// `delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The object: `TYPE/NAME` or `TYPE NAME` (e.g. `configmap/settings`, `cm settings`).
+    #[arg(required = true, num_args = 1..=2, value_name = "TYPE/NAME")]
+    pub object: Vec<String>,
+    /// If Lien refuses the DELETE because the object is in use, have Lien delete it once it is
+    /// free (as you: Lien checks that you may delete it). Without it, the refusal is printed.
+    #[arg(long)]
+    pub when_free: bool,
+    /// The propagation policy, as for `kubectl delete --cascade`.
+    #[arg(long, value_enum, default_value = "background")]
+    pub cascade: plugin::delete::Cascade,
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }
 
 /// `graph -o`.
@@ -237,6 +254,31 @@ pub async fn why(args: WhyArgs) -> ExitCode {
     .await;
     match result {
         Ok(text) => print(&text),
+        Err(e) => fail(e),
+    }
+}
+
+/// `delete`.
+pub async fn delete(args: DeleteArgs) -> ExitCode {
+    let result = async {
+        let s = session(&args.kube).await?;
+        let objects = read::parse_objects(&args.object)?;
+        let [(key, resource)] =
+            <[_; 1]>::try_from(read::object_keys(&s.discovery, &objects, &s.namespace)?).map_err(
+                |v: Vec<_>| {
+                    ReadError::Usage(format!("delete takes one object, {} were given", v.len()))
+                },
+            )?;
+        let ty = objects.first().map(|(t, _)| t.clone()).unwrap_or_default();
+        Ok::<_, ReadError>((s, key, resource, ty))
+    }
+    .await;
+    let (s, key, resource, ty) = match result {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    match plugin::delete::delete(&s.client, &key, &resource, args.cascade, args.when_free).await {
+        Ok(deleted) => print(&plugin::delete::report(&ty, &key, &deleted)),
         Err(e) => fail(e),
     }
 }

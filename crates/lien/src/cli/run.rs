@@ -64,6 +64,11 @@ pub struct RunArgs {
     /// published caBundle; created if absent, rotated by the leader.
     #[arg(long, default_value = lien::webhook_ca::WEBHOOK_CA_SECRET)]
     pub webhook_ca_secret: String,
+    /// Lien's own identity as the API server names it: the only user whose writes of
+    /// lien.dev/deletion-attempt the mutating webhook lets through. Default: asked at start
+    /// (a SelfSubjectReview), else system:serviceaccount:lien-system:lien.
+    #[arg(long, env = "LIEN_OWN_USERNAME", value_name = "USER")]
+    pub own_username: Option<String>,
     /// How often each replica re-reads the webhook CA's Secret (and the leader rotates it).
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub webhook_ca_sync: Duration,
@@ -187,6 +192,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             name: args.webhook_ca_secret.clone(),
             sync_every: args.webhook_ca_sync,
         },
+        own_username: args.own_username.clone(),
     };
     let lien = Lien::start(client, config).await?;
     tracing::info!(webhook = %lien.webhook_addr(), "lien is running");

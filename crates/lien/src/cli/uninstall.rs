@@ -9,11 +9,13 @@
 //!    (tampering protection) and re-adds labels and finalizers, so nothing below would stick
 //!    while it runs. A Lien running outside the Deployment (`lien run` on a workstation) is
 //!    seen through the Lease: uninstall stops with the holder's name, to be stopped first.
-//! 3. **The ValidatingWebhookConfiguration**: from here on nothing is refused, so the steps
-//!    below cannot be blocked by Lien's own webhook (failurePolicy Fail while it is down).
+//! 3. **The Validating- and MutatingWebhookConfiguration**: from here on nothing is refused or
+//!    sealed, so the steps below cannot be blocked by Lien's own webhooks (failurePolicy Fail
+//!    while they are down).
 //! 4. **What Lien wrote on other objects**: the `lien.dev/in-use` label, the replay records
-//!    (`lien.dev/deletion-attempt`) and Lien's finalizers (`lien.dev/usage`, `lien.dev/cascade`)
-//!    on every object of every listable kind. Nothing else: others' labels, annotations and
+//!    (`lien.dev/deletion-attempt`), deletion requests never sealed
+//!    (`lien.dev/delete-when-free`, set after the mutating hook went) and Lien's finalizers
+//!    (`lien.dev/usage`, `lien.dev/cascade`) on every object of every listable kind. Nothing else: others' labels, annotations and
 //!    finalizers stay (a merge patch guarded by the resourceVersion read).
 //! 5. **Lien's own objects**: Service, disruption budget, RBAC, ServiceAccount and the
 //!    namespace (with its Secrets and Lease), as `lien manifests` lists them.
@@ -37,6 +39,9 @@ use serde_json::{Value, json};
 
 /// The annotation a refused DELETE is recorded in.
 const RECORD: &str = lien_controller::replay::DELETION_ATTEMPT_ANNOTATION;
+/// The annotation of a deletion request (`kubectl lien delete --when-free`), sealed into a
+/// record by Lien's mutating webhook; one set without it is left over.
+const REQUEST: &str = lien_core::seams::DELETE_WHEN_FREE_ANNOTATION;
 /// Lien's finalizers.
 const FINALIZERS: [&str; 2] = [lien_api::USAGE_FINALIZER, lien_api::CASCADE_FINALIZER];
 
@@ -51,7 +56,7 @@ pub struct UninstallArgs {
     /// Lien's namespace.
     #[arg(long, default_value = lien::manifests::NAMESPACE)]
     pub namespace: String,
-    /// The ValidatingWebhookConfiguration Lien registers.
+    /// The Validating- and MutatingWebhookConfiguration Lien registers (one name for both).
     #[arg(long, default_value = "lien")]
     pub webhook_configuration: String,
     /// The leader-election Lease, watched to know that Lien has stopped.
@@ -149,12 +154,17 @@ fn strip_patch(meta: &kube::api::ObjectMeta) -> Option<Value> {
     {
         patch.insert("labels".into(), json!({lien_api::IN_USE_LABEL: null}));
     }
-    if meta
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(RECORD))
-    {
-        patch.insert("annotations".into(), json!({RECORD: null}));
+    let annotations: serde_json::Map<String, Value> = [RECORD, REQUEST]
+        .into_iter()
+        .filter(|k| {
+            meta.annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(*k))
+        })
+        .map(|k| (k.to_owned(), Value::Null))
+        .collect();
+    if !annotations.is_empty() {
+        patch.insert("annotations".into(), Value::Object(annotations));
     }
     let finalizers = meta.finalizers.clone().unwrap_or_default();
     if finalizers.iter().any(|f| FINALIZERS.contains(&f.as_str())) {
@@ -368,27 +378,25 @@ pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
         lease_free(&leases, &args.lease, timeout).await?;
     }
 
-    // 3. The webhook configuration.
-    let vwc = api_for(
-        &client,
-        &GroupVersionKind::gvk(
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingWebhookConfiguration",
-        ),
-        None,
-    )
-    .await?;
-    delete(
-        &vwc,
-        &args.webhook_configuration,
-        &format!(
-            "ValidatingWebhookConfiguration {}",
-            args.webhook_configuration
-        ),
-        args.dry_run,
-    )
-    .await?;
+    // 3. The webhook configurations.
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        let api = api_for(
+            &client,
+            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+            None,
+        )
+        .await?;
+        delete(
+            &api,
+            &args.webhook_configuration,
+            &format!("{kind} {}", args.webhook_configuration),
+            args.dry_run,
+        )
+        .await?;
+    }
 
     // 4. Lien's label, records and finalizers, wherever they are.
     let mut marked = 0;
@@ -462,7 +470,7 @@ mod tests {
         let meta: kube::api::ObjectMeta = serde_json::from_value(json!({
             "name": "x", "resourceVersion": "7",
             "labels": {lien_api::IN_USE_LABEL: "true", "team": "a"},
-            "annotations": {RECORD: "sealed", "note": "keep"},
+            "annotations": {RECORD: "sealed", REQUEST: "Background", "note": "keep"},
             "finalizers": ["example.com/keep", lien_api::USAGE_FINALIZER, lien_api::CASCADE_FINALIZER, "z/keep"],
         }))
         .expect("meta");
@@ -470,7 +478,7 @@ mod tests {
             strip_patch(&meta),
             Some(json!({"metadata": {
                 "labels": {lien_api::IN_USE_LABEL: null},
-                "annotations": {RECORD: null},
+                "annotations": {RECORD: null, REQUEST: null},
                 "finalizers": ["example.com/keep", "z/keep"],
                 "resourceVersion": "7",
             }}))

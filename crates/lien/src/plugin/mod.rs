@@ -1,10 +1,13 @@
-//! `kubectl lien`: why an object is held, the use graph as a picture, and a safe deletion
-//! order — read through the user's kubeconfig, derived with the controller's own code.
+//! `kubectl lien`: why an object is held, the use graph as a picture, a safe deletion order,
+//! and deleting an object once it is free — read and written through the user's kubeconfig
+//! (the plugin acts as the user, with the user's rights), derived with the controller's own
+//! code.
 //!
 //! The pure layers (`snapshot` → `graph` / `why` / `plan`) take what was read and return text;
 //! `read` and `apply` are the only parts that talk to the API server.
 
 pub mod apply;
+pub mod delete;
 pub mod graph;
 pub mod plan;
 pub mod read;

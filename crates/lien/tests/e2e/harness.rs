@@ -34,6 +34,10 @@ pub struct Options {
     pub authorization: Authorization,
     /// The webhook's break-glass groups (empty: break-glass off, Lien's default).
     pub break_glass_groups: &'static [&'static str],
+    /// Whether Lien trusts the sandbox's CA for the API server's client certificate
+    /// (`--client-ca-file`, as `lien sandbox` wires it). `false`: a cluster whose API server
+    /// presents none (Lien answers but records no refusal).
+    pub client_certificate: bool,
 }
 
 impl Default for Options {
@@ -42,6 +46,7 @@ impl Default for Options {
             gc_backoff_max: Duration::from_millis(200),
             authorization: Authorization::AlwaysAllow,
             break_glass_groups: &[],
+            client_certificate: true,
         }
     }
 }
@@ -61,6 +66,7 @@ struct Local {
     policy: lien_webhook::validate::Policy,
     /// Kept across restarts of Lien, as `lien run` keeps it in a Secret.
     replay_key: lien_controller::ReplayKey,
+    client_certificate: bool,
 }
 
 /// Starts Lien against the sandbox with `policy`, its webhook on 127.0.0.1 (a new process, as
@@ -69,6 +75,7 @@ async fn start_local_lien(
     sandbox: &Sandbox,
     policy: lien_webhook::validate::Policy,
     replay_key: &lien_controller::ReplayKey,
+    client_certificate: bool,
 ) -> Lien {
     let client = sandbox_client(sandbox).await.expect("client");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -85,7 +92,7 @@ async fn start_local_lien(
         usage_access_check: true,
         // The sandbox presents a client certificate from its CA (the default admission
         // kubeconfig): Lien trusts that CA, as `lien sandbox` wires it.
-        webhook_client_ca: Some(sandbox.ca().cert_pem().to_owned()),
+        webhook_client_ca: client_certificate.then(|| sandbox.ca().cert_pem().to_owned()),
         // Reports early and often enough for a scenario to see them.
         cascade: lien_controller::cascade::CascadeConfig {
             report_after: Duration::from_millis(500),
@@ -97,6 +104,8 @@ async fn start_local_lien(
         },
         // One replica.
         webhook_ca: lien::runtime::WebhookCa::InMemory,
+        // The sandbox's admin, whom Lien runs as (asked at start).
+        own_username: None,
     };
     Lien::start_with_listener(client, listener, config)
         .await
@@ -163,7 +172,13 @@ impl Env {
                     ..lien_webhook::validate::Policy::default()
                 };
                 let replay_key = lien_controller::ReplayKey::generate().expect("a replay key");
-                let lien = start_local_lien(&sandbox, policy.clone(), &replay_key).await;
+                let lien = start_local_lien(
+                    &sandbox,
+                    policy.clone(),
+                    &replay_key,
+                    options.client_certificate,
+                )
+                .await;
                 (
                     client,
                     Some(Local {
@@ -171,6 +186,7 @@ impl Env {
                         lien: Some(lien),
                         policy,
                         replay_key,
+                        client_certificate: options.client_certificate,
                     }),
                     None,
                 )
@@ -361,8 +377,15 @@ impl Env {
     pub async fn start_lien(&mut self) {
         let local = self.local.as_mut().expect("a local sandbox");
         assert!(local.lien.is_none(), "Lien is running");
-        local.lien =
-            Some(start_local_lien(&local.sandbox, local.policy.clone(), &local.replay_key).await);
+        local.lien = Some(
+            start_local_lien(
+                &local.sandbox,
+                local.policy.clone(),
+                &local.replay_key,
+                local.client_certificate,
+            )
+            .await,
+        );
     }
 
     /// The user this scenario's client authenticates as, as admission sees it.
