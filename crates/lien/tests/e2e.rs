@@ -37,3 +37,5 @@ mod stress;
 mod tampering;
 #[path = "e2e/validation.rs"]
 mod validation;
+#[path = "e2e/when_free.rs"]
+mod when_free;

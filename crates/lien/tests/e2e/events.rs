@@ -76,7 +76,8 @@ async fn a_refused_delete_is_a_warning_event_on_the_object_and_the_usage_and_a_d
     assert_eq!(code, 409);
     let refusal = format!(
         "cannot delete ConfigMap {ns}/db: it is in use by ConfigMap {ns}/app (Usage \
-         {ns}/app-uses-db: the app keeps its orders in db)"
+         {ns}/app-uses-db: the app keeps its orders in db); run `kubectl lien delete \
+         --when-free configmap/db -n {ns}` to have it deleted when free"
     );
     assert!(message.ends_with(&refusal), "{message}");
 

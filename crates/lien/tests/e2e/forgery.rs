@@ -21,9 +21,11 @@ fn record_of(cm: &k8s_openapi::api::core::v1::ConfigMap) -> Option<String> {
         .cloned()
 }
 
-/// Under RBAC, a user who may update a ConfigMap but not delete it writes a replay record on
-/// it (a protected ConfigMap whose protection was then lifted, so a genuine record would be
-/// replayed now): the ConfigMap is not deleted, and Lien removes the record.
+/// Under RBAC, a user who may update a ConfigMap but not delete it tries to write a replay
+/// record on it (a protected ConfigMap whose protection was then lifted, so a genuine record
+/// would be replayed now): Lien's mutating webhook refuses (403). Written all the same by an
+/// identity the webhook lets through, the unsealed record does not delete the ConfigMap, and
+/// Lien removes it.
 #[tokio::test]
 async fn a_forged_replay_record_does_not_delete_under_rbac() {
     let mut env = Env::start_with(
@@ -82,16 +84,27 @@ async fn a_forged_replay_record_does_not_delete_under_rbac() {
     let forged = json!({"uid": used.metadata.uid, "propagationPolicy": "Background",
         "user": "an-admin", "time": jiff::Timestamp::now().to_string(), "replay": true})
     .to_string();
-    as_mallory
-        .patch(
-            "used",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {DELETION_ATTEMPT_ANNOTATION: forged}}}),
-            ),
-        )
+    let forge = || {
+        Patch::Merge(json!({"metadata": {"annotations": {DELETION_ATTEMPT_ANNOTATION: forged}}}))
+    };
+    // Lien's mutating webhook lets no one but Lien write it.
+    let (code, message) = api_error(
+        as_mallory
+            .patch("used", &PatchParams::default(), &forge())
+            .await
+            .expect_err("the record is Lien's to write"),
+    );
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains("written by Lien only"), "{message}");
+    if !env.is_local() {
+        env.finish().await;
+        return;
+    }
+    // Written past that check — with Lien's own identity, as the sandbox's admin is (or on a
+    // cluster whose mutating configuration was removed) — it is still never acted on.
+    cms.patch("used", &PatchParams::default(), &forge())
         .await
-        .expect("mallory may update");
+        .expect("Lien's identity may write it");
     wait_for("Lien to remove the forged record", DEADLINE, || async {
         let cm = cms.get("used").await.ok()?;
         record_of(&cm).is_none().then_some(())

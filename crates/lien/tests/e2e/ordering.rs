@@ -25,21 +25,30 @@ async fn used_pair(env: &mut Env, replay: bool) {
     wait_label(&env.configmaps(), "db", true).await;
 }
 
-/// The refusal names the user; returns when the refusal has been recorded on the object.
-async fn refused_naming_the_user(env: &Env) {
+/// The refusal names the user and what happens next (`replay`: deleted when free, else the
+/// when-free command); returns when the refusal has been recorded on the object.
+async fn refused_naming_the_user(env: &Env, replay: bool) {
     let ns = &env.ns;
     let cms = env.configmaps();
     let err = cms
         .delete("db", &DeleteParams::default())
         .await
         .expect_err("the used object's DELETE is refused");
+    let next = if replay {
+        "it will be deleted when free".to_owned()
+    } else {
+        format!(
+            "run `kubectl lien delete --when-free configmap/db -n {ns}` to have it deleted when free"
+        )
+    };
     assert_eq!(
         api_error(err),
         (
             409,
             format!(
                 "admission webhook \"delete.lien.dev\" denied the request: cannot delete \
-                 ConfigMap {ns}/db: it is in use by ConfigMap {ns}/app (Usage {ns}/app-uses-db)"
+                 ConfigMap {ns}/db: it is in use by ConfigMap {ns}/app (Usage {ns}/app-uses-db); \
+                 {next}"
             )
         )
     );
@@ -59,7 +68,7 @@ async fn refused_naming_the_user(env: &Env) {
 async fn ordering_the_used_object_is_deleted_by_replay_after_its_user() {
     let mut env = Env::start("order-replay").await;
     used_pair(&mut env, true).await;
-    refused_naming_the_user(&env).await;
+    refused_naming_the_user(&env, true).await;
     let cms = env.configmaps();
     cms.delete("app", &DeleteParams::default())
         .await
@@ -79,7 +88,7 @@ async fn ordering_the_used_object_is_deleted_by_replay_after_its_user() {
 async fn ordering_without_replay_the_used_object_stays_after_its_user_goes() {
     let mut env = Env::start("order-no-replay").await;
     used_pair(&mut env, false).await;
-    refused_naming_the_user(&env).await;
+    refused_naming_the_user(&env, false).await;
     let cms = env.configmaps();
     let uid = cms.get("db").await.expect("db").metadata.uid;
     cms.delete("app", &DeleteParams::default())

@@ -42,7 +42,9 @@ async fn protection_by_reason_refuses_with_the_reason_until_the_usage_is_deleted
             format!(
                 "admission webhook \"delete.lien.dev\" denied the request: cannot delete \
                  ConfigMap {ns}/production-settings: it is protected (Usage \
-                 {ns}/protect-production-settings: production settings: remove this Usage first)"
+                 {ns}/protect-production-settings: production settings: remove this Usage first); \
+                 run `kubectl lien delete --when-free configmap/production-settings -n {ns}` to \
+                 have it deleted when free"
             )
         )
     );

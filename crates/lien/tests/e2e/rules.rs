@@ -141,7 +141,7 @@ async fn a_rule_protects_what_a_custom_kind_references_follows_it_and_replays() 
     assert!(
         message.ends_with(&format!(
             "cannot delete ConfigMap {ns}/site-a: it is in use by {group}/WebApp {ns}/shop \
-             (DependencyRule {name}: {REASON})"
+             (DependencyRule {name}: {REASON}); it will be deleted when free"
         )),
         "{message}"
     );

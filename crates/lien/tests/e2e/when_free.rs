@@ -1,0 +1,340 @@
+//! Replay on a cluster whose API server presents no client certificate to Lien (issue 18 §3):
+//! Lien records no refusal it answers there, so a user asks through the API server instead —
+//! `kubectl lien delete --when-free`, sealed by Lien's mutating webhook after a
+//! SubjectAccessReview for `delete`. Under RBAC with non-admin users: the requester's object is
+//! deleted once free, with a `DeletionReplayed` Event naming them; a user who may not delete
+//! gets 403 and nothing is recorded; reviews forged and POSTed straight to the webhook's
+//! `/validate` and `/mutate` change nothing, before and after.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use lien::plugin::delete::{Cascade, DeleteError, Deleted, delete};
+use lien::plugin::read::Resource;
+use lien_controller::DELETION_ATTEMPT_ANNOTATION;
+use lien_controller::replay::DELETION_REPLAYED_REASON;
+use lien_core::ObjectKey;
+use lien_core::seams::DELETE_WHEN_FREE_ANNOTATION;
+use lien_sandbox::apiserver::Authorization;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::harness::*;
+
+fn annotation(cm: &ConfigMap, key: &str) -> Option<String> {
+    cm.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+/// A Role in the scenario's namespace over ConfigMaps with `verbs`, bound to `user`.
+async fn grant(env: &mut Env, name: &str, user: &str, verbs: &[&str]) {
+    let ns = env.ns.clone();
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}),
+    )
+    .await;
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    )
+    .await;
+}
+
+/// ConfigMaps as the plugin resolves `configmap` (no discovery needed for the test's users).
+fn configmaps_resource() -> Resource {
+    Resource {
+        api: kube::core::ApiResource::erase::<ConfigMap>(&()),
+        namespaced: true,
+        singular: "configmap".into(),
+        short_names: vec!["cm".into()],
+    }
+}
+
+/// The webhook's serving CA, as Lien published it in its ValidatingWebhookConfiguration.
+async fn webhook_roots(env: &Env) -> rustls::RootCertStore {
+    use base64::Engine;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let ar = api_resource(&json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration"}));
+    let vwcs = Api::<DynamicObject>::all_with(env.client.clone(), &ar)
+        .list(&Default::default())
+        .await
+        .expect("list");
+    let bundle = vwcs
+        .items
+        .iter()
+        .find_map(|c| c.data["webhooks"][0]["clientConfig"]["caBundle"].as_str())
+        .expect("Lien's configuration");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(bundle)
+        .expect("base64");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.expect("pem")).expect("root");
+    }
+    roots
+}
+
+/// POSTs `review` to the webhook's `path` over TLS, as anyone who reaches the port could (no
+/// client certificate); the AdmissionReview answered.
+async fn forge(env: &Env, path: &str, review: &Value) -> Value {
+    let addr = env.webhook_addr().expect("a local webhook");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(webhook_roots(env).await)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    let body = review.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tls.write_all(request.as_bytes()).await.expect("write");
+    let mut out = String::new();
+    let _ = tls.read_to_string(&mut out).await;
+    let (_, json) = out.split_once("\r\n\r\n").expect("an HTTP answer");
+    serde_json::from_str(json).expect("an AdmissionReview")
+}
+
+/// A DELETE of `name` and an UPDATE asking for its deletion when free, forged in the name of
+/// the sandbox's admin (who may delete anything), POSTed to `/validate` and `/mutate`. The
+/// webhook answers both — the UPDATE even with a sealed record — but nothing is stored:
+/// returns that record, to try writing it by hand.
+async fn forge_both(env: &Env, name: &str) -> String {
+    let cms = env.configmaps();
+    let stored = serde_json::to_value(cms.get(name).await.expect("get")).expect("json");
+    let mut asked = stored.clone();
+    asked["metadata"]["annotations"] = json!({DELETE_WHEN_FREE_ANNOTATION: "Background"});
+    let request = |op: &str, object: Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": format!("forged-{op}"),
+                "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                "name": name, "namespace": env.ns, "operation": op,
+                "userInfo": {"username": lien_sandbox::sandbox::ADMIN_USER,
+                             "groups": ["system:masters", "system:authenticated"]},
+                "object": object, "oldObject": stored, "dryRun": false}})
+    };
+    let answer = forge(env, "/validate", &request("DELETE", Value::Null)).await;
+    // Answered (protection does not stop), as a refusal nobody records.
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(answer["response"]["status"]["code"], 409, "{answer}");
+    let answer = forge(env, "/mutate", &request("UPDATE", asked)).await;
+    let response = &answer["response"];
+    assert_eq!(response["allowed"], true, "{answer}");
+    use base64::Engine;
+    let patch: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(response["patch"].as_str().expect("a patch"))
+            .expect("base64"),
+    )
+    .expect("json");
+    patch[1]["value"]
+        .as_str()
+        .expect("a sealed record")
+        .to_owned()
+}
+
+/// The object is intact: same UID, no record, no request.
+async fn intact(env: &Env, name: &str, uid: &Option<String>) {
+    let cm = env
+        .configmaps()
+        .get_opt(name)
+        .await
+        .expect("get")
+        .unwrap_or_else(|| panic!("{name} was deleted"));
+    assert_eq!(&cm.metadata.uid, uid, "{name} was replaced");
+    assert_eq!(annotation(&cm, DELETION_ATTEMPT_ANNOTATION), None, "{name}");
+    assert_eq!(annotation(&cm, DELETE_WHEN_FREE_ANNOTATION), None, "{name}");
+}
+
+#[tokio::test]
+async fn without_a_client_certificate_a_deletion_requested_when_free_is_replayed() {
+    let mut env = Env::start_with(
+        "when-free",
+        Options {
+            authorization: Authorization::Rbac,
+            client_certificate: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    if !env.is_local() {
+        // A real cluster's webhook port is not reachable from here, and its Lien may have a
+        // client CA: the scenario is the sandbox's.
+        env.finish().await;
+        return;
+    }
+    let ns = env.ns.clone();
+    let used = env.configmap("used", json!({})).await;
+    let other = env.configmap("other", json!({})).await;
+    env.configmap("user", json!({})).await;
+    for (usage, of) in [("u-used", "used"), ("u-other", "other")] {
+        env.usage(
+            usage,
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": of}},
+                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "user"}}}),
+        )
+        .await;
+    }
+    let cms = env.configmaps();
+    wait_label(&cms, "used", true).await;
+    wait_label(&cms, "other", true).await;
+
+    let alice = format!("alice-{ns}");
+    let bob = format!("bob-{ns}");
+    grant(
+        &mut env,
+        "deleter",
+        &alice,
+        &["get", "list", "watch", "update", "patch", "delete"],
+    )
+    .await;
+    grant(
+        &mut env,
+        "editor",
+        &bob,
+        &["get", "list", "watch", "update", "patch"],
+    )
+    .await;
+    let as_alice = env.client_as(&alice, &["system:authenticated"]).await;
+    let as_bob = env.client_as(&bob, &["system:authenticated"]).await;
+
+    // Forged reviews before anything: nothing changes.
+    let forged_record = forge_both(&env, "other").await;
+    intact(&env, "other", &other.metadata.uid).await;
+
+    // Alice's DELETE is refused, and the refusal names the command.
+    let alice_cms: Api<ConfigMap> = Api::namespaced(as_alice.clone(), &ns);
+    let (code, message) = api_error(
+        alice_cms
+            .delete("used", &DeleteParams::default())
+            .await
+            .expect_err("in use"),
+    );
+    assert_eq!(code, 409, "{message}");
+    assert!(
+        message.ends_with(&format!(
+            "run `kubectl lien delete --when-free configmap/used -n {ns}` to have it deleted when free"
+        )),
+        "{message}"
+    );
+    // Answered, not recorded: anyone could have sent that review.
+    intact(&env, "used", &used.metadata.uid).await;
+
+    // Bob may update but not delete. Through the plugin, his DELETE is refused by RBAC and
+    // nothing is requested; annotating by hand, as `kubectl annotate` would, his request is
+    // refused by Lien's mutating webhook: 403, and nothing is recorded.
+    let key = |name: &str| ObjectKey::new("", "ConfigMap", Some(&ns), name);
+    let err = delete(
+        &as_bob,
+        &key("other"),
+        &configmaps_resource(),
+        Cascade::Background,
+        true,
+    )
+    .await
+    .expect_err("bob may not delete");
+    assert!(
+        matches!(&err, DeleteError::Api(_)) && err.to_string().contains("Forbidden"),
+        "{err}"
+    );
+    intact(&env, "other", &other.metadata.uid).await;
+    let bob_cms: Api<ConfigMap> = Api::namespaced(as_bob, &ns);
+    let (code, message) = api_error(
+        bob_cms
+            .patch(
+                "other",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {DELETE_WHEN_FREE_ANNOTATION: "Background"}}}),
+                ),
+            )
+            .await
+            .expect_err("bob may not have it deleted"),
+    );
+    assert_eq!(code, 403, "{message}");
+    for part in [
+        "admission webhook \"seal.lien.dev\" denied the request",
+        &format!("user \"{bob}\" may not delete it"),
+        "you must be allowed to delete it yourself",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+    intact(&env, "other", &other.metadata.uid).await;
+    // Nor may he write the record forged above by hand.
+    let (code, message) = api_error(
+        bob_cms
+            .patch(
+                "other",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {DELETION_ATTEMPT_ANNOTATION: forged_record}}}),
+                ),
+            )
+            .await
+            .expect_err("written by Lien only"),
+    );
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains("written by Lien only"), "{message}");
+    intact(&env, "other", &other.metadata.uid).await;
+
+    // Alice asks through the plugin's code: refused now, requested for when free.
+    let done = delete(
+        &as_alice,
+        &key("used"),
+        &configmaps_resource(),
+        Cascade::Foreground,
+        true,
+    )
+    .await
+    .expect("requested");
+    let Deleted::WhenFree { refusal } = &done else {
+        panic!("the object is in use: {done:?}");
+    };
+    assert!(refusal.contains("delete.lien.dev"), "{refusal}");
+    let now = cms.get("used").await.expect("get");
+    assert_eq!(annotation(&now, DELETE_WHEN_FREE_ANNOTATION), None);
+    let record: Value = serde_json::from_str(
+        &annotation(&now, DELETION_ATTEMPT_ANNOTATION).expect("a sealed record"),
+    )
+    .expect("json");
+    assert_eq!(record["user"], alice.as_str());
+    assert_eq!(record["propagationPolicy"], "Foreground");
+    assert_eq!(record["replay"], true);
+    assert!(record["signature"].is_string(), "{record}");
+
+    // Forged reviews after: still nothing.
+    forge_both(&env, "other").await;
+    intact(&env, "other", &other.metadata.uid).await;
+
+    // The user goes, with it both Usages: `used` is deleted for Alice, `other` stays.
+    cms.delete("user", &DeleteParams::default())
+        .await
+        .expect("delete the user");
+    wait_gone(&cms, "used", DEADLINE).await;
+    let events = env
+        .wait_events("ConfigMap", "used", DELETION_REPLAYED_REASON)
+        .await;
+    let note = events[0].note.clone().unwrap_or_default();
+    assert_eq!(events[0].type_.as_deref(), Some("Normal"));
+    assert!(
+        note.contains(&format!("requested by {alice}")) && note.contains("Foreground"),
+        "{note}"
+    );
+    wait_label(&cms, "other", false).await;
+    intact(&env, "other", &other.metadata.uid).await;
+    env.finish().await;
+}
