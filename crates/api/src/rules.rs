@@ -255,22 +255,9 @@ pub struct CascadeRuleSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CascadeChildKind {
-    /// API version of the child kind (the version does not matter for matching).
-    #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
-    #[schemars(
-        length(max = 317),
-        regex(
-            pattern = crate::API_VERSION_PATTERN
-        )
-    )]
-    pub api_version: String,
-    /// Kind of the child, e.g. `XDatabase`.
-    #[x_kube(validation = Rule::new("self != ''").message("must not be empty"))]
-    #[schemars(
-        length(max = 63),
-        regex(pattern = crate::KIND_PATTERN)
-    )]
-    pub kind: String,
+    /// The child kind (`apiVersion`, `kind`; the version does not matter for matching).
+    #[serde(flatten)]
+    pub of: KindRef,
     /// CEL over the child (`self`) yielding the parent it belongs to: a map
     /// `{apiVersion?, kind, name, namespace?, uid?}` (or a list of them, or `null` for none),
     /// e.g. Crossplane's `self.spec.claimRef`. A child is deleted only when this names the
@@ -278,16 +265,6 @@ pub struct CascadeChildKind {
     /// reference without one means the child's own namespace) and, when given, UID.
     #[schemars(length(min = 1, max = MAX_EXPRESSION_CHARS))]
     pub back_reference: String,
-}
-
-impl CascadeChildKind {
-    /// The API group: the part of `apiVersion` before the `/`, empty for the core group.
-    pub fn group(&self) -> &str {
-        self.api_version
-            .rsplit_once('/')
-            .map(|(group, _)| group)
-            .unwrap_or("")
-    }
 }
 
 /// A child Lien refused to delete for a parent, and why.

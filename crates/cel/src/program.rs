@@ -135,8 +135,8 @@ impl CascadeProgram {
                 &k.back_reference,
             ) {
                 Ok(back_reference) => child_kinds.push(ChildKindProgram {
-                    group: k.group().to_owned(),
-                    kind: k.kind.clone(),
+                    group: k.of.group().to_owned(),
+                    kind: k.of.kind.clone(),
                     back_reference,
                 }),
                 Err(e) => errors.push(e),

@@ -290,8 +290,10 @@ fn cascade_spec(children: &str, policy: Option<&str>) -> CascadeRuleSpec {
         propagation_policy: PropagationPolicy::Background,
         propagation_policy_expression: policy.map(Into::into),
         child_kinds: vec![lien_api::CascadeChildKind {
-            api_version: "example.org/v1".into(),
-            kind: "XDatabase".into(),
+            of: KindRef {
+                api_version: "example.org/v1".into(),
+                kind: "XDatabase".into(),
+            },
             back_reference: "has(self.spec.claimRef) ? self.spec.claimRef : null".into(),
         }],
     }

@@ -251,8 +251,8 @@ fn validate_cascade(
     for (i, k) in spec.child_kinds.iter().enumerate() {
         crate::validate::check_kind(
             &format!("spec.childKinds[{i}]"),
-            &k.api_version,
-            &k.kind,
+            &k.of.api_version,
+            &k.of.kind,
             &mut problems,
         );
     }
@@ -275,14 +275,10 @@ fn validate_cascade(
     // Asked in order; each allowed answer asks the next.
     let mut chain = None;
     for (index, k) in spec.child_kinds.iter().enumerate().rev() {
-        let kind = KindRef {
-            api_version: k.api_version.clone(),
-            kind: k.kind.clone(),
-        };
         let Outcome::Authorize(mut a) =
-            consent(kinds, req, &kind, "delete", user.clone(), |served| {
+            consent(kinds, req, &k.of, "delete", user.clone(), |served| {
                 Consent::CascadeChild {
-                    kind: k.kind.clone(),
+                    kind: k.of.kind.clone(),
                     index,
                     served,
                 }

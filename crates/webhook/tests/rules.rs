@@ -542,35 +542,31 @@ fn claim_rule() -> serde_json::Value {
 #[tokio::test]
 async fn a_cascade_rule_must_list_its_child_kinds_each_with_a_back_reference_that_compiles() {
     let h = harness(RelationIndex::new(), Some(FakeAccess::new(true)));
+    let refused = |spec: serde_json::Value| {
+        let webhook = &h.webhook;
+        async move {
+            let answer = webhook
+                .answer(&rule_review("CREATE", "CascadeRule", spec, None))
+                .await;
+            let (code, m) = message(&answer);
+            assert_eq!(code, 422, "{m}");
+            m
+        }
+    };
     let mut spec = claim_rule();
     spec.as_object_mut().expect("map").remove("childKinds");
-    let answer = h
-        .webhook
-        .answer(&rule_review("CREATE", "CascadeRule", spec, None))
-        .await;
-    let (code, m) = message(&answer);
-    assert_eq!(code, 422, "{m}");
+    let m = refused(spec).await;
     assert!(
         m.starts_with("spec.childKinds: must list at least one kind"),
         "{m}"
     );
     let mut spec = claim_rule();
     spec["childKinds"][1]["backReference"] = json!("self.spec.(");
-    let answer = h
-        .webhook
-        .answer(&rule_review("CREATE", "CascadeRule", spec, None))
-        .await;
-    let (code, m) = message(&answer);
-    assert_eq!(code, 422, "{m}");
+    let m = refused(spec).await;
     assert!(m.contains("spec.childKinds[1].backReference: "), "{m}");
     let mut spec = claim_rule();
     spec["childKinds"][0]["kind"] = json!("not a kind");
-    let answer = h
-        .webhook
-        .answer(&rule_review("CREATE", "CascadeRule", spec, None))
-        .await;
-    let (code, m) = message(&answer);
-    assert_eq!(code, 422, "{m}");
+    let m = refused(spec).await;
     assert!(m.contains("spec.childKinds[0]"), "{m}");
 }
 

@@ -1053,6 +1053,8 @@ mod tests {
             ("v1", "Secret"),
         ];
         const NAMESPACES: [&str; 3] = ["", "team-a", "kube-system"];
+        /// How many children [`universe`] has: every kind in every namespace, twice.
+        const N: usize = KINDS.len() * NAMESPACES.len() * 2;
 
         fn universe() -> Vec<ChildKey> {
             let mut out = Vec::new();
@@ -1129,62 +1131,6 @@ mod tests {
             }
         }
 
-        #[derive(Debug, Clone)]
-        struct World {
-            deleting: bool,
-            finalizer: bool,
-            allowed: Vec<bool>,
-            children: Vec<bool>,
-            outside: Vec<bool>,
-            recorded: Vec<Option<u8>>,
-            record_deleting: bool,
-            /// Per child: 0 unknown, 1 absent, else present with this UID choice.
-            observed: Vec<u8>,
-            child_deleting: Vec<bool>,
-            back_refs: Vec<Vec<u8>>,
-        }
-
-        fn world() -> impl Strategy<Value = World> {
-            let n = universe().len();
-            (
-                any::<bool>(),
-                any::<bool>(),
-                prop::collection::vec(any::<bool>(), KINDS.len()),
-                prop::collection::vec(any::<bool>(), n),
-                prop::collection::vec(any::<bool>(), n),
-                prop::collection::vec(prop::option::of(0u8..2), n),
-                any::<bool>(),
-                prop::collection::vec(0u8..4, n),
-                prop::collection::vec(any::<bool>(), n),
-                prop::collection::vec(prop::collection::vec(any::<u8>(), 0..3), n),
-            )
-                .prop_map(
-                    |(
-                        deleting,
-                        finalizer,
-                        allowed,
-                        children,
-                        outside,
-                        recorded,
-                        record_deleting,
-                        observed,
-                        child_deleting,
-                        back_refs,
-                    )| World {
-                        deleting,
-                        finalizer,
-                        allowed,
-                        children,
-                        outside,
-                        recorded,
-                        record_deleting,
-                        observed,
-                        child_deleting,
-                        back_refs,
-                    },
-                )
-        }
-
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(1024))]
 
@@ -1192,23 +1138,35 @@ mod tests {
             /// what the rule's author bound (a listed kind, consented to at admission: the
             /// author may delete it) that names this very parent back, at the UID observed.
             #[test]
-            fn deletes_only_what_the_rule_binds_and_names_the_parent_back(w in world()) {
+            fn deletes_only_what_the_rule_binds_and_names_the_parent_back(
+                deleting in any::<bool>(),
+                finalizer in any::<bool>(),
+                listed in prop::collection::vec(any::<bool>(), KINDS.len()),
+                children in prop::collection::vec(any::<bool>(), N),
+                outside in prop::collection::vec(any::<bool>(), N),
+                recorded in prop::collection::vec(prop::option::of(0u8..2), N),
+                record_deleting in any::<bool>(),
+                // Per child: 0 unknown, 1 absent, else present with this UID choice.
+                observed_as in prop::collection::vec(0u8..4, N),
+                child_deleting in prop::collection::vec(any::<bool>(), N),
+                back_refs in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..3), N),
+            ) {
                 let all = universe();
                 let uid = |choice: u8| format!("u{choice}");
                 let mut observed: HashMap<ChildKey, Observed> = HashMap::new();
                 let mut binds: HashMap<ChildKey, bool> = HashMap::new();
                 for (i, key) in all.iter().enumerate() {
-                    let (refs, named): (Vec<ParentRef>, Vec<bool>) = w.back_refs[i]
+                    let (refs, named): (Vec<ParentRef>, Vec<bool>) = back_refs[i]
                         .iter()
                         .map(|v| variant(*v, &key.namespace))
                         .unzip();
                     binds.insert(key.clone(), named.iter().any(|b| *b));
-                    observed.insert(key.clone(), match w.observed[i] {
+                    observed.insert(key.clone(), match observed_as[i] {
                         0 => Observed::Unknown,
                         1 => Observed::Absent,
                         c => Observed::Present(ChildMeta {
                             uid: uid(c - 2),
-                            deleting: w.child_deleting[i],
+                            deleting: child_deleting[i],
                             finalizers: vec![],
                             back_refs: refs,
                             back_ref_error: None,
@@ -1217,7 +1175,7 @@ mod tests {
                 }
                 let allowed: Vec<(String, String)> = KINDS
                     .iter()
-                    .zip(&w.allowed)
+                    .zip(&listed)
                     .filter(|(_, a)| **a)
                     .map(|((v, k), _)| {
                         (v.rsplit_once('/').map_or("", |(g, _)| g).to_owned(), (*k).to_owned())
@@ -1227,21 +1185,21 @@ mod tests {
                     all.iter().zip(mask).filter(|(_, m)| **m).map(|(k, _)| k.clone()).collect()
                 };
                 let record = Record {
-                    deleting: w.record_deleting.then_some(PropagationPolicy::Background),
+                    deleting: record_deleting.then_some(PropagationPolicy::Background),
                     children: all
                         .iter()
-                        .zip(&w.recorded)
+                        .zip(&recorded)
                         .filter_map(|(k, r)| r.map(|c| RecordedChild { key: k.clone(), uid: uid(c) }))
                         .collect(),
                 };
                 let p = Parent {
                     identity: identity(),
-                    deleting: w.deleting,
-                    finalizers: if w.finalizer { vec![CASCADE_FINALIZER.into()] } else { vec![] },
+                    deleting,
+                    finalizers: if finalizer { vec![CASCADE_FINALIZER.into()] } else { vec![] },
                     record,
                     // Not trusted to be split by kind: the decision checks again.
-                    children: Ok(pick(&w.children)),
-                    outside: pick(&w.outside),
+                    children: Ok(pick(&children)),
+                    outside: pick(&outside),
                     allowed: allowed.clone(),
                     policy: PropagationPolicy::Background,
                     policy_error: None,

@@ -719,7 +719,7 @@ impl Loop {
                 // A new rule or spec: evaluate every parent again from a fresh list, and every
                 // child of the kinds it lists (their back references may have changed).
                 for k in &chosen.rule.spec.child_kinds {
-                    restart.push(GroupKind::from_api_version(&k.api_version, &k.kind));
+                    restart.push(GroupKind::from_api_version(&k.of.api_version, &k.of.kind));
                 }
                 if let Some(t) = pk.kind.task.take() {
                     t.abort();
@@ -769,7 +769,7 @@ impl Loop {
                     .spec
                     .child_kinds
                     .iter()
-                    .map(|k| GroupKind::from_api_version(&k.api_version, &k.kind))
+                    .map(|k| GroupKind::from_api_version(&k.of.api_version, &k.of.kind))
                     .collect()
             })
             .unwrap_or_default()
@@ -1169,7 +1169,7 @@ impl Loop {
             .spec
             .child_kinds
             .iter()
-            .map(|k| (k.group().to_owned(), k.kind.clone()))
+            .map(|k| (k.of.group().to_owned(), k.of.kind.clone()))
             .collect();
         // Kinds the rule does not list are never discovered, so their scope is unknown: a
         // reference without a namespace is shown in the parent's.
