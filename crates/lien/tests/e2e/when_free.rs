@@ -338,3 +338,67 @@ async fn without_a_client_certificate_a_deletion_requested_when_free_is_replayed
     intact(&env, "other", &other.metadata.uid).await;
     env.finish().await;
 }
+
+/// Lien keeps its MutatingWebhookConfiguration as it keeps the validating one: edited to send
+/// nothing, or deleted, it comes back, and hand-written records are refused again.
+#[tokio::test]
+async fn an_edited_or_deleted_mutating_configuration_is_restored() {
+    let mut env = Env::start("mwc-restore").await;
+    if !env.is_local() {
+        // Editing a real cluster's webhook configuration is not a test to run on it.
+        env.finish().await;
+        return;
+    }
+    env.protected_configmap("db", "protect-db", "production data")
+        .await;
+    let cms = env.configmaps();
+    wait_label(&cms, "db", true).await;
+    let ar = api_resource(&json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration"}));
+    let api = Api::<DynamicObject>::all_with(env.client.clone(), &ar);
+    let restored = |why: &'static str| {
+        let api = api.clone();
+        async move {
+            wait_for(why, DEADLINE, || async {
+                let c = api.get_opt("lien").await.ok()??;
+                let hook = &c.data["webhooks"][0];
+                (hook["name"] == "seal.lien.dev"
+                    && hook["failurePolicy"] == "Fail"
+                    && hook["matchConditions"][0]["name"] == "requests-or-writes-a-deletion-record")
+                    .then_some(())
+            })
+            .await;
+        }
+    };
+    restored("Lien's mutating configuration").await;
+    let mut edited = api.get("lien").await.expect("the configuration");
+    edited.data["webhooks"][0]["failurePolicy"] = json!("Ignore");
+    edited.data["webhooks"][0]["matchConditions"][0]["expression"] = json!("false");
+    edited.metadata.managed_fields = None;
+    api.replace("lien", &Default::default(), &edited)
+        .await
+        .expect("edited");
+    restored("the edited configuration to be restored").await;
+    api.delete("lien", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    restored("the deleted configuration to be recreated").await;
+    // And it works again: a user other than Lien may not write a record.
+    let as_someone = env
+        .client_as(&format!("someone-{}", env.ns), &["system:masters"])
+        .await;
+    let (code, message) = api_error(
+        Api::<ConfigMap>::namespaced(as_someone, &env.ns)
+            .patch(
+                "db",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {DELETION_ATTEMPT_ANNOTATION: "{}"}}}),
+                ),
+            )
+            .await
+            .expect_err("written by Lien only"),
+    );
+    assert_eq!(code, 403, "{message}");
+    env.finish().await;
+}
