@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub(crate) use read::{LazyItems, LazyList};
 pub use read::{ListOptions, WatchEvent, WatchOptions, WatchStream};
 pub use write::{
     DeleteOptions, DeleteOutcome, FieldValidation, Propagation, WriteOptions, Written,

@@ -12,7 +12,7 @@ use super::{ApiServer, Target};
 use crate::error::ApiError;
 use crate::labels::{FieldSelector, Selector};
 use crate::registry::{ResourceKey, ResourceType};
-use crate::store::{Change, EventType, ObjectKey, count_table, list_table, object_key};
+use crate::store::{Change, EventType, ObjectKey, Table, count_table, list_table, object_key};
 
 /// `?labelSelector=&fieldSelector=&limit=&continue=&resourceVersion=&resourceVersionMatch=`
 #[derive(Debug, Clone, Default)]
@@ -221,6 +221,54 @@ impl ApiServer {
             .collect())
     }
 
+    /// The snapshot a list reads, its revision and the key it continues after: the continue
+    /// token's snapshot, or the store's current table (kept for later pages under `limit`).
+    fn list_snapshot(
+        &self,
+        t: &Target,
+        opts: &ListOptions,
+        limit: Option<usize>,
+    ) -> Result<(Table, u64, Option<ObjectKey>), ApiError> {
+        let rt = &t.resource;
+        let mut store = self.store();
+        if let Some(token) = &opts.continue_token {
+            let token: ContinueToken = base64::engine::general_purpose::STANDARD
+                .decode(token)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request("continue key is not valid: illegal base64 data")
+                })?;
+            let Some(table) = store.snapshot(token.revision, &rt.key()) else {
+                // As kube-apiserver does, offer a token that continues from the same key at
+                // the current revision, for clients that accept an inconsistent list.
+                store.keep_snapshot(&rt.key());
+                let mut gone = ApiError::new(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                );
+                gone.continue_token = Some(encode_continue(store.revision(), token.after));
+                return Err(gone);
+            };
+            Ok((table, token.revision, Some(token.after)))
+        } else {
+            if let (Some(rv), Some("Exact")) = (
+                &opts.resource_version,
+                opts.resource_version_match.as_deref(),
+            ) {
+                let rv = parse_revision(rv)?;
+                if rv != store.revision() {
+                    return Err(ApiError::gone(rv, store.revision()));
+                }
+            }
+            if limit.is_some() {
+                store.keep_snapshot(&rt.key());
+            }
+            Ok((store.table(&rt.key()), store.revision(), None))
+        }
+    }
+
     /// A list object (`ConfigMapList`) with `metadata.resourceVersion`, `continue` and
     /// `remainingItemCount` as kube-apiserver fills them.
     pub fn list(&self, t: &Target, opts: &ListOptions) -> Result<Value, ApiError> {
@@ -232,45 +280,7 @@ impl ApiServer {
         let opts = &opts.converted(rt)?;
         let key = rt.key();
         let limit = opts.limit.filter(|l| *l > 0);
-        let (table, revision, after) = {
-            let mut store = self.store();
-            if let Some(token) = &opts.continue_token {
-                let token: ContinueToken = base64::engine::general_purpose::STANDARD
-                    .decode(token)
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok())
-                    .ok_or_else(|| {
-                        ApiError::bad_request("continue key is not valid: illegal base64 data")
-                    })?;
-                let Some(table) = store.snapshot(token.revision, &rt.key()) else {
-                    // As kube-apiserver does, offer a token that continues from the same key at
-                    // the current revision, for clients that accept an inconsistent list.
-                    store.keep_snapshot(&rt.key());
-                    let mut gone = ApiError::new(
-                        410,
-                        "Expired",
-                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-                    );
-                    gone.continue_token = Some(encode_continue(store.revision(), token.after));
-                    return Err(gone);
-                };
-                (table, token.revision, Some(token.after))
-            } else {
-                if let (Some(rv), Some("Exact")) = (
-                    &opts.resource_version,
-                    opts.resource_version_match.as_deref(),
-                ) {
-                    let rv = parse_revision(rv)?;
-                    if rv != store.revision() {
-                        return Err(ApiError::gone(rv, store.revision()));
-                    }
-                }
-                if limit.is_some() {
-                    store.keep_snapshot(&rt.key());
-                }
-                (store.table(&rt.key()), store.revision(), None)
-            }
-        };
+        let (table, revision, after) = self.list_snapshot(t, opts, limit)?;
         let mut items = Vec::new();
         let mut cursor = after;
         let mut more;
@@ -306,6 +316,42 @@ impl ApiServer {
             "apiVersion": rt.api_version(&t.version),
             "metadata": metadata,
             "items": items,
+        }))
+    }
+
+    /// An unlimited list (no `limit`, so no `continue` or `remainingItemCount` to compute
+    /// first) whose items are read from its snapshot as they are written out, so an answer
+    /// of 100,000 objects never exists whole in memory (issue 22): the same answer as
+    /// [`Self::list`], for the streaming encoders of the HTTP layer. `None` when the list is
+    /// limited (a page is bounded by its limit and needs its last key before its metadata).
+    pub(crate) fn list_lazily(
+        &self,
+        t: &Target,
+        opts: &ListOptions,
+    ) -> Result<Option<LazyList>, ApiError> {
+        if opts.limit.is_some_and(|l| l > 0) {
+            return Ok(None);
+        }
+        let rt = &t.resource;
+        let opts = opts.converted(rt)?;
+        let (table, revision, after) = self.list_snapshot(t, &opts, None)?;
+        Ok(Some(LazyList {
+            kind: rt.list_kind.clone(),
+            api_version: rt.api_version(&t.version),
+            resource_version: revision.to_string(),
+            items: LazyItems {
+                namespace: rt
+                    .namespaced
+                    .then(|| t.namespace.clone())
+                    .filter(|n| !n.is_empty()),
+                key: rt.key(),
+                resource: rt.clone(),
+                version: t.version.clone(),
+                table,
+                cursor: after,
+                opts,
+                done: false,
+            },
         }))
     }
 
@@ -384,5 +430,52 @@ impl ApiServer {
         }
         stream.backlog = backlog_events.into();
         Ok(stream)
+    }
+}
+
+/// An unlimited list whose items are read as they are written (see [`ApiServer::list_lazily`]).
+pub(crate) struct LazyList {
+    pub kind: String,
+    pub api_version: String,
+    pub resource_version: String,
+    pub items: LazyItems,
+}
+
+/// The items of a [`LazyList`], read from its snapshot a chunk at a time; the snapshot is an
+/// immutable map shared with the store, so holding it costs nothing until the store moves on.
+pub(crate) struct LazyItems {
+    table: Table,
+    namespace: Option<String>,
+    cursor: Option<ObjectKey>,
+    opts: ListOptions,
+    key: ResourceKey,
+    resource: Arc<ResourceType>,
+    version: String,
+    done: bool,
+}
+
+impl LazyItems {
+    /// The next up to `n` stored objects' worth of items (fewer, or none, once selectors
+    /// filter), as the API shows them; `None` once the snapshot is read.
+    pub fn next_chunk(&mut self, n: usize) -> Option<Vec<Value>> {
+        if self.done {
+            return None;
+        }
+        let (page, more) = list_table(
+            &self.table,
+            self.namespace.as_deref(),
+            self.cursor.as_ref(),
+            n,
+        );
+        if let Some(last) = page.last() {
+            self.cursor = Some(object_key(last));
+        }
+        self.done = !more;
+        Some(
+            page.into_iter()
+                .filter(|o| self.opts.matches(&self.key, o))
+                .map(|o| ApiServer::output(&self.resource, &self.version, &o))
+                .collect(),
+        )
     }
 }

@@ -4,6 +4,7 @@
 mod discovery;
 mod negotiate;
 mod openapi;
+mod stream;
 mod table;
 
 use std::sync::Arc;
@@ -329,7 +330,10 @@ async fn encode_response(resp: Response, format: Format) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v == "application/json");
-    if format == Format::Json || !is_json || resp.headers().contains_key(header::TRANSFER_ENCODING)
+    if format == Format::Json
+        || !is_json
+        || resp.headers().contains_key(header::TRANSFER_ENCODING)
+        || resp.extensions().get::<stream::Streamed>().is_some()
     {
         return resp;
     }
@@ -498,6 +502,17 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         }
         (Method::GET, true) => {
             let opts = list_options(&query)?;
+            // Unlimited lists are written as they are read (JSON, and Tables, which stay JSON
+            // whatever was negotiated); YAML and protobuf are encoded from the whole list.
+            if (format == Format::Json || (table && format == Format::Protobuf))
+                && let Some(lazy) = server.list_lazily(&target, &opts)?
+            {
+                return Ok(if table {
+                    stream::table(&rt, &info.version, lazy, q("includeObject"))
+                } else {
+                    stream::list(lazy)
+                });
+            }
             let list = server.list(&target, &opts)?;
             let body = if table {
                 table::list_to_table(&rt, &info.version, &list, q("includeObject"))

@@ -380,23 +380,8 @@ pub fn objects_to_table(
     resource_version: &str,
     include: Option<&str>,
 ) -> Value {
-    let cols = columns(rt, version);
-    let defs: Vec<Value> = cols
-        .iter()
-        .map(|c| json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}))
-        .collect();
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| {
-            let cells: Vec<Value> = cols.iter().map(|c| cell(o, c)).collect();
-            let object = match include.unwrap_or("Metadata") {
-                "None" => Value::Null,
-                "Object" => o.clone(),
-                _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}),
-            };
-            json!({"cells": cells, "object": object})
-        })
-        .collect();
+    let (cols, defs) = column_definitions(rt, version);
+    let rows: Vec<Value> = objects.iter().map(|o| row(&cols, o, include)).collect();
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
@@ -404,6 +389,32 @@ pub fn objects_to_table(
         "columnDefinitions": defs,
         "rows": rows,
     })
+}
+
+/// A resource's printer columns and their `columnDefinitions` in a Table.
+pub(crate) fn column_definitions(
+    rt: &ResourceType,
+    version: &str,
+) -> (Vec<PrinterColumn>, Vec<Value>) {
+    let cols = columns(rt, version);
+    let defs = cols
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}))
+        .collect();
+    (cols, defs)
+}
+
+/// One object's Table row; `include` is `?includeObject=` (`Metadata` unless said).
+pub(crate) fn row(cols: &[PrinterColumn], o: &Value, include: Option<&str>) -> Value {
+    let cells: Vec<Value> = cols.iter().map(|c| cell(o, c)).collect();
+    let object = match include.unwrap_or("Metadata") {
+        "None" => Value::Null,
+        "Object" => o.clone(),
+        _ => {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]})
+        }
+    };
+    json!({"cells": cells, "object": object})
 }
 
 pub fn list_to_table(

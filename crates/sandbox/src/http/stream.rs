@@ -1,0 +1,134 @@
+//! Unlimited lists written item by item (issue 22): the answer's head, then each chunk of items
+//! serialized as it is read from the list's snapshot, then its tail. Building the whole list as
+//! one `Value` and then one `Vec<u8>` took a list of 100,000 ConfigMaps to ~20× the store's
+//! size; streamed, the sandbox holds one chunk at a time, and a slow client holds back the
+//! reading through the body's backpressure.
+
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::table;
+use crate::apiserver::{LazyItems, LazyList};
+use crate::registry::{PrinterColumn, ResourceType};
+
+/// Stored objects read per chunk: large enough that a chunk is one write of tens of KiB,
+/// small enough that a chunk's decoded `Value`s stay a few MiB even for large objects.
+const CHUNK: usize = 256;
+
+/// Marks a response whose body is already in its final encoding (JSON that is not to be read
+/// back and re-encoded).
+#[derive(Clone, Copy)]
+pub(crate) struct Streamed;
+
+/// How each item is written.
+enum Items {
+    /// `items` of a `…List`: the objects themselves.
+    Objects,
+    /// `rows` of a `Table`: each object's cells (and `?includeObject=`).
+    Rows {
+        columns: Vec<PrinterColumn>,
+        include: Option<String>,
+    },
+}
+
+struct Writer {
+    items: LazyItems,
+    how: Items,
+    first: bool,
+    tail: Option<&'static [u8]>,
+}
+
+impl Iterator for Writer {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // Chunks whose objects the selectors all filtered out write nothing: read on.
+        loop {
+            let Some(chunk) = self.items.next_chunk(CHUNK) else {
+                return self.tail.take().map(|t| Ok(Bytes::from_static(t)));
+            };
+            if chunk.is_empty() {
+                continue;
+            }
+            let mut out = Vec::new();
+            for object in &chunk {
+                if !std::mem::take(&mut self.first) {
+                    out.push(b',');
+                }
+                let written = match &self.how {
+                    Items::Objects => serde_json::to_writer(&mut out, object),
+                    Items::Rows { columns, include } => serde_json::to_writer(
+                        &mut out,
+                        &table::row(columns, object, include.as_deref()),
+                    ),
+                };
+                // Serializing a `Value` into a Vec cannot fail: its keys are strings.
+                written.expect("a Value serializes");
+            }
+            return Some(Ok(Bytes::from(out)));
+        }
+    }
+}
+
+/// `head` is the answer without its array: its JSON is cut before the closing `]}` of the
+/// last member, which must be the (empty) array the items go into.
+fn respond(head: &Value, items: LazyItems, how: Items) -> Response {
+    let mut head = serde_json::to_vec(head).expect("a Value serializes");
+    // `…,"items":[]}` → `…,"items":[`: the items follow, then `]}`.
+    debug_assert!(head.ends_with(b"[]}"));
+    head.truncate(head.len() - 2);
+    let writer = Writer {
+        items,
+        how,
+        first: true,
+        tail: Some(b"]}"),
+    };
+    let body = futures::stream::iter(
+        std::iter::once(Ok::<_, std::convert::Infallible>(Bytes::from(head))).chain(writer),
+    );
+    let mut resp = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(body),
+    )
+        .into_response();
+    resp.extensions_mut().insert(Streamed);
+    resp
+}
+
+/// A `…List` answer (`{"kind","apiVersion","metadata","items"}`, as [`ApiServer::list`]).
+///
+/// [`ApiServer::list`]: crate::apiserver::ApiServer::list
+pub(crate) fn list(list: LazyList) -> Response {
+    let head = json!({
+        "kind": list.kind,
+        "apiVersion": list.api_version,
+        "metadata": {"resourceVersion": list.resource_version},
+        "items": [],
+    });
+    respond(&head, list.items, Items::Objects)
+}
+
+/// The same list as a `meta.k8s.io/v1` `Table` (as [`table::list_to_table`]).
+pub(crate) fn table(
+    rt: &ResourceType,
+    version: &str,
+    list: LazyList,
+    include: Option<&str>,
+) -> Response {
+    let (columns, defs) = table::column_definitions(rt, version);
+    let head = json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": list.resource_version},
+        "columnDefinitions": defs,
+        "rows": [],
+    });
+    let how = Items::Rows {
+        columns,
+        include: include.map(str::to_string),
+    };
+    respond(&head, list.items, how)
+}
