@@ -18,6 +18,8 @@ mod kinds;
 mod list;
 #[path = "conformance_api/mutating.rs"]
 mod mutating;
+#[path = "conformance_api/openapi_v2.rs"]
+mod openapi_v2;
 #[path = "conformance_api/rbac.rs"]
 mod rbac;
 #[path = "conformance_api/self_reviews.rs"]

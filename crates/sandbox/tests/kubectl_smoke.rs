@@ -17,6 +17,8 @@ mod common;
 mod events;
 #[path = "kubectl_smoke/kinds.rs"]
 mod kinds;
+#[path = "kubectl_smoke/lists.rs"]
+mod lists;
 #[path = "kubectl_smoke/webhook_tls.rs"]
 mod webhook_tls;
 #[path = "kubectl_smoke/wire.rs"]

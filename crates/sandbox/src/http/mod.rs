@@ -4,6 +4,7 @@
 mod discovery;
 mod negotiate;
 mod openapi;
+mod openapi_v2;
 mod stream;
 mod table;
 

@@ -4,14 +4,14 @@
 //! descriptions, for `kubectl explain`) for built-in kinds (`crate::builtins`), a CRD's own schema
 //! for custom resources. kubectl learns from the documents that the server validates fields itself
 //! (`fieldValidation` on PATCH). `/openapi/v2` is the same definitions as one Swagger 2.0 document,
-//! in JSON only.
+//! in JSON or protobuf (`openapi_v2`).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::{HttpState, error_response, json_response};
+use super::{HttpState, error_response, json_response, openapi_v2};
 use crate::error::ApiError;
 use crate::registry::ResourceType;
 
@@ -248,22 +248,31 @@ fn to_v2(v: &Value) -> Value {
     }
 }
 
-/// `/openapi/v2`: every built-in definition and every served custom resource's schema, in JSON.
-/// The protobuf form kube-apiserver also offers is not served: a request that accepts only it
-/// (kubectl's) gets 404, which kubectl takes as "no OpenAPI v2 here" and uses v3 instead; a 406
-/// would make kubectl's client-side validation fail to download it.
+/// `/openapi/v2`: every built-in definition and every served custom resource's schema (as
+/// kube-apiserver publishes it in v2, with `x-kubernetes-group-version-kind`), in JSON or in
+/// the protobuf form client-go asks for; an `ETag` of the document, and `304` for a request
+/// that names it in `If-None-Match`, as kube-openapi's handler answers.
 pub async fn v2(State(state): State<HttpState>, headers: HeaderMap) -> Response {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("*/*");
-    let json_ok = accept.split(',').any(|a| {
-        let a = a.trim();
-        a.starts_with("application/json") || a.starts_with("*/*") || a.starts_with("application/*")
-    });
-    if !json_ok {
-        return error_response(&ApiError::path_not_found());
+    // kube-openapi serves the first listed type it has (q-values aside; JSON for a
+    // wildcard), and 406 if none.
+    let mut format = None;
+    for a in accept.split(',') {
+        let media = a.split(';').next().unwrap_or_default().trim();
+        format = match media {
+            openapi_v2::PROTOBUF | openapi_v2::PROTOBUF_DEPRECATED => Some(true),
+            "application/json" | "*/*" | "application/*" => Some(false),
+            _ => continue,
+        };
+        break;
     }
+    let Some(protobuf) = format else {
+        // kube-openapi answers a bare 406, with no body.
+        return StatusCode::NOT_ACCEPTABLE.into_response();
+    };
     static BUILTIN_V2: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
         crate::builtins::definitions()
             .iter()
@@ -273,20 +282,58 @@ pub async fn v2(State(state): State<HttpState>, headers: HeaderMap) -> Response 
     let mut definitions = BUILTIN_V2.clone();
     for rt in state.server.registry().all().filter(|rt| rt.is_custom()) {
         for v in &rt.versions {
-            let mut schema = v.schema.clone().unwrap_or_else(
-                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-            );
+            let mut schema = v
+                .schema
+                .as_ref()
+                .map(openapi_v2::crd_schema_v2)
+                .unwrap_or_else(|| json!({"type": "object"}));
             schema["x-kubernetes-group-version-kind"] = json!([gvk(rt, &v.name)]);
-            definitions.insert(schema_name(rt, &v.name), schema);
+            definitions.insert(
+                openapi_v2::crd_definition_name(&rt.group, &v.name, &rt.kind),
+                schema,
+            );
         }
     }
-    json_response(
-        StatusCode::OK,
-        &json!({
-            "swagger": "2.0",
-            "info": {"title": "Kubernetes", "version": super::GIT_VERSION},
-            "paths": {},
-            "definitions": definitions,
-        }),
-    )
+    let doc = json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": super::GIT_VERSION},
+        "paths": {},
+        "definitions": definitions,
+    });
+    let json = serde_json::to_vec(&doc).unwrap_or_default();
+    // kube-openapi's ETag: the upper-case hex SHA-512 of the JSON document, quoted, the same
+    // for both forms.
+    let etag = format!(
+        "\"{}\"",
+        ring::digest::digest(&ring::digest::SHA512, &json)
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect::<String>()
+    );
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let (status, body, media) = if matches {
+        (StatusCode::NOT_MODIFIED, Vec::new(), None)
+    } else if protobuf {
+        (
+            StatusCode::OK,
+            openapi_v2::encode(&doc),
+            Some(openapi_v2::PROTOBUF),
+        )
+    } else {
+        (StatusCode::OK, json, Some("application/json"))
+    };
+    let mut resp = (status, body).into_response();
+    let h = resp.headers_mut();
+    if let Some(media) = media {
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    }
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, etag);
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    resp
 }

@@ -13,7 +13,7 @@ mod oracle_tests;
 #[rustfmt::skip]
 mod schema;
 mod table;
-mod wire;
+pub(crate) mod wire;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;

@@ -28,6 +28,8 @@ pub struct Reply {
     pub content_type: String,
     /// The `Warning` headers, in order.
     pub warnings: Vec<String>,
+    /// The `ETag` header, or empty.
+    pub etag: String,
     pub body: Vec<u8>,
 }
 
@@ -74,6 +76,11 @@ pub async fn request(
         .iter()
         .map(header)
         .collect();
+    let etag = response
+        .headers()
+        .get("etag")
+        .map(header)
+        .unwrap_or_default();
     let body = response
         .into_body()
         .collect_bytes()
@@ -84,6 +91,7 @@ pub async fn request(
         status,
         content_type,
         warnings,
+        etag,
         body,
     }
 }
