@@ -370,6 +370,54 @@ impl Writer {
         })
         .await
     }
+
+    /// Records a refusal that asks for no replay — unless the object carries a record that
+    /// `replays` says will replay it (a deletion request sealed by the webhook, e.g.
+    /// `kubectl lien delete --when-free` right after this refusal), which such a record must
+    /// not replace. Read, then written guarded by the version read, retried on a conflict.
+    /// `Ok(false)`: not written, a replaying record is there.
+    pub async fn record_unless_replaying(
+        &self,
+        target: &ObjectTarget,
+        attempt: &SealedRecord,
+        replays: impl Fn(&str, &str) -> bool,
+    ) -> Result<bool, WriteError> {
+        let api = api_for(&self.client, target);
+        let error = |source| WriteError::Record {
+            target: describe(target),
+            source,
+        };
+        let fut = async {
+            let mut tries = 0;
+            loop {
+                let current = api.get_metadata(&target.name).await.map_err(error)?;
+                let uid = current.metadata.uid.as_deref().unwrap_or_default();
+                if current
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(DELETION_ATTEMPT_ANNOTATION))
+                    .is_some_and(|raw| replays(raw, uid))
+                {
+                    return Ok(false);
+                }
+                let patch = json!({"metadata": {
+                    "resourceVersion": current.metadata.resource_version,
+                    "annotations": {DELETION_ATTEMPT_ANNOTATION: attempt.as_str()},
+                }});
+                match api
+                    .patch(&target.name, &Self::params(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => return Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 && tries < 3 => tries += 1,
+                    Err(e) => return Err(error(e)),
+                }
+            }
+        };
+        self.timed(|| format!("recording on {}", describe(target)), fut)
+            .await
+    }
 }
 
 /// The Secret `lien run` keeps the replay key in, in Lien's namespace, by default.

@@ -142,7 +142,22 @@ pub(super) async fn record_denial(
         }
         Some(key) => {
             let sealed = attempt.seal(key, &denial.object);
-            if let Err(e) = writer.record(&target, Some(&sealed)).await {
+            let written = if denial.replay {
+                writer.record(&target, Some(&sealed)).await
+            } else {
+                let object = &denial.object;
+                writer
+                    .record_unless_replaying(&target, &sealed, |raw, uid| {
+                        replay::open(raw, key, object).is_ok_and(|a| a.replay && a.uid == uid)
+                    })
+                    .await
+                    .map(|written| {
+                        if !written {
+                            tracing::debug!(object = %denial.object, "a pending deletion request is kept over a refusal that asks for no replay");
+                        }
+                    })
+            };
+            if let Err(e) = written {
                 shared.metrics.write_error(e.category());
                 tracing::warn!(error = %e, "recording a denied deletion");
             }

@@ -402,3 +402,132 @@ async fn an_edited_or_deleted_mutating_configuration_is_restored() {
     assert_eq!(code, 403, "{message}");
     env.finish().await;
 }
+
+/// Runs `kubectl ARGS…` with the built `lien` on PATH as `kubectl-lien` (kubectl's plugin
+/// lookup) and the scenario's kubeconfig; (success, stdout, stderr).
+async fn kubectl(env: &Env, args: &[&str]) -> (bool, String, String) {
+    let dir =
+        std::env::temp_dir().join(format!("lien-when-free-{}-{}", std::process::id(), env.ns));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let link = dir.join("kubectl-lien");
+    if !link.exists() {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lien"), &link).expect("symlink");
+    }
+    let kubeconfig = dir.join("kubeconfig");
+    env.write_kubeconfig(&kubeconfig);
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tokio::process::Command::new("kubectl")
+        .args(args)
+        .env("PATH", path)
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .await
+        .expect("kubectl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Through the real kubectl, on a Lien that records refusals (client certificate) and a Usage
+/// that asks for no replay: `kubectl lien delete` alone prints the refusal and the hint;
+/// with `--when-free` right after a refusal, the request is what stays recorded (the refusal's
+/// own record, which replays nothing, does not replace it), and the object goes with its user.
+/// An object that goes at once is just deleted.
+#[tokio::test]
+async fn kubectl_lien_delete_when_free_through_kubectl() {
+    let mut env = Env::start("kubectl-when-free").await;
+    let ns = env.ns.clone();
+    env.configmap("db", json!({})).await;
+    env.configmap("app", json!({})).await;
+    env.configmap("scratch", json!({})).await;
+    env.usage(
+        "app-uses-db",
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "db"}},
+               "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "app"}}}),
+    )
+    .await;
+    let cms = env.configmaps();
+    wait_label(&cms, "db", true).await;
+
+    let (ok, _, stderr) = kubectl(&env, &["lien", "delete", "cm/db", "-n", &ns]).await;
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("admission webhook \"delete.lien.dev\" denied the request")
+            && stderr.contains("run the same command with --when-free"),
+        "{stderr}"
+    );
+    let (ok, stdout, stderr) = kubectl(
+        &env,
+        &[
+            "lien",
+            "delete",
+            "--when-free",
+            "cm/db",
+            "-n",
+            &ns,
+            "--cascade=orphan",
+        ],
+    )
+    .await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("cm/db is in use; Lien will delete it when it is free.")
+            && stdout.contains(&format!(
+                "To cancel: kubectl annotate cm db -n {ns} lien.dev/deletion-attempt-"
+            )),
+        "{stdout}"
+    );
+    // Both refusals were recorded by Lien (client certificate mode), asking no replay; the
+    // request, sealed after them, is what stays.
+    wait_for("the request's record to stay", DEADLINE, || async {
+        let record: Value = serde_json::from_str(&annotation(
+            &cms.get("db").await.ok()?,
+            DELETION_ATTEMPT_ANNOTATION,
+        )?)
+        .ok()?;
+        (record["replay"] == true && record["propagationPolicy"] == "Orphan").then_some(())
+    })
+    .await;
+
+    let (ok, stdout, stderr) = kubectl(
+        &env,
+        &["lien", "delete", "--when-free", "cm/scratch", "-n", &ns],
+    )
+    .await;
+    assert!(ok, "{stdout}{stderr}");
+    assert_eq!(stdout, "cm/scratch deleted\n");
+    let (ok, _, stderr) = kubectl(
+        &env,
+        &["lien", "delete", "--when-free", "cm/nope", "-n", &ns],
+    )
+    .await;
+    assert!(!ok);
+    assert!(stderr.contains("NotFound"), "{stderr}");
+
+    cms.delete("app", &DeleteParams::default())
+        .await
+        .expect("the user goes");
+    wait_gone(&cms, "db", DEADLINE).await;
+    let events = env
+        .wait_events("ConfigMap", "db", DELETION_REPLAYED_REASON)
+        .await;
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("propagationPolicy Orphan")),
+        "{events:?}"
+    );
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!(
+        "lien-when-free-{}-{}",
+        std::process::id(),
+        ns
+    )));
+    env.finish().await;
+}
