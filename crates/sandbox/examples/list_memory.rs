@@ -1,5 +1,6 @@
 //! List memory benchmark (issue 22, item 4): fill the sandbox with N ConfigMaps, then list them
-//! all without `limit` R times as JSON and R times as a Table (what `kubectl get` asks for),
+//! all without `limit` R times each as JSON, as protobuf (what client-go informers ask for) and
+//! as a Table (what `kubectl get` asks for),
 //! printing the sandbox's resident memory (VmRSS) and its peak (VmHWM) after each step.
 //!
 //! ```text
@@ -180,7 +181,11 @@ async fn main() -> Result<(), Error> {
         None,
     );
 
-    for (what, accept) in [("json", "application/json"), ("table", TABLE)] {
+    for (what, accept) in [
+        ("json", "application/json"),
+        ("protobuf", "application/vnd.kubernetes.protobuf"),
+        ("table", TABLE),
+    ] {
         for round in 1..=args.repeat {
             let started = Instant::now();
             let bytes = list(&client, accept).await?;

@@ -443,6 +443,8 @@ pub(crate) struct LazyList {
 
 /// The items of a [`LazyList`], read from its snapshot a chunk at a time; the snapshot is an
 /// immutable map shared with the store, so holding it costs nothing until the store moves on.
+/// A clone reads the same items again from the start (a protobuf list reads them twice).
+#[derive(Clone)]
 pub(crate) struct LazyItems {
     table: Table,
     namespace: Option<String>,

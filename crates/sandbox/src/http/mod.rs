@@ -503,16 +503,18 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         }
         (Method::GET, true) => {
             let opts = list_options(&query)?;
-            // Unlimited lists are written as they are read (JSON, and Tables, which stay JSON
-            // whatever was negotiated); YAML and protobuf are encoded from the whole list.
-            if (format == Format::Json || (table && format == Format::Protobuf))
+            // Unlimited lists are written as they are read (JSON, protobuf, and Tables, which
+            // stay JSON whatever was negotiated); YAML is encoded from the whole list.
+            if format != Format::Yaml
                 && let Some(lazy) = server.list_lazily(&target, &opts)?
             {
-                return Ok(if table {
-                    stream::table(&rt, &info.version, lazy, q("includeObject"))
+                return if table {
+                    Ok(stream::table(&rt, &info.version, lazy, q("includeObject")))
+                } else if format == Format::Protobuf {
+                    stream::protobuf_list(lazy).await
                 } else {
-                    stream::list(lazy)
-                });
+                    Ok(stream::list(lazy))
+                };
             }
             let list = server.list(&target, &opts)?;
             let body = if table {

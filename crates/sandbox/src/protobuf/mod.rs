@@ -100,6 +100,51 @@ pub fn encode(object: &Value) -> Result<Vec<u8>, CodecError> {
     Ok(out)
 }
 
+/// A list written in parts (`crate::http::stream`): the `runtime.Unknown` envelope's head up to
+/// its `raw` field, whose length (`raw_len`) must be known first, as protobuf prefixes it.
+/// `raw` follows: [`list_metadata`], then each chunk of [`list_items`]; then
+/// [`ENVELOPE_TAIL`]. The parts concatenate to [`encode`] of the whole list.
+pub(crate) fn envelope_head(api_version: &str, kind: &str, raw_len: usize) -> Vec<u8> {
+    let mut type_meta = Vec::new();
+    put_bytes(&mut type_meta, 1, api_version.as_bytes());
+    put_bytes(&mut type_meta, 2, kind.as_bytes());
+    let mut out = MAGIC.to_vec();
+    put_bytes(&mut out, 1, &type_meta);
+    put_key(&mut out, 2, LEN);
+    put_varint(&mut out, raw_len as u64);
+    out
+}
+
+/// The empty `contentEncoding` and `contentType` after `raw` (as [`encode_unknown`]).
+pub(crate) const ENVELOPE_TAIL: [u8; 4] = [0x1a, 0x00, 0x22, 0x00];
+
+/// A list kind's message, or the error [`encode`] gives for a kind without one.
+pub(crate) fn list_message(api_version: &str, kind: &str) -> Result<usize, CodecError> {
+    message_for(api_version, kind).ok_or_else(|| {
+        CodecError::new(format!(
+            "{kind} of {api_version} has no protobuf message; ask for application/json"
+        ))
+    })
+}
+
+/// A list's `metadata` field (tag 1, first in tag order).
+pub(crate) fn list_metadata(index: usize, metadata: &Value) -> Result<Vec<u8>, CodecError> {
+    let mut map = Map::new();
+    map.insert("metadata".into(), metadata.clone());
+    let mut out = Vec::new();
+    encode_fields(index, &map, &mut out, 0)?;
+    Ok(out)
+}
+
+/// Some of a list's `items` (tag 2, repeated): each chunk's bytes follow the previous ones'.
+pub(crate) fn list_items(index: usize, items: Vec<Value>) -> Result<Vec<u8>, CodecError> {
+    let mut map = Map::new();
+    map.insert("items".into(), Value::Array(items));
+    let mut out = Vec::new();
+    encode_fields(index, &map, &mut out, 0)?;
+    Ok(out)
+}
+
 /// One frame of a protobuf watch stream: a 4-byte big-endian length, then a `WatchEvent` message
 /// without envelope whose `object.raw` is the object's own envelope (protobuf.go's
 /// `RawSerializer` inside `streaming.NewEncoder`, k/k `staging/src/k8s.io/apimachinery/pkg/
