@@ -85,6 +85,11 @@ pub struct WatchStream {
     /// The target's stored resource, computed once rather than per change.
     pub(crate) key: ResourceKey,
     pub(crate) options: WatchOptions,
+    /// The initial state not yet read (`None` once read, or for a watch that resumes).
+    initial: Option<LazyItems>,
+    /// The chunk of the initial state being sent.
+    initial_events: std::collections::VecDeque<WatchEvent>,
+    /// After the initial state: resumed changes, the initial-events-end bookmark.
     pub(crate) backlog: std::collections::VecDeque<WatchEvent>,
     /// `None` for a watch that only reports an error and ends.
     pub(crate) live: Option<broadcast::Receiver<Arc<Change>>>,
@@ -101,6 +106,20 @@ impl WatchStream {
     /// The next event, a bookmark when `bookmark` fires first, or `None` when the stream ends
     /// (the watcher fell too far behind: the client must re-list, as with kube-apiserver).
     pub async fn next(&mut self, bookmark: &mut tokio::time::Interval) -> Option<WatchEvent> {
+        while let Some(initial) = self.initial.as_mut() {
+            if let Some(e) = self.initial_events.pop_front() {
+                return Some(e);
+            }
+            match initial.next_chunk(INITIAL_CHUNK) {
+                Some(objects) => self
+                    .initial_events
+                    .extend(objects.into_iter().map(|object| WatchEvent {
+                        type_: "ADDED",
+                        object,
+                    })),
+                None => self.initial = None,
+            }
+        }
         if let Some(e) = self.backlog.pop_front() {
             return Some(e);
         }
@@ -348,6 +367,7 @@ impl ApiServer {
                 resource: rt.clone(),
                 version: t.version.clone(),
                 table,
+                name: None,
                 cursor: after,
                 opts,
                 done: false,
@@ -371,22 +391,26 @@ impl ApiServer {
             Some(rv) => Some(parse_revision(rv)?),
         };
         let initial = opts.send_initial_events || requested.is_none();
-        let (from, mut backlog_events) =
-            if initial && !(opts.send_initial_events && requested.is_some()) {
-                let items: Vec<WatchEvent> = store
-                    .list(&key, ns)
-                    .into_iter()
-                    .filter(|o| opts.list.matches(&key, o))
-                    .filter(|o| t.name.is_empty() || object_key(o).1 == t.name)
-                    .map(|o| WatchEvent {
-                        type_: "ADDED",
-                        object: Self::output(rt, &t.version, &o),
-                    })
-                    .collect();
-                (store.revision(), items)
-            } else {
-                (requested.unwrap_or(store.revision()), Vec::new())
+        // The current state as ADDED events, read from its snapshot a chunk at a time as the
+        // watcher takes them (as an unlimited list is, issue 22), not decoded whole first.
+        let (from, initial_items) = if initial && !(opts.send_initial_events && requested.is_some())
+        {
+            let items = LazyItems {
+                table: store.table(&key),
+                namespace: ns.map(str::to_string),
+                cursor: None,
+                opts: opts.list.clone(),
+                key: key.clone(),
+                resource: rt.clone(),
+                version: t.version.clone(),
+                name: (!t.name.is_empty()).then(|| t.name.clone()),
+                done: false,
             };
+            (store.revision(), Some(items))
+        } else {
+            (requested.unwrap_or(store.revision()), None)
+        };
+        let mut backlog_events = Vec::new();
         let sub = match store.subscribe(from) {
             Ok(sub) => sub,
             Err(e) => {
@@ -398,6 +422,8 @@ impl ApiServer {
                     target: t.clone(),
                     key,
                     options: opts,
+                    initial: None,
+                    initial_events: Default::default(),
                     backlog: [WatchEvent {
                         type_: "ERROR",
                         object: status,
@@ -413,6 +439,8 @@ impl ApiServer {
             target: t.clone(),
             key,
             options: opts,
+            initial: initial_items,
+            initial_events: Default::default(),
             backlog: Default::default(),
             live: Some(sub.live),
             last_revision: from,
@@ -433,6 +461,9 @@ impl ApiServer {
     }
 }
 
+/// Stored objects a watch's initial state reads at a time.
+const INITIAL_CHUNK: usize = 256;
+
 /// An unlimited list whose items are read as they are written (see [`ApiServer::list_lazily`]).
 pub(crate) struct LazyList {
     pub kind: String,
@@ -447,6 +478,8 @@ pub(crate) struct LazyList {
 #[derive(Clone)]
 pub(crate) struct LazyItems {
     table: Table,
+    /// A watch of one object (`…/configmaps/NAME?watch=1`) reads only it.
+    name: Option<String>,
     namespace: Option<String>,
     cursor: Option<ObjectKey>,
     opts: ListOptions,
@@ -476,6 +509,7 @@ impl LazyItems {
         Some(
             page.into_iter()
                 .filter(|o| self.opts.matches(&self.key, o))
+                .filter(|o| self.name.as_ref().is_none_or(|n| object_key(o).1 == *n))
                 .map(|o| ApiServer::output(&self.resource, &self.version, &o))
                 .collect(),
         )

@@ -380,3 +380,73 @@ async fn reflector_converges_through_changes_and_forced_expiry() {
     task.abort();
     sandbox.shutdown().await;
 }
+
+/// "Efficient detection of changes": a watch from resourceVersion "0" (or none) starts with the
+/// current state as ADDED events, then the changes after it. The initial state is read from its
+/// snapshot a chunk of 256 objects at a time as the watcher takes it (issue 22): across chunks,
+/// with a selector that leaves whole chunks empty, every object comes once, in key order, and a
+/// write made while the initial state is being sent comes after it, once.
+#[tokio::test]
+async fn initial_state_spans_chunks_then_changes_follow() {
+    let sandbox = common::sandbox().await;
+    let cms: Api<ConfigMap> = Api::namespaced(common::client(&sandbox).await, "default");
+    for i in 0..600 {
+        let labels: &[(&str, &str)] = if i % 200 == 199 || i >= 550 {
+            &[("pick", "yes")]
+        } else {
+            &[]
+        };
+        cms.create(
+            &PostParams::default(),
+            &configmap(&format!("cm-{i:03}"), labels),
+        )
+        .await
+        .expect("create");
+    }
+    let mut all = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    let mut picked = cms
+        .watch(&WatchParams::default().labels("pick=yes"), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    let mut names = Vec::new();
+    for _ in 0..601 {
+        match next_event(&mut all).await {
+            WatchEvent::Added(cm) => names.push(cm.metadata.name.unwrap_or_default()),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+    }
+    let mut expected: Vec<String> = (0..600).map(|i| format!("cm-{i:03}")).collect();
+    expected.push("kube-root-ca.crt".into());
+    assert_eq!(names, expected);
+    cms.create(
+        &PostParams::default(),
+        &configmap("zz-late", &[("pick", "yes")]),
+    )
+    .await
+    .expect("create");
+    // `picked` has not been read yet: its initial state is the one of when it started.
+    let mut picked_names = Vec::new();
+    for _ in 0..53 {
+        match next_event(&mut picked).await {
+            WatchEvent::Added(cm) => picked_names.push(cm.metadata.name.unwrap_or_default()),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+    }
+    let mut expected: Vec<String> = [199, 399]
+        .into_iter()
+        .chain(550..600)
+        .map(|i| format!("cm-{i:03}"))
+        .collect();
+    expected.push("zz-late".into());
+    assert_eq!(picked_names, expected);
+    match next_event(&mut all).await {
+        WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("zz-late")),
+        other => panic!("expected ADDED zz-late, got {other:?}"),
+    }
+    sandbox.shutdown().await;
+}
