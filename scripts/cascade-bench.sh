@@ -4,7 +4,9 @@
 set -e
 cd "${CASCADE_BENCH_DIR:?a directory holding the release lien and cascade_load binaries}"
 rm -f kubeconfig sandbox.log lien.log
-./lien sandbox --no-lien --port 26443 --kubeconfig $PWD/kubeconfig > sandbox.log 2>&1 &
+# The sandbox sends the Service's webhook calls (the rules and Usage hooks) to `lien run`.
+./lien sandbox --no-lien --port 26443 --kubeconfig $PWD/kubeconfig \
+    --service lien-system/lien-webhook=127.0.0.1:27443 > sandbox.log 2>&1 &
 SANDBOX=$!
 sleep 2
 export KUBECONFIG=$PWD/kubeconfig
