@@ -4,25 +4,9 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams};
 use lien_sandbox::apiserver::Authorization;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::harness::*;
-
-/// A Role in `ns` with `rules`, bound to `user`.
-async fn grant(env: &mut Env, ns: &str, name: &str, user: &str, rules: Value) {
-    env.create(
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": name, "namespace": ns}, "rules": rules}),
-    )
-    .await;
-    env.create(
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": name, "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
-    )
-    .await;
-}
 
 /// A user who may create Usages in team-a but may not update ConfigMaps in team-b cannot make
 /// a Usage protect a team-b ConfigMap: 403, naming the user, the object and `spec.of`. Once

@@ -24,22 +24,6 @@ struct Tenancy {
     rule: String,
 }
 
-/// A Role in `ns` with `rules`, bound to `user`.
-async fn grant(env: &mut Env, ns: &str, name: &str, user: &str, rules: Value) {
-    env.create(
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": name, "namespace": ns}, "rules": rules}),
-    )
-    .await;
-    env.create(
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": name, "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
-    )
-    .await;
-}
-
 /// Claims (namespaced) whose children are Composites (cluster-scoped) and Buckets
 /// (namespaced), each naming its claim back in `spec.claimRef`; a tenant who may manage
 /// Claims in the scenario's namespace and nothing else.

@@ -516,6 +516,23 @@ impl Drop for Env {
     }
 }
 
+/// A Role in `ns` with `rules`, bound to `user`: how a scenario gives an ordinary user rights,
+/// through the API, the same on the sandbox under RBAC and on a real cluster.
+pub async fn grant(env: &mut Env, ns: &str, name: &str, user: &str, rules: Value) {
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "namespace": ns}, "rules": rules}),
+    )
+    .await;
+    env.create(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    )
+    .await;
+}
+
 pub fn api_resource(object: &Value) -> ApiResource {
     let api_version = object["apiVersion"].as_str().expect("apiVersion");
     let kind = object["kind"].as_str().expect("kind");

@@ -27,19 +27,14 @@ fn annotation(cm: &ConfigMap, key: &str) -> Option<String> {
 }
 
 /// A Role in the scenario's namespace over ConfigMaps with `verbs`, bound to `user`.
-async fn grant(env: &mut Env, name: &str, user: &str, verbs: &[&str]) {
+async fn grant_configmaps(env: &mut Env, name: &str, user: &str, verbs: &[&str]) {
     let ns = env.ns.clone();
-    env.create(
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": name, "namespace": ns},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}),
-    )
-    .await;
-    env.create(
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": name, "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    grant(
+        env,
+        &ns,
+        name,
+        user,
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]),
     )
     .await;
 }
@@ -195,14 +190,14 @@ async fn without_a_client_certificate_a_deletion_requested_when_free_is_replayed
 
     let alice = format!("alice-{ns}");
     let bob = format!("bob-{ns}");
-    grant(
+    grant_configmaps(
         &mut env,
         "deleter",
         &alice,
         &["get", "list", "watch", "update", "patch", "delete"],
     )
     .await;
-    grant(
+    grant_configmaps(
         &mut env,
         "editor",
         &bob,
