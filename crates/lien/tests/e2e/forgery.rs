@@ -2,14 +2,11 @@
 //! deletion record Lien did not write is ignored. See "Threat model: replay records and forged
 //! reviews" in docs/ARCHITECTURE.md.
 
-use std::sync::Arc;
-
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lien_controller::DELETION_ATTEMPT_ANNOTATION;
 use lien_controller::audit::DELETION_REFUSED_REASON;
 use lien_sandbox::apiserver::Authorization;
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use serde_json::json;
 
 use crate::harness::*;
 
@@ -117,60 +114,6 @@ async fn a_forged_replay_record_does_not_delete_under_rbac() {
     env.finish().await;
 }
 
-/// The webhook's serving CA, as Lien published it in its ValidatingWebhookConfiguration.
-async fn webhook_roots(env: &Env) -> rustls::RootCertStore {
-    use base64::Engine;
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let ar = api_resource(&json!({"apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration"}));
-    let vwcs = Api::<DynamicObject>::all_with(env.client.clone(), &ar)
-        .list(&Default::default())
-        .await
-        .expect("list");
-    let bundle = vwcs
-        .items
-        .iter()
-        .find_map(|c| c.data["webhooks"][0]["clientConfig"]["caBundle"].as_str())
-        .expect("Lien's configuration");
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(bundle)
-        .expect("base64");
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        roots.add(cert.expect("pem")).expect("root");
-    }
-    roots
-}
-
-/// POSTs `review` to the webhook over TLS without a client certificate, as anyone who can
-/// reach the port could; returns the HTTP response's body.
-async fn post_without_client_certificate(env: &Env, review: &Value) -> Value {
-    let addr = env.webhook_addr().expect("a local webhook");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(webhook_roots(env).await)
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .expect("handshake without a client certificate");
-    let body = review.to_string();
-    let request = format!(
-        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tls.write_all(request.as_bytes()).await.expect("write");
-    let mut out = String::new();
-    let _ = tls.read_to_string(&mut out).await;
-    let (_, json) = out.split_once("\r\n\r\n").expect("an HTTP answer");
-    serde_json::from_str(json).expect("an AdmissionReview")
-}
-
 /// A DELETE review forged and POSTed straight to the webhook port, naming an invented user,
 /// arms no replay and makes no events; a genuine refused DELETE through the API server after
 /// it is still recorded.
@@ -207,7 +150,7 @@ async fn a_forged_review_arms_no_replay_and_makes_no_events() {
             "object": null, "oldObject": stored, "dryRun": false,
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions",
                         "propagationPolicy": "Background"}}});
-    let answer = post_without_client_certificate(&env, &review).await;
+    let answer = post_without_client_certificate(&env, "/validate", &review).await;
     let response = &answer["response"];
     assert_eq!(response["allowed"], false, "{answer}");
     assert_eq!(response["status"]["code"], 401, "{answer}");

@@ -533,6 +533,61 @@ pub async fn grant(env: &mut Env, ns: &str, name: &str, user: &str, rules: Value
     .await;
 }
 
+/// The webhook's serving CA, as Lien published it in its ValidatingWebhookConfiguration.
+pub async fn webhook_roots(env: &Env) -> rustls::RootCertStore {
+    use base64::Engine;
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let ar = api_resource(&json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration"}));
+    let vwcs = Api::<DynamicObject>::all_with(env.client.clone(), &ar)
+        .list(&Default::default())
+        .await
+        .expect("list");
+    let bundle = vwcs
+        .items
+        .iter()
+        .find_map(|c| c.data["webhooks"][0]["clientConfig"]["caBundle"].as_str())
+        .expect("Lien's configuration");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(bundle)
+        .expect("base64");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.expect("pem")).expect("root");
+    }
+    roots
+}
+
+/// POSTs `review` to the webhook's `path` (`/validate`, `/mutate`) over TLS without a client
+/// certificate, as anyone who can reach the port could; returns the AdmissionReview answered.
+pub async fn post_without_client_certificate(env: &Env, path: &str, review: &Value) -> Value {
+    let addr = env.webhook_addr().expect("a local webhook");
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(webhook_roots(env).await)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("handshake without a client certificate");
+    let body = review.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tls.write_all(request.as_bytes()).await.expect("write");
+    let mut out = String::new();
+    let _ = tls.read_to_string(&mut out).await;
+    let (_, json) = out.split_once("\r\n\r\n").expect("an HTTP answer");
+    serde_json::from_str(json).expect("an AdmissionReview")
+}
+
 pub fn api_resource(object: &Value) -> ApiResource {
     let api_version = object["apiVersion"].as_str().expect("apiVersion");
     let kind = object["kind"].as_str().expect("kind");

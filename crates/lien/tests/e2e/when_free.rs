@@ -6,8 +6,6 @@
 //! gets 403 and nothing is recorded; reviews forged and POSTed straight to the webhook's
 //! `/validate` and `/mutate` change nothing, before and after.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use lien::plugin::delete::{Cascade, DeleteError, Deleted, delete};
@@ -18,7 +16,6 @@ use lien_core::ObjectKey;
 use lien_core::seams::DELETE_WHEN_FREE_ANNOTATION;
 use lien_sandbox::apiserver::Authorization;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::*;
 
@@ -49,60 +46,6 @@ fn configmaps_resource() -> Resource {
     }
 }
 
-/// The webhook's serving CA, as Lien published it in its ValidatingWebhookConfiguration.
-async fn webhook_roots(env: &Env) -> rustls::RootCertStore {
-    use base64::Engine;
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let ar = api_resource(&json!({"apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration"}));
-    let vwcs = Api::<DynamicObject>::all_with(env.client.clone(), &ar)
-        .list(&Default::default())
-        .await
-        .expect("list");
-    let bundle = vwcs
-        .items
-        .iter()
-        .find_map(|c| c.data["webhooks"][0]["clientConfig"]["caBundle"].as_str())
-        .expect("Lien's configuration");
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(bundle)
-        .expect("base64");
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        roots.add(cert.expect("pem")).expect("root");
-    }
-    roots
-}
-
-/// POSTs `review` to the webhook's `path` over TLS, as anyone who reaches the port could (no
-/// client certificate); the AdmissionReview answered.
-async fn forge(env: &Env, path: &str, review: &Value) -> Value {
-    let addr = env.webhook_addr().expect("a local webhook");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(webhook_roots(env).await)
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .expect("handshake");
-    let body = review.to_string();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tls.write_all(request.as_bytes()).await.expect("write");
-    let mut out = String::new();
-    let _ = tls.read_to_string(&mut out).await;
-    let (_, json) = out.split_once("\r\n\r\n").expect("an HTTP answer");
-    serde_json::from_str(json).expect("an AdmissionReview")
-}
-
 /// A DELETE of `name` and an UPDATE asking for its deletion when free, forged in the name of
 /// the sandbox's admin (who may delete anything), POSTed to `/validate` and `/mutate`. The
 /// webhook answers both — the UPDATE even with a sealed record — but nothing is stored:
@@ -122,11 +65,12 @@ async fn forge_both(env: &Env, name: &str) -> String {
                              "groups": ["system:masters", "system:authenticated"]},
                 "object": object, "oldObject": stored, "dryRun": false}})
     };
-    let answer = forge(env, "/validate", &request("DELETE", Value::Null)).await;
+    let answer =
+        post_without_client_certificate(env, "/validate", &request("DELETE", Value::Null)).await;
     // Answered (protection does not stop), as a refusal nobody records.
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
     assert_eq!(answer["response"]["status"]["code"], 409, "{answer}");
-    let answer = forge(env, "/mutate", &request("UPDATE", asked)).await;
+    let answer = post_without_client_certificate(env, "/mutate", &request("UPDATE", asked)).await;
     let response = &answer["response"];
     assert_eq!(response["allowed"], true, "{answer}");
     use base64::Engine;
