@@ -614,6 +614,11 @@ mod tests {
         }
     }
 
+    /// A parent Lien already holds (its finalizer on it), with no record yet.
+    fn held(deleting: bool, children: Vec<ChildKey>) -> Parent {
+        parent(deleting, &[CASCADE_FINALIZER], Record::default(), children)
+    }
+
     fn recorded(deleting: Option<PropagationPolicy>, children: &[(ChildKey, &str)]) -> Record {
         Record {
             deleting,
@@ -663,12 +668,7 @@ mod tests {
             Decision::default()
         );
         // An absent child is not recorded (nor is it an error while the parent lives).
-        let p = parent(
-            false,
-            &[CASCADE_FINALIZER],
-            Record::default(),
-            vec![key("X", "", "a")],
-        );
+        let p = held(false, vec![key("X", "", "a")]);
         assert_eq!(decide(&p, |_| Observed::Absent), Decision::default());
     }
 
@@ -732,7 +732,7 @@ mod tests {
     #[test]
     fn a_failing_policy_expression_falls_back_to_the_spec_with_a_warning() {
         let c = key("XComposite", "", "c1");
-        let mut p = parent(true, &[CASCADE_FINALIZER], Record::default(), vec![c]);
+        let mut p = held(true, vec![c]);
         p.policy = PropagationPolicy::Foreground;
         p.policy_error = Some("no such key: compositeDeletePolicy".into());
         let d = decide(&p, |_| present("u1", false, &[]));
@@ -779,11 +779,11 @@ mod tests {
     #[test]
     fn a_dangling_reference_or_a_cel_error_releases_the_parent_at_once_with_a_warning() {
         let c = key("XComposite", "", "missing");
-        let p = parent(true, &[CASCADE_FINALIZER], Record::default(), vec![c]);
+        let p = held(true, vec![c]);
         let d = decide(&p, |_| Observed::Absent);
         assert!(d.releases());
         assert!(d.warnings[0].contains("XComposite missing does not exist"));
-        let mut p = parent(true, &[CASCADE_FINALIZER], Record::default(), vec![]);
+        let mut p = held(true, vec![]);
         p.children = Err("no such key: resourceRef".into());
         let d = decide(&p, |_| present("u", false, &[]));
         assert!(d.releases());
@@ -795,12 +795,7 @@ mod tests {
     fn a_dangling_reference_does_not_hold_a_parent_that_waits_for_others() {
         let real = key("XComposite", "", "real");
         let missing = key("XComposite", "", "missing");
-        let p = parent(
-            true,
-            &[CASCADE_FINALIZER],
-            Record::default(),
-            vec![real.clone(), missing],
-        );
+        let p = held(true, vec![real.clone(), missing]);
         let d = decide(&p, |k| {
             if k == &real {
                 present("u1", false, &[])
@@ -817,12 +812,7 @@ mod tests {
     #[test]
     fn nothing_is_decided_from_a_kind_not_listed_yet() {
         let c = key("XComposite", "", "c1");
-        let p = parent(
-            true,
-            &[CASCADE_FINALIZER],
-            Record::default(),
-            vec![c.clone()],
-        );
+        let p = held(true, vec![c.clone()]);
         assert_eq!(decide(&p, |_| Observed::Unknown), Decision::default());
         let rec = recorded(Some(PropagationPolicy::Background), &[(c, "u1")]);
         let p = parent(true, &[CASCADE_FINALIZER], rec, vec![]);
@@ -885,7 +875,7 @@ mod tests {
     #[test]
     fn a_child_of_a_kind_outside_the_rule_is_never_deleted_and_is_reported() {
         let cm = key("ConfigMap", "kube-system", "crown-jewels");
-        let mut p = parent(true, &[CASCADE_FINALIZER], Record::default(), vec![]);
+        let mut p = held(true, vec![]);
         p.outside = vec![cm.clone()];
         let d = decide(&p, |_| present("u1", false, &[]));
         assert!(d.deletes.is_empty());
@@ -899,7 +889,7 @@ mod tests {
         );
         assert!(d.refused[0].to_string().contains("spec.childKinds"));
         // Said while the parent lives, too.
-        let mut p = parent(false, &[CASCADE_FINALIZER], Record::default(), vec![]);
+        let mut p = held(false, vec![]);
         p.outside = vec![cm];
         assert_eq!(decide(&p, |_| Observed::Absent).refused.len(), 1);
     }
@@ -908,21 +898,11 @@ mod tests {
     fn a_child_that_does_not_name_its_parent_back_is_never_deleted() {
         let c = key("XComposite", "", "c1");
         // Never bound: not recorded while alive, not deleted, not waited for.
-        let p = parent(
-            false,
-            &[CASCADE_FINALIZER],
-            Record::default(),
-            vec![c.clone()],
-        );
+        let p = held(false, vec![c.clone()]);
         let d = decide(&p, |_| unbound("u1"));
         assert_eq!(d.record, None);
         assert_eq!(d.refused[0].why, Refusal::NotBound(None));
-        let p = parent(
-            true,
-            &[CASCADE_FINALIZER],
-            Record::default(),
-            vec![c.clone()],
-        );
+        let p = held(true, vec![c.clone()]);
         let d = decide(&p, |_| unbound("u1"));
         assert!(d.deletes.is_empty());
         assert!(d.releases());
@@ -967,21 +947,13 @@ mod tests {
                 ..back_ref()
             },
         ] {
-            let d = decide(
-                &parent(
-                    true,
-                    &[CASCADE_FINALIZER],
-                    Record::default(),
-                    vec![c.clone()],
-                ),
-                |_| {
-                    Observed::Present(ChildMeta {
-                        uid: "u1".into(),
-                        back_refs: vec![other.clone()],
-                        ..ChildMeta::default()
-                    })
-                },
-            );
+            let d = decide(&held(true, vec![c.clone()]), |_| {
+                Observed::Present(ChildMeta {
+                    uid: "u1".into(),
+                    back_refs: vec![other.clone()],
+                    ..ChildMeta::default()
+                })
+            });
             assert!(d.deletes.is_empty(), "{other:?} bound it");
         }
         // The matching UID, or a namespace-less reference on a child in the parent's
@@ -1004,16 +976,13 @@ mod tests {
                 },
             ),
         ] {
-            let d = decide(
-                &parent(true, &[CASCADE_FINALIZER], Record::default(), vec![child]),
-                |_| {
-                    Observed::Present(ChildMeta {
-                        uid: "u1".into(),
-                        back_refs: vec![r.clone()],
-                        ..ChildMeta::default()
-                    })
-                },
-            );
+            let d = decide(&held(true, vec![child]), |_| {
+                Observed::Present(ChildMeta {
+                    uid: "u1".into(),
+                    back_refs: vec![r.clone()],
+                    ..ChildMeta::default()
+                })
+            });
             assert_eq!(d.deletes.len(), 1, "{r:?} binds it");
         }
     }
@@ -1021,12 +990,7 @@ mod tests {
     #[test]
     fn a_child_unbound_after_the_deletion_started_is_not_deleted() {
         let c = key("XComposite", "", "c1");
-        let p = parent(
-            true,
-            &[CASCADE_FINALIZER],
-            Record::default(),
-            vec![c.clone()],
-        );
+        let p = held(true, vec![c.clone()]);
         let d = decide(&p, |_| present("u1", false, &[]));
         assert_eq!(d.deletes.len(), 1);
         let Some(Some(rec)) = d.record else {
