@@ -9,17 +9,10 @@ use lien_sandbox::testing::{TestWebhook, Verdict};
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::support::{DEADLINE, configmap, register, status};
-
-fn configmap_rules() -> Value {
-    json!([{
-        "operations": ["CREATE", "UPDATE", "DELETE"],
-        "apiGroups": [""],
-        "apiVersions": ["v1"],
-        "resources": ["configmaps"],
-        "scope": "Namespaced",
-    }])
-}
+use crate::support::{
+    DEADLINE, assert_unreachable, configmap, configmap_rules, denying_webhook, refused_create,
+    register, start_webhook, status,
+};
 
 async fn unregister(client: &kube::Client, name: &str) {
     Api::<ValidatingWebhookConfiguration>::all(client.clone())
@@ -54,9 +47,7 @@ async fn webhook_request_carries_every_field() {
     let sandbox = common::sandbox().await;
     let admin = common::client(&sandbox).await;
     let user = common::client_for(&sandbox, "sandbox-user").await;
-    let hook = TestWebhook::start(|_| Verdict::Allow)
-        .await
-        .expect("webhook");
+    let hook = start_webhook(|_| Verdict::Allow).await;
     register(
         &admin,
         hook.configuration("observe", configmap_rules(), "Fail", None),
@@ -162,22 +153,14 @@ async fn webhook_request_carries_every_field() {
 async fn webhook_denial_reaches_the_client() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(|_| Verdict::Deny {
-        code: 422,
-        message: "no thanks".into(),
-    })
-    .await
-    .expect("webhook");
+    let hook = denying_webhook(422, "no thanks").await;
     register(
         &client,
         hook.configuration("deny", configmap_rules(), "Fail", None),
     )
     .await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    let s = refused_create(&cms, "x").await;
     assert_eq!(s.code, 422);
     assert_eq!(
         s.message,
@@ -187,10 +170,7 @@ async fn webhook_denial_reaches_the_client() {
         code: 200,
         message: "odd".into(),
     });
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    let s = refused_create(&cms, "x").await;
     assert_eq!(s.code, 400, "a rejection is never below 400: {s:?}");
     assert_eq!(
         s.message,
@@ -221,12 +201,7 @@ async fn object_selector_matches_the_old_object_on_delete() {
             .await
             .expect("create");
     }
-    let hook = TestWebhook::start(|_| Verdict::Deny {
-        code: 403,
-        message: "guarded".into(),
-    })
-    .await
-    .expect("webhook");
+    let hook = denying_webhook(403, "guarded").await;
     let selector = json!({"matchLabels": {"guard": "yes"}});
     register(
         &client,
@@ -270,9 +245,7 @@ async fn object_selector_matches_the_old_object_on_delete() {
 async fn failure_policy_when_the_webhook_is_down() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(|_| Verdict::Allow)
-        .await
-        .expect("webhook");
+    let hook = start_webhook(|_| Verdict::Allow).await;
     let url = hook.url().to_string();
     let fail = hook.configuration("down", configmap_rules(), "Fail", None);
     let ignore = hook.configuration("tolerant", configmap_rules(), "Ignore", None);
@@ -280,16 +253,8 @@ async fn failure_policy_when_the_webhook_is_down() {
 
     register(&client, fail).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
-    assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"), "{s:?}");
-    let prefix = format!(
-        "Internal error occurred: failed calling webhook \"down.test.lien.dev\": failed to call webhook: Post \"{url}?timeout=2s\": "
-    );
-    assert!(s.message.starts_with(&prefix), "{}", s.message);
-    assert!(s.message.contains("connection refused"), "{}", s.message);
+    let s = refused_create(&cms, "x").await;
+    assert_unreachable(&s, "down", &url);
     unregister(&client, "down").await;
 
     register(&client, ignore).await;
@@ -305,18 +270,13 @@ async fn failure_policy_when_the_webhook_is_down() {
 async fn webhook_timeout_is_enforced() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(|_| Verdict::Hang(Duration::from_secs(60)))
-        .await
-        .expect("webhook");
+    let hook = start_webhook(|_| Verdict::Hang(Duration::from_secs(60))).await;
     let mut config = hook.configuration("slow", configmap_rules(), "Fail", None);
     config["webhooks"][0]["timeoutSeconds"] = json!(1);
     register(&client, config).await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let started = Instant::now();
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    let s = refused_create(&cms, "x").await;
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(900) && took < DEADLINE,

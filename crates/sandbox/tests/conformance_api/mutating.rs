@@ -9,17 +9,10 @@ use lien_sandbox::testing::{TestWebhook, Verdict};
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::support::{configmap, register, request, status};
-
-fn configmap_rules() -> Value {
-    json!([{
-        "operations": ["CREATE", "UPDATE", "DELETE"],
-        "apiGroups": [""],
-        "apiVersions": ["v1"],
-        "resources": ["configmaps"],
-        "scope": "Namespaced",
-    }])
-}
+use crate::support::{
+    assert_unreachable, configmap, configmap_rules, denying_webhook, refused_create, register,
+    request, start_webhook, status,
+};
 
 /// Registers a mutating webhook configuration (`TestWebhook::mutating_configuration`'s JSON).
 async fn register_mutating(client: &kube::Client, configuration: Value) {
@@ -29,6 +22,28 @@ async fn register_mutating(client: &kube::Client, configuration: Value) {
         .create(&PostParams::default(), &config)
         .await
         .expect("register the mutating webhook");
+}
+
+/// Registers `hook` as the mutating configuration `name` for ConfigMaps under
+/// `failure_policy`.
+async fn register_hook(
+    client: &kube::Client,
+    hook: &TestWebhook,
+    name: &str,
+    failure_policy: &str,
+) {
+    register_mutating(
+        client,
+        hook.mutating_configuration(name, configmap_rules(), failure_policy, None),
+    )
+    .await;
+}
+
+/// Creates the unlabelled ConfigMap `name`; what the API server returned.
+async fn create(cms: &Api<ConfigMap>, name: &str) -> ConfigMap {
+    cms.create(&PostParams::default(), &configmap(name, &[]))
+        .await
+        .expect("create")
 }
 
 async fn unregister_mutating(client: &kube::Client, name: &str) {
@@ -73,7 +88,7 @@ fn annotating(key: &'static str, value: &'static str) -> impl Fn(&Value) -> Verd
 async fn mutating_patch_is_stored() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(|request| {
+    let hook = start_webhook(|request| {
         let Verdict::Patch(patch) = Verdict::annotate(&request["object"], "stamped", "yes") else {
             return Verdict::Allow;
         };
@@ -84,19 +99,11 @@ async fn mutating_patch_is_stored() {
             "warnings": ["stamped by the test"],
         }))
     })
-    .await
-    .expect("webhook");
-    register_mutating(
-        &client,
-        hook.mutating_configuration("stamp", configmap_rules(), "Fail", None),
-    )
     .await;
+    register_hook(&client, &hook, "stamp", "Fail").await;
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = cms
-        .create(&PostParams::default(), &configmap("plain", &[]))
-        .await
-        .expect("create");
+    let created = create(&cms, "plain").await;
     assert_eq!(annotations(&created), pairs(&[("stamped", "yes")]));
     let stored = cms.get("plain").await.expect("get");
     assert_eq!(annotations(&stored), pairs(&[("stamped", "yes")]));
@@ -150,6 +157,37 @@ async fn mutating_patch_is_stored() {
     hook.stop().await;
 }
 
+/// A webhook annotating every object `record` with what it saw of its annotation `watched`
+/// (`nothing` when it had none).
+fn recording(watched: &'static str, record: &'static str) -> impl Fn(&Value) -> Verdict {
+    move |request: &Value| {
+        let saw = request["object"]["metadata"]["annotations"][watched]
+            .as_str()
+            .unwrap_or("nothing")
+            .to_string();
+        Verdict::annotate(&request["object"], record, &saw)
+    }
+}
+
+/// A webhook allowing every request with this `patchType` and `patch` field, as sent.
+fn answering(patch_type: &'static str, patch: Value) -> impl Fn(&Value) -> Verdict {
+    move |_: &Value| {
+        Verdict::Response(json!({"allowed": true, "patchType": patch_type, "patch": patch.clone()}))
+    }
+}
+
+/// The Status refusing a merge patch of `data` into the ConfigMap `name`.
+async fn refused_data_patch(cms: &Api<ConfigMap>, name: &str) -> Box<kube::core::Status> {
+    status(
+        cms.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v"}})),
+        )
+        .await,
+    )
+}
+
 /// A patch as a `patch` field carries it: base64 of its JSON.
 fn encoded(patch: &Value) -> String {
     use base64::Engine;
@@ -163,35 +201,15 @@ fn encoded(patch: &Value) -> String {
 async fn configurations_apply_in_name_order() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let first = TestWebhook::start(annotating("first", "1"))
-        .await
-        .expect("webhook");
+    let first = start_webhook(annotating("first", "1")).await;
     // The second copies what it saw of the first's annotation.
-    let second = TestWebhook::start(|request| {
-        let saw = request["object"]["metadata"]["annotations"]["first"]
-            .as_str()
-            .unwrap_or("nothing")
-            .to_string();
-        Verdict::annotate(&request["object"], "second-saw", &saw)
-    })
-    .await
-    .expect("webhook");
+    let second = start_webhook(recording("first", "second-saw")).await;
     // Registered in the opposite order: the names decide.
-    register_mutating(
-        &client,
-        second.mutating_configuration("b-second", configmap_rules(), "Fail", None),
-    )
-    .await;
-    register_mutating(
-        &client,
-        first.mutating_configuration("a-first", configmap_rules(), "Fail", None),
-    )
-    .await;
+    register_hook(&client, &second, "b-second", "Fail").await;
+    register_hook(&client, &first, "a-first", "Fail").await;
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &configmap("ordered", &[]))
-        .await
-        .expect("create");
+    create(&cms, "ordered").await;
     let stored = cms.get("ordered").await.expect("get");
     assert_eq!(
         annotations(&stored),
@@ -212,22 +230,10 @@ async fn configurations_apply_in_name_order() {
 async fn mutating_denial_is_refused() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(|_| Verdict::Deny {
-        code: 403,
-        message: "not on my watch".into(),
-    })
-    .await
-    .expect("webhook");
-    register_mutating(
-        &client,
-        hook.mutating_configuration("gate", configmap_rules(), "Ignore", None),
-    )
-    .await;
+    let hook = denying_webhook(403, "not on my watch").await;
+    register_hook(&client, &hook, "gate", "Ignore").await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    let s = refused_create(&cms, "x").await;
     assert_eq!(
         (s.code, s.message.as_str()),
         (
@@ -247,9 +253,7 @@ async fn mutating_denial_is_refused() {
 async fn failure_policy_of_an_unreachable_mutating_webhook() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(annotating("never", "applied"))
-        .await
-        .expect("webhook");
+    let hook = start_webhook(annotating("never", "applied")).await;
     let fail = hook.mutating_configuration("down", configmap_rules(), "Fail", None);
     let ignore = hook.mutating_configuration("tolerant", configmap_rules(), "Ignore", None);
     let url = fail["webhooks"][0]["clientConfig"]["url"]
@@ -260,16 +264,8 @@ async fn failure_policy_of_an_unreachable_mutating_webhook() {
 
     register_mutating(&client, fail).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
-    assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"), "{s:?}");
-    let prefix = format!(
-        "Internal error occurred: failed calling webhook \"down.test.lien.dev\": failed to call webhook: Post \"{url}?timeout=2s\": "
-    );
-    assert!(s.message.starts_with(&prefix), "{}", s.message);
-    assert!(s.message.contains("connection refused"), "{}", s.message);
+    let s = refused_create(&cms, "x").await;
+    assert_unreachable(&s, "down", &url);
     unregister_mutating(&client, "down").await;
 
     register_mutating(&client, ignore).await;
@@ -288,40 +284,27 @@ async fn failure_policy_of_an_unreachable_mutating_webhook() {
 async fn malformed_patches() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(|_| {
-        Verdict::Response(json!({
-            "allowed": true, "patchType": "JSONPatch",
-            "patch": encoded(&json!({"op": "add", "path": "/data"})),
-        }))
-    })
-    .await
-    .expect("webhook");
-    register_mutating(
-        &client,
-        hook.mutating_configuration("odd", configmap_rules(), "Fail", None),
-    )
+    let hook = start_webhook(answering(
+        "JSONPatch",
+        json!(encoded(&json!({"op": "add", "path": "/data"}))),
+    ))
     .await;
+    register_hook(&client, &hook, "odd", "Fail").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    let s = refused_create(&cms, "x").await;
     assert_eq!(s.code, 500, "{s:?}");
     assert_eq!(
         s.message,
         "Internal error occurred: failed calling webhook \"odd.test.lien.dev\": received undecodable patch in webhook response: json: cannot unmarshal object into Go value of type jsonpatch.Patch"
     );
 
-    hook.set_decide(|_| {
-        Verdict::Response(json!({
-            "allowed": true, "patchType": "MergePatch",
-            "patch": encoded(&json!([{"op": "add", "path": "/data", "value": {"k": "v"}}])),
-        }))
-    });
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    hook.set_decide(answering(
+        "MergePatch",
+        json!(encoded(
+            &json!([{"op": "add", "path": "/data", "value": {"k": "v"}}])
+        )),
+    ));
+    let s = refused_create(&cms, "x").await;
     assert_eq!(
         (s.code, s.message.as_str()),
         (
@@ -330,13 +313,8 @@ async fn malformed_patches() {
         )
     );
 
-    hook.set_decide(|_| {
-        Verdict::Response(json!({"allowed": true, "patchType": "JSONPatch", "patch": "%%%"}))
-    });
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    hook.set_decide(answering("JSONPatch", json!("%%%")));
+    let s = refused_create(&cms, "x").await;
     assert_eq!(s.code, 500, "{s:?}");
     assert!(
         s.message
@@ -347,16 +325,11 @@ async fn malformed_patches() {
 
     // Under Ignore a failed call is skipped ...
     unregister_mutating(&client, "odd").await;
-    register_mutating(
-        &client,
-        hook.mutating_configuration("odd-tolerant", configmap_rules(), "Ignore", None),
-    )
-    .await;
-    hook.set_decide(|_| {
-        Verdict::Response(json!({
-            "allowed": true, "patchType": "JSONPatch", "patch": encoded(&json!("not a patch")),
-        }))
-    });
+    register_hook(&client, &hook, "odd-tolerant", "Ignore").await;
+    hook.set_decide(answering(
+        "JSONPatch",
+        json!(encoded(&json!("not a patch"))),
+    ));
     cms.create(&PostParams::default(), &configmap("skipped", &[]))
         .await
         .expect("a failed call is ignored under Ignore");
@@ -365,10 +338,7 @@ async fn malformed_patches() {
     hook.set_decide(|_| {
         Verdict::Patch(json!([{"op": "replace", "path": "/data/missing", "value": "v"}]))
     });
-    let s = status(
-        cms.create(&PostParams::default(), &configmap("x", &[]))
-            .await,
-    );
+    let s = refused_create(&cms, "x").await;
     assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"), "{s:?}");
     assert!(cms.get_opt("x").await.expect("get").is_none());
     sandbox.shutdown().await;
@@ -383,7 +353,7 @@ async fn malformed_patches() {
 async fn identity_changes_by_a_patch() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(|request| {
+    let hook = start_webhook(|request| {
         if request["operation"] == "CREATE" {
             return Verdict::Patch(json!([
                 {"op": "replace", "path": "/metadata/name", "value": "renamed"}
@@ -391,29 +361,14 @@ async fn identity_changes_by_a_patch() {
         }
         Verdict::Patch(json!([{"op": "replace", "path": "/metadata/name", "value": "other"}]))
     })
-    .await
-    .expect("webhook");
-    register_mutating(
-        &client,
-        hook.mutating_configuration("rename", configmap_rules(), "Ignore", None),
-    )
     .await;
+    register_hook(&client, &hook, "rename", "Ignore").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = cms
-        .create(&PostParams::default(), &configmap("asked", &[]))
-        .await
-        .expect("create");
+    let created = create(&cms, "asked").await;
     assert_eq!(created.metadata.name.as_deref(), Some("renamed"));
     assert!(cms.get_opt("asked").await.expect("get").is_none());
 
-    let s = status(
-        cms.patch(
-            "renamed",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"k": "v"}})),
-        )
-        .await,
-    );
+    let s = refused_data_patch(&cms, "renamed").await;
     assert_eq!(
         (s.code, s.message.as_str()),
         (
@@ -426,14 +381,7 @@ async fn identity_changes_by_a_patch() {
             json!([{"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}]),
         )
     });
-    let s = status(
-        cms.patch(
-            "renamed",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"k": "v"}})),
-        )
-        .await,
-    );
+    let s = refused_data_patch(&cms, "renamed").await;
     assert_eq!(
         (s.code, s.message.as_str()),
         (
@@ -444,14 +392,7 @@ async fn identity_changes_by_a_patch() {
     hook.set_decide(|_| {
         Verdict::Patch(json!([{"op": "replace", "path": "/kind", "value": "Secret"}]))
     });
-    let s = status(
-        cms.patch(
-            "renamed",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"k": "v"}})),
-        )
-        .await,
-    );
+    let s = refused_data_patch(&cms, "renamed").await;
     assert_eq!(s.code, 500, "{s:?}");
     let stored = cms.get("renamed").await.expect("get");
     assert!(stored.data.is_none(), "no refused update was stored");
@@ -465,9 +406,7 @@ async fn identity_changes_by_a_patch() {
 async fn match_conditions_gate_the_call() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(annotating("gated", "yes"))
-        .await
-        .expect("webhook");
+    let hook = start_webhook(annotating("gated", "yes")).await;
     let mut config = hook.mutating_configuration("gated", configmap_rules(), "Fail", None);
     config["webhooks"][0]["matchConditions"] = json!([{
         "name": "opted-in",
@@ -482,10 +421,7 @@ async fn match_conditions_gate_the_call() {
         )
         .await
         .expect("create");
-    let plain = cms
-        .create(&PostParams::default(), &configmap("plain", &[]))
-        .await
-        .expect("create");
+    let plain = create(&cms, "plain").await;
     assert_eq!(annotations(&opted), pairs(&[("gated", "yes")]));
     assert!(annotations(&plain).is_empty());
     let seen = hook.requests();
@@ -501,14 +437,8 @@ async fn match_conditions_gate_the_call() {
 async fn dry_run_shows_the_patch_and_stores_nothing() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let hook = TestWebhook::start(annotating("dry", "run"))
-        .await
-        .expect("webhook");
-    register_mutating(
-        &client,
-        hook.mutating_configuration("dry", configmap_rules(), "Fail", None),
-    )
-    .await;
+    let hook = start_webhook(annotating("dry", "run")).await;
+    register_hook(&client, &hook, "dry", "Fail").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let dry = PostParams {
         dry_run: true,
@@ -547,32 +477,15 @@ async fn if_needed_webhooks_are_reinvoked() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
     // The early webhook records what it saw of the late webhook's annotation.
-    let early = TestWebhook::start(|request| {
-        let saw = request["object"]["metadata"]["annotations"]["late"]
-            .as_str()
-            .unwrap_or("nothing")
-            .to_string();
-        Verdict::annotate(&request["object"], "early-saw", &saw)
-    })
-    .await
-    .expect("webhook");
-    let late = TestWebhook::start(annotating("late", "here"))
-        .await
-        .expect("webhook");
+    let early = start_webhook(recording("late", "early-saw")).await;
+    let late = start_webhook(annotating("late", "here")).await;
     let mut config = early.mutating_configuration("a-early", configmap_rules(), "Fail", None);
     config["webhooks"][0]["reinvocationPolicy"] = json!("IfNeeded");
     register_mutating(&client, config).await;
-    register_mutating(
-        &client,
-        late.mutating_configuration("b-late", configmap_rules(), "Fail", None),
-    )
-    .await;
+    register_hook(&client, &late, "b-late", "Fail").await;
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = cms
-        .create(&PostParams::default(), &configmap("again", &[]))
-        .await
-        .expect("create");
+    let created = create(&cms, "again").await;
     assert_eq!(
         annotations(&created),
         pairs(&[("early-saw", "here"), ("late", "here")])
@@ -585,10 +498,7 @@ async fn if_needed_webhooks_are_reinvoked() {
     never["webhooks"][0]["reinvocationPolicy"] = json!("Never");
     unregister_mutating(&client, "a-early").await;
     register_mutating(&client, never).await;
-    let created = cms
-        .create(&PostParams::default(), &configmap("once", &[]))
-        .await
-        .expect("create");
+    let created = create(&cms, "once").await;
     assert_eq!(
         annotations(&created),
         pairs(&[("early-saw", "nothing"), ("late", "here")])
@@ -605,10 +515,8 @@ async fn if_needed_webhooks_are_reinvoked() {
 async fn validating_webhooks_see_the_mutated_object() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
-    let mutator = TestWebhook::start(annotating("mutated", "first"))
-        .await
-        .expect("webhook");
-    let validator = TestWebhook::start(|request| {
+    let mutator = start_webhook(annotating("mutated", "first")).await;
+    let validator = start_webhook(|request| {
         if request["object"]["metadata"]["annotations"]["mutated"] == "first" {
             Verdict::Allow
         } else {
@@ -618,13 +526,8 @@ async fn validating_webhooks_see_the_mutated_object() {
             }
         }
     })
-    .await
-    .expect("webhook");
-    register_mutating(
-        &client,
-        mutator.mutating_configuration("mutator", configmap_rules(), "Fail", None),
-    )
     .await;
+    register_hook(&client, &mutator, "mutator", "Fail").await;
     register(
         &client,
         validator.configuration("validator", configmap_rules(), "Fail", None),
@@ -669,16 +572,11 @@ async fn delete_is_reviewed_without_an_object() {
             .await
             .expect("create");
     }
-    let hook = TestWebhook::start(|_| {
+    let hook = start_webhook(|_| {
         Verdict::Patch(json!([{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]))
     })
-    .await
-    .expect("webhook");
-    register_mutating(
-        &client,
-        hook.mutating_configuration("deleting", configmap_rules(), "Ignore", None),
-    )
     .await;
+    register_hook(&client, &hook, "deleting", "Ignore").await;
     let s = status(cms.delete("kept", &DeleteParams::default()).await);
     assert_eq!(
         (s.code, s.message.as_str()),
@@ -727,15 +625,14 @@ async fn scale_writes_are_mutated_as_scales() {
         .await
         .expect("create");
     // At most 3 replicas, whatever was asked.
-    let hook = TestWebhook::start(|request| {
+    let hook = start_webhook(|request| {
         if request["object"]["spec"]["replicas"].as_i64() > Some(3) {
             Verdict::Patch(json!([{"op": "replace", "path": "/spec/replicas", "value": 3}]))
         } else {
             Verdict::Allow
         }
     })
-    .await
-    .expect("webhook");
+    .await;
     let rules = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"],
         "resources": ["deployments/scale"]}]);
     register_mutating(

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams, WatchEvent};
 use kube::core::Status;
+use lien_sandbox::testing::{TestWebhook, Verdict};
 use serde_json::{Value, json};
 
 /// Generous deadline for anything that should happen at once.
@@ -139,6 +140,52 @@ pub async fn register(client: &kube::Client, configuration: Value) {
         .create(&PostParams::default(), &config)
         .await
         .expect("register the webhook");
+}
+
+/// The admission rules the webhook tests register: create, update and delete of ConfigMaps.
+pub fn configmap_rules() -> Value {
+    json!([{
+        "operations": ["CREATE", "UPDATE", "DELETE"],
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["configmaps"],
+        "scope": "Namespaced",
+    }])
+}
+
+/// A test webhook on 127.0.0.1 answering with `decide`.
+pub async fn start_webhook(
+    decide: impl Fn(&Value) -> Verdict + Send + Sync + 'static,
+) -> TestWebhook {
+    TestWebhook::start(decide).await.expect("webhook")
+}
+
+/// A test webhook denying every request with `code` and `message`.
+pub async fn denying_webhook(code: u16, message: &'static str) -> TestWebhook {
+    start_webhook(move |_| Verdict::Deny {
+        code,
+        message: message.into(),
+    })
+    .await
+}
+
+/// The Status refusing the create of an unlabelled ConfigMap `name`.
+pub async fn refused_create(cms: &Api<ConfigMap>, name: &str) -> Box<Status> {
+    status(
+        cms.create(&PostParams::default(), &configmap(name, &[]))
+            .await,
+    )
+}
+
+/// `s` is the internal error of a call to webhook `webhook`, registered at `url` with a 2s
+/// timeout, that nothing answered.
+pub fn assert_unreachable(s: &Status, webhook: &str, url: &str) {
+    assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"), "{s:?}");
+    let prefix = format!(
+        "Internal error occurred: failed calling webhook \"{webhook}.test.lien.dev\": failed to call webhook: Post \"{url}?timeout=2s\": "
+    );
+    assert!(s.message.starts_with(&prefix), "{}", s.message);
+    assert!(s.message.contains("connection refused"), "{}", s.message);
 }
 
 pub fn configmap(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
