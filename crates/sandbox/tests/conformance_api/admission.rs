@@ -11,14 +11,11 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::support::{
     DEADLINE, assert_unreachable, configmap, configmap_rules, denying_webhook, refused_create,
-    register, start_webhook, status,
+    register, start_webhook, status, unregister_as,
 };
 
 async fn unregister(client: &kube::Client, name: &str) {
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .delete(name, &DeleteParams::default())
-        .await
-        .expect("unregister the webhook");
+    unregister_as::<ValidatingWebhookConfiguration>(client, name, "webhook").await;
 }
 
 /// The one request the webhook received for `operation` on `name` (object or oldObject).

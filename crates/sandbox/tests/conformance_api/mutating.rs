@@ -11,17 +11,12 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::support::{
     assert_unreachable, configmap, configmap_rules, denying_webhook, refused_create, register,
-    request, start_webhook, status,
+    register_as, request, start_webhook, status, unregister_as,
 };
 
 /// Registers a mutating webhook configuration (`TestWebhook::mutating_configuration`'s JSON).
 async fn register_mutating(client: &kube::Client, configuration: Value) {
-    let config: MutatingWebhookConfiguration =
-        serde_json::from_value(configuration).expect("configuration parses");
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .expect("register the mutating webhook");
+    register_as::<MutatingWebhookConfiguration>(client, configuration, "mutating webhook").await;
 }
 
 /// Registers `hook` as the mutating configuration `name` for ConfigMaps under
@@ -39,6 +34,20 @@ async fn register_hook(
     .await;
 }
 
+/// `hook`'s mutating configuration `name` for ConfigMaps under `failure_policy`, with its
+/// webhook's `field` set to `value`.
+fn configuration_with(
+    hook: &TestWebhook,
+    name: &str,
+    failure_policy: &str,
+    field: &str,
+    value: Value,
+) -> Value {
+    let mut config = hook.mutating_configuration(name, configmap_rules(), failure_policy, None);
+    config["webhooks"][0][field] = value;
+    config
+}
+
 /// Creates the unlabelled ConfigMap `name`; what the API server returned.
 async fn create(cms: &Api<ConfigMap>, name: &str) -> ConfigMap {
     cms.create(&PostParams::default(), &configmap(name, &[]))
@@ -47,10 +56,7 @@ async fn create(cms: &Api<ConfigMap>, name: &str) -> ConfigMap {
 }
 
 async fn unregister_mutating(client: &kube::Client, name: &str) {
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .delete(name, &DeleteParams::default())
-        .await
-        .expect("unregister the mutating webhook");
+    unregister_as::<MutatingWebhookConfiguration>(client, name, "mutating webhook").await;
 }
 
 /// The annotations of an object kube-rs returned.
@@ -407,11 +413,16 @@ async fn match_conditions_gate_the_call() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
     let hook = start_webhook(annotating("gated", "yes")).await;
-    let mut config = hook.mutating_configuration("gated", configmap_rules(), "Fail", None);
-    config["webhooks"][0]["matchConditions"] = json!([{
-        "name": "opted-in",
-        "expression": "has(object.metadata.labels) && 'mutate' in object.metadata.labels",
-    }]);
+    let config = configuration_with(
+        &hook,
+        "gated",
+        "Fail",
+        "matchConditions",
+        json!([{
+            "name": "opted-in",
+            "expression": "has(object.metadata.labels) && 'mutate' in object.metadata.labels",
+        }]),
+    );
     register_mutating(&client, config).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let opted = cms
@@ -455,8 +466,7 @@ async fn dry_run_shows_the_patch_and_stores_nothing() {
     // `sideEffects: Some` or `Unknown`, which would refuse a dry run, are not valid in
     // admissionregistration.k8s.io/v1 (the only version served), so no stored configuration
     // can have them.
-    let mut config = hook.mutating_configuration("effects", configmap_rules(), "Ignore", None);
-    config["webhooks"][0]["sideEffects"] = json!("Some");
+    let config = configuration_with(&hook, "effects", "Ignore", "sideEffects", json!("Some"));
     let config: MutatingWebhookConfiguration =
         serde_json::from_value(config).expect("configuration parses");
     let s = status(
@@ -479,8 +489,13 @@ async fn if_needed_webhooks_are_reinvoked() {
     // The early webhook records what it saw of the late webhook's annotation.
     let early = start_webhook(recording("late", "early-saw")).await;
     let late = start_webhook(annotating("late", "here")).await;
-    let mut config = early.mutating_configuration("a-early", configmap_rules(), "Fail", None);
-    config["webhooks"][0]["reinvocationPolicy"] = json!("IfNeeded");
+    let config = configuration_with(
+        &early,
+        "a-early",
+        "Fail",
+        "reinvocationPolicy",
+        json!("IfNeeded"),
+    );
     register_mutating(&client, config).await;
     register_hook(&client, &late, "b-late", "Fail").await;
 
@@ -494,8 +509,13 @@ async fn if_needed_webhooks_are_reinvoked() {
     assert_eq!(late.requests().len(), 1, "Never: called once");
 
     // With Never, the early webhook does not see the late one's change.
-    let mut never = early.mutating_configuration("a-early", configmap_rules(), "Fail", None);
-    never["webhooks"][0]["reinvocationPolicy"] = json!("Never");
+    let never = configuration_with(
+        &early,
+        "a-early",
+        "Fail",
+        "reinvocationPolicy",
+        json!("Never"),
+    );
     unregister_mutating(&client, "a-early").await;
     register_mutating(&client, never).await;
     let created = create(&cms, "once").await;

@@ -7,9 +7,13 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams, WatchEvent};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent,
+};
 use kube::core::Status;
 use lien_sandbox::testing::{TestWebhook, Verdict};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 /// Generous deadline for anything that should happen at once.
@@ -134,12 +138,31 @@ where
 
 /// Registers a validating webhook configuration (`TestWebhook::configuration`'s JSON).
 pub async fn register(client: &kube::Client, configuration: Value) {
-    let config: ValidatingWebhookConfiguration =
-        serde_json::from_value(configuration).expect("configuration parses");
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+    register_as::<ValidatingWebhookConfiguration>(client, configuration, "webhook").await;
+}
+
+/// Creates a webhook configuration, given as its JSON, as a `K`; `what` names the webhook
+/// when that fails.
+pub async fn register_as<K>(client: &kube::Client, configuration: Value, what: &str)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let config: K = serde_json::from_value(configuration).expect("configuration parses");
+    Api::<K>::all(client.clone())
         .create(&PostParams::default(), &config)
         .await
-        .expect("register the webhook");
+        .unwrap_or_else(|e| panic!("register the {what}: {e:?}"));
+}
+
+/// Deletes the webhook configuration `name`, a `K`; `what` names the webhook when that fails.
+pub async fn unregister_as<K>(client: &kube::Client, name: &str, what: &str)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    Api::<K>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("unregister the {what}: {e:?}"));
 }
 
 /// The admission rules the webhook tests register: create, update and delete of ConfigMaps.
