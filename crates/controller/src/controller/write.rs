@@ -135,8 +135,14 @@ impl Write {
                     tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");
                     metrics.replayed();
                     // Once per accepted DELETE, like the counter: a replay retried after a lost
-                    // answer finds the object gone (404) and says nothing more.
-                    super::events::replayed(recorder, metrics, target, attempt).await;
+                    // answer finds the object gone (404) and says nothing more. Published in a
+                    // task of its own, as refusal events are: the writes after this one (a
+                    // Usage's finalizer, the next replay) never wait for an Event.
+                    let (recorder, metrics) = (recorder.clone(), metrics.clone());
+                    let (target, attempt) = (target.clone(), attempt.clone());
+                    tokio::spawn(async move {
+                        super::events::replayed(&recorder, &metrics, &target, &attempt).await;
+                    });
                 }
                 r.map(drop)
             }
