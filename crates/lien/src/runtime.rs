@@ -371,19 +371,20 @@ impl Lien {
             }
         }));
         // Deleted or edited, the configuration is restored, and Usages say so meanwhile.
+        let reporter = kube::runtime::events::Reporter {
+            controller: controller_config.reporter.clone(),
+            instance: controller_config
+                .leader
+                .as_ref()
+                .map(|l| l.identity.clone()),
+        };
         let reconciler = lien_controller::webhook_config::Reconciler::new(
             client.clone(),
             desired_rx,
             enforcement_tx,
             controller.leader(),
             FIELD_MANAGER,
-            kube::runtime::events::Reporter {
-                controller: controller_config.reporter.clone(),
-                instance: controller_config
-                    .leader
-                    .as_ref()
-                    .map(|l| l.identity.clone()),
-            },
+            reporter.clone(),
         );
         tasks.push(tokio::spawn(reconciler.run(stopped.clone())));
         // The mutating configuration, kept the same way. Protection does not rest on it, so its
@@ -396,13 +397,7 @@ impl Lien {
             mutating_enforcement,
             controller.leader(),
             FIELD_MANAGER,
-            kube::runtime::events::Reporter {
-                controller: controller_config.reporter.clone(),
-                instance: controller_config
-                    .leader
-                    .as_ref()
-                    .map(|l| l.identity.clone()),
-            },
+            reporter.clone(),
         );
         tasks.push(tokio::spawn(reconciler.run(stopped.clone())));
 

@@ -27,7 +27,6 @@
 //! - Dry runs are sealed like real requests: sealing has no side effect (the answer is only a
 //!   patch, and the access check only reads), so a dry run shows exactly what would be stored.
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use lien_core::ObjectKey;
@@ -205,19 +204,7 @@ struct UserInfoBody {
 #[serde(rename_all = "camelCase")]
 struct UserInfoRequest {
     #[serde(default)]
-    user_info: Option<UserInfo>,
-}
-
-#[derive(Deserialize, Default)]
-struct UserInfo {
-    #[serde(default)]
-    username: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    groups: Option<Vec<String>>,
-    #[serde(default)]
-    extra: Option<BTreeMap<String, Vec<String>>>,
+    user_info: Option<crate::validate::UsageUserInfo>,
 }
 
 /// The requester's whole `userInfo` (with `uid` and `extra`, which the borrowed [`Request`]
@@ -226,13 +213,7 @@ struct UserInfo {
 fn requester(body: &[u8]) -> Result<Requester, String> {
     let b: UserInfoBody =
         serde_json::from_slice(body).map_err(|e| format!("request.userInfo: {e}"))?;
-    let u = b.request.user_info.unwrap_or_default();
-    Ok(Requester {
-        username: u.username.unwrap_or_default(),
-        uid: u.uid.unwrap_or_default(),
-        groups: u.groups.unwrap_or_default(),
-        extra: u.extra.unwrap_or_default(),
-    })
+    Ok(b.request.user_info.unwrap_or_default().into())
 }
 
 /// Decides an UPDATE sent to `/mutate` (see the module docs). `own_user` is Lien's own

@@ -231,17 +231,28 @@ fn report_problems(graph: &plugin::Graph) {
     }
 }
 
+/// The one object a command (`why`, `delete`) takes, resolved.
+fn one_object(
+    s: &Session,
+    objects: &[(String, String)],
+    command: &str,
+) -> Result<(lien_core::ObjectKey, read::Resource), ReadError> {
+    let [one] = <[_; 1]>::try_from(read::object_keys(&s.discovery, objects, &s.namespace)?)
+        .map_err(|v: Vec<_>| {
+            ReadError::Usage(format!(
+                "{command} takes one object, {} were given",
+                v.len()
+            ))
+        })?;
+    Ok(one)
+}
+
 /// `why`.
 pub async fn why(args: WhyArgs) -> ExitCode {
     let result = async {
         let s = session(&args.kube).await?;
         let objects = read::parse_objects(&args.object)?;
-        let [(key, resource)] =
-            <[_; 1]>::try_from(read::object_keys(&s.discovery, &objects, &s.namespace)?).map_err(
-                |v: Vec<_>| {
-                    ReadError::Usage(format!("why takes one object, {} were given", v.len()))
-                },
-            )?;
+        let (key, resource) = one_object(&s, &objects, "why")?;
         let info = read::get_object(&s.client, &key, &resource).await?;
         let mut g = load(&s, &args.kube).await?;
         g.nodes.insert(key.clone(), info);
@@ -263,12 +274,7 @@ pub async fn delete(args: DeleteArgs) -> ExitCode {
     let result = async {
         let s = session(&args.kube).await?;
         let objects = read::parse_objects(&args.object)?;
-        let [(key, resource)] =
-            <[_; 1]>::try_from(read::object_keys(&s.discovery, &objects, &s.namespace)?).map_err(
-                |v: Vec<_>| {
-                    ReadError::Usage(format!("delete takes one object, {} were given", v.len()))
-                },
-            )?;
+        let (key, resource) = one_object(&s, &objects, "delete")?;
         let ty = objects.first().map(|(t, _)| t.clone()).unwrap_or_default();
         Ok::<_, ReadError>((s, key, resource, ty))
     }
