@@ -703,3 +703,91 @@ where
     )
     .await
 }
+
+/// The machine's `kubectl` as a user types it: the built `lien` is on PATH as `kubectl-lien`
+/// (a symlink in a temporary directory, so kubectl finds it as a plugin and it runs in plugin
+/// mode, chosen by argv[0]), reading the scenario's kubeconfig. The directory goes on drop.
+pub struct Kubectl {
+    dir: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Kubectl {
+    /// A kubectl for `env`'s cluster.
+    pub fn new(env: &Env) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "lien-kubectl-{}-{}-{}",
+            std::process::id(),
+            env.ns,
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let link = dir.join("kubectl-lien");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(std::path::Path::new(env!("CARGO_BIN_EXE_lien")), &link)
+            .expect("symlink kubectl-lien");
+        let kubeconfig = dir.join("kubeconfig");
+        env.write_kubeconfig(&kubeconfig);
+        Self { dir, kubeconfig }
+    }
+
+    /// Runs `kubectl ARGS…` (without blocking the runtime that serves the sandbox), with no
+    /// terminal on stdin, at most 120 s; returns (success, stdout, stderr).
+    pub async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        self.run_with_stdin(args, None).await
+    }
+
+    /// As [`Kubectl::run`], writing `stdin` (a manifest for `-f -`, an answer to a prompt).
+    pub async fn run_with_stdin(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> (bool, String, String) {
+        use tokio::io::AsyncWriteExt as _;
+        let path = format!(
+            "{}:{}",
+            self.dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut child = tokio::process::Command::new("kubectl")
+            .args(args)
+            .env("PATH", path)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", self.dir.join("cache"))
+            .stdin(if stdin.is_some() {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            })
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kubectl runs (is it on PATH?)");
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).await.expect("write stdin");
+            drop(pipe);
+        }
+        let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+            .await
+            .expect("kubectl finishes within 120 s")
+            .expect("kubectl output");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The directory holding the kubeconfig and the plugin link.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+impl Drop for Kubectl {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -2,59 +2,9 @@
 //! `kubectl-lien` (a symlink in a temporary directory), so kubectl finds it as a plugin and it
 //! runs in plugin mode (chosen by argv[0]), reading through the scenario's kubeconfig.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::json;
 
-use super::harness::{DEADLINE, Env, wait_gone, wait_label};
-
-struct Kubectl {
-    dir: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    fn new(env: &Env) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("lien-plugin-{}-{}", std::process::id(), env.ns));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let link = dir.join("kubectl-lien");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(Path::new(env!("CARGO_BIN_EXE_lien")), &link)
-            .expect("symlink kubectl-lien");
-        let kubeconfig = dir.join("kubeconfig");
-        env.write_kubeconfig(&kubeconfig);
-        Self { dir, kubeconfig }
-    }
-
-    /// Runs `kubectl ARGS…` (without blocking the runtime that serves the sandbox); returns
-    /// (success, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let path = format!(
-            "{}:{}",
-            self.dir.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let out = tokio::process::Command::new("kubectl")
-            .args(args)
-            .env("PATH", path)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .output()
-            .await
-            .expect("kubectl runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-}
-
-impl Drop for Kubectl {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use super::harness::{DEADLINE, Env, Kubectl, wait_gone, wait_label};
 
 /// The Usage `usage`: ConfigMap `by` uses ConfigMap `of`, for `reason`.
 async fn configmap_uses(env: &mut Env, usage: &str, of: &str, by: &str, reason: &str) {

@@ -342,37 +342,6 @@ async fn an_edited_or_deleted_mutating_configuration_is_restored() {
     env.finish().await;
 }
 
-/// Runs `kubectl ARGS…` with the built `lien` on PATH as `kubectl-lien` (kubectl's plugin
-/// lookup) and the scenario's kubeconfig; (success, stdout, stderr).
-async fn kubectl(env: &Env, args: &[&str]) -> (bool, String, String) {
-    let dir =
-        std::env::temp_dir().join(format!("lien-when-free-{}-{}", std::process::id(), env.ns));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let link = dir.join("kubectl-lien");
-    if !link.exists() {
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lien"), &link).expect("symlink");
-    }
-    let kubeconfig = dir.join("kubeconfig");
-    env.write_kubeconfig(&kubeconfig);
-    let path = format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = tokio::process::Command::new("kubectl")
-        .args(args)
-        .env("PATH", path)
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .await
-        .expect("kubectl runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// Through the real kubectl, on a Lien that records refusals (client certificate) and a Usage
 /// that asks for no replay: `kubectl lien delete` alone prints the refusal and the hint;
 /// with `--when-free` right after a refusal, the request is what stays recorded (the refusal's
@@ -393,17 +362,17 @@ async fn kubectl_lien_delete_when_free_through_kubectl() {
     .await;
     let cms = env.configmaps();
     wait_label(&cms, "db", true).await;
+    let k = Kubectl::new(&env);
 
-    let (ok, _, stderr) = kubectl(&env, &["lien", "delete", "cm/db", "-n", &ns]).await;
+    let (ok, _, stderr) = k.run(&["lien", "delete", "cm/db", "-n", &ns]).await;
     assert!(!ok, "{stderr}");
     assert!(
         stderr.contains("admission webhook \"delete.lien.dev\" denied the request")
             && stderr.contains("run the same command with --when-free"),
         "{stderr}"
     );
-    let (ok, stdout, stderr) = kubectl(
-        &env,
-        &[
+    let (ok, stdout, stderr) = k
+        .run(&[
             "lien",
             "delete",
             "--when-free",
@@ -411,9 +380,8 @@ async fn kubectl_lien_delete_when_free_through_kubectl() {
             "-n",
             &ns,
             "--cascade=orphan",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(ok, "{stdout}{stderr}");
     assert!(
         stdout.starts_with("cm/db is in use; Lien will delete it when it is free.")
@@ -434,18 +402,14 @@ async fn kubectl_lien_delete_when_free_through_kubectl() {
     })
     .await;
 
-    let (ok, stdout, stderr) = kubectl(
-        &env,
-        &["lien", "delete", "--when-free", "cm/scratch", "-n", &ns],
-    )
-    .await;
+    let (ok, stdout, stderr) = k
+        .run(&["lien", "delete", "--when-free", "cm/scratch", "-n", &ns])
+        .await;
     assert!(ok, "{stdout}{stderr}");
     assert_eq!(stdout, "cm/scratch deleted\n");
-    let (ok, _, stderr) = kubectl(
-        &env,
-        &["lien", "delete", "--when-free", "cm/nope", "-n", &ns],
-    )
-    .await;
+    let (ok, _, stderr) = k
+        .run(&["lien", "delete", "--when-free", "cm/nope", "-n", &ns])
+        .await;
     assert!(!ok);
     assert!(stderr.contains("NotFound"), "{stderr}");
 
