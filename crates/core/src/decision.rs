@@ -88,6 +88,8 @@ pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str
     let mut refs: Vec<_> = index
         .blockers(object)
         .filter(|r| !probe.is_some_and(|probe| r.of_uid_differs_probe(probe)))
+        // A cycle inside a namespace being deleted does not hold (`set_broken_cycles`).
+        .filter(|r| !index.is_broken(object, r))
         .collect();
     if refs.is_empty() {
         return Decision::Allowed;
@@ -239,29 +241,190 @@ pub fn render_denial(decision: &Decision, max_listed: usize) -> String {
     out
 }
 
-/// What happens next to an object whose DELETE was refused, appended to the refusal:
-///
-/// - `recorded_replay` (the API server's refusal was recorded and a blocking relation asks for
-///   replay): `it will be deleted when free`;
-/// - otherwise: ``run `kubectl lien delete --when-free configmap/settings -n team-a` to have it
-///   deleted when free`` — the object's type as kubectl takes it (`kind` for the core group,
-///   `kind.group` otherwise, lower-cased).
-pub fn render_when_free(object: &ObjectKey, recorded_replay: bool) -> String {
-    if recorded_replay {
-        return "it will be deleted when free".to_owned();
-    }
-    let kind = object.kind.to_lowercase();
-    let mut out = String::with_capacity(96 + object.name.len());
-    let _ = write!(out, "run `kubectl lien delete --when-free {kind}");
-    if !object.group.is_empty() {
-        let _ = write!(out, ".{}", object.group);
-    }
-    let _ = write!(out, "/{}", object.name);
-    if let Some(ns) = &object.namespace {
+/// The object as `kubectl` takes it: `configmap/settings -n team-a`,
+/// `cluster.eks.example.io/my-cluster` (`kind` for the core group, `kind.group` otherwise,
+/// lower-cased).
+fn kubectl_ref(out: &mut String, key: &ObjectKey) {
+    kubectl_ref_without_namespace(out, key);
+    if let Some(ns) = &key.namespace {
         let _ = write!(out, " -n {ns}");
     }
-    out.push_str("` to have it deleted when free");
+}
+
+/// The `kubectl` type of a source's object: Lien's kinds, qualified with their group so that
+/// another product's `Usage` kind (Crossplane has one) is never the one deleted.
+fn source_ref(out: &mut String, source: &Source) {
+    match source {
+        Source::Usage { namespace, name } => {
+            let _ = write!(out, "usage.lien.dev/{name} -n {namespace}");
+        }
+        Source::ClusterUsage { name } => {
+            let _ = write!(out, "clusterusage.lien.dev/{name}");
+        }
+        Source::Rule { name } => {
+            let _ = write!(out, "dependencyrule.lien.dev/{name}");
+        }
+    }
+}
+
+/// What happens next to an object whose DELETE was refused (the refusal's second line, and the
+/// end of the refused DELETE's Event):
+///
+/// - `recorded_replay` (the refusal was recorded and a blocking relation asks for replay):
+///   `Lien will delete it when its last user is gone` — or, when a protection holds it too
+///   (`users_only` false), `Lien will delete it once nothing holds it`;
+/// - otherwise how to ask for that: ``not replayed: to have Lien delete it once free, run
+///   `kubectl lien delete --when-free configmap/settings -n team-a` `` (the object's type as
+///   kubectl takes it: `kind` for the core group, `kind.group` otherwise, lower-cased).
+pub fn render_when_free(object: &ObjectKey, recorded_replay: bool, users_only: bool) -> String {
+    if recorded_replay {
+        return if users_only {
+            "Lien will delete it when its last user is gone".to_owned()
+        } else {
+            "Lien will delete it once nothing holds it".to_owned()
+        };
+    }
+    let mut out = String::with_capacity(96 + object.name.len());
+    out.push_str("not replayed: to have Lien delete it once free, run `kubectl lien delete --when-free ");
+    kubectl_ref(&mut out, object);
+    out.push('`');
     out
+}
+
+/// How many users "delete the users first" names in one `kubectl delete` command; more are
+/// listed in the detail instead.
+const MAX_USERS_IN_COMMAND: usize = 5;
+
+/// The refusal of a DELETE as a person reads it in a terminal (`kubectl delete` prints it after
+/// `admission webhook "delete.lien.dev" denied the request: `), at most three short lines and
+/// then the detail; empty for [`Decision::Allowed`]:
+///
+/// 1. who holds it: `cannot delete K: it is in use by U (Usage ns/name: reason).` for one
+///    blocker, `it is in use by 3 objects and protected by ClusterUsage keep.` for several;
+/// 2. whether Lien will replay it ([`render_when_free`], with `recorded_replay`);
+/// 3. what to do now: the `kubectl delete` of the user(s) (when there are few, in one
+///    namespace), or of the protecting Usage — a Usage without `by` goes at once —, and
+///    `kubectl lien why` for every other way (a Usage *with* `by` keeps its finalizer while
+///    its users exist, so deleting it is not the one-line fix);
+///
+/// then, for more than one blocker, `held by:` and one line per group of [`render_denial`]'s
+/// list, at most `max_listed` blockers, and `and N more`. Reasons are one bounded line each.
+pub fn render_refusal(decision: &Decision, max_listed: usize, recorded_replay: bool) -> String {
+    let Decision::Denied { object, blockers } = decision else {
+        return String::new();
+    };
+    let mut out = String::with_capacity(256 + 96 * blockers.len().min(max_listed));
+    // Who: the distinct users (blockers are sorted by user, so equal ones are adjacent) and the
+    // protecting sources (sorted first, protections have no user).
+    let mut users: Vec<&ObjectKey> = Vec::new();
+    let mut protections: Vec<&Blocker> = Vec::new();
+    for b in blockers {
+        match &b.by {
+            Some(by) if users.last() != Some(&by) => users.push(by),
+            Some(_) => {}
+            None if protections.iter().any(|p| p.source == b.source) => {}
+            None => protections.push(b),
+        }
+    }
+    let _ = write!(out, "cannot delete {object}: ");
+    if let [only] = blockers.as_slice() {
+        let _ = write!(
+            out,
+            "it is {}",
+            Group {
+                first: only,
+                users: only.by.iter().collect(),
+            }
+        );
+    } else {
+        out.push_str("it is ");
+        match users.as_slice() {
+            [] => {}
+            [one] => {
+                let _ = write!(out, "in use by {one}");
+            }
+            many => {
+                let _ = write!(out, "in use by {} objects", many.len());
+            }
+        }
+        if !users.is_empty() && !protections.is_empty() {
+            out.push_str(" and ");
+        }
+        match protections.as_slice() {
+            [] => {}
+            [one] => {
+                let _ = write!(out, "protected by {}", one.source);
+            }
+            many => {
+                let _ = write!(out, "protected by {} sources", many.len());
+            }
+        }
+    }
+    out.push_str(".\n");
+    out.push_str(&render_when_free(
+        object,
+        recorded_replay,
+        protections.is_empty(),
+    ));
+    out.push_str(".\nTo free it now, ");
+    let same_scope = users.windows(2).all(|w| w[0].namespace == w[1].namespace);
+    match (users.as_slice(), protections.as_slice()) {
+        (users, []) if users.len() <= MAX_USERS_IN_COMMAND && same_scope => {
+            let _ = write!(
+                out,
+                "delete {} first: `kubectl delete",
+                if users.len() == 1 {
+                    "the user".to_owned()
+                } else {
+                    format!("its {} users", users.len())
+                }
+            );
+            for u in users {
+                out.push(' ');
+                kubectl_ref_without_namespace(&mut out, u);
+            }
+            if let Some(ns) = users.first().and_then(|u| u.namespace.as_ref()) {
+                let _ = write!(out, " -n {ns}");
+            }
+            out.push('`');
+        }
+        (users, []) => {
+            let _ = write!(out, "delete its {} users first (listed below)", users.len());
+        }
+        ([], [one]) => {
+            out.push_str("remove the protection: `kubectl delete ");
+            source_ref(&mut out, &one.source);
+            out.push('`');
+        }
+        ([], _) => out.push_str("remove its protections (listed below)"),
+        (_, _) => out.push_str("delete its users and remove its protections (listed below)"),
+    }
+    out.push_str("; for the other ways: `kubectl lien why ");
+    kubectl_ref(&mut out, object);
+    out.push_str("`.");
+    if blockers.len() > 1 {
+        let listed = blockers.len().min(max_listed);
+        if listed > 0 {
+            out.push_str("\nheld by:");
+            for g in groups(&blockers[..listed]) {
+                let _ = write!(out, "\n  {g}");
+            }
+        }
+        if blockers.len() > listed {
+            let _ = write!(out, "\n  and {} more", blockers.len() - listed);
+        }
+    }
+    out
+}
+
+/// `kind[.group]/name`: [`kubectl_ref`] without the namespace, for a command naming several
+/// objects of one namespace.
+fn kubectl_ref_without_namespace(out: &mut String, key: &ObjectKey) {
+    let _ = write!(out, "{}", key.kind.to_lowercase());
+    if !key.group.is_empty() {
+        let _ = write!(out, ".{}", key.group);
+    }
+    let _ = write!(out, "/{}", key.name);
 }
 
 #[cfg(test)]
@@ -297,18 +460,179 @@ mod tests {
     #[test]
     fn what_happens_next_names_the_when_free_command_as_kubectl_takes_types() {
         assert_eq!(
-            render_when_free(&cluster(), true),
-            "it will be deleted when free"
+            render_when_free(&cluster(), true, true),
+            "Lien will delete it when its last user is gone"
         );
         assert_eq!(
-            render_when_free(&cluster(), false),
-            "run `kubectl lien delete --when-free cluster.eks.example.io/my-cluster` to have it deleted when free"
+            render_when_free(&cluster(), true, false),
+            "Lien will delete it once nothing holds it"
+        );
+        assert_eq!(
+            render_when_free(&cluster(), false, true),
+            "not replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free cluster.eks.example.io/my-cluster`"
         );
         let cm = ObjectKey::new("", "ConfigMap", Some("team-a"), "settings");
         assert_eq!(
-            render_when_free(&cm, false),
-            "run `kubectl lien delete --when-free configmap/settings -n team-a` to have it deleted when free"
+            render_when_free(&cm, false, false),
+            "not replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free configmap/settings -n team-a`"
         );
+    }
+
+    #[test]
+    fn a_refusal_of_one_user_says_who_what_next_and_the_command_that_frees_it() {
+        let db = ObjectKey::new("", "ConfigMap", Some("team-a"), "db");
+        let app = ObjectKey::new("apps", "Deployment", Some("team-a"), "app");
+        let idx = index_with(vec![
+            Relation::uses(usage("app-uses-db"), db.clone(), app).with_reason("orders"),
+        ]);
+        let d = decide_delete(&idx, &db, None);
+        assert_eq!(
+            render_refusal(&d, 10, true),
+            "cannot delete ConfigMap team-a/db: it is in use by apps/Deployment team-a/app \
+             (Usage team-a/app-uses-db: orders).\n\
+             Lien will delete it when its last user is gone.\n\
+             To free it now, delete the user first: `kubectl delete deployment.apps/app -n team-a`; \
+             for the other ways: `kubectl lien why configmap/db -n team-a`."
+        );
+        assert_eq!(
+            render_refusal(&d, 10, false).lines().nth(1),
+            Some(
+                "not replayed: to have Lien delete it once free, run \
+                 `kubectl lien delete --when-free configmap/db -n team-a`."
+            )
+        );
+        assert_eq!(render_refusal(&Decision::Allowed, 10, true), "");
+    }
+
+    #[test]
+    fn a_refusal_of_one_protection_names_the_usage_to_delete() {
+        let idx = index_with(vec![Relation::protects(
+            Source::cluster_usage("protect-production"),
+            cluster(),
+            "Production cluster - never delete",
+        )]);
+        let d = decide_delete(&idx, &cluster(), Some(UID));
+        assert_eq!(
+            render_refusal(&d, 10, false),
+            "cannot delete eks.example.io/Cluster my-cluster: it is protected \
+             (ClusterUsage protect-production: Production cluster - never delete).\n\
+             not replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free cluster.eks.example.io/my-cluster`.\n\
+             To free it now, remove the protection: \
+             `kubectl delete clusterusage.lien.dev/protect-production`; \
+             for the other ways: `kubectl lien why cluster.eks.example.io/my-cluster`."
+        );
+        let settings = ObjectKey::new("", "ConfigMap", Some("team-a"), "settings");
+        let idx = index_with(vec![Relation::protects(
+            usage("keep"),
+            settings.clone(),
+            "audit",
+        )]);
+        let refusal = render_refusal(&decide_delete(&idx, &settings, None), 10, true);
+        assert_eq!(
+            refusal.lines().nth(2),
+            Some(
+                "To free it now, remove the protection: \
+                 `kubectl delete usage.lien.dev/keep -n team-a`; \
+                 for the other ways: `kubectl lien why configmap/settings -n team-a`."
+            )
+        );
+        assert_eq!(
+            refusal.lines().nth(1),
+            Some("Lien will delete it once nothing holds it.")
+        );
+    }
+
+    #[test]
+    fn a_refusal_of_several_says_it_in_three_lines_then_lists_them_bounded() {
+        let rule = Source::rule("releases-use-clusters");
+        let idx = index_with(vec![
+            Relation::uses(usage("u2"), cluster(), release("b")),
+            Relation::uses(usage("u1"), cluster(), release("a")).with_reason("runs here"),
+            Relation::uses(rule, cluster(), release("c")),
+            Relation::protects(
+                Source::cluster_usage("keep"),
+                cluster(),
+                "line one\nline two",
+            ),
+        ]);
+        let d = decide_delete(&idx, &cluster(), Some(UID));
+        let head = "cannot delete eks.example.io/Cluster my-cluster: it is in use by 3 objects \
+                    and protected by ClusterUsage keep.\n\
+                    Lien will delete it once nothing holds it.\n\
+                    To free it now, delete its users and remove its protections (listed below); \
+                    for the other ways: `kubectl lien why cluster.eks.example.io/my-cluster`.";
+        assert_eq!(
+            render_refusal(&d, 10, true),
+            format!(
+                "{head}\nheld by:\n  \
+                 protected (ClusterUsage keep: line one line two)\n  \
+                 in use by helm.example.io/Release team-a/a (Usage team-a/u1: runs here)\n  \
+                 in use by helm.example.io/Release team-a/b (Usage team-a/u2)\n  \
+                 in use by helm.example.io/Release team-a/c (DependencyRule releases-use-clusters)"
+            )
+        );
+        assert_eq!(
+            render_refusal(&d, 1, true),
+            format!(
+                "{head}\nheld by:\n  \
+                 protected (ClusterUsage keep: line one line two)\n  and 3 more"
+            )
+        );
+        assert_eq!(
+            render_refusal(&d, 0, true),
+            format!("{head}\n  and 4 more")
+        );
+        // Users only, few and in one namespace: one command deletes them all.
+        let idx = index_with(vec![
+            Relation::uses(usage("u1"), cluster(), release("a")),
+            Relation::uses(usage("u2"), cluster(), release("b")),
+            Relation::uses(Source::rule("r"), cluster(), release("b")),
+        ]);
+        let refusal = render_refusal(&decide_delete(&idx, &cluster(), None), 10, true);
+        assert_eq!(
+            refusal.lines().take(3).collect::<Vec<_>>(),
+            [
+                "cannot delete eks.example.io/Cluster my-cluster: it is in use by 2 objects.",
+                "Lien will delete it when its last user is gone.",
+                "To free it now, delete its 2 users first: \
+                 `kubectl delete release.helm.example.io/a release.helm.example.io/b -n team-a`; \
+                 for the other ways: `kubectl lien why cluster.eks.example.io/my-cluster`."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refusal_of_many_users_lists_them_instead_of_one_long_command() {
+        let rule = Source::rule("rook-ceph-pv-uses-pool");
+        let pv = |i: usize| ObjectKey::new("", "PersistentVolume", None, format!("pvc-{i:03}"));
+        let idx = index_with(
+            (0..150)
+                .map(|i| {
+                    Relation::uses(rule.clone(), cluster(), pv(i))
+                        .with_reason("x".repeat(500))
+                        .with_replay(true)
+                })
+                .collect(),
+        );
+        let refusal = render_refusal(&decide_delete(&idx, &cluster(), Some(UID)), 10, true);
+        let lines: Vec<&str> = refusal.lines().collect();
+        assert_eq!(
+            lines[..4],
+            [
+                "cannot delete eks.example.io/Cluster my-cluster: it is in use by 150 objects.",
+                "Lien will delete it when its last user is gone.",
+                "To free it now, delete its 150 users first (listed below); \
+                 for the other ways: `kubectl lien why cluster.eks.example.io/my-cluster`.",
+                "held by:",
+            ]
+        );
+        // One group line for the ten listed users of the rule, its reason cut; then the rest.
+        assert_eq!(lines.len(), 6, "{refusal}");
+        assert!(lines[4].ends_with(&format!("{}…)", "x".repeat(200))), "{}", lines[4]);
+        assert_eq!(lines[5], "  and 140 more");
     }
 
     #[test]

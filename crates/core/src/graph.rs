@@ -61,6 +61,24 @@ pub fn find_cycles(index: &RelationIndex) -> Vec<Vec<ObjectKey>> {
     cyclic_components(index, &nodes, |_| true)
 }
 
+/// Every group of objects of `namespace` that use each other through relations whose both ends
+/// are in `namespace` (a cycle through an object elsewhere is not one: that object stays when
+/// the namespace goes). Deterministic, as [`find_cycles`]. What a namespace being deleted
+/// breaks ([`RelationIndex::set_broken_cycles`]).
+///
+/// Cost: one pass over the index's keys comparing an interned namespace (no strings), then
+/// Tarjan over the namespace's own keys — the controller runs it only while a namespace is
+/// being deleted, with the read lock the webhook shares.
+pub fn cycles_in_namespace(index: &RelationIndex, namespace: &str) -> Vec<Vec<ObjectKey>> {
+    let Some(ns) = index.namespace_symbol(namespace) else {
+        return Vec::new();
+    };
+    let nodes: Vec<u32> = (0..index.key_slots() as u32)
+        .filter(|&id| index.key_is_live(id) && index.key_namespace(id) == ns)
+        .collect();
+    cyclic_components(index, &nodes, |id| index.key_namespace(id) == ns)
+}
+
 /// A safe order to delete `objects` in: waves, each of which may be deleted (in parallel) once
 /// the waves before it are gone. Everything that uses one of `objects`, directly or through
 /// others, must go first and is included. The first wave holds the objects nobody uses. Each wave
@@ -261,6 +279,86 @@ mod tests {
 
     fn keys(names: &[&str]) -> Vec<ObjectKey> {
         names.iter().map(|n| k(n)).collect()
+    }
+
+    /// A ConfigMap `name` in namespace `ns` (`None`: a cluster-scoped Thing).
+    fn at(ns: Option<&str>, name: &str) -> ObjectKey {
+        match ns {
+            Some(ns) => ObjectKey::new("", "ConfigMap", Some(ns), name),
+            None => k(name),
+        }
+    }
+
+    /// An index where each `(by, of)` pair, with namespaces, is a relation from its own Usage.
+    fn spanning(edges: &[((Option<&str>, &str), (Option<&str>, &str))]) -> RelationIndex {
+        let mut idx = RelationIndex::new();
+        for (i, ((bns, by), (ons, of))) in edges.iter().enumerate() {
+            let s = Source::usage(bns.unwrap_or("team-a"), format!("u{i}"));
+            idx.apply(&s, [Relation::uses(s.clone(), at(*ons, of), at(*bns, by))])
+                .expect("valid");
+        }
+        idx
+    }
+
+    #[test]
+    fn cycles_in_a_namespace_are_those_whose_every_relation_is_inside_it() {
+        let a = Some("team-a");
+        let b = Some("team-b");
+        let idx = spanning(&[
+            // Inside team-a: x and y use each other; z uses itself.
+            ((a, "x"), (a, "y")),
+            ((a, "y"), (a, "x")),
+            ((a, "z"), (a, "z")),
+            // Through team-b: p uses q in team-b, which uses p back; not inside team-a.
+            ((a, "p"), (b, "q")),
+            ((b, "q"), (a, "p")),
+            // Through a cluster-scoped object.
+            ((a, "c"), (None, "node")),
+            ((None, "node"), (a, "c")),
+            // A chain, no cycle.
+            ((a, "m"), (a, "n")),
+        ]);
+        assert_eq!(
+            cycles_in_namespace(&idx, "team-a"),
+            vec![vec![at(a, "x"), at(a, "y")], vec![at(a, "z")],]
+        );
+        assert!(cycles_in_namespace(&idx, "team-b").is_empty());
+        assert!(cycles_in_namespace(&idx, "nowhere").is_empty());
+    }
+
+    #[test]
+    fn a_broken_cycle_no_longer_blocks_its_members_but_everything_else_still_does() {
+        let a = Some("team-a");
+        let mut idx = spanning(&[
+            ((a, "x"), (a, "y")),
+            ((a, "y"), (a, "x")),
+            // From outside the namespace: still holds x.
+            ((Some("team-b"), "outsider"), (a, "x")),
+        ]);
+        let blocked_by = |idx: &RelationIndex, name: &str| -> Vec<String> {
+            let mut users: Vec<String> = match crate::decide_delete(idx, &at(a, name), None) {
+                crate::Decision::Allowed => vec![],
+                crate::Decision::Denied { blockers, .. } => blockers
+                    .iter()
+                    .map(|b| b.by.as_ref().map_or("-".into(), |k| k.name.clone()))
+                    .collect(),
+            };
+            users.sort();
+            users
+        };
+        assert_eq!(blocked_by(&idx, "x"), ["outsider", "y"]);
+        assert_eq!(blocked_by(&idx, "y"), ["x"]);
+        let cycles = cycles_in_namespace(&idx, "team-a");
+        idx.set_broken_cycles("team-a", &cycles);
+        assert_eq!(idx.broken_cycles("team-a"), cycles);
+        assert_eq!(blocked_by(&idx, "x"), ["outsider"]);
+        assert!(blocked_by(&idx, "y").is_empty());
+        // The relations themselves stay.
+        assert_eq!(idx.len(), 3);
+        // The namespace no longer stuck (or gone): every relation blocks again.
+        idx.set_broken_cycles("team-a", &[]);
+        assert!(idx.broken_cycles("team-a").is_empty());
+        assert_eq!(blocked_by(&idx, "y"), ["x"]);
     }
 
     #[test]

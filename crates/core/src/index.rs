@@ -249,6 +249,12 @@ pub struct RelationIndex {
     /// The rules' joins (`crate::rule`), by [`crate::JoinId`]; `None` for a free slot. They
     /// live here because their objects are this index's keys, UIDs and strings.
     pub(crate) joins: Vec<Option<Box<RuleJoin>>>,
+    /// Cycles inside namespaces being deleted, whose relations no longer block (see
+    /// [`RelationIndex::set_broken_cycles`]): each member's cycle number, and the namespace each
+    /// number belongs to. Empty but for a namespace stuck on a cycle.
+    broken: hashbrown::HashMap<ObjectKey, u32>,
+    broken_namespaces: hashbrown::HashMap<u32, String>,
+    broken_next: u32,
 }
 
 /// How many released keys [`RelationIndex::was_released`] remembers: enough for every object
@@ -301,7 +307,77 @@ impl RelationIndex {
             released: HashSet::new(),
             released_order: VecDeque::new(),
             joins: Vec::new(),
+            broken: hashbrown::HashMap::new(),
+            broken_namespaces: hashbrown::HashMap::new(),
+            broken_next: 0,
         }
+    }
+
+    // ----- cycles broken inside a namespace being deleted -------------------------------------
+
+    /// Replaces the cycles broken in `namespace` with `cycles` (each a group of objects of that
+    /// namespace that use each other, as [`crate::cycles_in_namespace`] finds them; empty when
+    /// the namespace is gone or no longer stuck).
+    ///
+    /// A namespace being deleted takes everything in it, so relations whose both ends are
+    /// inside it protect nothing that will stay: they only order the deletions. A cycle of them
+    /// cannot be ordered, and would keep the namespace `Terminating` forever. A relation between
+    /// two members of one broken cycle no longer blocks a DELETE ([`crate::decide_delete`]);
+    /// every other relation — from outside the namespace, a protection, between members of
+    /// different cycles — still does. The relations themselves stay in the index: they go when
+    /// their sources do.
+    pub fn set_broken_cycles(&mut self, namespace: &str, cycles: &[Vec<ObjectKey>]) {
+        let old: Vec<u32> = self
+            .broken_namespaces
+            .iter()
+            .filter(|(_, ns)| ns.as_str() == namespace)
+            .map(|(&id, _)| id)
+            .collect();
+        if !old.is_empty() {
+            self.broken.retain(|_, id| !old.contains(id));
+            for id in old {
+                self.broken_namespaces.remove(&id);
+            }
+        }
+        for cycle in cycles {
+            let id = self.broken_next;
+            self.broken_next = self.broken_next.wrapping_add(1);
+            self.broken_namespaces.insert(id, namespace.to_owned());
+            for key in cycle {
+                self.broken.insert(key.clone(), id);
+            }
+        }
+    }
+
+    /// Whether `r`, a relation holding `of`, is between two members of one broken cycle
+    /// ([`RelationIndex::set_broken_cycles`]). O(1) when no cycle is broken.
+    pub fn is_broken(&self, of: &ObjectKey, r: &RelationRef<'_>) -> bool {
+        if self.broken.is_empty() {
+            return false;
+        }
+        let (Some(cycle), Some(by)) = (self.broken.get(of), r.by()) else {
+            return false;
+        };
+        self.broken.get(&by.to_key()) == Some(cycle)
+    }
+
+    /// The cycles broken in `namespace`, each sorted, sorted.
+    pub fn broken_cycles(&self, namespace: &str) -> Vec<Vec<ObjectKey>> {
+        let mut groups: std::collections::BTreeMap<u32, Vec<ObjectKey>> = Default::default();
+        for (key, id) in &self.broken {
+            if self.broken_namespaces.get(id).is_some_and(|ns| ns == namespace) {
+                groups.entry(*id).or_default().push(key.clone());
+            }
+        }
+        let mut out: Vec<Vec<ObjectKey>> = groups
+            .into_values()
+            .map(|mut g| {
+                g.sort_unstable();
+                g
+            })
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// Whether this index removed the last relation of `key` and has had none for it since
@@ -1304,6 +1380,12 @@ impl RelationIndex {
         ];
         parts.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));
         parts
+    }
+
+    /// The interned symbol of `namespace`, as [`RelationIndex::key_namespace`] returns it, if
+    /// any key or string uses it.
+    pub(crate) fn namespace_symbol(&self, namespace: &str) -> Option<u32> {
+        self.strs.find(namespace).map(|s| s.0)
     }
 
     /// Internal ids for the graph algorithms: the key id of `key`, if the index knows it.

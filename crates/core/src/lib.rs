@@ -31,8 +31,10 @@ mod rule;
 pub mod seams;
 mod uid;
 
-pub use decision::{Blocker, Decision, decide_delete, render_denial, render_when_free};
-pub use graph::{Cycle, deletion_order, find_cycles};
+pub use decision::{
+    Blocker, Decision, decide_delete, render_denial, render_refusal, render_when_free,
+};
+pub use graph::{Cycle, cycles_in_namespace, deletion_order, find_cycles};
 pub use index::{
     Chain, FullError, IndexError, LIEN_GROUP, RELEASED_CAPACITY, RelationIndex, RelationRef,
 };
