@@ -45,7 +45,9 @@ pub mod webhook_config;
 pub mod writer;
 
 pub use audit::{BreakGlass, BreakGlassAction};
-pub use controller::{Controller, ControllerConfig, ControllerError, DenialSink, State};
+pub use controller::{
+    CYCLE_BROKEN_REASON, Controller, ControllerConfig, ControllerError, DenialSink, State,
+};
 pub use leader::{LeaderConfig, LeaderElector};
 pub use metrics::Metrics;
 pub use replay::{

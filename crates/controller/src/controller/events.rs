@@ -13,6 +13,7 @@ use parking_lot::RwLock;
 
 use super::Shared;
 use super::state::State;
+use super::terminating::{BrokenCycle, CYCLE_BROKEN_REASON};
 use crate::audit::{self, BreakGlass};
 use crate::cache::GroupKind;
 use crate::desired::ObjectTarget;
@@ -252,6 +253,28 @@ pub(super) async fn audit_break_glass(
     };
     for reference in &sources {
         publish(recorder, shared, &event, reference).await;
+    }
+}
+
+/// Announces cycles broken inside namespaces being deleted (`super::terminating`): a Warning
+/// Event on each Namespace, naming the objects and the sources.
+pub(super) async fn cycles_broken(recorder: &Recorder, shared: &Shared, cycles: &[BrokenCycle]) {
+    for cycle in cycles {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: CYCLE_BROKEN_REASON.into(),
+            note: Some(cycle.note()),
+            action: "Delete".into(),
+            secondary: None,
+        };
+        let namespace = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Namespace".into()),
+            name: Some(cycle.namespace.clone()),
+            uid: Some(cycle.namespace_uid.clone()),
+            ..Default::default()
+        };
+        publish(recorder, shared, &event, &namespace).await;
     }
 }
 

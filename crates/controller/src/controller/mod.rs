@@ -47,6 +47,7 @@
 
 mod events;
 mod state;
+mod terminating;
 mod watches;
 mod write;
 
@@ -69,6 +70,7 @@ use tokio::task::JoinHandle;
 
 use self::state::Observed;
 pub use self::state::State;
+pub use self::terminating::CYCLE_BROKEN_REASON;
 use self::watches::{KindTask, spawn_watch, sync_kind_watches};
 use self::write::{Plan, plan, write_loop};
 use crate::audit::BreakGlass;
@@ -427,6 +429,16 @@ impl Controller {
                 &tx,
                 &shared.metrics,
             );
+            // Cycles inside a namespace being deleted no longer hold (every replica: each
+            // webhook answers from its own index); the leader says so on the Namespace.
+            let broken = terminating::break_terminating_cycles(&mut st, &shared.index);
+            if !broken.is_empty() && *shared.leader_tx.borrow() {
+                let recorder = recorder.clone();
+                let shared2 = shared.clone();
+                tokio::spawn(async move {
+                    events::cycles_broken(&recorder, &shared2, &broken).await;
+                });
+            }
             shared.wake.notify_one();
         };
         for task in tasks.iter().chain(kind_tasks.values().map(|k| &k.task)) {

@@ -113,6 +113,11 @@ pub struct State {
     rule_buffer: Vec<DependencyRule>,
     /// A kind's list in progress.
     object_buffers: HashMap<GroupKind, ListBuffer>,
+    /// The cycles broken inside namespaces being deleted, as last set in the index
+    /// (`super::terminating`).
+    pub(super) broken: BTreeMap<String, Vec<Vec<ObjectKey>>>,
+    /// Whether the index or a Namespace changed since `broken` was computed.
+    pub(super) broken_stale: bool,
 }
 
 /// A kind's list in progress.
@@ -603,6 +608,9 @@ pub(super) fn handle(
     msg: Msg,
 ) -> BTreeMap<GroupKind, WantedKind> {
     metrics.event();
+    // A Namespace being deleted (or gone) changes which cycles hold (`super::terminating`).
+    let namespace_event =
+        matches!(&msg, Msg::Object(gk, _) if gk.group.is_empty() && gk.kind == "Namespace");
     let mut updates: Vec<Update> = Vec::new();
     let mut shared = Shared {
         index,
@@ -654,6 +662,9 @@ pub(super) fn handle(
     }
     st.rules_complete(&mut shared);
     st.apply_updates(updates, &mut shared);
+    if shared.changed || namespace_event {
+        st.broken_stale = true;
+    }
     if shared.changed {
         st.cycles_stale = true;
         metrics.set_relations(index.read().len());
