@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use lien_api::{
     DependencyRule, DependencyRuleSpec, DependencyRuleStatus, DependencyScope, EvaluationError,
 };
@@ -41,12 +42,60 @@ pub const STATUS_ERRORS_LIMIT: usize = 10;
 /// 100,000 objects sees an object change far more often than anyone reads its counts.
 pub const STATUS_COUNTS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The `Ready=False` reason of a rule whose CEL fails on some objects.
+pub const EVALUATION_ERRORS_REASON: &str = "EvaluationErrors";
+
+/// The longest error message quoted in the `EvaluationErrors` condition, in characters (the
+/// whole of each listed error is in `status.errors`).
+const QUOTED_ERROR_CHARS: usize = 200;
+
 /// Whether `desired` differs from `previous` in its counts only (relations, objects, errors
-/// counted), not in conditions, listed errors or generation: such a write may wait.
+/// counted), not in conditions, listed errors or generation: such a write may wait. The
+/// `EvaluationErrors` condition's message carries the error count, so a change of its message
+/// alone is a count too.
 pub fn only_counts_differ(previous: &DependencyRuleStatus, desired: &DependencyRuleStatus) -> bool {
-    previous.conditions == desired.conditions
+    let same = |a: &Condition, b: &Condition| {
+        a.type_ == b.type_
+            && a.status == b.status
+            && a.reason == b.reason
+            && a.observed_generation == b.observed_generation
+            && (a.message == b.message || a.reason == EVALUATION_ERRORS_REASON)
+    };
+    previous.conditions.len() == desired.conditions.len()
+        && previous
+            .conditions
+            .iter()
+            .zip(&desired.conditions)
+            .all(|(a, b)| same(a, b))
         && previous.errors == desired.errors
         && previous.observed_generation == desired.observed_generation
+}
+
+/// Why a rule whose problems are otherwise none is still not `Ready`: its CEL fails on `count`
+/// objects (`first`: the first one listed). Those objects keep the relations they last had, so
+/// nothing is unprotected, but the rule is not doing what it says for them, and `READY` in
+/// `kubectl get dependencyrules` is where a person looks. Pure.
+pub fn evaluation_errors_problem(
+    count: u64,
+    first: Option<&EvaluationError>,
+) -> Option<(&'static str, String)> {
+    if count == 0 {
+        return None;
+    }
+    let objects = if count == 1 { "object" } else { "objects" };
+    let mut message = format!("its CEL fails on {count} {objects}");
+    if let Some(e) = first {
+        let mut quoted: String = e.message.chars().take(QUOTED_ERROR_CHARS).collect();
+        if e.message.chars().count() > QUOTED_ERROR_CHARS {
+            quoted.push('…');
+        }
+        message.push_str(&format!("; first: {} on {}: {quoted}", e.field, e.object));
+    }
+    message.push_str(&format!(
+        ". They keep the relations they last had; status.errors lists the first \
+         {STATUS_ERRORS_LIMIT}: fix the objects or the rule"
+    ));
+    Some((EVALUATION_ERRORS_REASON, message))
 }
 
 /// What the controller keeps of a DependencyRule object.
@@ -422,7 +471,10 @@ pub fn rule_status(
             cond("InUse", false, reason, message),
         ]
     } else {
-        let ready = match rule_problem(rule, caches, cycle) {
+        let errors = join.map_or(0, |j| j.error_count()) as u64;
+        let problem = rule_problem(rule, caches, cycle)
+            .or_else(|| evaluation_errors_problem(errors, rule.errors.values().next()));
+        let ready = match problem {
             Some((reason, message)) => cond("Ready", false, reason, message),
             None => cond(
                 "Ready",
@@ -459,4 +511,78 @@ pub fn rule_status(
         observed_generation: generation,
     };
     (previous != Some(&desired)).then_some(desired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(message: &str) -> EvaluationError {
+        EvaluationError {
+            field: "spec.keys.by".into(),
+            object: "WebApp ns/broken".into(),
+            message: message.into(),
+        }
+    }
+
+    /// Issue 19 §5: a rule whose CEL fails on some objects is `Ready=False`, saying how many
+    /// and the first error (quoted, bounded).
+    #[test]
+    fn evaluation_errors_make_a_rule_not_ready_naming_the_count_and_the_first() {
+        assert_eq!(evaluation_errors_problem(0, None), None);
+        let (reason, message) =
+            evaluation_errors_problem(3, Some(&error("no such key: settings"))).expect("a problem");
+        assert_eq!(reason, EVALUATION_ERRORS_REASON);
+        assert!(
+            message.starts_with(
+                "its CEL fails on 3 objects; first: spec.keys.by on WebApp ns/broken: no such key: settings. "
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("keep the relations they last had"),
+            "{message}"
+        );
+        let (_, one) = evaluation_errors_problem(1, None).expect("a problem");
+        assert!(one.starts_with("its CEL fails on 1 object. "), "{one}");
+        let (_, long) =
+            evaluation_errors_problem(1, Some(&error(&"x".repeat(5000)))).expect("a problem");
+        assert!(long.len() < 500, "bounded: {}", long.len());
+        assert!(long.contains("x…"), "{long}");
+    }
+
+    fn ready(reason: &str, message: &str) -> Condition {
+        Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::UNIX_EPOCH,
+            ),
+            observed_generation: Some(1),
+        }
+    }
+
+    /// The error count in the `EvaluationErrors` message is a count: it waits like the others;
+    /// any other change of a condition is written at once.
+    #[test]
+    fn an_error_count_in_the_ready_message_is_only_a_count() {
+        let status = |c: Condition, relations: u64| DependencyRuleStatus {
+            conditions: vec![c],
+            relations,
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        let a = status(ready(EVALUATION_ERRORS_REASON, "fails on 2 objects"), 1);
+        let b = status(ready(EVALUATION_ERRORS_REASON, "fails on 3 objects"), 2);
+        assert!(only_counts_differ(&a, &b));
+        let c = status(ready("Cycle", "a uses b"), 1);
+        let d = status(ready("Cycle", "a uses c"), 1);
+        assert!(!only_counts_differ(&c, &d));
+        assert!(!only_counts_differ(&a, &c));
+        let mut e = b.clone();
+        e.conditions.clear();
+        assert!(!only_counts_differ(&b, &e));
+    }
 }

@@ -354,6 +354,17 @@ fn an_evaluation_error_keeps_the_relations_and_is_counted() {
     let status = h.status("r").expect("changed");
     assert_eq!(status.evaluation_errors, 2);
     assert_eq!(status.errors.len(), 2);
+    // READY in `kubectl get dependencyrules` says so.
+    let ready = &status.conditions[0];
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "EvaluationErrors")
+    );
+    assert!(
+        ready.message.contains("fails on 2 objects"),
+        "{}",
+        ready.message
+    );
     assert_eq!(status.errors[0].field, "spec.keys.by");
     assert!(
         status.errors[0].object.contains("w1"),
@@ -403,6 +414,7 @@ fn a_rule_failing_on_every_object_does_not_stop_another_rule_over_the_same_kinds
     );
     let good = h.status("good").expect("a status");
     assert_eq!((good.evaluation_errors, good.relations), (0, 2));
+    assert_eq!(good.conditions[0].status, "True");
     // Updates keep flowing to the good rule while the broken one keeps failing.
     h.read(&webapps(), watcher::Event::Apply(webapp("w1", Some("b"))));
     assert!(!h.in_use("a"));
