@@ -45,6 +45,9 @@ pub const USAGE_OWNERS_ANNOTATION: &str = "lien.dev/owners";
 /// The longest `spec.reason`, in characters: a reason is a sentence or two a person reads in the
 /// refusal of a DELETE, and every refusal carries it.
 pub const MAX_REASON_CHARS: usize = 1024;
+/// The longest `status.of.summary` / `status.by.summary`, in characters: one column of
+/// `kubectl get usages`, so a selector with 32 long labels does not make a line of kilobytes.
+pub const MAX_SUMMARY_CHARS: usize = 128;
 /// The most `matchLabels` one selector may have: far more than any real selector needs, small
 /// enough that every object the selector is matched against stays cheap to test.
 pub const MAX_MATCH_LABELS: usize = 32;
@@ -172,6 +175,13 @@ pub struct MatchedObject {
 pub struct MatchedObjects {
     /// How many objects match.
     pub count: u32,
+    /// What this side names, in one line for `kubectl get`: `Kind/name` for one object
+    /// (`Kind/namespace/name` when it names a namespace), or the kind, the selector and how
+    /// many objects it matches, e.g. `Deployment app=web (3)`. At most 128 characters (a longer
+    /// one ends with `…`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = MAX_SUMMARY_CHARS))]
+    pub summary: String,
     /// The first matched objects, sorted by namespace and name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<MatchedObject>,
@@ -182,8 +192,10 @@ pub struct MatchedObjects {
 #[serde(rename_all = "camelCase")]
 pub struct UsageStatus {
     /// `Ready` (False with a reason such as NotFound, UnknownKind or Cycle when the relation
-    /// cannot be enforced as written) and `InUse` (True while at least one `of` object is
-    /// protected).
+    /// cannot be enforced as written), `InUse` (True while at least one `of` object is
+    /// protected) and, while a Usage with `by` is being deleted and users remain,
+    /// `WaitingForUsers` (True, reason UsersRemain, naming the first users): it goes once they
+    /// are gone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The objects `spec.of` matches.
@@ -219,14 +231,18 @@ pub struct UsageStatus {
     namespaced,
     status = "UsageStatus",
     category = "lien",
-    printcolumn(name = "Of-Kind", type_ = "string", json_path = ".spec.of.kind"),
-    printcolumn(name = "Of", type_ = "string", json_path = ".spec.of.resourceRef.name"),
-    printcolumn(name = "By-Kind", type_ = "string", json_path = ".spec.by.kind"),
-    printcolumn(name = "By", type_ = "string", json_path = ".spec.by.resourceRef.name"),
+    shortname = "lu",
+    printcolumn(name = "Of", type_ = "string", json_path = ".status.of.summary"),
+    printcolumn(name = "By", type_ = "string", json_path = ".status.by.summary"),
     printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(
         name = "In-Use",
@@ -234,15 +250,15 @@ pub struct UsageStatus {
         json_path = ".status.conditions[?(@.type==\"InUse\")].status"
     ),
     printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".spec.reason",
-        priority = 1
-    ),
-    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Why",
+        type_ = "string",
+        json_path = ".spec.reason",
+        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -275,14 +291,18 @@ pub struct UsageSpec {
     kind = "ClusterUsage",
     status = "UsageStatus",
     category = "lien",
-    printcolumn(name = "Of-Kind", type_ = "string", json_path = ".spec.of.kind"),
-    printcolumn(name = "Of", type_ = "string", json_path = ".spec.of.resourceRef.name"),
-    printcolumn(name = "By-Kind", type_ = "string", json_path = ".spec.by.kind"),
-    printcolumn(name = "By", type_ = "string", json_path = ".spec.by.resourceRef.name"),
+    shortname = "lcu",
+    printcolumn(name = "Of", type_ = "string", json_path = ".status.of.summary"),
+    printcolumn(name = "By", type_ = "string", json_path = ".status.by.summary"),
     printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(
         name = "In-Use",
@@ -290,15 +310,15 @@ pub struct UsageSpec {
         json_path = ".status.conditions[?(@.type==\"InUse\")].status"
     ),
     printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".spec.reason",
-        priority = 1
-    ),
-    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Why",
+        type_ = "string",
+        json_path = ".spec.reason",
+        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -389,6 +409,51 @@ mod tests {
         assert!(columns.iter().any(|c| c["name"] == "Ready"));
         let cluster = serde_json::to_value(ClusterUsage::crd()).expect("serialises");
         assert_eq!(cluster["spec"]["scope"], "Cluster");
+    }
+
+    /// Issue 19 §5: `kubectl get usages` shows what is protected and READY with its reason
+    /// (the wide-only columns last); every kind has a short name of its own and is in the
+    /// `lien` category (`kubectl get lien`).
+    #[test]
+    fn kubectl_get_columns_short_names_and_category() {
+        let columns = |crd: CustomResourceDefinition| -> Vec<(String, String, i64)> {
+            let v = serde_json::to_value(crd).expect("serialises");
+            v["spec"]["versions"][0]["additionalPrinterColumns"]
+                .as_array()
+                .expect("columns")
+                .iter()
+                .map(|c| {
+                    (
+                        c["name"].as_str().unwrap_or_default().to_owned(),
+                        c["jsonPath"].as_str().unwrap_or_default().to_owned(),
+                        c["priority"].as_i64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        };
+        for crd in [Usage::crd(), ClusterUsage::crd()] {
+            let cols = columns(crd);
+            let names: Vec<&str> = cols.iter().map(|c| c.0.as_str()).collect();
+            assert_eq!(
+                names,
+                ["Of", "By", "Ready", "Reason", "In-Use", "Age", "Why"]
+            );
+            assert_eq!(cols[0].1, ".status.of.summary");
+            assert_eq!(cols[1].1, ".status.by.summary");
+            assert_eq!(cols[3].1, ".status.conditions[?(@.type==\"Ready\")].reason");
+            assert_eq!(cols[6].2, 1, "the Usage's reason is wide-only");
+        }
+        let rule = columns(DependencyRule::crd());
+        let ready = rule.iter().position(|c| c.0 == "Ready").expect("Ready");
+        assert_eq!(rule[ready + 1].0, "Reason");
+        assert!(rule.iter().any(|c| c.0 == "Errors" && c.2 == 1));
+        let mut short = Vec::new();
+        for crd in crds() {
+            assert_eq!(crd.spec.names.categories, Some(vec!["lien".to_owned()]));
+            short.extend(crd.spec.names.short_names.unwrap_or_default());
+        }
+        short.sort();
+        assert_eq!(short, ["lcr", "lcu", "ldr", "lu"]);
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub struct DependencyKeys {
     kind = "DependencyRule",
     status = "DependencyRuleStatus",
     category = "lien",
+    shortname = "ldr",
     printcolumn(name = "Of", type_ = "string", json_path = ".spec.of.kind"),
     printcolumn(name = "By", type_ = "string", json_path = ".spec.by.kind"),
     printcolumn(name = "Scope", type_ = "string", json_path = ".spec.scope"),
@@ -97,17 +98,28 @@ pub struct DependencyKeys {
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Relations", type_ = "integer", json_path = ".status.relations"),
     printcolumn(
         name = "Reason",
         type_ = "string",
-        json_path = ".spec.reason",
-        priority = 1
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
+    printcolumn(name = "Relations", type_ = "integer", json_path = ".status.relations"),
     printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Errors",
+        type_ = "integer",
+        json_path = ".status.evaluationErrors",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Why",
+        type_ = "string",
+        json_path = ".spec.reason",
+        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -155,7 +167,8 @@ pub struct EvaluationError {
 #[serde(rename_all = "camelCase")]
 pub struct DependencyRuleStatus {
     /// `Ready` (False with a reason such as UnknownKind or InvalidExpression, naming the field
-    /// and the error) and `InUse` (True while the rule holds at least one relation).
+    /// and the error; or EvaluationErrors while its CEL fails on some objects, naming how many
+    /// and the first) and `InUse` (True while the rule holds at least one relation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// How many relations the rule currently derives.
@@ -200,6 +213,7 @@ pub enum PropagationPolicy {
     kind = "CascadeRule",
     status = "CascadeRuleStatus",
     category = "lien",
+    shortname = "lcr",
     printcolumn(name = "Parent", type_ = "string", json_path = ".spec.parent.kind"),
     printcolumn(
         name = "Policy",
@@ -210,6 +224,11 @@ pub enum PropagationPolicy {
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(name = "Parents", type_ = "integer", json_path = ".status.parents"),
     printcolumn(name = "Waiting", type_ = "integer", json_path = ".status.waiting"),

@@ -23,14 +23,18 @@
 //!   namespaced user), or the users were deleted before the owner-reference write landed — and
 //!   every user seen is gone, Lien deletes the Usage itself ([`users_gone`]), as the garbage
 //!   collector would have.
-//! - **Status**: `Ready` and `InUse` conditions, observedGeneration, matched counts and a bounded
-//!   list of matched objects with UIDs.
+//! - **Status**: `Ready` and `InUse` conditions (and `WaitingForUsers` while a Usage with `by`
+//!   is being deleted and users remain), observedGeneration, per side a one-line summary for
+//!   `kubectl get` ([`side_summary`]), the matched count and a bounded list of matched objects
+//!   with UIDs.
 
 use std::collections::{BTreeSet, HashSet};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
-use lien_api::{IN_USE_LABEL, MatchedObject, MatchedObjects, USAGE_FINALIZER, UsageStatus};
+use lien_api::{
+    IN_USE_LABEL, MatchedObject, MatchedObjects, ResourceSpec, USAGE_FINALIZER, UsageStatus,
+};
 use lien_core::{RelationIndex, Source};
 
 use crate::cache::{CachedObject, Caches, GroupKind, KindCache};
@@ -304,9 +308,10 @@ fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
     }
 }
 
-fn matched_objects(matched: &[Matched]) -> MatchedObjects {
+fn matched_objects(side: &ResourceSpec, matched: &[Matched]) -> MatchedObjects {
     MatchedObjects {
         count: u32::try_from(matched.len()).unwrap_or(u32::MAX),
+        summary: side_summary(side, matched.len()),
         objects: matched
             .iter()
             .take(STATUS_LIST_LIMIT)
@@ -317,6 +322,90 @@ fn matched_objects(matched: &[Matched]) -> MatchedObjects {
             })
             .collect(),
     }
+}
+
+/// What one side of a Usage names, in one line for `kubectl get usages` (its `OF` and `BY`
+/// columns read `status.of.summary` and `status.by.summary`, since a printer column is a
+/// JSONPath and cannot compose one): `Kind/name` or `Kind/namespace/name` for one object; for a
+/// selector the kind, the labels (`a=b,c=d`, plus `matchControllerRef`), ` in NAMESPACE` when
+/// it names one, and `(count)` of the objects it matches. At most
+/// [`MAX_SUMMARY_CHARS`](lien_api::MAX_SUMMARY_CHARS): a longer name or selector is cut and
+/// ends with `…`, the namespace and count always shown. Pure.
+pub fn side_summary(side: &ResourceSpec, count: usize) -> String {
+    let nonempty = |ns: &Option<String>| ns.clone().filter(|n| !n.is_empty());
+    let (head, tail) = match (&side.resource_ref, &side.resource_selector) {
+        (Some(r), _) => match nonempty(&r.namespace) {
+            Some(ns) => (format!("{}/{ns}/{}", side.kind, r.name), String::new()),
+            None => (format!("{}/{}", side.kind, r.name), String::new()),
+        },
+        (None, selector) => {
+            let mut parts: Vec<String> = Vec::new();
+            let mut namespace = None;
+            if let Some(s) = selector {
+                parts.extend(s.match_labels.iter().map(|(k, v)| format!("{k}={v}")));
+                if s.match_controller_ref {
+                    parts.push("matchControllerRef".to_owned());
+                }
+                namespace = nonempty(&s.namespace);
+            }
+            let head = format!("{} {}", side.kind, parts.join(","));
+            let tail = match namespace {
+                Some(ns) => format!(" in {ns} ({count})"),
+                None => format!(" ({count})"),
+            };
+            (head, tail)
+        }
+    };
+    let room = lien_api::MAX_SUMMARY_CHARS.saturating_sub(tail.chars().count());
+    if head.chars().count() <= room {
+        return head + &tail;
+    }
+    let mut cut: String = head.chars().take(room.saturating_sub(1)).collect();
+    cut.push('…');
+    cut + &tail
+}
+
+/// How many users the `WaitingForUsers` condition names; the rest are counted.
+pub const WAITING_USERS_NAMED: usize = 3;
+
+/// An object as `kubectl` takes it: `deployment.apps/web`, with ` -n NAMESPACE` unless it is in
+/// `own_namespace` (the Usage's) or cluster-scoped.
+fn kubectl_name(key: &lien_core::ObjectKey, own_namespace: Option<&str>) -> String {
+    let kind = key.kind.to_lowercase();
+    let mut out = if key.group.is_empty() {
+        format!("{kind}/{}", key.name)
+    } else {
+        format!("{kind}.{}/{}", key.group, key.name)
+    };
+    if let Some(ns) = key
+        .namespace
+        .as_deref()
+        .filter(|ns| Some(*ns) != own_namespace)
+    {
+        out.push_str(" -n ");
+        out.push_str(ns);
+    }
+    out
+}
+
+/// The message of a Usage with `by` that is being deleted while `users` remain: who they are
+/// (the first [`WAITING_USERS_NAMED`], then how many more) and what frees it. Its finalizer
+/// `lien.dev/usage` keeps it, and the protection with it, until they are gone. Pure.
+pub fn waiting_for_users_message(users: &[Matched], own_namespace: Option<&str>) -> String {
+    let names: Vec<String> = users
+        .iter()
+        .take(WAITING_USERS_NAMED)
+        .map(|m| kubectl_name(&m.key, own_namespace))
+        .collect();
+    let more = users.len().saturating_sub(WAITING_USERS_NAMED);
+    let mut list = names.join(", ");
+    if more > 0 {
+        list = format!("{list} and {more} more");
+    }
+    format!(
+        "being deleted; it goes when its users are gone: {list} (delete them, or remove its \
+         finalizer {USAGE_FINALIZER} to lift the protection now)"
+    )
 }
 
 /// A `metav1.Condition` whose transition time moves only when its status does: `previous` are
@@ -398,10 +487,18 @@ pub fn status(
         };
         vec![ready, in_use]
     };
+    let mut conditions = conditions;
+    // A Usage with `by` being deleted stays (its finalizer) while its users remain, and keeps
+    // protecting meanwhile: say so, naming them, or `kubectl delete usage` looks hung.
+    // kube-apiserver takes status writes to an object being deleted.
+    if view.deleting && view.by.is_some() && !res.by.is_empty() {
+        let message = waiting_for_users_message(&res.by, view.namespace.as_deref());
+        conditions.push(cond("WaitingForUsers", true, "UsersRemain", message));
+    }
     let desired = UsageStatus {
         conditions,
-        of: Some(matched_objects(&res.of)),
-        by: view.by.as_ref().map(|_| matched_objects(&res.by)),
+        of: Some(matched_objects(&view.of, &res.of)),
+        by: view.by.as_ref().map(|by| matched_objects(by, &res.by)),
         observed_generation: view.generation,
         // Recorded while the reference exists, kept after the garbage collector removed it
         // (see `UsageView::selecting_controller_uid`); kept while unenforced too.
@@ -836,6 +933,139 @@ mod tests {
                 prop_assert_eq!(again_record, new_record);
             }
         }
+    }
+
+    fn selector(labels: &[(&str, &str)], controller: bool, ns: Option<&str>) -> ResourceSpec {
+        ResourceSpec {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            resource_ref: None,
+            resource_selector: Some(lien_api::ResourceSelector {
+                match_labels: labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                match_controller_ref: controller,
+                namespace: ns.map(str::to_owned),
+            }),
+        }
+    }
+
+    /// Issue 19 §5: `kubectl get usages` shows what each side names: the object, or the
+    /// selector with how many objects it matches; bounded, the count always shown.
+    #[test]
+    fn a_sides_summary_names_the_object_or_the_selector_with_its_count() {
+        assert_eq!(side_summary(&spec("settings"), 1), "ConfigMap/settings");
+        let mut other = spec("settings");
+        other.resource_ref.as_mut().expect("ref").namespace = Some("shop".into());
+        assert_eq!(side_summary(&other, 0), "ConfigMap/shop/settings");
+        let web = selector(&[("tier", "front"), ("app", "web")], false, None);
+        assert_eq!(side_summary(&web, 3), "Deployment app=web,tier=front (3)");
+        let composed = selector(&[], true, Some("team-a"));
+        assert_eq!(
+            side_summary(&composed, 0),
+            "Deployment matchControllerRef in team-a (0)"
+        );
+        let long: Vec<(String, String)> = (0..32)
+            .map(|i| (format!("key-{i:02}"), "v".repeat(63)))
+            .collect();
+        let long: Vec<(&str, &str)> = long.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let s = side_summary(&selector(&long, false, Some("ns")), 12);
+        assert_eq!(s.chars().count(), lien_api::MAX_SUMMARY_CHARS);
+        assert!(s.starts_with("Deployment key-00="), "{s}");
+        assert!(s.ends_with("… in ns (12)"), "{s}");
+    }
+
+    /// The status carries the summaries; a reason-only Usage has no `by` side.
+    #[test]
+    fn status_carries_a_summary_per_side() {
+        let c = caches(&[("of", false), ("by", false)]);
+        let view = usage_of_by();
+        let s = status(
+            &view,
+            &resolve(&view, &c),
+            None,
+            None,
+            Timestamp::UNIX_EPOCH,
+        )
+        .expect("a status");
+        let summary = |m: &Option<MatchedObjects>| m.as_ref().map(|m| m.summary.clone());
+        assert_eq!(summary(&s.of).as_deref(), Some("ConfigMap/of"));
+        assert_eq!(summary(&s.by).as_deref(), Some("ConfigMap/by"));
+        let view = reason_only();
+        let s = status(
+            &view,
+            &resolve(&view, &c),
+            None,
+            None,
+            Timestamp::UNIX_EPOCH,
+        )
+        .expect("a status");
+        assert!(s.by.is_none());
+    }
+
+    fn users(n: usize) -> Vec<Matched> {
+        (0..n)
+            .map(|i| Matched {
+                key: lien_core::ObjectKey::new(
+                    "apps",
+                    "Deployment",
+                    Some("ns"),
+                    format!("web-{i}"),
+                ),
+                uid: format!("uid-{i}"),
+            })
+            .collect()
+    }
+
+    /// Issue 19 §2: a Usage with `by` being deleted says it waits for its users, naming them
+    /// (bounded) as kubectl takes them, and what frees it.
+    #[test]
+    fn a_deleting_usage_names_the_users_it_waits_for() {
+        let one = waiting_for_users_message(&users(1), Some("ns"));
+        assert_eq!(
+            one,
+            "being deleted; it goes when its users are gone: deployment.apps/web-0 (delete them, \
+             or remove its finalizer lien.dev/usage to lift the protection now)"
+        );
+        let many = waiting_for_users_message(&users(5), Some("ns"));
+        assert!(
+            many.contains(
+                "deployment.apps/web-0, deployment.apps/web-1, deployment.apps/web-2 and 2 more"
+            ),
+            "{many}"
+        );
+        // A ClusterUsage's users are named with their namespace.
+        let cluster = waiting_for_users_message(&users(1), None);
+        assert!(
+            cluster.contains("deployment.apps/web-0 -n ns ("),
+            "{cluster}"
+        );
+
+        let c = caches(&[("of", false), ("by", false)]);
+        let mut view = usage_of_by();
+        let waiting = |v: &UsageView, c: &Caches| {
+            status(v, &resolve(v, c), None, None, Timestamp::UNIX_EPOCH)
+                .expect("a status")
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "WaitingForUsers")
+        };
+        assert_eq!(waiting(&view, &c), None, "not being deleted");
+        view.deleting = true;
+        let w = waiting(&view, &c).expect("the condition");
+        assert_eq!(
+            (w.status.as_str(), w.reason.as_str()),
+            ("True", "UsersRemain")
+        );
+        assert!(w.message.contains("configmap/by "), "{}", w.message);
+        // The user is gone: nothing to wait for (the finalizer goes in the same pass).
+        let gone = caches(&[("of", false)]);
+        assert_eq!(waiting(&view, &gone), None);
+        // A reason-only Usage being deleted has no finalizer and waits for nobody.
+        let mut reason = reason_only();
+        reason.deleting = true;
+        assert_eq!(waiting(&reason, &c), None);
     }
 
     /// Issue 7 §4: while Lien's webhook configuration is missing or differs, a Usage does not
