@@ -31,6 +31,8 @@ mod protection;
 mod rules;
 #[path = "e2e/rules_admission.rs"]
 mod rules_admission;
+#[path = "e2e/status_columns.rs"]
+mod status_columns;
 #[path = "e2e/stress.rs"]
 mod stress;
 #[path = "e2e/tampering.rs"]
