@@ -361,6 +361,14 @@ impl RelationIndex {
         self.broken.get(&by.to_key()) == Some(cycle)
     }
 
+    /// Whether this index itself can tell why `key` is free though it may still carry Lien's
+    /// in-use label, so the webhook needs no live read to confirm it: the index removed the
+    /// key's last relation ([`RelationIndex::was_released`]), or the key is a member of a cycle
+    /// broken because its namespace is being deleted ([`RelationIndex::set_broken_cycles`]).
+    pub fn knows_why_free(&self, key: &ObjectKey) -> bool {
+        self.was_released(key) || self.broken.contains_key(key)
+    }
+
     /// The cycles broken in `namespace`, each sorted, sorted.
     pub fn broken_cycles(&self, namespace: &str) -> Vec<Vec<ObjectKey>> {
         let mut groups: std::collections::BTreeMap<u32, Vec<ObjectKey>> = Default::default();

@@ -820,7 +820,7 @@ impl Webhook {
                     // The lock is held for the lookup only; rendering happens after.
                     let (decision, released) = {
                         let index = inner.index.read();
-                        (decide(&index, &key, req), index.was_released(&key))
+                        (decide(&index, &key, req), index.knows_why_free(&key))
                     };
                     inner.metrics.count_decision(&decision);
                     finish_delete(decision, released, key, &inner.policy, req, now)

@@ -321,7 +321,7 @@ pub fn validate_delete(
     match object_key(req) {
         Ok(key) => {
             let decision = decide(index, &key, req);
-            let released = index.was_released(&key);
+            let released = index.knows_why_free(&key);
             finish_delete(decision, released, key, policy, req, now)
         }
         Err(e) => Outcome::invalid(e),
@@ -336,9 +336,10 @@ pub fn decide(index: &RelationIndex, key: &ObjectKey, req: &Request<'_>) -> Deci
 
 /// The rest of a DELETE, from the index's [`Decision`]: break-glass, stale labels, records.
 ///
-/// `released`: the index saw the object's last relation go
-/// ([`RelationIndex::was_released`]), so an in-use label on an allowed object is stale for a
-/// reason this replica observed, and needs no live read. (An object this index never saw
+/// `released`: the index saw the object's last relation go, or broke the cycle it is part of
+/// because its namespace is being deleted ([`RelationIndex::knows_why_free`]), so an in-use
+/// label on an allowed object is stale for a reason this replica observed, and needs no live
+/// read (a live read would find the cycle's relations and refuse). (An object this index never saw
 /// protected, yet labelled, is confirmed live: the label may come from a replica whose view
 /// this one lacks.)
 pub fn finish_delete(
@@ -354,7 +355,7 @@ pub fn finish_delete(
     match decision {
         Decision::Allowed if has_in_use_label(old) && released => Outcome::Allow {
             warnings: vec![format!(
-                "{key} carries {IN_USE_LABEL}=true but is no longer in use (Lien saw its last relation go); the label is stale and Lien removes it"
+                "{key} carries {IN_USE_LABEL}=true but is no longer in use (Lien saw its last relation go, or broke the cycle it is part of because its namespace is being deleted); the label is stale"
             )],
             record: None,
         },
