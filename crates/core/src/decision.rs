@@ -285,7 +285,9 @@ pub fn render_when_free(object: &ObjectKey, recorded_replay: bool, users_only: b
         };
     }
     let mut out = String::with_capacity(96 + object.name.len());
-    out.push_str("not replayed: to have Lien delete it once free, run `kubectl lien delete --when-free ");
+    out.push_str(
+        "not replayed: to have Lien delete it once free, run `kubectl lien delete --when-free ",
+    );
     kubectl_ref(&mut out, object);
     out.push('`');
     out
@@ -581,10 +583,7 @@ mod tests {
                  protected (ClusterUsage keep: line one line two)\n  and 3 more"
             )
         );
-        assert_eq!(
-            render_refusal(&d, 0, true),
-            format!("{head}\n  and 4 more")
-        );
+        assert_eq!(render_refusal(&d, 0, true), format!("{head}\n  and 4 more"));
         // Users only, few and in one namespace: one command deletes them all.
         let idx = index_with(vec![
             Relation::uses(usage("u1"), cluster(), release("a")),
@@ -631,7 +630,11 @@ mod tests {
         );
         // One group line for the ten listed users of the rule, its reason cut; then the rest.
         assert_eq!(lines.len(), 6, "{refusal}");
-        assert!(lines[4].ends_with(&format!("{}…)", "x".repeat(200))), "{}", lines[4]);
+        assert!(
+            lines[4].ends_with(&format!("{}…)", "x".repeat(200))),
+            "{}",
+            lines[4]
+        );
         assert_eq!(lines[5], "  and 140 more");
     }
 

@@ -39,7 +39,8 @@ pub struct Denial {
     pub time: SystemTime,
     /// Whether a blocking relation asks for replay.
     pub replay: bool,
-    /// The message the user got.
+    /// The refusal on one line, for the Event: who holds the object and what happens next
+    /// (the 409 says the same over a few lines, with what to do).
     pub message: String,
 }
 

@@ -32,7 +32,8 @@ use std::time::SystemTime;
 use lien_api::{IN_USE_LABEL, ResourceSpec};
 use lien_core::seams::{AccessDecision, AccessRequest, Requester};
 use lien_core::{
-    Decision, ObjectKey, RelationIndex, Source, decide_delete, render_denial, render_when_free,
+    Decision, ObjectKey, RelationIndex, Source, decide_delete, render_denial, render_refusal,
+    render_when_free,
 };
 use serde::Deserialize;
 
@@ -51,8 +52,8 @@ pub struct Policy {
     /// the annotation is ignored.
     pub break_glass_groups: Vec<String>,
     /// Whether refused DELETEs are recorded for replay (the API server is authenticated, or
-    /// every caller is trusted). It only changes what a refusal says will happen: "it will be
-    /// deleted when free" or "run `kubectl lien delete --when-free …`". The
+    /// every caller is trusted). It only changes what a refusal says will happen: "Lien will
+    /// delete it when its last user is gone" or "… run `kubectl lien delete --when-free …`". The
     /// [`WebhookBuilder`](crate::WebhookBuilder) sets it from its [`ReviewAuth`](crate::ReviewAuth).
     pub refusals_recorded: bool,
 }
@@ -171,11 +172,9 @@ impl Confirm {
                 record: None,
             },
             Ok(decision) => {
-                let message = render_denial(&decision, policy.max_listed);
+                let refusal = Refusal::of(&decision, policy);
                 denied(
-                    policy,
-                    decision.wants_replay(),
-                    message,
+                    refusal,
                     self.object,
                     self.uid,
                     self.propagation_policy,
@@ -198,13 +197,49 @@ impl Confirm {
     }
 }
 
-/// A refused DELETE: 409 with `message` and what will happen next
-/// ([`lien_core::render_when_free`]), and the record for the controller (not for a dry run).
-#[allow(clippy::too_many_arguments)]
-fn denied(
-    policy: &Policy,
+/// What a refused DELETE says: to the person (the 409, several lines: see
+/// [`lien_core::render_refusal`]) and in its Event (one line: who holds it and what happens
+/// next), and whether it is to be replayed.
+struct Refusal {
+    /// The 409's message.
+    message: String,
+    /// The Event's one line.
+    summary: String,
+    /// Whether a blocking relation asks for replay.
     replay: bool,
-    mut message: String,
+}
+
+impl Refusal {
+    /// The refusal of a DELETE the index denied.
+    fn of(decision: &Decision, policy: &Policy) -> Self {
+        let replay = decision.wants_replay();
+        // Said for a dry run too: it is decided like the real thing, but leaves no trace (no
+        // replay, no event).
+        let recorded = replay && policy.refusals_recorded;
+        let Decision::Denied { object, blockers } = decision else {
+            return Self {
+                message: String::new(),
+                summary: String::new(),
+                replay,
+            };
+        };
+        let users_only = blockers.iter().all(|b| b.by.is_some());
+        Self {
+            message: render_refusal(decision, policy.max_listed, recorded),
+            summary: format!(
+                "{}; {}",
+                render_denial(decision, policy.max_listed),
+                render_when_free(object, recorded, users_only)
+            ),
+            replay,
+        }
+    }
+}
+
+/// A refused DELETE: 409 with the refusal's message, and the record for the controller (not for
+/// a dry run) with its one-line summary.
+fn denied(
+    refusal: Refusal,
     object: ObjectKey,
     uid: Option<String>,
     propagation_policy: Option<String>,
@@ -212,24 +247,20 @@ fn denied(
     dry_run: bool,
     now: SystemTime,
 ) -> Outcome {
-    // Said for a dry run too: it is decided like the real thing, but leaves no trace (no
-    // replay, no event).
-    message.push_str("; ");
-    message.push_str(&render_when_free(
-        &object,
-        replay && policy.refusals_recorded,
-    ));
-    let record = (!dry_run).then(|| {
-        Record::Denied(Denial {
-            object,
-            uid,
-            propagation_policy,
-            user,
-            time: now,
-            replay,
-            message: message.clone(),
-        })
-    });
+    let Refusal {
+        message,
+        summary,
+        replay,
+    } = refusal;
+    let record = (!dry_run).then_some(Record::Denied(Denial {
+        object,
+        uid,
+        propagation_policy,
+        user,
+        time: now,
+        replay,
+        message: summary,
+    }));
     Outcome::Deny {
         status: Status {
             code: 409,
@@ -368,9 +399,9 @@ pub fn finish_delete(
         }),
         Decision::Allowed => Outcome::allow(),
         denied_decision => {
-            let message = render_denial(&denied_decision, policy.max_listed);
             if !policy.break_glass_groups.is_empty() {
                 if let Some(reason) = break_glass(old) {
+                    let message = render_denial(&denied_decision, policy.max_listed);
                     // The annotation can only have been set by a break-glass group member: the
                     // break-glass webhook vets every write that sets or changes it.
                     let record = (!req.is_dry_run()).then(|| {
@@ -394,9 +425,7 @@ pub fn finish_delete(
                 }
             }
             denied(
-                policy,
-                denied_decision.wants_replay(),
-                message,
+                Refusal::of(&denied_decision, policy),
                 key,
                 uid,
                 req.propagation_policy().map(str::to_owned),
@@ -522,28 +551,44 @@ pub fn finish_namespace_delete(
     outside.sort_unstable();
     let ns = key.name.as_str();
     let listed = n.min(policy.max_listed).min(outside.len());
-    let mut message = format!(
+    let who = format!(
         "cannot delete Namespace {ns}: {n} relation{} objects in it from outside the namespace, so it would hang in Terminating",
         if n == 1 { " holds" } else { "s hold" }
     );
-    for (i, line) in outside[..listed].iter().enumerate() {
-        message.push_str(if i == 0 { ": " } else { "; " });
-        message.push_str(line);
-    }
-    if listed > 0 && n > listed {
-        let _ = write!(message, "; and {} more", n - listed);
-    }
-    message.push_str(
-        "; delete or move those users first (relations with both ends inside the namespace do not count)",
+    // A protection may be among them (the copy is bounded, so it cannot be ruled out).
+    let recorded = replay && policy.refusals_recorded;
+    let next = render_when_free(&key, recorded, false);
+    let mut summary = who.clone();
+    let mut message = format!(
+        "{who}.\n{next}.\nTo free it now, delete those users (or remove those protections) first, \
+         listed below — relations with both ends inside the namespace do not count; \
+         `kubectl lien why TYPE/NAME -n {ns}` says how for each object."
     );
+    if listed > 0 {
+        message.push_str("\nheld by:");
+    }
+    for (i, line) in outside[..listed].iter().enumerate() {
+        summary.push_str(if i == 0 { ": " } else { "; " });
+        summary.push_str(line);
+        let _ = write!(message, "\n  {line}");
+    }
+    if n > listed {
+        if listed > 0 {
+            let _ = write!(summary, "; and {} more", n - listed);
+        }
+        let _ = write!(message, "\n  and {} more", n - listed);
+    }
+    let _ = write!(summary, "; {next}");
     let uid = req
         .old_metadata()
         .and_then(|m| m.uid.as_deref())
         .map(str::to_owned);
     denied(
-        policy,
-        replay,
-        message,
+        Refusal {
+            message,
+            summary,
+            replay,
+        },
         key,
         uid,
         req.propagation_policy().map(str::to_owned),

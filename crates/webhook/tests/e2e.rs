@@ -115,11 +115,15 @@ async fn the_api_server_refuses_deleting_an_object_in_use() {
         .expect("configmap");
     }
 
-    // DELETE of the object in use: 409, with the exact message.
+    // DELETE of the object in use: 409, with the exact message, its lines as the API server
+    // passes them through.
     let expected = "admission webhook \"delete.lien.dev\" denied the request: cannot delete \
                     ConfigMap e2e/settings: it is in use by apps/Deployment e2e/web \
-                    (Usage e2e/web-uses-settings: web reads its settings); run `kubectl lien \
-                    delete --when-free configmap/settings -n e2e` to have it deleted when free";
+                    (Usage e2e/web-uses-settings: web reads its settings).\n\
+                    not replayed: to have Lien delete it once free, run \
+                    `kubectl lien delete --when-free configmap/settings -n e2e`.\n\
+                    To free it now, delete the user first: `kubectl delete deployment.apps/web -n e2e`; \
+                    for the other ways: `kubectl lien why configmap/settings -n e2e`.";
     let err = cms
         .delete("settings", &DeleteParams::foreground())
         .await

@@ -371,9 +371,9 @@ async fn forged_and_malformed_bodies_get_an_answer() {
     assert!(h.sealer.0.lock().is_empty());
 }
 
-/// What a refused DELETE says happens next: with the API server authenticated (or every
-/// caller trusted) and a relation asking for replay, that it will be deleted when free;
-/// otherwise the command that has it deleted when free.
+/// What a refused DELETE says happens next, on its second line: with the API server
+/// authenticated (or every caller trusted) and a relation asking for replay, that Lien will
+/// delete it when its last user is gone; otherwise the command that asks for that.
 #[tokio::test]
 async fn a_refusal_says_what_will_happen() {
     let settings = ObjectKey::new("", "ConfigMap", Some("fixtures"), "settings");
@@ -386,18 +386,16 @@ async fn a_refusal_says_what_will_happen() {
         .expect("fixture"),
     )
     .expect("json");
-    for (auth, replay, ends) in [
-        (ReviewAuth::TrustAll, true, "; it will be deleted when free"),
+    let ask = "not replayed: to have Lien delete it once free, run \
+               `kubectl lien delete --when-free configmap/settings -n fixtures`.";
+    for (auth, replay, next) in [
         (
             ReviewAuth::TrustAll,
-            false,
-            "; run `kubectl lien delete --when-free configmap/settings -n fixtures` to have it deleted when free",
-        ),
-        (
-            ReviewAuth::AnswerOnly,
             true,
-            "; run `kubectl lien delete --when-free configmap/settings -n fixtures` to have it deleted when free",
+            "Lien will delete it when its last user is gone.",
         ),
+        (ReviewAuth::TrustAll, false, ask),
+        (ReviewAuth::AnswerOnly, true, ask),
     ] {
         let mut idx = RelationIndex::new();
         let source = Source::usage("fixtures", "web-uses-settings");
@@ -428,6 +426,10 @@ async fn a_refusal_says_what_will_happen() {
             .as_str()
             .expect("message");
         assert_eq!(r["response"]["status"]["code"], 409);
-        assert!(message.ends_with(ends), "{auth:?} {replay}: {message}");
+        assert_eq!(
+            message.lines().nth(1),
+            Some(next),
+            "{auth:?} {replay}: {message}"
+        );
     }
 }

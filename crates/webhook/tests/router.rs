@@ -121,9 +121,17 @@ async fn post(router: &Router, review: &Value) -> Value {
     response
 }
 
+/// The 409 of the settings' DELETE: who holds it, what happens next, what to do.
+const SETTINGS_REFUSAL: &str = "cannot delete ConfigMap fixtures/settings: it is in use by \
+     apps/Deployment fixtures/web (Usage fixtures/web-uses-settings: web reads its settings).\n\
+     Lien will delete it when its last user is gone.\n\
+     To free it now, delete the user first: `kubectl delete deployment.apps/web -n fixtures`; \
+     for the other ways: `kubectl lien why configmap/settings -n fixtures`.";
+
+/// The same on one line, for the refusal's Event.
 const SETTINGS_DENIAL: &str = "cannot delete ConfigMap fixtures/settings: it is in use by \
      apps/Deployment fixtures/web (Usage fixtures/web-uses-settings: web reads its settings); \
-     it will be deleted when free";
+     Lien will delete it when its last user is gone";
 
 #[tokio::test]
 async fn delete_in_use_is_refused_with_409_and_recorded() {
@@ -132,7 +140,7 @@ async fn delete_in_use_is_refused_with_409_and_recorded() {
     assert_eq!(r["allowed"], false);
     assert_eq!(
         r["status"],
-        json!({"code": 409, "reason": "Conflict", "message": SETTINGS_DENIAL})
+        json!({"code": 409, "reason": "Conflict", "message": SETTINGS_REFUSAL})
     );
     let Ok(Record::Denied(d)) = h.records.try_recv() else {
         panic!("a denial record");
@@ -191,7 +199,7 @@ async fn dry_run_is_refused_alike_but_records_nothing() {
     let mut h = harness();
     let r = post(&h.router, &review("delete-configmap-dry-run.json")).await;
     assert_eq!(r["allowed"], false);
-    assert_eq!(r["status"]["message"], SETTINGS_DENIAL);
+    assert_eq!(r["status"]["message"], SETTINGS_REFUSAL);
     assert!(h.records.try_recv().is_err());
 }
 
@@ -224,14 +232,26 @@ async fn many_blockers_are_bounded() {
     );
     let r = post(&h.router, &review("delete-configmap.json")).await;
     let msg = r["status"]["message"].as_str().expect("message");
-    assert!(msg.starts_with("cannot delete ConfigMap fixtures/settings: it has 25 blockers: in use by apps/Deployment fixtures/web-00 (Usage fixtures/u00)"), "{msg}");
-    assert!(
-        msg.ends_with(
-            "; and 15 more; run `kubectl lien delete --when-free configmap/settings -n fixtures` \
-             to have it deleted when free"
-        ),
+    let lines: Vec<&str> = msg.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            "cannot delete ConfigMap fixtures/settings: it is in use by 25 objects.",
+            "not replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free configmap/settings -n fixtures`.",
+            "To free it now, delete its 25 users first (listed below); \
+             for the other ways: `kubectl lien why configmap/settings -n fixtures`.",
+            "held by:",
+        ],
         "{msg}"
     );
+    // The policy's ten, one line each, then the count of the rest.
+    assert_eq!(
+        lines[4],
+        "  in use by apps/Deployment fixtures/web-00 (Usage fixtures/u00)"
+    );
+    assert_eq!(lines.len(), 15, "{msg}");
+    assert_eq!(lines[14], "  and 15 more");
 }
 
 /// A live check with a fixed answer.
@@ -302,7 +322,7 @@ async fn labelled_but_unknown_is_confirmed_live_and_fails_closed() {
     let mut h = harness_with(empty_index(), policy(), Arc::new(Live(Ok(live))));
     let r = post(&h.router, &rv).await;
     assert_eq!(r["status"]["code"], 409);
-    assert_eq!(r["status"]["message"], SETTINGS_DENIAL);
+    assert_eq!(r["status"]["message"], SETTINGS_REFUSAL);
     assert!(matches!(h.records.try_recv(), Ok(Record::Denied(_))));
     // The live read confirms it is not in use: allowed, with a warning about the stale label.
     let h = harness_with(
@@ -398,11 +418,16 @@ async fn namespace_with_objects_used_from_outside_is_refused() {
         r["status"],
         json!({"code": 409, "reason": "Conflict", "message":
             "cannot delete Namespace fixtures: 2 relations hold objects in it from outside the \
-             namespace, so it would hang in Terminating: ConfigMap fixtures/flags is protected \
-             (ClusterUsage keep-flags: audit); ConfigMap fixtures/settings is in use by \
-             apps/Deployment other/api (Usage other/uses-settings); delete or move those users \
-             first (relations with both ends inside the namespace do not count); run `kubectl \
-             lien delete --when-free namespace/fixtures` to have it deleted when free"})
+             namespace, so it would hang in Terminating.\n\
+             not replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free namespace/fixtures`.\n\
+             To free it now, delete those users (or remove those protections) first, listed \
+             below — relations with both ends inside the namespace do not count; \
+             `kubectl lien why TYPE/NAME -n fixtures` says how for each object.\n\
+             held by:\n  \
+             ConfigMap fixtures/flags is protected (ClusterUsage keep-flags: audit)\n  \
+             ConfigMap fixtures/settings is in use by apps/Deployment other/api (Usage \
+             other/uses-settings)"})
     );
     let Ok(Record::Denied(d)) = h.records.try_recv() else {
         panic!("a denial record");
@@ -459,7 +484,7 @@ async fn break_glass_is_authorised_and_audited() {
     // What was overridden, without what a refusal says would happen next.
     assert_eq!(
         Some(used.overridden.as_str()),
-        SETTINGS_DENIAL.strip_suffix("; it will be deleted when free")
+        SETTINGS_DENIAL.strip_suffix("; Lien will delete it when its last user is gone")
     );
     // The overridden Usages travel with the record: the audit must reach them after the
     // object (and with it its relations) is gone.

@@ -397,9 +397,14 @@ async fn a_delete_held_by_150_rule_dependents_names_the_rule_once_and_bounds_the
     assert_eq!(
         m,
         format!(
-            "cannot delete ceph.rook.io/CephBlockPool rook-ceph/replicapool: it has 150 blockers: \
-             in use by {} (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool); \
-             and 140 more; it will be deleted when free",
+            "cannot delete ceph.rook.io/CephBlockPool rook-ceph/replicapool: it is in use by 150 \
+             objects.\n\
+             Lien will delete it when its last user is gone.\n\
+             To free it now, delete its 150 users first (listed below); for the other ways: \
+             `kubectl lien why cephblockpool.ceph.rook.io/replicapool -n rook-ceph`.\n\
+             held by:\n  \
+             in use by {} (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool)\n  \
+             and 140 more",
             listed.join(", ")
         )
     );
@@ -491,18 +496,29 @@ async fn a_namespace_whose_pool_is_used_by_volumes_outside_it_is_refused_and_rec
     let answer = h.webhook.answer(&namespace_review("rook-ceph")).await;
     let (code, m) = message(&answer);
     assert_eq!(code, 409);
-    assert!(
-        m.starts_with(
-            "cannot delete Namespace rook-ceph: 150 relations hold objects in it from outside the namespace, so it would hang in Terminating: \
-             ceph.rook.io/CephBlockPool rook-ceph/replicapool is in use by PersistentVolume pvc-000 \
-             (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool); "
-        ),
+    let lines: Vec<&str> = m.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "cannot delete Namespace rook-ceph: 150 relations hold objects in it from outside the \
+             namespace, so it would hang in Terminating.",
+            "Lien will delete it once nothing holds it.",
+        ],
         "{m}"
     );
     assert!(
-        m.contains("; and 140 more; delete or move those users first"),
+        lines[2]
+            .starts_with("To free it now, delete those users (or remove those protections) first"),
         "{m}"
     );
+    // The detail: the policy's ten, one line each, and the count of the rest.
+    assert_eq!(lines[3], "held by:", "{m}");
+    assert_eq!(
+        lines[4],
+        "  ceph.rook.io/CephBlockPool rook-ceph/replicapool is in use by PersistentVolume pvc-000 \
+         (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool)"
+    );
+    assert_eq!(lines[14..], ["  and 140 more"], "{m}");
     let Ok(Record::Denied(d)) = h.records.try_recv() else {
         panic!("a denial record");
     };

@@ -1466,10 +1466,16 @@ impl Loop {
                     // Another object holds the name: the original is gone; never delete this one.
                     Err(kube::Error::Api(s)) if s.code == 409 && s.message.contains("UID in") => {}
                     Err(kube::Error::Api(s)) if s.code == 409 || s.code == 403 => {
-                        // Refused, e.g. by Lien's own webhook: the child is in use.
+                        // Refused, e.g. by Lien's own webhook: the child is in use. Its
+                        // refusal spans lines (written for a terminal); status and Event notes
+                        // take it on one.
                         let _ = tx.send(Msg::Refused(
                             d.uid.clone(),
-                            s.message.clone(),
+                            s.message
+                                .lines()
+                                .map(str::trim)
+                                .collect::<Vec<_>>()
+                                .join(" "),
                             Some((id.clone(), d.child.to_string())),
                         ));
                         failed = true;

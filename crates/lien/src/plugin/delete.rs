@@ -68,8 +68,9 @@ pub enum Deleted {
 /// Why the command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DeleteError {
-    /// Lien refused the DELETE and `--when-free` was not given.
-    #[error("{source}\nTo have it deleted once it is free, run the same command with --when-free.")]
+    /// Lien refused the DELETE and `--when-free` was not given. Lien's refusal already says
+    /// whether it will be replayed and, if not, the `--when-free` command that asks for it.
+    #[error("{source}")]
     InUse {
         /// The refusal.
         #[source]

@@ -74,12 +74,20 @@ async fn a_refused_delete_is_a_warning_event_on_the_object_and_the_usage_and_a_d
         .expect_err("the DELETE is refused");
     let (code, message) = api_error(err);
     assert_eq!(code, 409);
-    let refusal = format!(
+    let who = format!(
         "cannot delete ConfigMap {ns}/db: it is in use by ConfigMap {ns}/app (Usage \
-         {ns}/app-uses-db: the app keeps its orders in db); run `kubectl lien delete \
-         --when-free configmap/db -n {ns}` to have it deleted when free"
+         {ns}/app-uses-db: the app keeps its orders in db)"
     );
-    assert!(message.ends_with(&refusal), "{message}");
+    let next = format!(
+        "not replayed: to have Lien delete it once free, run \
+         `kubectl lien delete --when-free configmap/db -n {ns}`"
+    );
+    assert!(
+        message.contains(&format!("{who}.\n{next}.\nTo free it now, ")),
+        "{message}"
+    );
+    // The Event says who and what next on one line.
+    let refusal = format!("{who}; {next}");
 
     let on_object = env.wait_events("ConfigMap", "db", "DeletionRefused").await;
     let on_object = the_warning(&on_object, "Delete");

@@ -25,8 +25,9 @@ async fn used_pair(env: &mut Env, replay: bool) {
     wait_label(&env.configmaps(), "db", true).await;
 }
 
-/// The refusal names the user and what happens next (`replay`: deleted when free, else the
-/// when-free command); returns when the refusal has been recorded on the object.
+/// The refusal names the user, what happens next (`replay`: Lien deletes it when its last user
+/// is gone, else the when-free command) and what to do; returns when the refusal has been
+/// recorded on the object.
 async fn refused_naming_the_user(env: &Env, replay: bool) {
     let ns = &env.ns;
     let cms = env.configmaps();
@@ -35,10 +36,11 @@ async fn refused_naming_the_user(env: &Env, replay: bool) {
         .await
         .expect_err("the used object's DELETE is refused");
     let next = if replay {
-        "it will be deleted when free".to_owned()
+        "Lien will delete it when its last user is gone.".to_owned()
     } else {
         format!(
-            "run `kubectl lien delete --when-free configmap/db -n {ns}` to have it deleted when free"
+            "not replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free configmap/db -n {ns}`."
         )
     };
     assert_eq!(
@@ -47,8 +49,10 @@ async fn refused_naming_the_user(env: &Env, replay: bool) {
             409,
             format!(
                 "admission webhook \"delete.lien.dev\" denied the request: cannot delete \
-                 ConfigMap {ns}/db: it is in use by ConfigMap {ns}/app (Usage {ns}/app-uses-db); \
-                 {next}"
+                 ConfigMap {ns}/db: it is in use by ConfigMap {ns}/app (Usage {ns}/app-uses-db).\n\
+                 {next}\n\
+                 To free it now, delete the user first: `kubectl delete configmap/app -n {ns}`; \
+                 for the other ways: `kubectl lien why configmap/db -n {ns}`."
             )
         )
     );

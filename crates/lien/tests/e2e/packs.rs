@@ -599,7 +599,7 @@ async fn a_rook_cluster_names_every_dependent_of_its_namespace_and_goes_after_th
     for u in &users {
         assert!(message.contains(&described(u)), "{message}");
     }
-    assert!(message.contains("it has 3 blockers"), "{message}");
+    assert!(message.contains("it is in use by 3 objects."), "{message}");
     wait_free(&env, &other).await;
     delete_refused(&env, &cluster, "the cluster").await;
     // Each dependent released on its own; the cluster goes after the last one.
@@ -957,7 +957,7 @@ async fn seed_002(orders: &[&[&str]]) {
             }
         })
         .await;
-        assert!(message.contains("it has 2 blockers"), "{message}");
+        assert!(message.contains("it is in use by 2 objects."), "{message}");
 
         // The test plays the finalizer controller while its Deployment exists.
         let controller = tokio::spawn(finalizer_controller(
@@ -1029,8 +1029,8 @@ async fn seed_002(orders: &[&[&str]]) {
             assert!(
                 stderr.contains(
                     "cannot delete apps/Deployment finalizer-namespace/finalizer-deployment: \
-                     it has 2 blockers"
-                ),
+                     it is in use by 2 objects."
+                ) && stderr.contains("\nheld by:\n  "),
                 "{listed:?}\nstdout: {stdout}\nstderr: {stderr}"
             );
         }

@@ -42,9 +42,12 @@ async fn protection_by_reason_refuses_with_the_reason_until_the_usage_is_deleted
             format!(
                 "admission webhook \"delete.lien.dev\" denied the request: cannot delete \
                  ConfigMap {ns}/production-settings: it is protected (Usage \
-                 {ns}/protect-production-settings: production settings: remove this Usage first); \
-                 run `kubectl lien delete --when-free configmap/production-settings -n {ns}` to \
-                 have it deleted when free"
+                 {ns}/protect-production-settings: production settings: remove this Usage first).\n\
+                 not replayed: to have Lien delete it once free, run \
+                 `kubectl lien delete --when-free configmap/production-settings -n {ns}`.\n\
+                 To free it now, remove the protection: \
+                 `kubectl delete usage.lien.dev/protect-production-settings -n {ns}`; \
+                 for the other ways: `kubectl lien why configmap/production-settings -n {ns}`."
             )
         )
     );

@@ -139,9 +139,10 @@ async fn a_rule_protects_what_a_custom_kind_references_follows_it_and_replays() 
     // Refused, naming the dependent, the rule and its reason.
     let message = wait_refused(&cms, "site-a").await;
     assert!(
-        message.ends_with(&format!(
+        message.contains(&format!(
             "cannot delete ConfigMap {ns}/site-a: it is in use by {group}/WebApp {ns}/shop \
-             (DependencyRule {name}: {REASON}); it will be deleted when free"
+             (DependencyRule {name}: {REASON}).\n\
+             Lien will delete it when its last user is gone.\n"
         )),
         "{message}"
     );

@@ -85,7 +85,9 @@ async fn a_namespace_used_from_outside_is_refused_then_replayed() {
     assert!(
         message.contains(&format!(
             "cannot delete Namespace {ns_a}: 1 relation holds objects in it from outside the namespace, \
-             so it would hang in Terminating: ConfigMap {ns_a}/shared is in use by ConfigMap \
+             so it would hang in Terminating.\n"
+        )) && message.contains(&format!(
+            "\nheld by:\n  ConfigMap {ns_a}/shared is in use by ConfigMap \
              {ns_b}/consumer (ClusterUsage {outside})"
         )),
         "{message}"

@@ -165,8 +165,9 @@ async fn without_a_client_certificate_a_deletion_requested_when_free_is_replayed
     );
     assert_eq!(code, 409, "{message}");
     assert!(
-        message.ends_with(&format!(
-            "run `kubectl lien delete --when-free configmap/used -n {ns}` to have it deleted when free"
+        message.contains(&format!(
+            "\nnot replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free configmap/used -n {ns}`.\n"
         )),
         "{message}"
     );
@@ -368,7 +369,10 @@ async fn kubectl_lien_delete_when_free_through_kubectl() {
     assert!(!ok, "{stderr}");
     assert!(
         stderr.contains("admission webhook \"delete.lien.dev\" denied the request")
-            && stderr.contains("run the same command with --when-free"),
+            && stderr.contains(&format!(
+                "\nnot replayed: to have Lien delete it once free, run \
+                 `kubectl lien delete --when-free configmap/db -n {ns}`.\n"
+            )),
         "{stderr}"
     );
     let (ok, stdout, stderr) = k
