@@ -17,6 +17,8 @@ mod faults;
 mod forgery;
 #[path = "e2e/harness.rs"]
 mod harness;
+#[path = "e2e/hints.rs"]
+mod hints;
 #[path = "e2e/latency.rs"]
 mod latency;
 #[path = "e2e/ordering.rs"]

@@ -61,7 +61,8 @@ fn cluster_usage(v: Value) -> UsageView {
 /// A shop: a web Deployment and a worker use a ConfigMap and a Secret through Usages (one by
 /// name, one by selector), a ClusterUsage protects the ConfigMap, a DependencyRule derives
 /// "a Report uses the ConfigMap its spec names". The ConfigMap carries a refused DELETE
-/// recorded for replay; the worker is being deleted.
+/// recorded for replay; the worker is being deleted. The web's Usage carries Lien's finalizer
+/// after another one (so `why` must name its position, not assume it is first).
 fn fixture() -> Snapshot {
     let attempt = json!({
         "uid": "u-settings", "propagationPolicy": "Background", "user": "alice",
@@ -80,7 +81,8 @@ fn fixture() -> Snapshot {
         usages: vec![
             usage(json!({
                 "apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
-                "metadata": {"name": "web-uses-settings", "namespace": "shop", "uid": "u1"},
+                "metadata": {"name": "web-uses-settings", "namespace": "shop", "uid": "u1",
+                             "finalizers": ["example.org/audit", "lien.dev/usage"]},
                 "spec": {
                     "of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "settings"}},
                     "by": {"apiVersion": "apps/v1", "kind": "Deployment", "resourceRef": {"name": "web"}},

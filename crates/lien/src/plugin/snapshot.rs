@@ -119,6 +119,18 @@ pub struct Graph {
     /// Why a source holds less than it says (unknown kind, not found, invalid CEL…): shown so
     /// that an empty answer is not mistaken for "nothing holds it".
     pub problems: BTreeMap<Source, Vec<String>>,
+    /// What `why` needs of each Usage and ClusterUsage to say how to drop it: whether it has
+    /// `by`, and its finalizers.
+    pub usages: BTreeMap<Source, UsageFacts>,
+}
+
+/// A Usage's or ClusterUsage's metadata that decides how it can be dropped (see `why`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageFacts {
+    /// It has `spec.by` (and so Lien's finalizer while its users exist).
+    pub has_by: bool,
+    /// `metadata.finalizers`, in order.
+    pub finalizers: Vec<String>,
 }
 
 /// Derives the relations of `snapshot` with the controller's code. Fails only when the index
@@ -147,9 +159,17 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
     }
     let mut index = RelationIndex::new();
     let mut problems: BTreeMap<Source, Vec<String>> = BTreeMap::new();
+    let mut usages = BTreeMap::new();
     for view in &snapshot.usages {
         let resolution = resolve(view, &caches);
         let source = view.source();
+        usages.insert(
+            source.clone(),
+            UsageFacts {
+                has_by: view.by.is_some(),
+                finalizers: view.finalizers.clone(),
+            },
+        );
         if !resolution.problems.is_empty() {
             problems.insert(
                 source.clone(),
@@ -269,5 +289,6 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
         index,
         nodes,
         problems,
+        usages,
     })
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use lien_api::USAGE_FINALIZER;
 use lien_core::{ObjectKey, Source};
 
 use super::graph::{kind_label, object_label};
@@ -17,18 +18,77 @@ pub fn kubectl_ref(key: &ObjectKey) -> String {
     out
 }
 
-fn source_fix(source: &Source) -> String {
+/// `kubectl` arguments naming one of Lien's sources, qualified with Lien's group so that
+/// another product's `Usage` kind (Crossplane has one) is never the one acted on.
+fn source_ref(source: &Source) -> String {
     match source {
-        Source::Usage { namespace, name } => {
-            format!("remove the Usage: kubectl delete usage/{name} -n {namespace}")
+        Source::Usage { namespace, name } => format!("usage.lien.dev/{name} -n {namespace}"),
+        Source::ClusterUsage { name } => format!("clusterusage.lien.dev/{name}"),
+        Source::Rule { name } => format!("dependencyrule.lien.dev/{name}"),
+    }
+}
+
+/// How to make `source` stop holding anything: what to do, and the exact commands, in order
+/// (each one line, as typed in a shell).
+///
+/// - A DependencyRule: delete it (or change it), which drops every relation it derives.
+/// - A Usage or ClusterUsage without `by`: delete it; it carries no finalizer, so it goes at
+///   once and its protection with it.
+/// - One with `by`: deleting it is not enough — it keeps Lien's finalizer (`lien.dev/usage`)
+///   until its users are gone, and holds until then. So delete it without waiting, then remove
+///   that finalizer with a JSON patch whose `test` op checks the finalizer's position (read
+///   from the live Usage), so the patch fails rather than remove another controller's
+///   finalizer if the list changed since. The controller adds no finalizer to a Usage being
+///   deleted, so it does not come back.
+pub(crate) fn source_fix_steps(graph: &Graph, source: &Source) -> (String, Vec<String>) {
+    let target = source_ref(source);
+    let kind = match source {
+        Source::Usage { .. } => "Usage",
+        Source::ClusterUsage { .. } => "ClusterUsage",
+        Source::Rule { .. } => {
+            return (
+                "delete the DependencyRule, which holds every such pair (or change its spec so that it no longer relates them):".to_owned(),
+                vec![format!("kubectl delete {target}")],
+            );
         }
-        Source::ClusterUsage { name } => {
-            format!("remove the ClusterUsage: kubectl delete clusterusage/{name}")
-        }
-        Source::Rule { name } => format!(
-            "change or remove the DependencyRule (it holds every such pair): kubectl edit dependencyrule/{name}"
+    };
+    let facts = graph.usages.get(source);
+    let finalizer = facts
+        .and_then(|f| f.finalizers.iter().position(|f| f == USAGE_FINALIZER))
+        .filter(|_| facts.is_some_and(|f| f.has_by));
+    match finalizer {
+        Some(i) => (
+            format!(
+                "drop the {kind}: it keeps Lien's finalizer {USAGE_FINALIZER} while its users exist, so delete it and remove that finalizer:"
+            ),
+            vec![
+                format!("kubectl delete {target} --wait=false"),
+                format!(
+                    "kubectl patch {target} --type=json -p '[{{\"op\":\"test\",\"path\":\"/metadata/finalizers/{i}\",\"value\":\"{USAGE_FINALIZER}\"}},{{\"op\":\"remove\",\"path\":\"/metadata/finalizers/{i}\"}}]'"
+                ),
+            ],
+        ),
+        None => (
+            format!("remove the {kind} (it carries no finalizer of Lien's, so it goes at once):"),
+            vec![format!("kubectl delete {target}")],
         ),
     }
+}
+
+/// [`source_fix_steps`] as text: what to do on the first line, then each command on a line of
+/// its own indented by two spaces (callers indent the whole block further).
+pub(crate) fn source_fix(graph: &Graph, source: &Source) -> String {
+    let (what, commands) = source_fix_steps(graph, source);
+    let mut out = what;
+    for c in commands {
+        let _ = write!(out, "\n  {c}");
+    }
+    out
+}
+
+/// `text`'s lines after the first indented by `indent`, for a block under a label.
+fn indented(text: &str, indent: &str) -> String {
+    text.replace('\n', &format!("\n{indent}"))
 }
 
 /// The text of `kubectl lien why` for `key`: who holds it, through which source, why, the
@@ -85,7 +145,11 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
                             kubectl_ref(by)
                         );
                     }
-                    let _ = writeln!(out, "        or: {}", source_fix(&r.source));
+                    let _ = writeln!(
+                        out,
+                        "        or: {}",
+                        indented(&source_fix(graph, &r.source), "            ")
+                    );
                 }
                 None => {
                     let _ = writeln!(out, "  {}. protected (no user)", i + 1);
@@ -93,7 +157,11 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
                     if let Some(reason) = &r.reason {
                         let _ = writeln!(out, "     reason: {reason}");
                     }
-                    let _ = writeln!(out, "     to do: {}", source_fix(&r.source));
+                    let _ = writeln!(
+                        out,
+                        "     to do: {}",
+                        indented(&source_fix(graph, &r.source), "            ")
+                    );
                 }
             }
         }
