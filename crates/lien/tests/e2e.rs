@@ -39,6 +39,8 @@ mod status_columns;
 mod stress;
 #[path = "e2e/tampering.rs"]
 mod tampering;
+#[path = "e2e/terminating_cycles.rs"]
+mod terminating_cycles;
 #[path = "e2e/validation.rs"]
 mod validation;
 #[path = "e2e/when_free.rs"]

@@ -1,0 +1,117 @@
+//! Issue 19, item 3: a cycle never deadlocks a namespace. Outside a namespace being deleted, a
+//! Usage cycle is reported and every DELETE in it refused, as before; once the namespace is
+//! deleted, the cycle is broken (a Warning `CycleBroken` Event on the Namespace names it) and
+//! the namespace goes. A relation from outside the cycle still orders the deletion. Typed as a
+//! user would, with kubectl.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::Api;
+use lien_controller::CYCLE_BROKEN_REASON;
+
+use super::harness::{DEADLINE, Env, Kubectl, wait_for};
+
+/// Two ConfigMaps that use each other, and a third that uses one of them (not in the cycle).
+fn manifest(ns: &str) -> String {
+    let mut out = String::new();
+    for name in ["a", "b", "c"] {
+        out.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\n"
+        ));
+    }
+    for (by, of) in [("a", "b"), ("b", "a"), ("c", "a")] {
+        out.push_str(&format!(
+            "---\napiVersion: lien.dev/v1alpha1\nkind: Usage\nmetadata: {{name: {by}-uses-{of}, namespace: {ns}}}\nspec:\n  of: {{apiVersion: v1, kind: ConfigMap, resourceRef: {{name: {of}}}}}\n  by: {{apiVersion: v1, kind: ConfigMap, resourceRef: {{name: {by}}}}}\n  reason: {by} reads {of}\n"
+        ));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_usage_cycle_inside_a_deleted_namespace_is_broken_and_the_namespace_goes() {
+    let mut env = Env::start("ns-cycle").await;
+    let ns = env.another_namespace_name("shop");
+    env.namespace(&ns).await;
+    let k = Kubectl::new(&env);
+    let (ok, out, err) = k
+        .run_with_stdin(&["apply", "-f", "-"], Some(&manifest(&ns)))
+        .await;
+    assert!(ok, "{out}{err}");
+
+    // Outside a namespace being deleted: reported, and held.
+    for usage in ["a-uses-b", "b-uses-a"] {
+        wait_for(&format!("{usage}: Ready=False Cycle"), DEADLINE, || async {
+            let (_, out, _) = k
+                .run(&[
+                    "get",
+                    "usage",
+                    usage,
+                    "-n",
+                    &ns,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
+                ])
+                .await;
+            (out == "Cycle").then_some(())
+        })
+        .await;
+    }
+    let (ok, _, err) = k.run(&["delete", "configmap", "a", "-n", &ns]).await;
+    assert!(
+        !ok,
+        "a DELETE inside a cycle is refused outside a terminating namespace"
+    );
+    assert!(err.contains("delete.lien.dev"), "{err}");
+
+    // The namespace is deleted: the cycle is broken and everything goes.
+    let (ok, out, err) = k.run(&["delete", "namespace", &ns, "--wait=false"]).await;
+    assert!(ok, "{out}{err}");
+    let namespaces = Api::<Namespace>::all(env.client.clone());
+    let end = tokio::time::Instant::now() + Duration::from_secs(60);
+    while namespaces
+        .get_opt(&ns)
+        .await
+        .expect("get namespace")
+        .is_some()
+    {
+        if tokio::time::Instant::now() > end {
+            // What kept it, for the failure's message.
+            let (_, status, _) = k.run(&["get", "namespace", &ns, "-o", "yaml"]).await;
+            let (_, left, _) = k
+                .run(&["get", "configmaps,usages", "-n", &ns, "-o", "yaml"])
+                .await;
+            panic!("namespace {ns} still there after 60 s:\n{status}\n{left}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The Warning names the cycle (a, b) and the Usages that made it, not c.
+    let events = Api::<Event>::all(env.client.clone());
+    let note = wait_for("a CycleBroken event on the Namespace", DEADLINE, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(CYCLE_BROKEN_REASON)
+                    && e.regarding.as_ref().is_some_and(|r| {
+                        r.kind.as_deref() == Some("Namespace") && r.name.as_deref() == Some(&ns)
+                    })
+            })
+            .map(|e| (e.type_, e.note.unwrap_or_default()))
+    })
+    .await;
+    assert_eq!(note.0.as_deref(), Some("Warning"));
+    assert_eq!(
+        note.1,
+        format!(
+            "namespace {ns} is being deleted and these objects in it use each other, so none could go first: ConfigMap {ns}/a, ConfigMap {ns}/b (through Usage {ns}/a-uses-b, Usage {ns}/b-uses-a); Lien no longer enforces the relations between them so that the namespace can finish"
+        )
+    );
+    drop(k);
+    env.finish().await;
+}
