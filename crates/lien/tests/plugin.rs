@@ -355,6 +355,106 @@ fn a_cycle_is_refused_naming_objects_and_usages() {
     }
 }
 
+#[test]
+fn a_cycle_names_how_to_break_it() {
+    let a = key("", "ConfigMap", Some("c"), "a");
+    let b = key("", "ConfigMap", Some("c"), "b");
+    let g = graph_with(
+        [("a-uses-b", &b, &a), ("b-uses-a", &a, &b)]
+            .map(|(name, of, by)| Relation::uses(Source::usage("c", name), of.clone(), by.clone())),
+    );
+    let text = plugin::plan(&g, std::slice::from_ref(&a))
+        .expect_err("a cycle")
+        .to_string();
+    // One way per source, as `why` says it (the advice itself is why.rs's).
+    assert!(text.contains("to break it, one of:"), "{text}");
+    for name in ["a-uses-b", "b-uses-a"] {
+        assert!(
+            text.contains(&format!("usage.lien.dev/{name} -n c")),
+            "no way out through {name}: {text}"
+        );
+    }
+}
+
+/// A namespace `p`: Deployment `w` uses Deployment `d`, which uses the PVC `data`, which a
+/// Usage without `by` protects; `data` uses the ConfigMap `x`; the plan takes them all and the
+/// Namespace.
+fn held_fixture() -> (Graph, Vec<ObjectKey>) {
+    let w = key("apps", "Deployment", Some("p"), "w");
+    let d = key("apps", "Deployment", Some("p"), "d");
+    let data = key("", "PersistentVolumeClaim", Some("p"), "data");
+    let x = key("", "ConfigMap", Some("p"), "x");
+    let ns = key("", "Namespace", None, "p");
+    let g = graph_with([
+        Relation::uses(Source::usage("p", "w-calls-d"), d.clone(), w.clone()),
+        Relation::uses(Source::usage("p", "d-mounts-data"), data.clone(), d.clone()),
+        Relation::uses(Source::usage("p", "data-reads-x"), x.clone(), data.clone()),
+        Relation::protects(
+            Source::usage("p", "keep"),
+            data.clone(),
+            "kept for the audit",
+        ),
+    ]);
+    (g, vec![ns, w, d, data, x])
+}
+
+#[test]
+fn a_namespace_is_planned_after_its_contents() {
+    let (g, objects) = held_fixture();
+    let p = plugin::plan(&g, &objects).expect("no cycle");
+    let names: Vec<Vec<&str>> = p
+        .steps
+        .iter()
+        .map(|s| s.iter().map(|k| k.name.as_str()).collect())
+        .collect();
+    assert_eq!(
+        names,
+        [vec!["w"], vec!["d"], vec!["data"], vec!["x"], vec!["p"]]
+    );
+}
+
+#[test]
+fn skip_held_leaves_the_held_object_what_it_uses_and_its_namespace() {
+    let (g, objects) = held_fixture();
+    let p = plugin::plan(&g, &objects).expect("no cycle");
+    assert_eq!(p.held().len(), 1);
+    let refusal = plugin::plan::held_refusal(&g, &p).expect("refused");
+    for needle in [
+        "1 object of this plan is protected",
+        "PersistentVolumeClaim p/data: Usage p/keep (kept for the audit)",
+        "Nothing was deleted.",
+        "add --skip-held",
+        "kubectl lien plan --apply -n p deployment.apps/w deployment.apps/d",
+        "usage.lien.dev/keep -n p",
+    ] {
+        assert!(refusal.contains(needle), "{needle} missing from: {refusal}");
+    }
+    let rest = plugin::plan::skip_held(&g, p);
+    let names: Vec<Vec<&str>> = rest
+        .steps
+        .iter()
+        .map(|s| s.iter().map(|k| k.name.as_str()).collect())
+        .collect();
+    assert_eq!(names, [vec!["w"], vec!["d"]]);
+    assert!(rest.held().is_empty());
+    assert!(plugin::plan::held_refusal(&g, &rest).is_none());
+    let text = plugin::plan::to_text(&rest);
+    for needle in [
+        "left in place (3 objects):",
+        "ConfigMap p/x: used by PersistentVolumeClaim p/data, which stays",
+        "Namespace p: holds ",
+        "PersistentVolumeClaim p/data: protected by Usage p/keep (kept for the audit)",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from: {text}");
+    }
+    let dry = plugin::plan::dry_run_text(&rest);
+    assert!(
+        dry.contains("step 1/2: delete Deployment.apps p/w"),
+        "{dry}"
+    );
+    assert!(dry.contains("leave PersistentVolumeClaim p/data"), "{dry}");
+}
+
 /// A graph of `n` objects and edges `(by, of)` given as indexes.
 fn graph_of(n: usize, edges: &[(usize, usize)]) -> (Graph, Vec<ObjectKey>) {
     let keys: Vec<ObjectKey> = (0..n)

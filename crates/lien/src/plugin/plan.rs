@@ -1,16 +1,20 @@
-//! `kubectl lien plan`: a safe deletion order — users before what they use — as numbered steps
-//! whose objects may be deleted in parallel. The order is core's [`deletion_order`] (Kahn's
-//! algorithm over the `by → of` graph); a cycle is refused, naming the objects and the Usages
-//! and rules that make it. Pure.
+//! `kubectl lien plan`: a safe deletion order — users before what they use, a Namespace after
+//! everything of the plan inside it — as numbered steps whose objects may be deleted in
+//! parallel. The order is core's [`deletion_order`] (Kahn's algorithm over the `by → of`
+//! graph), then [`namespaces_last`]; a cycle is refused, naming the objects, the Usages and
+//! rules that make it, and how to break it. Objects a protection holds (a Usage or ClusterUsage
+//! without `by`: nothing will ever release them) are named up front; [`skip_held`] leaves them,
+//! and everything they need, out of the steps. Pure.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use lien_core::{ObjectKey, Source, deletion_order};
 use serde::Serialize;
 
-use super::graph::object_label;
+use super::graph::{kind_label, object_label};
 use super::snapshot::Graph;
+use super::why::source_fix;
 
 /// A reason-only protection on an object of the plan: no order lifts it, so the plan names it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -23,13 +27,53 @@ pub struct Held {
     pub reason: String,
 }
 
+/// Why an object of the plan is left in place by [`skip_held`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kept {
+    /// A protection holds it (its entries are in [`Plan::protected`]).
+    Held,
+    /// An object that stays uses it.
+    UsedBy(ObjectKey),
+    /// It is the Namespace of an object that stays (deleting it would delete that object).
+    Holds(ObjectKey),
+}
+
+/// An object of the plan left in place.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Skipped {
+    /// The object.
+    pub object: ObjectKey,
+    /// Why it stays.
+    pub because: Kept,
+}
+
 /// A deletion order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Steps, in order; each sorted.
     pub steps: Vec<Vec<ObjectKey>>,
-    /// Protections no order lifts (their DELETE will be refused until the Usage goes).
+    /// Protections no order lifts (their DELETE will be refused until the Usage goes), on
+    /// objects of the steps or of `skipped`.
     pub protected: Vec<Held>,
+    /// Objects left out of the steps by [`skip_held`], sorted.
+    pub skipped: Vec<Skipped>,
+}
+
+impl Plan {
+    /// How many objects the steps delete.
+    pub fn count(&self) -> usize {
+        self.steps.iter().map(Vec::len).sum()
+    }
+
+    /// The protections on objects the steps would delete: `--apply` cannot finish while there
+    /// are any.
+    pub fn held(&self) -> Vec<&Held> {
+        let planned: BTreeSet<&ObjectKey> = self.steps.iter().flatten().collect();
+        self.protected
+            .iter()
+            .filter(|h| planned.contains(&h.object))
+            .collect()
+    }
 }
 
 /// One group of objects that use each other.
@@ -39,6 +83,8 @@ pub struct CycleGroup {
     pub objects: Vec<ObjectKey>,
     /// The sources of the relations between them, sorted.
     pub sources: Vec<Source>,
+    /// How to make each source stop holding (`why`'s advice, one entry per source).
+    pub fixes: Vec<String>,
 }
 
 /// The objects cannot be ordered.
@@ -62,34 +108,149 @@ fn render_cycles(groups: &[CycleGroup]) -> String {
             objects.join(", "),
             sources.join(", ")
         );
+        if g.objects.iter().any(is_namespace) {
+            out.push_str("\n  and: a Namespace goes after everything inside it");
+        }
+        if !g.fixes.is_empty() {
+            out.push_str("\n  to break it, one of:");
+            for fix in &g.fixes {
+                let _ = write!(out, "\n  - {}", fix.replace('\n', "\n    "));
+            }
+        }
     }
-    out.push_str("\nremove one of these Usages (or change the rule) to break the cycle");
     out
 }
 
-/// The order to delete `objects` in, with everything that uses them (transitively) first.
+/// Whether `key` is a Namespace.
+fn is_namespace(key: &ObjectKey) -> bool {
+    key.group.is_empty() && key.kind == "Namespace" && key.namespace.is_none()
+}
+
+/// The key of the Namespace `name`.
+fn namespace_key(name: &str) -> ObjectKey {
+    ObjectKey::new("", "Namespace", None, name)
+}
+
+/// Reorders `steps` (already users before what they use) so that a Namespace also comes after
+/// every object of the steps inside it: deleting a Namespace deletes its contents in no order
+/// of ours, and Lien refuses a Namespace whose contents are still in use. `users` gives the
+/// users of an object. The result is again the earliest step for every object (Kahn's
+/// algorithm over both kinds of edge). `Err` holds the objects that cannot be ordered: a
+/// Namespace that uses, directly or not, something inside it.
+pub fn namespaces_last(
+    steps: Vec<Vec<ObjectKey>>,
+    users: impl Fn(&ObjectKey) -> Vec<ObjectKey>,
+) -> Result<Vec<Vec<ObjectKey>>, Vec<ObjectKey>> {
+    let nodes: Vec<ObjectKey> = steps.iter().flatten().cloned().collect();
+    // Without a Namespace the order stands as it is (the common case; no second pass).
+    if !nodes.iter().any(is_namespace) {
+        return Ok(steps);
+    }
+    let at: HashMap<&ObjectKey, usize> = nodes.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    let mut inside: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, k) in nodes.iter().enumerate() {
+        if let Some(ns) = &k.namespace {
+            inside.entry(ns.as_str()).or_default().push(i);
+        }
+    }
+    // before[i]: what must be gone before nodes[i] is deleted.
+    let before: Vec<BTreeSet<usize>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let mut b: BTreeSet<usize> = users(k)
+                .iter()
+                .filter_map(|u| at.get(u).copied())
+                .filter(|&j| j != i)
+                .collect();
+            if is_namespace(k) {
+                b.extend(inside.get(k.name.as_str()).into_iter().flatten().copied());
+            }
+            b
+        })
+        .collect();
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, b) in before.iter().enumerate() {
+        for &j in b {
+            after[j].push(i);
+        }
+    }
+    let mut left: Vec<usize> = before.iter().map(BTreeSet::len).collect();
+    let mut wave: Vec<usize> = (0..nodes.len()).filter(|&i| left[i] == 0).collect();
+    let mut out: Vec<Vec<ObjectKey>> = Vec::new();
+    let mut done = 0;
+    while !wave.is_empty() {
+        let mut next = Vec::new();
+        for &j in &wave {
+            for &i in &after[j] {
+                left[i] -= 1;
+                if left[i] == 0 {
+                    next.push(i);
+                }
+            }
+        }
+        done += wave.len();
+        let mut step: Vec<ObjectKey> = wave.iter().map(|&i| nodes[i].clone()).collect();
+        step.sort_unstable();
+        out.push(step);
+        wave = next;
+    }
+    if done < nodes.len() {
+        let mut stuck: Vec<ObjectKey> = (0..nodes.len())
+            .filter(|&i| left[i] > 0)
+            .map(|i| nodes[i].clone())
+            .collect();
+        stuck.sort_unstable();
+        return Err(stuck);
+    }
+    Ok(out)
+}
+
+/// A cycle group of `objects`: the sources of the relations between them and how to break
+/// each.
+fn cycle_group(graph: &Graph, objects: Vec<ObjectKey>) -> CycleGroup {
+    let sources = sources_between(graph, &objects);
+    let fixes = sources.iter().map(|s| source_fix(graph, s)).collect();
+    CycleGroup {
+        objects,
+        sources,
+        fixes,
+    }
+}
+
+/// The sources of the relations between `objects`, sorted.
+fn sources_between(graph: &Graph, objects: &[ObjectKey]) -> Vec<Source> {
+    let members: BTreeSet<&ObjectKey> = objects.iter().collect();
+    let mut sources: BTreeSet<Source> = BTreeSet::new();
+    for key in objects {
+        for r in graph.index.uses_of(key) {
+            if members.contains(&r.of().to_key()) {
+                sources.insert(r.source().to_source());
+            }
+        }
+    }
+    sources.into_iter().collect()
+}
+
+/// The order to delete `objects` in, with everything that uses them (transitively) first and
+/// each Namespace after what the plan deletes inside it.
 pub fn plan(graph: &Graph, objects: &[ObjectKey]) -> Result<Plan, PlanCycle> {
     let index = &graph.index;
     let steps = deletion_order(index, objects).map_err(|cycle| PlanCycle {
         groups: cycle
             .cycles
             .into_iter()
-            .map(|objects| {
-                let members: BTreeSet<&ObjectKey> = objects.iter().collect();
-                let mut sources: BTreeSet<Source> = BTreeSet::new();
-                for key in &objects {
-                    for r in index.uses_of(key) {
-                        if members.contains(&r.of().to_key()) {
-                            sources.insert(r.source().to_source());
-                        }
-                    }
-                }
-                CycleGroup {
-                    objects,
-                    sources: sources.into_iter().collect(),
-                }
-            })
+            .map(|objects| cycle_group(graph, objects))
             .collect(),
+    })?;
+    let steps = namespaces_last(steps, |key| {
+        index
+            .blockers(key)
+            .filter_map(|r| r.by().map(|b| b.to_key()))
+            .collect()
+    })
+    .map_err(|objects| PlanCycle {
+        groups: vec![cycle_group(graph, objects)],
     })?;
     let mut protected = Vec::new();
     for key in steps.iter().flatten() {
@@ -105,7 +266,52 @@ pub fn plan(graph: &Graph, objects: &[ObjectKey]) -> Result<Plan, PlanCycle> {
     }
     protected.sort();
     protected.dedup();
-    Ok(Plan { steps, protected })
+    Ok(Plan {
+        steps,
+        protected,
+        skipped: Vec::new(),
+    })
+}
+
+/// `plan` without what must stay: every object a protection holds, what such an object uses
+/// (it keeps using it), and the Namespace of anything that stays (deleting a Namespace deletes
+/// its contents) — transitively. Nothing that stays uses an object that goes, so the steps that
+/// remain are still a valid order of what remains.
+pub fn skip_held(graph: &Graph, mut plan: Plan) -> Plan {
+    let planned: BTreeSet<ObjectKey> = plan.steps.iter().flatten().cloned().collect();
+    let mut stay: BTreeMap<ObjectKey, Kept> = BTreeMap::new();
+    let mut todo: Vec<ObjectKey> = Vec::new();
+    for h in plan.held() {
+        if stay.insert(h.object.clone(), Kept::Held).is_none() {
+            todo.push(h.object.clone());
+        }
+    }
+    while let Some(key) = todo.pop() {
+        let mut needed: Vec<(ObjectKey, Kept)> = graph
+            .index
+            .uses_of(&key)
+            .map(|r| (r.of().to_key(), Kept::UsedBy(key.clone())))
+            .collect();
+        if let Some(ns) = &key.namespace {
+            needed.push((namespace_key(ns), Kept::Holds(key.clone())));
+        }
+        for (k, because) in needed {
+            if planned.contains(&k) && !stay.contains_key(&k) {
+                stay.insert(k.clone(), because);
+                todo.push(k);
+            }
+        }
+    }
+    for step in &mut plan.steps {
+        step.retain(|k| !stay.contains_key(k));
+    }
+    plan.steps.retain(|s| !s.is_empty());
+    plan.skipped.extend(
+        stay.into_iter()
+            .map(|(object, because)| Skipped { object, because }),
+    );
+    plan.skipped.sort();
+    plan
 }
 
 /// Every object of `namespace` that takes part in a relation (`plan -n NS --all`).
@@ -121,14 +327,33 @@ pub fn all_in_namespace(graph: &Graph, namespace: &str) -> Vec<ObjectKey> {
     out.into_iter().collect()
 }
 
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Why `key` stays, in words.
+fn kept_label(plan: &Plan, s: &Skipped) -> String {
+    match &s.because {
+        Kept::Held => {
+            let holds: Vec<String> = plan
+                .protected
+                .iter()
+                .filter(|h| h.object == s.object)
+                .map(|h| format!("{} ({})", h.source, h.reason))
+                .collect();
+            format!("protected by {}", holds.join(", "))
+        }
+        Kept::UsedBy(by) => format!("used by {}, which stays", object_label(by)),
+        Kept::Holds(inner) => format!("holds {}, which stays", object_label(inner)),
+    }
+}
+
 /// The plan as text.
 pub fn to_text(plan: &Plan) -> String {
-    let count: usize = plan.steps.iter().map(Vec::len).sum();
     let mut out = format!(
-        "Deletion plan: {count} object{} in {} step{} (users before what they use; the objects of one step can go in parallel)\n",
-        if count == 1 { "" } else { "s" },
-        plan.steps.len(),
-        if plan.steps.len() == 1 { "" } else { "s" },
+        "Deletion plan: {} in {} (users before what they use, a Namespace after its contents; the objects of one step can go in parallel)\n",
+        plural(plan.count(), "object"),
+        plural(plan.steps.len(), "step"),
     );
     for (i, step) in plan.steps.iter().enumerate() {
         let _ = writeln!(out, "step {}:", i + 1);
@@ -136,13 +361,142 @@ pub fn to_text(plan: &Plan) -> String {
             let _ = writeln!(out, "  {}", object_label(key));
         }
     }
-    for h in &plan.protected {
+    for h in plan.held() {
         let _ = writeln!(
             out,
-            "warning: {} is protected by {} ({}): its DELETE is refused until that goes",
+            "warning: {} is protected by {} ({}): nothing releases it, so its DELETE is refused; --apply will not start unless told to leave it (--skip-held)",
             object_label(&h.object),
             h.source,
             h.reason
+        );
+    }
+    if !plan.skipped.is_empty() {
+        let _ = writeln!(
+            out,
+            "left in place ({}):",
+            plural(plan.skipped.len(), "object")
+        );
+        for s in &plan.skipped {
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                object_label(&s.object),
+                kept_label(plan, s)
+            );
+        }
+    }
+    out
+}
+
+/// `TYPE/NAME` as kubectl takes it: `deployment.apps/web`.
+fn type_name(key: &ObjectKey) -> String {
+    format!("{}/{}", kind_label(key).to_lowercase(), key.name)
+}
+
+/// How many objects a printed `kubectl lien plan … TYPE/NAME…` command may name.
+const NAMED_AT_MOST: usize = 12;
+
+/// Why `--apply` does not start on `plan` (taken without `--skip-held`): it would delete
+/// objects a protection holds, and stop half-way at the first of them. `None` when nothing
+/// holds an object of the steps. Names the objects, the Usages and their reasons, and the ways
+/// on: `--skip-held` (with what it leaves), naming only the other objects (the command, when it
+/// fits on a line), or lifting the protection.
+pub fn held_refusal(graph: &Graph, plan: &Plan) -> Option<String> {
+    let held = plan.held();
+    if held.is_empty() {
+        return None;
+    }
+    let objects: BTreeSet<&ObjectKey> = held.iter().map(|h| &h.object).collect();
+    let mut out = format!(
+        "error: {} of this plan {} protected by a Usage or ClusterUsage without `by`: nothing will release {}, so Lien refuses {} DELETE and --apply would stop half-way. Nothing was deleted.\n",
+        plural(objects.len(), "object"),
+        if objects.len() == 1 { "is" } else { "are" },
+        if objects.len() == 1 { "it" } else { "them" },
+        if objects.len() == 1 { "its" } else { "their" },
+    );
+    for h in &held {
+        let _ = writeln!(
+            out,
+            "  {}: {} ({})",
+            object_label(&h.object),
+            h.source,
+            h.reason
+        );
+    }
+    let rest = skip_held(graph, plan.clone());
+    let left: Vec<String> = rest
+        .skipped
+        .iter()
+        .map(|s| object_label(&s.object))
+        .collect();
+    out.push_str("Ways on:\n");
+    let _ = writeln!(
+        out,
+        "  - leave {} and delete the other {}: add --skip-held",
+        if left.len() == objects.len() {
+            left.join(", ")
+        } else {
+            format!(
+                "{} (and what they need: {})",
+                plural(left.len(), "object"),
+                left.join(", ")
+            )
+        },
+        plural(rest.count(), "object")
+    );
+    let remaining: Vec<&ObjectKey> = rest.steps.iter().flatten().collect();
+    let namespaces: BTreeSet<&str> = remaining
+        .iter()
+        .filter_map(|k| k.namespace.as_deref())
+        .collect();
+    if !remaining.is_empty() && remaining.len() <= NAMED_AT_MOST && namespaces.len() <= 1 {
+        let mut cmd = String::from("kubectl lien plan --apply");
+        if let Some(ns) = namespaces.first() {
+            let _ = write!(cmd, " -n {ns}");
+        }
+        for k in &remaining {
+            let _ = write!(cmd, " {}", type_name(k));
+        }
+        let _ = writeln!(out, "  - name only the objects to delete: {cmd}");
+    } else if !remaining.is_empty() {
+        out.push_str("  - name only the objects to delete: kubectl lien plan --apply TYPE/NAME…\n");
+    }
+    let sources: BTreeSet<&Source> = held.iter().map(|h| &h.source).collect();
+    for s in sources {
+        let _ = writeln!(
+            out,
+            "  - or lift the protection first: {}",
+            source_fix(graph, s).replace('\n', "\n    ")
+        );
+    }
+    Some(out)
+}
+
+/// What `--apply --dry-run` prints after the plan: each step as it would run, and what it would
+/// leave.
+pub fn dry_run_text(plan: &Plan) -> String {
+    let n = plan.steps.len();
+    let mut out = format!(
+        "dry run: nothing was deleted. --apply would delete {} in {}:\n",
+        plural(plan.count(), "object"),
+        plural(n, "step")
+    );
+    for (i, step) in plan.steps.iter().enumerate() {
+        let names: Vec<String> = step.iter().map(object_label).collect();
+        let _ = writeln!(
+            out,
+            "  step {}/{n}: delete {}, then wait until {} gone",
+            i + 1,
+            names.join(", "),
+            if step.len() == 1 { "it is" } else { "they are" }
+        );
+    }
+    for s in &plan.skipped {
+        let _ = writeln!(
+            out,
+            "  leave {}: {}",
+            object_label(&s.object),
+            kept_label(plan, s)
         );
     }
     out
@@ -180,12 +534,20 @@ struct JsonHeld<'a> {
 }
 
 #[derive(Serialize)]
+struct JsonSkipped<'a> {
+    object: JsonKey<'a>,
+    because: String,
+}
+
+#[derive(Serialize)]
 struct JsonPlan<'a> {
     steps: Vec<JsonStep<'a>>,
     protected: Vec<JsonHeld<'a>>,
+    skipped: Vec<JsonSkipped<'a>>,
 }
 
-/// The plan as JSON: `{steps: [{step, objects: [{group, kind, namespace, name}]}], protected}`.
+/// The plan as JSON: `{steps: [{step, objects: [{group, kind, namespace, name}]}], protected:
+/// [{object, source, reason}], skipped: [{object, because}]}`.
 pub fn to_json(plan: &Plan) -> String {
     let doc = JsonPlan {
         steps: plan
@@ -206,8 +568,81 @@ pub fn to_json(plan: &Plan) -> String {
                 reason: &h.reason,
             })
             .collect(),
+        skipped: plan
+            .skipped
+            .iter()
+            .map(|s| JsonSkipped {
+                object: json_key(&s.object),
+                because: kept_label(plan, s),
+            })
+            .collect(),
     };
     let mut out = serde_json::to_string_pretty(&doc).unwrap_or_default();
     out.push('\n');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(ns: &str, name: &str) -> ObjectKey {
+        ObjectKey::new("", "ConfigMap", Some(ns), name)
+    }
+
+    #[test]
+    fn a_namespace_goes_after_everything_of_the_plan_inside_it() {
+        let ns = namespace_key("shop");
+        let crd = ObjectKey::new(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "x",
+        );
+        let (a, b, elsewhere) = (cm("shop", "a"), cm("shop", "b"), cm("other", "c"));
+        // As core orders them: no relation involves the Namespace, so it comes first.
+        let steps = vec![
+            vec![a.clone(), crd.clone(), ns.clone()],
+            vec![b.clone(), elsewhere.clone()],
+        ];
+        let users = |k: &ObjectKey| if *k == b { vec![a.clone()] } else { vec![] };
+        let out = namespaces_last(steps, users).expect("orderable");
+        assert_eq!(
+            out,
+            vec![vec![elsewhere, a.clone(), crd], vec![b], vec![ns.clone()]]
+        );
+        // What uses the Namespace still goes before it, and the Namespace before what it uses.
+        let user = ObjectKey::new("example.org", "Tenant", None, "t");
+        let steps = vec![vec![user.clone(), a.clone()], vec![ns.clone()]];
+        let out = namespaces_last(
+            steps,
+            |k: &ObjectKey| {
+                if *k == ns { vec![user.clone()] } else { vec![] }
+            },
+        )
+        .expect("orderable");
+        assert_eq!(out, vec![vec![a.clone(), user.clone()], vec![ns.clone()]]);
+    }
+
+    #[test]
+    fn without_a_namespace_the_order_is_left_alone() {
+        let steps = vec![vec![cm("a", "x")], vec![cm("b", "y")]];
+        assert_eq!(namespaces_last(steps.clone(), |_| vec![]), Ok(steps));
+    }
+
+    #[test]
+    fn a_namespace_that_uses_its_own_contents_cannot_be_ordered() {
+        let ns = namespace_key("shop");
+        let a = cm("shop", "a");
+        // The Namespace uses `a` (so goes first) and holds it (so goes last).
+        let steps = vec![vec![ns.clone()], vec![a.clone()]];
+        let err = namespaces_last(
+            steps,
+            |k: &ObjectKey| {
+                if *k == a { vec![ns.clone()] } else { vec![] }
+            },
+        )
+        .expect_err("a cycle");
+        assert_eq!(err, vec![a, ns]);
+    }
 }
