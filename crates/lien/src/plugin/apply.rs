@@ -1,6 +1,10 @@
 //! `kubectl lien plan --apply`: deletes a plan step by step, waiting for each step's objects to
-//! be gone before the next, and stops at the first refusal (the webhook's message, as kubectl
-//! prints it) or when a step outlasts the timeout. Progress goes to a progress bar on a
+//! be gone before the next. The controller learns that a step's objects are gone a moment after
+//! the API server does, so the next step's DELETE may still be refused by Lien's webhook (409
+//! from `delete.lien.dev` or a namespace hook): such a refusal is retried with exponential
+//! backoff until the step's timeout, and said once per object. Any other error stops at once
+//! (the server's message, as kubectl prints it), and so does a refusal that outlasts the
+//! timeout, or a step whose objects are not gone in time. Progress goes to a progress bar on a
 //! terminal, and to plain lines otherwise (logs, CI).
 
 use std::io::IsTerminal;
@@ -8,19 +12,25 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kube::Client;
-use kube::api::DeleteParams;
+use kube::api::{Api, DeleteParams, DynamicObject};
+use lien_core::ObjectKey;
 
+use super::delete::refused_by_lien;
 use super::graph::object_label;
 use super::plan::Plan;
 use super::read::{Discovery, ReadError, api_for};
 
-/// How often a step's objects are checked for being gone.
+/// How often a step's deleted objects are checked for being gone.
 const POLL: Duration = Duration::from_millis(100);
+/// The first wait before a DELETE Lien refused is sent again; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest wait between two DELETEs of one object Lien refuses.
+const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// Why `--apply` stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    /// A DELETE was refused (or failed).
+    /// A DELETE was refused by something other than Lien's in-use check, or failed.
     #[error("step {step}: deleting {object} failed; stopping.\n{source}")]
     Refused {
         /// The step (1-based).
@@ -28,6 +38,21 @@ pub enum ApplyError {
         /// The object.
         object: String,
         /// The server's answer.
+        #[source]
+        source: ReadError,
+    },
+    /// Lien still refused a DELETE (the object is in use) when the step's time was up.
+    #[error(
+        "step {step}: Lien still refuses to delete {object} after {timeout:?} (--timeout); stopping.\n{source}"
+    )]
+    StillHeld {
+        /// The step (1-based).
+        step: usize,
+        /// The object.
+        object: String,
+        /// The limit.
+        timeout: Duration,
+        /// Lien's last refusal.
         #[source]
         source: ReadError,
     },
@@ -82,6 +107,14 @@ impl Progress {
         }
     }
 
+    /// A line kept on screen (the bar's message is replaced by the next one).
+    fn note(&self, line: String) {
+        match self {
+            Progress::Bar(bar) => bar.println(line),
+            Progress::Lines => println!("{line}"),
+        }
+    }
+
     fn gone(&self, n: usize) {
         if let Progress::Bar(bar) = self {
             bar.inc(n as u64);
@@ -102,23 +135,53 @@ impl Progress {
     }
 }
 
-/// Performs `plan`: per step, DELETE every object (background propagation, as kubectl), then
-/// wait until every one is gone (404), at most `timeout` per step.
+/// Performs `plan`: per step, DELETE every object (background propagation, as kubectl) —
+/// sent again with backoff while Lien refuses it as in use — then wait until every one is gone
+/// (404), at most `timeout` per step.
 pub async fn apply(
     client: &Client,
     discovery: &Discovery,
     plan: &Plan,
     timeout: Duration,
 ) -> Result<(), ApplyError> {
-    let total: usize = plan.steps.iter().map(Vec::len).sum();
+    let total = plan.count();
     let steps = plan.steps.len();
     let progress = Progress::new(total);
     let result = run(client, discovery, plan, timeout, &progress).await;
     match &result {
-        Ok(()) => progress.finish(format!("done: {total} objects deleted in {steps} steps")),
+        Ok(()) => progress.finish(format!(
+            "done: {total} object{} deleted in {steps} step{}",
+            if total == 1 { "" } else { "s" },
+            if steps == 1 { "" } else { "s" }
+        )),
         Err(_) => progress.abandon(),
     }
     result
+}
+
+/// Where one object of a step is.
+enum State {
+    /// Its DELETE is to be sent at `at`; `delay` is the wait after the next refusal;
+    /// `refused` is Lien's last refusal.
+    ToDelete {
+        at: Instant,
+        delay: Duration,
+        refused: Option<kube::Error>,
+    },
+    /// Deleted; to be checked for being gone at `at`.
+    Deleted { at: Instant },
+}
+
+/// The part of Lien's refusal after kube-apiserver's prefix, first line only: what holds it.
+fn holder(e: &kube::Error) -> String {
+    let message = match e {
+        kube::Error::Api(s) => s.message.as_str(),
+        _ => "",
+    };
+    let said = message
+        .split_once("denied the request: ")
+        .map_or(message, |(_, rest)| rest);
+    said.lines().next().unwrap_or_default().to_owned()
 }
 
 async fn run(
@@ -131,64 +194,165 @@ async fn run(
     let steps = plan.steps.len();
     for (i, step) in plan.steps.iter().enumerate() {
         let n = i + 1;
-        let mut apis = Vec::with_capacity(step.len());
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut pending: Vec<(&ObjectKey, Api<DynamicObject>, State)> =
+            Vec::with_capacity(step.len());
         for key in step {
             let r = discovery.for_key(key).ok_or_else(|| ApplyError::Unserved {
                 step: n,
                 object: object_label(key),
             })?;
-            apis.push((key, api_for(client, r, key.namespace.as_deref())));
+            let state = State::ToDelete {
+                at: started,
+                delay: RETRY_FIRST,
+                refused: None,
+            };
+            pending.push((key, api_for(client, r, key.namespace.as_deref()), state));
         }
-        for (key, api) in &apis {
-            match api.delete(&key.name, &DeleteParams::background()).await {
-                Ok(_) => progress.say(format!("step {n}/{steps}: deleted {}", object_label(key))),
-                // Already gone: what the step wants.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => {
-                    return Err(ApplyError::Refused {
-                        step: n,
-                        object: object_label(key),
-                        source: ReadError::from_kube(format!("deleting {}", object_label(key)), e),
-                    });
-                }
-            }
-        }
-        let started = Instant::now();
-        let mut waiting: Vec<_> = apis;
         loop {
-            let mut still = Vec::with_capacity(waiting.len());
-            for (key, api) in waiting {
-                match api.get_metadata_opt(&key.name).await {
-                    Ok(None) => {
-                        progress.gone(1);
-                        progress.say(format!("step {n}/{steps}: gone: {}", object_label(key)));
+            let now = Instant::now();
+            let mut still = Vec::with_capacity(pending.len());
+            for (key, api, state) in pending {
+                match state {
+                    State::ToDelete { at, .. } if at > now => still.push((key, api, state)),
+                    State::ToDelete { delay, refused, .. } => {
+                        match api.delete(&key.name, &DeleteParams::background()).await {
+                            // A Status: deleted at once (kube-apiserver answers with the
+                            // object when it stays, with finalizers, and for the few kinds
+                            // that return what they deleted: those are checked at once).
+                            Ok(answer) if answer.is_right() => {
+                                progress.gone(1);
+                                progress.say(format!(
+                                    "step {n}/{steps}: deleted {}",
+                                    object_label(key)
+                                ));
+                            }
+                            Ok(_) => {
+                                progress.say(format!(
+                                    "step {n}/{steps}: deleted {}",
+                                    object_label(key)
+                                ));
+                                still.push((key, api, State::Deleted { at: now }));
+                            }
+                            // Already gone: what the step wants.
+                            Err(kube::Error::Api(s)) if s.code == 404 => {
+                                progress.gone(1);
+                            }
+                            Err(e) if refused_by_lien(&e) => {
+                                if refused.is_none() {
+                                    progress.note(format!(
+                                        "step {n}/{steps}: waiting for Lien to release {} ({}); retrying until --timeout {timeout:?}",
+                                        object_label(key),
+                                        holder(&e)
+                                    ));
+                                }
+                                let state = State::ToDelete {
+                                    at: Instant::now() + delay,
+                                    delay: (delay * 2).min(RETRY_MAX),
+                                    refused: Some(e),
+                                };
+                                still.push((key, api, state));
+                            }
+                            // kube-apiserver answers 409 to the DELETE of a Namespace that
+                            // is already Terminating (Lien may have replayed a refused DELETE
+                            // meanwhile): deleted all the same, so wait for it to be gone.
+                            Err(kube::Error::Api(s))
+                                if s.code == 409 && being_deleted(&api, &key.name).await =>
+                            {
+                                still.push((key, api, State::Deleted { at: now }));
+                            }
+                            Err(e) => {
+                                return Err(ApplyError::Refused {
+                                    step: n,
+                                    object: object_label(key),
+                                    source: ReadError::from_kube(
+                                        format!("deleting {}", object_label(key)),
+                                        e,
+                                    ),
+                                });
+                            }
+                        }
                     }
-                    Ok(Some(_)) => still.push((key, api)),
-                    Err(e) => {
-                        return Err(ApplyError::Refused {
-                            step: n,
-                            object: object_label(key),
-                            source: ReadError::from_kube(
-                                format!("checking {} is gone", object_label(key)),
-                                e,
-                            ),
-                        });
-                    }
+                    State::Deleted { at } if at > now => still.push((key, api, state)),
+                    State::Deleted { .. } => match api.get_metadata_opt(&key.name).await {
+                        Ok(None) => {
+                            progress.gone(1);
+                            progress.say(format!("step {n}/{steps}: gone: {}", object_label(key)));
+                        }
+                        Ok(Some(_)) => still.push((
+                            key,
+                            api,
+                            State::Deleted {
+                                at: Instant::now() + POLL,
+                            },
+                        )),
+                        Err(e) => {
+                            return Err(ApplyError::Refused {
+                                step: n,
+                                object: object_label(key),
+                                source: ReadError::from_kube(
+                                    format!("checking {} is gone", object_label(key)),
+                                    e,
+                                ),
+                            });
+                        }
+                    },
                 }
             }
-            if still.is_empty() {
+            pending = still;
+            if pending.is_empty() {
                 break;
             }
-            if started.elapsed() >= timeout {
-                return Err(ApplyError::Timeout {
-                    step: n,
-                    timeout,
-                    waiting: still.iter().map(|(k, _)| object_label(k)).collect(),
-                });
+            if Instant::now() >= deadline {
+                return Err(timed_out(n, timeout, pending));
             }
-            waiting = still;
-            tokio::time::sleep(POLL).await;
+            // Wake for the next DELETE due, or the next check of what was deleted.
+            let wake = pending
+                .iter()
+                .map(|(_, _, state)| match state {
+                    State::ToDelete { at, .. } | State::Deleted { at } => *at,
+                })
+                .min()
+                .unwrap_or(deadline)
+                .min(deadline);
+            tokio::time::sleep_until(wake.into()).await;
         }
     }
     Ok(())
+}
+
+/// Whether `name` exists with its deletionTimestamp set.
+async fn being_deleted(api: &Api<DynamicObject>, name: &str) -> bool {
+    matches!(api.get_metadata_opt(name).await, Ok(Some(m)) if m.metadata.deletion_timestamp.is_some())
+}
+
+/// The error of a step whose time is up with `pending` left: Lien's refusal if one is still
+/// refused, else what is not gone.
+fn timed_out(
+    step: usize,
+    timeout: Duration,
+    pending: Vec<(&ObjectKey, Api<DynamicObject>, State)>,
+) -> ApplyError {
+    let mut waiting = Vec::new();
+    for (key, _, state) in pending {
+        match state {
+            State::ToDelete {
+                refused: Some(e), ..
+            } => {
+                return ApplyError::StillHeld {
+                    step,
+                    object: object_label(key),
+                    timeout,
+                    source: ReadError::from_kube(format!("deleting {}", object_label(key)), e),
+                };
+            }
+            _ => waiting.push(object_label(key)),
+        }
+    }
+    ApplyError::Timeout {
+        step,
+        timeout,
+        waiting,
+    }
 }
