@@ -126,12 +126,43 @@ pub struct PlanArgs {
     /// Output format of the plan.
     #[arg(short = 'o', long, default_value = "text")]
     pub output: PlanFormat,
-    /// Perform the plan: delete step by step, waiting for each step's objects to be gone.
+    /// Perform the plan: delete step by step, waiting for each step's objects to be gone (and,
+    /// while Lien still refuses one as in use, retrying it until --timeout). Asks first on a
+    /// terminal; without a terminal, needs --yes.
     #[arg(long)]
     pub apply: bool,
     /// With --apply: how long one step may take (e.g. `30s`, `5m`).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Leave out the objects a Usage or ClusterUsage without `by` protects (nothing will release
+    /// them), with what they use and their Namespaces, and delete the rest. Without it, --apply
+    /// refuses to start on a plan holding such objects.
+    #[arg(long)]
+    pub skip_held: bool,
+    /// With --apply: do not ask for confirmation.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Print what --apply would do (each step, what it would leave) and delete nothing;
+    /// `--dry-run` and `--dry-run=client` alike.
+    #[arg(
+        long,
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "client",
+        default_value = "none"
+    )]
+    pub dry_run: DryRun,
+}
+
+/// `plan --dry-run`, with kubectl's values (only the plugin's side can be simulated: later
+/// steps depend on earlier ones being gone, so a server-side dry run would refuse them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DryRun {
+    /// Delete for real.
+    None,
+    /// Print what would be deleted; send nothing.
+    Client,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -434,23 +465,82 @@ pub async fn plan(args: PlanArgs) -> ExitCode {
             keys
         };
         let p = plugin::plan(&g, &keys).map_err(|e| ReadError::Usage(e.to_string()))?;
-        Ok((s, p))
+        Ok((s, g, p))
     }
     .await;
-    let (s, p) = match result {
+    let (s, g, mut p) = match result {
         Ok(v) => v,
         Err(e) => return fail(e),
     };
+    let applying = args.apply || args.dry_run == DryRun::Client;
+    // Checked on the whole plan: what --skip-held would leave is part of the message.
+    let refusal = plugin::plan::held_refusal(&g, &p);
+    if args.skip_held {
+        p = plugin::plan::skip_held(&g, p);
+    }
     let text = match args.output {
         PlanFormat::Text => plugin::plan::to_text(&p),
         PlanFormat::Json => plugin::plan::to_json(&p),
     };
     let code = print(&text);
-    if !args.apply || code != ExitCode::SUCCESS {
+    if !applying || code != ExitCode::SUCCESS {
         return code;
+    }
+    // Up front: deleting part of the plan and stopping at a protection leaves a half-deleted
+    // set of objects; the plan already knows.
+    if let (Some(refusal), false) = (refusal, args.skip_held) {
+        eprint!("{refusal}");
+        return ExitCode::FAILURE;
+    }
+    if args.dry_run == DryRun::Client {
+        return print(&plugin::plan::dry_run_text(&p));
+    }
+    if p.count() == 0 {
+        return print("nothing to delete\n");
+    }
+    if !args.yes {
+        match confirm(&p, args.file.as_deref()) {
+            Ok(true) => {}
+            Ok(false) => return fail("aborted: nothing was deleted"),
+            Err(e) => return fail(e),
+        }
     }
     match apply::apply(&s.client, &s.discovery, &p, args.timeout).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(format!("error: {e}")),
     }
+}
+
+/// Asks on the terminal whether to delete `plan`'s objects, as `Delete N objects in M steps?
+/// [y/N]` (the plan was printed just before). Without a terminal on stdin (a pipe, CI, or the
+/// manifest was read from it), nobody can answer: an error saying to pass --yes, as kubectl
+/// refuses to guess.
+fn confirm(plan: &plugin::Plan, file: Option<&std::path::Path>) -> Result<bool, String> {
+    use std::io::{BufRead as _, IsTerminal as _};
+    let stdin = std::io::stdin();
+    let from_stdin = file.is_some_and(|f| f.as_os_str() == "-");
+    if from_stdin || !stdin.is_terminal() {
+        return Err(format!(
+            "error: --apply deletes {} without asking only with --yes, and stdin is not a terminal to ask on: pass --yes to delete them (or --dry-run to see what would happen)",
+            objects_in_steps(plan)
+        ));
+    }
+    eprint!("Delete {}? [y/N] ", objects_in_steps(plan));
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| format!("error: reading the answer: {e}"))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES"))
+}
+
+/// `N objects in M steps`.
+fn objects_in_steps(plan: &plugin::Plan) -> String {
+    let (n, m) = (plan.count(), plan.steps.len());
+    format!(
+        "{n} object{} in {m} step{}",
+        if n == 1 { "" } else { "s" },
+        if m == 1 { "" } else { "s" }
+    )
 }
