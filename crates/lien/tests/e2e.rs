@@ -25,6 +25,8 @@ mod latency;
 mod ordering;
 #[path = "e2e/packs.rs"]
 mod packs;
+#[path = "e2e/plan_apply.rs"]
+mod plan_apply;
 #[path = "e2e/plugin.rs"]
 mod plugin;
 #[path = "e2e/protection.rs"]

@@ -114,6 +114,7 @@ async fn kubectl_lien_why_graph_and_plan_apply_tear_down_a_chain() {
             "lien",
             "plan",
             "--apply",
+            "--yes",
             "--timeout",
             "20s",
             "configmap/a",
@@ -130,7 +131,7 @@ async fn kubectl_lien_why_graph_and_plan_apply_tear_down_a_chain() {
 }
 
 #[tokio::test]
-async fn kubectl_lien_plan_refuses_a_cycle_and_apply_stops_at_a_refusal() {
+async fn kubectl_lien_plan_refuses_a_cycle_and_apply_refuses_a_protection() {
     let mut env = Env::start("plugin-cycle").await;
     let ns = env.ns.clone();
     for name in ["x", "y"] {
@@ -156,15 +157,28 @@ async fn kubectl_lien_plan_refuses_a_cycle_and_apply_stops_at_a_refusal() {
         assert!(err.contains(&needle), "{needle} missing from {err}");
     }
 
-    // A protection no order lifts: the plan warns, --apply stops with the webhook's message.
+    // A protection no order lifts: the plan warns, --apply refuses before deleting anything,
+    // naming the Usage and its reason (crates/lien/tests/e2e/plan_apply.rs has the rest).
     let (ok, out, err) = k
-        .run(&["lien", "plan", "--apply", "configmap/kept", "-n", &ns])
+        .run(&[
+            "lien",
+            "plan",
+            "--apply",
+            "--yes",
+            "configmap/kept",
+            "-n",
+            &ns,
+        ])
         .await;
     assert!(!ok, "{out}");
     assert!(out.contains("is protected by Usage"), "{out}");
-    assert!(err.contains("step 1: deleting ConfigMap"), "{err}");
-    assert!(err.contains("denied the request"), "{err}");
-    assert!(err.contains("kept for the audit"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "ConfigMap {ns}/kept: Usage {ns}/keep-it (kept for the audit)"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("Nothing was deleted."), "{err}");
     assert!(env.configmaps().get("kept").await.is_ok(), "kept must stay");
     env.finish().await;
 }
