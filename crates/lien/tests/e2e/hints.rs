@@ -296,8 +296,8 @@ async fn the_refusals_what_to_do_line_frees_it_and_the_replay_is_reported() {
     env.finish().await;
 }
 
-/// Without replay, the refusal's second line names the `--when-free` command; typed as printed,
-/// it is recorded, and the object goes with its user.
+/// Without replay, the refusal's second line (and its Event) names the `--when-free` command;
+/// typed as printed, it is recorded, and the object goes with its user.
 #[tokio::test]
 async fn the_refusals_when_free_line_works() {
     let mut env = Env::start("hint-when-free").await;
@@ -311,6 +311,10 @@ async fn the_refusals_when_free_line_works() {
         command,
         format!("kubectl lien delete --when-free configmap/db -n {ns}")
     );
+    // The refusal's Event gives the same advice, on one line.
+    let events = env.wait_events("ConfigMap", "db", "DeletionRefused").await;
+    let note = events[0].note.clone().unwrap_or_default();
+    assert!(note.contains(&format!("`{command}`")), "{note}");
     run_hint(&k, &command).await;
     run_hint(&k, &quoted_command(&stderr, "To free it now, ")).await;
     wait_gone(&env.configmaps(), "db", DEADLINE).await;
