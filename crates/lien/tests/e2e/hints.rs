@@ -385,3 +385,57 @@ async fn the_plans_cycle_hint_frees_the_cycle() {
     freed(&env, &k, second).await;
     env.finish().await;
 }
+
+/// `why` for a ClusterUsage with `by` (its user in another namespace): the same as a Usage's —
+/// delete it and remove Lien's finalizer, with the commands printed for `clusterusage.lien.dev`.
+#[tokio::test]
+async fn why_for_a_cluster_usage_with_by_drop_it_frees_it() {
+    let mut env = Env::start("hint-why-cu").await;
+    let (ns, other) = (env.ns.clone(), env.another_namespace_name("b"));
+    env.namespace(&other).await;
+    env.configmap("shared", json!({})).await;
+    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "consumer", "namespace": other}}))
+        .await;
+    let name = env.cluster_name("cu");
+    env.create(
+        json!({"apiVersion": "lien.dev/v1alpha1", "kind": "ClusterUsage",
+        "metadata": {"name": name},
+        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap",
+                        "resourceRef": {"name": "shared", "namespace": ns}},
+                 "by": {"apiVersion": "v1", "kind": "ConfigMap",
+                        "resourceRef": {"name": "consumer", "namespace": other}}}}),
+    )
+    .await;
+    wait_label(&env.configmaps(), "shared", true).await;
+    let cluster_usages: Api<lien_api::ClusterUsage> = Api::all(env.client.clone());
+    wait_for("the ClusterUsage's finalizer", DEADLINE, || async {
+        cluster_usages
+            .get(&name)
+            .await
+            .ok()
+            .filter(|u| {
+                u.metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| f.iter().any(|f| f == lien_api::USAGE_FINALIZER))
+            })
+            .map(drop)
+    })
+    .await;
+    let k = Kubectl::new(&env);
+    let text = why(&k, "cm/shared", &ns).await;
+    let commands = commands_after(&text, "or: drop the ClusterUsage:");
+    assert_eq!(
+        commands[0],
+        format!("kubectl delete clusterusage.lien.dev/{name} --wait=false"),
+        "{text}"
+    );
+    assert_eq!(commands.len(), 2, "{text}");
+    for c in &commands {
+        run_hint(&k, c).await;
+    }
+    wait_gone(&cluster_usages, &name, DEADLINE).await;
+    freed(&env, &k, "shared").await;
+    env.finish().await;
+}
