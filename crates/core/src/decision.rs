@@ -14,11 +14,14 @@
 //!
 //! # The message
 //!
-//! [`render_denial`] names every blocker — the user (or "protected" for a protection), the source
-//! as a person would `kubectl get` it, and the reason — sorted deterministically, bounded by
-//! `max_listed` with "and N more" after; the users of one source and reason are listed together
-//! and the source named once (a rule holding a pool for 100 volumes). See the tests for the
-//! exact wording.
+//! [`render_refusal`] is what the person who typed `kubectl delete` reads: three short lines —
+//! who holds it, whether Lien will replay the DELETE ([`render_when_free`]), what to do now —
+//! then the blockers, one line per source and reason. [`render_denial`] is the same list on one
+//! line, for Events and audit notes. Both name every blocker — the user (or "protected" for a
+//! protection), the source as a person would `kubectl get` it, and the reason (user text: one
+//! line, cut at 200 characters) — sorted deterministically, bounded by `max_listed` with "and N
+//! more" after; the users of one source and reason are listed together and the source named once
+//! (a rule holding a pool for 100 volumes). See the tests for the exact wording.
 
 use std::fmt::{self, Write};
 use std::sync::Arc;

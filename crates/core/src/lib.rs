@@ -14,7 +14,7 @@
 //!   per object. It lives in the index (whose keys, UIDs and strings its objects are) and,
 //!   once attached, changes the rule's relations there directly.
 //! - [`decide_delete`] turns the index into a [`Decision`] for one DELETE, and
-//!   [`render_denial`] into the message a person reads.
+//!   [`render_refusal`] into the message a person reads ([`render_denial`]: on one line).
 //! - [`find_cycles`] and [`deletion_order`] look at the whole `by → of` graph.
 //!
 //! Nothing here does I/O, spawns tasks or knows about the Kubernetes client: the controller and
