@@ -11,6 +11,8 @@
 mod auth;
 #[path = "kubectl_smoke/catalog.rs"]
 mod catalog;
+#[path = "kubectl_smoke/cluster.rs"]
+mod cluster;
 mod common;
 
 #[path = "kubectl_smoke/events.rs"]

@@ -444,7 +444,17 @@ pub fn service(object: &mut Value) {
         );
     }
     let external_name = spec["type"] == "ExternalName";
+    // `nodePort` and `healthCheckNodePort` are Go `int32`s with `omitempty`: kube-apiserver
+    // reads 0 (what kubectl's protobuf generators send, `kubectl create service clusterip`)
+    // as unset and never stores or prints it.
+    if spec["healthCheckNodePort"] == json!(0) {
+        spec.as_object_mut()
+            .map(|s| s.remove("healthCheckNodePort"));
+    }
     each(spec, "ports", |p| {
+        if p["nodePort"] == json!(0) {
+            p.as_object_mut().map(|p| p.remove("nodePort"));
+        }
         default(p, "protocol", json!("TCP"));
         if p["targetPort"].is_null() || p["targetPort"] == json!(0) || p["targetPort"] == "" {
             p["targetPort"] = p["port"].clone();

@@ -123,6 +123,7 @@ impl Allocator {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        forbid_cluster_ip_node_ports(service)?;
         let spec = &mut service["spec"];
         let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
         if kind == "ExternalName" {
@@ -255,13 +256,70 @@ fn free_port(used: &HashSet<u16>, pending: &HashSet<u16>) -> Option<u16> {
         .find(|p| !used.contains(p) && !pending.contains(p))
 }
 
+fn needs_node_ports(spec: &Value) -> bool {
+    spec["type"] == "NodePort" || spec["type"] == "LoadBalancer"
+}
+
+/// `ValidateService`: a ClusterIP Service has no node ports (`nodePort: 0` is unset, dropped by
+/// the defaults before this).
+fn forbid_cluster_ip_node_ports(service: &Value) -> Result<(), ApiError> {
+    let spec = &service["spec"];
+    if spec["type"] != "ClusterIP" {
+        return Ok(());
+    }
+    let causes: Vec<Cause> = spec["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, p)| !p["nodePort"].is_null())
+        .map(|(i, _)| {
+            Cause::new(
+                "FieldValueForbidden",
+                format!("spec.ports[{i}].nodePort"),
+                "Forbidden: may not be used when `type` is 'ClusterIP'",
+            )
+        })
+        .collect();
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = service["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid("", "Service", name, causes))
+}
+
 /// An update keeps what was allocated: fields the new object leaves empty are copied from the
-/// old one (`patchAllocatedValues`), and a changed cluster IP is refused.
+/// old one (`patchAllocatedValues`, node ports only while the new type needs them), and a
+/// changed cluster IP is refused. A type change away from NodePort/LoadBalancer that leaves
+/// the node ports as they were drops them (the strategy's `dropTypeDependentFields`), so
+/// `kubectl edit` of `type` alone works as on kube-apiserver.
 pub fn keep_allocated(new: &mut Value, old: &Value) -> Result<(), ApiError> {
     let name = old["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
+    let (ns, os) = (&mut new["spec"], &old["spec"]);
+    if needs_node_ports(os) && !needs_node_ports(ns) {
+        let ports = |spec: &Value| -> Vec<Value> {
+            spec["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| p["nodePort"].clone())
+                .collect()
+        };
+        if ports(ns) == ports(os) {
+            for port in ns
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                port.as_object_mut().map(|p| p.remove("nodePort"));
+            }
+        }
+    }
+    forbid_cluster_ip_node_ports(new)?;
     let (ns, os) = (&mut new["spec"], &old["spec"]);
     if !ns.is_object() || ns["type"] == "ExternalName" || os["clusterIP"].is_null() {
         return Ok(());
@@ -286,6 +344,7 @@ pub fn keep_allocated(new: &mut Value, old: &Value) -> Result<(), ApiError> {
         }
     }
     let old_ports: Vec<Value> = os["ports"].as_array().cloned().unwrap_or_default();
+    let needs_node_ports_now = needs_node_ports(ns);
     for port in ns
         .get_mut("ports")
         .and_then(Value::as_array_mut)
@@ -293,6 +352,7 @@ pub fn keep_allocated(new: &mut Value, old: &Value) -> Result<(), ApiError> {
         .flatten()
     {
         if port["nodePort"].is_null()
+            && needs_node_ports_now
             && let Some(same) = old_ports
                 .iter()
                 .find(|p| p["port"] == port["port"] && p["protocol"] == port["protocol"])
