@@ -7,14 +7,18 @@
 //! Each iteration is what the webhook does per DELETE: `decide_delete` then `render_denial`
 //! (listing at most 10), for an object in use by 1, 20 or 40 others, a protected one, and one
 //! not in use; probes rotate over namespaces so the caches see different keys. Also: the cost
-//! of re-applying one Usage (a watch event), and the whole-graph algorithms.
+//! of re-applying one Usage (a watch event), and the whole-graph algorithms (with the search for
+//! cycles inside one namespace, which the controller runs while a namespace is being deleted).
 
 mod fixture;
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use lien_core::{RelationIndex, decide_delete, deletion_order, find_cycles, render_denial};
+use lien_core::{
+    RelationIndex, cycles_in_namespace, decide_delete, deletion_order, find_cycles, render_denial,
+    render_refusal,
+};
 
 fn build() -> RelationIndex {
     let mut index = RelationIndex::new();
@@ -50,6 +54,21 @@ fn decision(c: &mut Criterion) {
     }
     group.finish();
 
+    // What the webhook sends back since issue 19: the three-line refusal and its detail.
+    let mut group = c.benchmark_group("decide_delete+render_refusal");
+    for (i, name) in names.iter().enumerate() {
+        let mut n = 0usize;
+        group.bench_function(*name, |b| {
+            b.iter(|| {
+                n = (n + 1) % probes.len();
+                let (key, uid) = &probes[n][i];
+                let decision = decide_delete(&index, key, Some(uid));
+                black_box(render_refusal(&decision, 10, false))
+            })
+        });
+    }
+    group.finish();
+
     let mut n = 0usize;
     c.bench_function("is_in_use", |b| {
         b.iter(|| {
@@ -77,6 +96,15 @@ fn graph(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("find_cycles (100k relations)", |b| {
         b.iter(|| black_box(find_cycles(&index)))
+    });
+    // What the controller runs per change while a namespace is being deleted.
+    let namespace = fixture::probes(0)[1]
+        .0
+        .namespace
+        .clone()
+        .expect("a namespaced probe");
+    group.bench_function("cycles_in_namespace (100k relations, one namespace)", |b| {
+        b.iter(|| black_box(cycles_in_namespace(&index, &namespace)))
     });
     let cephs: Vec<_> = (0..fixture::NAMESPACES)
         .map(|ns| fixture::probes(ns)[2].0.clone())
