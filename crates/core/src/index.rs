@@ -373,7 +373,11 @@ impl RelationIndex {
     pub fn broken_cycles(&self, namespace: &str) -> Vec<Vec<ObjectKey>> {
         let mut groups: std::collections::BTreeMap<u32, Vec<ObjectKey>> = Default::default();
         for (key, id) in &self.broken {
-            if self.broken_namespaces.get(id).is_some_and(|ns| ns == namespace) {
+            if self
+                .broken_namespaces
+                .get(id)
+                .is_some_and(|ns| ns == namespace)
+            {
                 groups.entry(*id).or_default().push(key.clone());
             }
         }
