@@ -745,9 +745,221 @@ pub fn review_status(decision: &Decision) -> Value {
     status
 }
 
-/// The roles and bindings every cluster starts with that matter here (kube-apiserver's
-/// bootstrap policy, reduced): `cluster-admin` bound to `system:masters`; discovery, health and
-/// version for every authenticated user; self access reviews for every authenticated user.
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+const READ_WRITE: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
+}
+
+/// `system:aggregate-to-view`, `-edit` and `-admin` as kube-apiserver's bootstrap policy
+/// (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go`, whose rendering is
+/// `testdata/cluster-roles.yaml`) defines them; `view`, `edit` and `admin` get them through
+/// the clusterrole-aggregation controller.
+fn aggregate_to(role: &str) -> Value {
+    match role {
+        "view" => json!([
+            rule(
+                "",
+                &[
+                    "configmaps",
+                    "endpoints",
+                    "persistentvolumeclaims",
+                    "persistentvolumeclaims/status",
+                    "pods",
+                    "replicationcontrollers",
+                    "replicationcontrollers/scale",
+                    "serviceaccounts",
+                    "services",
+                    "services/status"
+                ],
+                READ
+            ),
+            rule(
+                "",
+                &[
+                    "bindings",
+                    "events",
+                    "limitranges",
+                    "namespaces/status",
+                    "pods/log",
+                    "pods/status",
+                    "replicationcontrollers/status",
+                    "resourcequotas",
+                    "resourcequotas/status"
+                ],
+                READ
+            ),
+            rule("", &["namespaces"], READ),
+            rule("discovery.k8s.io", &["endpointslices"], READ),
+            rule(
+                "apps",
+                &[
+                    "controllerrevisions",
+                    "daemonsets",
+                    "daemonsets/status",
+                    "deployments",
+                    "deployments/scale",
+                    "deployments/status",
+                    "replicasets",
+                    "replicasets/scale",
+                    "replicasets/status",
+                    "statefulsets",
+                    "statefulsets/scale",
+                    "statefulsets/status"
+                ],
+                READ
+            ),
+            rule(
+                "autoscaling",
+                &[
+                    "horizontalpodautoscalers",
+                    "horizontalpodautoscalers/status"
+                ],
+                READ
+            ),
+            rule(
+                "batch",
+                &["cronjobs", "cronjobs/status", "jobs", "jobs/status"],
+                READ
+            ),
+            rule(
+                "extensions",
+                &[
+                    "daemonsets",
+                    "daemonsets/status",
+                    "deployments",
+                    "deployments/scale",
+                    "deployments/status",
+                    "ingresses",
+                    "ingresses/status",
+                    "networkpolicies",
+                    "replicasets",
+                    "replicasets/scale",
+                    "replicasets/status",
+                    "replicationcontrollers/scale"
+                ],
+                READ
+            ),
+            rule(
+                "policy",
+                &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+                READ
+            ),
+            rule(
+                "networking.k8s.io",
+                &["ingresses", "ingresses/status", "networkpolicies"],
+                READ
+            ),
+        ]),
+        "edit" => json!([
+            rule(
+                "",
+                &[
+                    "pods/attach",
+                    "pods/exec",
+                    "pods/portforward",
+                    "pods/proxy",
+                    "secrets",
+                    "services/proxy"
+                ],
+                READ
+            ),
+            rule("", &["serviceaccounts"], &["impersonate"]),
+            rule(
+                "",
+                &[
+                    "pods",
+                    "pods/attach",
+                    "pods/exec",
+                    "pods/portforward",
+                    "pods/proxy"
+                ],
+                WRITE
+            ),
+            rule("", &["pods/eviction"], &["create"]),
+            rule(
+                "",
+                &[
+                    "configmaps",
+                    "events",
+                    "persistentvolumeclaims",
+                    "replicationcontrollers",
+                    "replicationcontrollers/scale",
+                    "secrets",
+                    "serviceaccounts",
+                    "services",
+                    "services/proxy"
+                ],
+                WRITE
+            ),
+            rule("", &["serviceaccounts/token"], &["create"]),
+            rule(
+                "apps",
+                &[
+                    "daemonsets",
+                    "deployments",
+                    "deployments/rollback",
+                    "deployments/scale",
+                    "replicasets",
+                    "replicasets/scale",
+                    "statefulsets",
+                    "statefulsets/scale"
+                ],
+                WRITE
+            ),
+            rule("autoscaling", &["horizontalpodautoscalers"], WRITE),
+            rule("batch", &["cronjobs", "jobs"], WRITE),
+            rule(
+                "extensions",
+                &[
+                    "daemonsets",
+                    "deployments",
+                    "deployments/rollback",
+                    "deployments/scale",
+                    "ingresses",
+                    "networkpolicies",
+                    "replicasets",
+                    "replicasets/scale",
+                    "replicationcontrollers/scale"
+                ],
+                WRITE
+            ),
+            rule("policy", &["poddisruptionbudgets"], WRITE),
+            rule(
+                "networking.k8s.io",
+                &["ingresses", "networkpolicies"],
+                WRITE
+            ),
+            rule("coordination.k8s.io", &["leases"], READ_WRITE),
+        ]),
+        _ => json!([
+            rule(
+                "authorization.k8s.io",
+                &["localsubjectaccessreviews"],
+                &["create"]
+            ),
+            rule(RBAC_GROUP, &["rolebindings", "roles"], READ_WRITE),
+        ]),
+    }
+}
+
+/// The roles and bindings every cluster starts with that clients use (kube-apiserver's
+/// bootstrap policy, without the roles of the control plane's own components):
+/// `cluster-admin` bound to `system:masters`; the user-facing `admin`, `edit` and `view`
+/// (aggregated from `system:aggregate-to-*`, bound to nobody); discovery, health and version
+/// for every authenticated user (health and version for unauthenticated ones too); self access
+/// reviews for every authenticated user.
 pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
     let cluster_role = |name: &str, rules: Value| {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -766,7 +978,30 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
             "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
             "subjects": subjects})
     };
+    let aggregated = |name: &str, into: Option<&str>| {
+        let mut role = cluster_role(name, Value::Null);
+        role.as_object_mut().map(|r| r.remove("rules"));
+        role["aggregationRule"] = json!({"clusterRoleSelectors": [{"matchLabels":
+            {format!("rbac.authorization.k8s.io/aggregate-to-{name}"): "true"}}]});
+        if let Some(into) = into {
+            role["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{into}")] =
+                json!("true");
+        }
+        role
+    };
+    let aggregate_role = |name: &str| {
+        let mut role = cluster_role(&format!("system:aggregate-to-{name}"), aggregate_to(name));
+        role["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{name}")] =
+            json!("true");
+        role
+    };
     vec![
+        ("clusterroles", aggregated("admin", None)),
+        ("clusterroles", aggregated("edit", Some("admin"))),
+        ("clusterroles", aggregated("view", Some("edit"))),
+        ("clusterroles", aggregate_role("admin")),
+        ("clusterroles", aggregate_role("edit")),
+        ("clusterroles", aggregate_role("view")),
         (
             "clusterroles",
             cluster_role(

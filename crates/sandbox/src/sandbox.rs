@@ -122,6 +122,7 @@ impl Sandbox {
             );
         }
         let server = ApiServer::new(api);
+        server.publish_endpoints(addr);
         let mut tasks = crate::controllers::spawn_all(&server);
         tasks.push(crate::controllers::spawn_bootstrap(&server, ca.cert_pem()));
         if let Err(e) = crate::kubelet::register(&server).await {

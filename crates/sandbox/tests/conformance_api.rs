@@ -6,6 +6,8 @@ mod common;
 
 #[path = "conformance_api/admission.rs"]
 mod admission;
+#[path = "conformance_api/bootstrap.rs"]
+mod bootstrap;
 #[path = "conformance_api/builtins.rs"]
 mod builtins;
 #[path = "conformance_api/crd.rs"]

@@ -1,12 +1,14 @@
 //! The controllers kube-controller-manager and kube-apiserver run that deletion depends on: the
 //! garbage collector, the namespace controller, the CRD controllers (establish, clean up), and
-//! the serviceaccounts and root-ca-cert-publisher controllers (`bootstrap`).
+//! the serviceaccounts and root-ca-cert-publisher controllers (`bootstrap`), and the
+//! clusterrole-aggregation controller (`aggregation`) the default roles depend on.
 //!
 //! Each is fed every change from the store (never dropped), keeps a work queue with per-item
 //! exponential backoff (client-go's `ItemExponentialFailureRateLimiter`), and acts through the
 //! API server's own verbs as its real service account, so admission sees what it would see in a
 //! cluster.
 
+pub mod aggregation;
 pub mod bootstrap;
 pub mod crds;
 pub mod gc;
@@ -24,6 +26,7 @@ pub fn spawn_all(server: &Arc<ApiServer>) -> Vec<tokio::task::JoinHandle<()>> {
         tokio::spawn(gc::run(server.clone(), server.controller_feed())),
         tokio::spawn(namespaces::run(server.clone(), server.controller_feed())),
         tokio::spawn(crds::run(server.clone(), server.controller_feed())),
+        tokio::spawn(aggregation::run(server.clone(), server.controller_feed())),
     ]
 }
 
