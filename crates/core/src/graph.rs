@@ -289,8 +289,11 @@ mod tests {
         }
     }
 
+    /// An object: its namespace (`None`: cluster-scoped) and name.
+    type At<'a> = (Option<&'a str>, &'a str);
+
     /// An index where each `(by, of)` pair, with namespaces, is a relation from its own Usage.
-    fn spanning(edges: &[((Option<&str>, &str), (Option<&str>, &str))]) -> RelationIndex {
+    fn spanning(edges: &[(At<'_>, At<'_>)]) -> RelationIndex {
         let mut idx = RelationIndex::new();
         for (i, ((bns, by), (ons, of))) in edges.iter().enumerate() {
             let s = Source::usage(bns.unwrap_or("team-a"), format!("u{i}"));
