@@ -36,9 +36,10 @@ pub use configuration::{
 pub use review::{Answer, ReviewError};
 pub use rules::{CelCompiler, RuleCompiler, RuleProblem};
 pub use server::{
-    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, LiveCheck,
-    LiveCheckError, MAX_BODY_BYTES, NoLiveCheck, RecordSealer, Requester, ReviewAuth, Server,
-    SharedIndex, StaticKinds, Webhook, WebhookBuilder,
+    AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture,
+    DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_WAIT, LiveCheck, LiveCheckError, MAX_BODY_BYTES,
+    NoLiveCheck, RecordSealer, Requester, ReviewAuth, Server, SharedIndex, StaticKinds, Webhook,
+    WebhookBuilder,
 };
 pub use tls::{CertManager, ClientCa, Rotation, TlsError, TlsSettings};
 pub use validate::{

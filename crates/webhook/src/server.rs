@@ -13,7 +13,10 @@
 //! `AdmissionReview`. A body that is too large, of the wrong content type or not a review is
 //! answered `allowed: false` with a 4xx `status.code` and a message; a panic in a validator is
 //! caught and answered 500. With `failurePolicy: Fail` an error would deny anyway, but a message
-//! from Lien says why.
+//! from Lien says why. The one exception is overload: past
+//! [`WebhookBuilder::max_concurrency`] reviews in flight, one that finds no slot within the
+//! queue wait is answered HTTP 429 with `Retry-After: 1`, which the API server's webhook
+//! client retries by itself.
 //!
 //! # Who is heard
 //!
@@ -76,6 +79,18 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an HTTP/1 request's head may take (and so how long a keep-alive connection may
 /// idle): kube-apiserver's own `ReadHeaderTimeout` is 32 s.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many reviews are worked on at once by default ([`WebhookBuilder::max_concurrency`]). A
+/// review from the index costs microseconds of CPU, so this many are only ever in flight when
+/// they wait on something — a live read or an access check (up to 3 s each) — and then the
+/// bound keeps those waits (and the bodies they hold, up to [`MAX_BODY_BYTES`] each) from
+/// growing without limit.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 256;
+
+/// How long a review past [`DEFAULT_MAX_CONCURRENCY`] waits for a slot by default before it is
+/// answered 429: well inside the configuration's `timeoutSeconds` (5 s), so that a retry can
+/// still be answered in time.
+pub const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(1);
 
 /// The relation index as shared by the controller (writer) and the webhook (reader).
 pub type SharedIndex = Arc<RwLock<RelationIndex>>;
@@ -235,6 +250,8 @@ struct Metrics {
     client_auth: Family<ModeLabels, prometheus_client::metrics::gauge::Gauge>,
     unauthenticated: Family<UnauthenticatedLabels, Counter>,
     mutations: Family<ResultLabels, Counter>,
+    waiting: prometheus_client::metrics::gauge::Gauge,
+    throttled: Counter,
 }
 
 impl Metrics {
@@ -303,6 +320,18 @@ impl Metrics {
             "Reviews answered on /mutate, by result: sealed (a deletion request sealed into a replay record), allowed (nothing to do), forbidden (the requester may not delete the object, or a hand-written replay record), invalid, error",
             mutations.clone(),
         );
+        let waiting = prometheus_client::metrics::gauge::Gauge::default();
+        registry.register(
+            "requests_waiting",
+            "Reviews waiting for a slot because --webhook-max-concurrency reviews are in flight",
+            waiting.clone(),
+        );
+        let throttled = Counter::default();
+        registry.register(
+            "requests_throttled",
+            "Reviews answered 429 (Retry-After: 1) because no slot freed within the queue wait",
+            throttled.clone(),
+        );
         for hook in others {
             hook(&mut root);
         }
@@ -318,6 +347,8 @@ impl Metrics {
             client_auth,
             unauthenticated,
             mutations,
+            waiting,
+            throttled,
         }
     }
 }
@@ -372,6 +403,9 @@ struct Inner {
     own_username: String,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
+    /// One permit per review in flight ([`WebhookBuilder::max_concurrency`]).
+    slots: tokio::sync::Semaphore,
+    queue_wait: Duration,
     metrics: Metrics,
     /// The break-glass overrides audited lately ([`Webhook::first_audit`]), most recent last.
     audited: parking_lot::Mutex<std::collections::VecDeque<String>>,
@@ -412,6 +446,8 @@ pub struct WebhookBuilder {
     own_username: String,
     ready: Arc<AtomicBool>,
     body_timeout: Duration,
+    max_concurrency: usize,
+    queue_wait: Duration,
     metrics_hooks: Vec<MetricsHook>,
 }
 
@@ -471,6 +507,22 @@ impl WebhookBuilder {
     /// How long a request body may take once its headers are in (default [`BODY_TIMEOUT`]).
     pub fn body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
+        self
+    }
+
+    /// At most `max` reviews (`/validate` and `/mutate`) worked on at once (at least 1); one
+    /// past it waits up to `queue_wait` for a slot, then is answered HTTP 429 with
+    /// `Retry-After: 1`. Defaults: [`DEFAULT_MAX_CONCURRENCY`], [`DEFAULT_QUEUE_WAIT`].
+    ///
+    /// Why wait, then 429: a decision takes microseconds, so a slot usually frees long before
+    /// the API server's `timeoutSeconds`, and a short queue answers a burst without any retry.
+    /// A 429 with `Retry-After` is what kube-apiserver's webhook client (client-go's REST
+    /// client) retries by itself within that timeout, where a refusal in an `AdmissionReview`
+    /// would reach the user as a denied request. Probes and `/metrics` are never limited, so
+    /// a busy webhook is not restarted by kubelet.
+    pub fn max_concurrency(mut self, max: usize, queue_wait: Duration) -> Self {
+        self.max_concurrency = max.max(1);
+        self.queue_wait = queue_wait;
         self
     }
 
@@ -550,6 +602,8 @@ impl WebhookBuilder {
                 own_username: self.own_username,
                 ready: self.ready,
                 body_timeout: self.body_timeout,
+                slots: tokio::sync::Semaphore::new(self.max_concurrency),
+                queue_wait: self.queue_wait,
                 metrics,
                 audited: parking_lot::Mutex::new(std::collections::VecDeque::new()),
             }),
@@ -589,6 +643,8 @@ impl Webhook {
             own_username: LIEN_SERVICE_ACCOUNT.to_owned(),
             ready: Arc::new(AtomicBool::new(false)),
             body_timeout: BODY_TIMEOUT,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            queue_wait: DEFAULT_QUEUE_WAIT,
             metrics_hooks: Vec::new(),
         }
     }
@@ -1054,6 +1110,10 @@ async fn validate_handler(
         Ok(bytes) => bytes,
         Err(answered) => return answered,
     };
+    let _slot = match webhook.slot().await {
+        Ok(slot) => slot,
+        Err(throttled) => return throttled,
+    };
     if webhook.inner.review_auth == ReviewAuth::ClientCertificate && !authenticated {
         webhook
             .inner
@@ -1083,10 +1143,15 @@ async fn mutate_handler(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match read_review(&webhook, &headers, body).await {
-        Ok(bytes) => review_response(&webhook.answer_mutation(&bytes).await),
-        Err(answered) => answered,
-    }
+    let bytes = match read_review(&webhook, &headers, body).await {
+        Ok(bytes) => bytes,
+        Err(answered) => return answered,
+    };
+    let _slot = match webhook.slot().await {
+        Ok(slot) => slot,
+        Err(throttled) => return throttled,
+    };
+    review_response(&webhook.answer_mutation(&bytes).await)
 }
 
 fn too_large() -> Answer {
@@ -1099,6 +1164,46 @@ fn too_large() -> Answer {
 }
 
 impl Webhook {
+    /// A slot for one review, taken once its body is read: a client still sending its body
+    /// holds no slot, so slow senders cannot starve the API server (their bodies are bounded by
+    /// [`BODY_TIMEOUT`]). Past the queue wait: 429 with `Retry-After: 1` (see
+    /// [`WebhookBuilder::max_concurrency`]).
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, Response> {
+        // The common case takes no timer.
+        if let Ok(slot) = self.inner.slots.try_acquire() {
+            return Ok(slot);
+        }
+        let metrics = &self.inner.metrics;
+        let waited = {
+            // Counted down when the wait ends or the client goes away mid-wait.
+            struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+            impl Drop for Waiting<'_> {
+                fn drop(&mut self) {
+                    self.0.dec();
+                }
+            }
+            metrics.waiting.inc();
+            let _waiting = Waiting(&metrics.waiting);
+            tokio::time::timeout(self.inner.queue_wait, self.inner.slots.acquire()).await
+        };
+        match waited {
+            // The semaphore is never closed.
+            Ok(Ok(slot)) => Ok(slot),
+            Ok(Err(_)) | Err(_) => {
+                metrics.throttled.inc();
+                Err((
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [
+                        (header::RETRY_AFTER, "1"),
+                        (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                    ],
+                    "lien: too many reviews in flight, retry\n",
+                )
+                    .into_response())
+            }
+        }
+    }
+
     fn count_rejected(&self, answer: &Answer) {
         self.inner
             .metrics
