@@ -36,8 +36,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use base64::Engine;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
@@ -337,21 +338,24 @@ impl Ca {
 }
 
 /// The serving certificate as rustls serves it, swappable while serving.
+///
+/// An [`ArcSwap`]: every TLS handshake reads it and a rotation replaces it whole, so a read is
+/// an atomic load with no lock to contend on (a rotation never stalls a handshake).
 #[derive(Debug)]
 pub struct CertResolver {
-    current: RwLock<Arc<CertifiedKey>>,
+    current: ArcSwap<CertifiedKey>,
 }
 
 impl ResolvesServerCert for CertResolver {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.read().clone())
+        Some(self.current.load_full())
     }
 }
 
 impl CertResolver {
     /// The certificate currently served (leaf first).
     pub fn current(&self) -> Arc<CertifiedKey> {
-        self.current.read().clone()
+        self.current.load_full()
     }
 }
 
@@ -463,7 +467,7 @@ impl CertManager {
                 cert_not_after,
             }),
             resolver: Arc::new(CertResolver {
-                current: RwLock::new(Arc::new(key)),
+                current: ArcSwap::from_pointee(key),
             }),
             bundle,
         }))
@@ -560,7 +564,7 @@ impl CertManager {
                 self.settings.cert_validity,
                 &self.provider,
             )?;
-            *self.resolver.current.write() = Arc::new(key);
+            self.resolver.current.store(Arc::new(key));
             state.cert_not_after = not_after;
             rotation.serving = true;
         }
