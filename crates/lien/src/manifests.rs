@@ -20,10 +20,227 @@ pub const SERVICE: &str = "lien-webhook";
 /// The port the webhook (and `/metrics`, `/healthz`, `/readyz`) listens on in the pod.
 pub const WEBHOOK_PORT: u16 = 8443;
 
-/// The image the Deployment runs. Images are not built by CI here (no registry, no network):
-/// see the `Dockerfile` and docs/operations.md.
+/// The replicas of the Deployment: two, so that the webhook always has one ready.
+pub const REPLICAS: u32 = 2;
+
+/// The image the Deployment runs by default: the tag the repository's `Dockerfile` is built
+/// with (`docker build -t lien:0.1.0 .`). Nothing here publishes it to a registry: load it into
+/// the cluster's nodes, or push it under your registry's name and pass that with `--image`
+/// (docs/operations.md "Install").
 pub fn image() -> String {
-    format!("ghcr.io/lien-dev/lien:v{}", env!("CARGO_PKG_VERSION"))
+    format!("lien:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// What `lien manifests --image/--namespace/--replicas` may change in the install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The Deployment's image.
+    pub image: String,
+    /// The namespace of every namespaced object, and the one created.
+    pub namespace: String,
+    /// The Deployment's replicas; with one, no PodDisruptionBudget is installed (a budget of
+    /// one available pod out of one would block every node drain forever).
+    pub replicas: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            image: image(),
+            namespace: NAMESPACE.to_owned(),
+            replicas: REPLICAS,
+        }
+    }
+}
+
+impl Options {
+    /// The first invalid option, as an error naming its flag and what would be valid.
+    pub fn validate(&self) -> Result<(), String> {
+        check_image(&self.image).map_err(|why| {
+            format!(
+                "--image {:?} is not an image reference: {why} (e.g. lien:{} or registry.example.com:5000/team/lien@sha256:<64 hex>)",
+                self.image,
+                env!("CARGO_PKG_VERSION")
+            )
+        })?;
+        check_dns_label(&self.namespace).map_err(|why| {
+            format!(
+                "--namespace {:?} is not a namespace name: {why} (a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit)",
+                self.namespace
+            )
+        })?;
+        if self.replicas < 1 {
+            return Err(format!(
+                "--replicas {} is too few: Lien's webhook needs at least 1 replica (2, the default, keeps it answering during a rollout or a node drain)",
+                self.replicas
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` is a DNS label (RFC 1123), as Kubernetes requires of a namespace.
+pub fn check_dns_label(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".into());
+    }
+    if name.len() > 63 {
+        return Err(format!("it has {} characters, more than 63", name.len()));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Err(format!("{c:?} is not a lowercase letter, digit or '-'"));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Err("it starts or ends with '-'".into());
+    }
+    Ok(())
+}
+
+/// Whether `reference` is an image reference as the container runtime parses it
+/// (github.com/distribution/reference): `[host[:port]/]path[:tag][@algorithm:hex]`, the path
+/// lowercase components separated by `/`.
+pub fn check_image(reference: &str) -> Result<(), String> {
+    if reference.is_empty() {
+        return Err("it is empty".into());
+    }
+    if let Some(c) = reference
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!("it contains {c:?}"));
+    }
+    let (name_tag, digest) = match reference.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (reference, None),
+    };
+    if let Some(digest) = digest {
+        let (algorithm, hex) = digest
+            .split_once(':')
+            .ok_or_else(|| format!("the digest {digest:?} is not ALGORITHM:HEX"))?;
+        let algorithm_ok = !algorithm.is_empty()
+            && algorithm.starts_with(|c: char| c.is_ascii_alphabetic())
+            && algorithm
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_+.".contains(c));
+        if !algorithm_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(format!(
+                "the digest {digest:?} is not ALGORITHM:HEX (at least 32 hex digits)"
+            ));
+        }
+    }
+    // A tag is after the last ':' that follows the last '/' (a ':' before it is a port).
+    let last_slash = name_tag.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match name_tag[last_slash..].rfind(':') {
+        Some(i) => (
+            &name_tag[..last_slash + i],
+            Some(&name_tag[last_slash + i + 1..]),
+        ),
+        None => (name_tag, None),
+    };
+    if let Some(tag) = tag {
+        let ok = !tag.is_empty()
+            && tag.len() <= 128
+            && tag.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && tag
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !ok {
+            return Err(format!(
+                "the tag {tag:?} is not 1 to 128 letters, digits, '_', '.' or '-' (not starting with '.' or '-')"
+            ));
+        }
+    }
+    if name.len() > 255 {
+        return Err(format!(
+            "the name has {} characters, more than 255",
+            name.len()
+        ));
+    }
+    let mut components: Vec<&str> = name.split('/').collect();
+    // The first component is a registry host when it looks like one, as the runtime decides.
+    if components.len() > 1
+        && (components[0].contains(['.', ':'])
+            || components[0] == "localhost"
+            || components[0].chars().any(|c| c.is_ascii_uppercase()))
+    {
+        check_registry(components.remove(0))?;
+    }
+    for component in components {
+        check_path_component(component)?;
+    }
+    Ok(())
+}
+
+fn check_registry(host: &str) -> Result<(), String> {
+    let (host, port) = match host.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || !p.is_empty() => (h, Some(p)),
+        _ => (host, None),
+    };
+    if let Some(port) = port {
+        if port.is_empty() || !port.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("the registry port {port:?} is not a number"));
+        }
+    }
+    let ok = if let Some(ipv6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        !ipv6.is_empty() && ipv6.chars().all(|c| c.is_ascii_hexdigit() || c == ':')
+    } else {
+        !host.is_empty()
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            })
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("the registry {host:?} is not a host name"))
+    }
+}
+
+fn check_path_component(component: &str) -> Result<(), String> {
+    let bad = || {
+        format!(
+            "{component:?} is not a repository path component (lowercase letters and digits, \
+             separated by '.', '_', '__' or '-')"
+        )
+    };
+    if component.is_empty() {
+        return Err("the repository name has an empty component".into());
+    }
+    if !component
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
+    {
+        return Err(bad());
+    }
+    let bytes = component.as_bytes();
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !alnum(bytes[0]) || !alnum(bytes[bytes.len() - 1]) {
+        return Err(bad());
+    }
+    // Separators: one '.', one or two '_', or any run of '-'; never mixed.
+    let mut i = 0;
+    while i < bytes.len() {
+        if alnum(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && !alnum(bytes[i]) {
+            i += 1;
+        }
+        let sep = &component[start..i];
+        let ok = sep == "." || sep == "_" || sep == "__" || sep.chars().all(|c| c == '-');
+        if !ok {
+            return Err(bad());
+        }
+    }
+    Ok(())
 }
 
 /// One file of the install: its name under `deploy/`, a comment saying what it is for, and its
@@ -87,7 +304,7 @@ fn metadata(name: &str, namespace: Option<&str>) -> Value {
     meta
 }
 
-fn binding(kind: &str, name: &str, namespace: Option<&str>) -> Value {
+fn binding(kind: &str, name: &str, namespace: Option<&str>, o: &Options) -> Value {
     let role_kind = if kind == "ClusterRoleBinding" {
         "ClusterRole"
     } else {
@@ -98,7 +315,7 @@ fn binding(kind: &str, name: &str, namespace: Option<&str>) -> Value {
         "kind": kind,
         "metadata": metadata(name, namespace),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": o.namespace}],
     })
 }
 
@@ -106,7 +323,8 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
 
-fn rbac() -> Vec<Manifest> {
+fn rbac(o: &Options) -> Vec<Manifest> {
+    let ns = Some(o.namespace.as_str());
     let cluster_role = Manifest::role(
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -190,7 +408,7 @@ fn rbac() -> Vec<Manifest> {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": metadata("lien-leader-election", Some(NAMESPACE)),
+            "metadata": metadata("lien-leader-election", ns),
         }),
         vec![(
             "Leader election: one replica writes, every replica answers the webhook.",
@@ -205,7 +423,7 @@ fn rbac() -> Vec<Manifest> {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": metadata("lien-replay-key", Some(NAMESPACE)),
+            "metadata": metadata("lien-replay-key", ns),
         }),
         vec![
             (
@@ -215,7 +433,7 @@ fn rbac() -> Vec<Manifest> {
             ),
             (
                 "…and read at every start, by name only. Grant no other subject access to \
-                 Secrets in lien-system: the key seals the records of refused DELETEs.",
+                 Secrets in Lien's namespace: the key seals the records of refused DELETEs.",
                 json!({"apiGroups": [""], "resources": ["secrets"],
                        "resourceNames": [lien_controller::writer::REPLAY_KEY_SECRET], "verbs": ["get"]}),
             ),
@@ -225,7 +443,7 @@ fn rbac() -> Vec<Manifest> {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": metadata("lien-webhook-ca", Some(NAMESPACE)),
+            "metadata": metadata("lien-webhook-ca", ns),
         }),
         vec![
             (
@@ -248,24 +466,20 @@ fn rbac() -> Vec<Manifest> {
         Manifest::plain(json!({
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": metadata(NAME, Some(NAMESPACE)),
+            "metadata": metadata(NAME, ns),
         })),
         cluster_role,
-        Manifest::plain(binding("ClusterRoleBinding", NAME, None)),
+        Manifest::plain(binding("ClusterRoleBinding", NAME, None, o)),
         leases,
-        Manifest::plain(binding(
-            "RoleBinding",
-            "lien-leader-election",
-            Some(NAMESPACE),
-        )),
+        Manifest::plain(binding("RoleBinding", "lien-leader-election", ns, o)),
         replay_key,
-        Manifest::plain(binding("RoleBinding", "lien-replay-key", Some(NAMESPACE))),
+        Manifest::plain(binding("RoleBinding", "lien-replay-key", ns, o)),
         webhook_ca,
-        Manifest::plain(binding("RoleBinding", "lien-webhook-ca", Some(NAMESPACE))),
+        Manifest::plain(binding("RoleBinding", "lien-webhook-ca", ns, o)),
     ]
 }
 
-fn deployment() -> Value {
+fn deployment(o: &Options) -> Value {
     let probe = |path: &str, period: u32, failures: u32| {
         json!({
             "httpGet": {"path": path, "port": "https", "scheme": "HTTPS"},
@@ -277,9 +491,9 @@ fn deployment() -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(NAME, Some(NAMESPACE)),
+        "metadata": metadata(NAME, Some(&o.namespace)),
         "spec": {
-            "replicas": 2,
+            "replicas": o.replicas,
             "revisionHistoryLimit": 5,
             "selector": {"matchLabels": selector()},
             // One replica at a time, never fewer than one ready: the webhook fails closed for
@@ -316,7 +530,7 @@ fn deployment() -> Value {
                     }]}},
                     "containers": [{
                         "name": NAME,
-                        "image": image(),
+                        "image": o.image,
                         "imagePullPolicy": "IfNotPresent",
                         "args": [
                             "run",
@@ -351,11 +565,11 @@ fn deployment() -> Value {
     })
 }
 
-fn service() -> Value {
+fn service(o: &Options) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(SERVICE, Some(NAMESPACE)),
+        "metadata": metadata(SERVICE, Some(&o.namespace)),
         "spec": {
             "selector": selector(),
             "ports": [
@@ -367,17 +581,22 @@ fn service() -> Value {
     })
 }
 
-fn disruption_budget() -> Value {
+fn disruption_budget(o: &Options) -> Value {
     json!({
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": metadata(NAME, Some(NAMESPACE)),
+        "metadata": metadata(NAME, Some(&o.namespace)),
         "spec": {"minAvailable": 1, "selector": {"matchLabels": selector()}},
     })
 }
 
-/// Every file of the install, in apply order.
+/// Every file of the default install, in apply order.
 pub fn files() -> Vec<ManifestFile> {
+    files_with(&Options::default())
+}
+
+/// Every file of the install with these options, in apply order.
+pub fn files_with(o: &Options) -> Vec<ManifestFile> {
     let mut files = vec![
         ManifestFile {
             path: "namespace.yaml".into(),
@@ -388,7 +607,7 @@ pub fn files() -> Vec<ManifestFile> {
                 "apiVersion": "v1",
                 "kind": "Namespace",
                 "metadata": {
-                    "name": NAMESPACE,
+                    "name": o.namespace,
                     "labels": {
                         "app.kubernetes.io/part-of": NAME,
                         "pod-security.kubernetes.io/enforce": "restricted",
@@ -402,7 +621,7 @@ pub fn files() -> Vec<ManifestFile> {
             comment: Some(
                 "Lien's ServiceAccount and what it may do, each rule with why (least privilege).",
             ),
-            objects: rbac(),
+            objects: rbac(o),
         },
     ];
     for crd in lien_api::crds() {
@@ -420,21 +639,28 @@ pub fn files() -> Vec<ManifestFile> {
             objects: vec![Manifest::plain(object)],
         });
     }
+    let mut objects = vec![Manifest::plain(deployment(o)), Manifest::plain(service(o))];
+    if o.replicas >= 2 {
+        objects.push(Manifest::plain(disruption_budget(o)));
+    }
     files.push(ManifestFile {
         path: "deployment.yaml".into(),
-        comment: Some("Two replicas: both answer the webhook, one (the Lease holder) writes."),
-        objects: vec![
-            Manifest::plain(deployment()),
-            Manifest::plain(service()),
-            Manifest::plain(disruption_budget()),
-        ],
+        comment: Some(
+            "Two replicas by default: every replica answers the webhook, one (the Lease holder) writes.",
+        ),
+        objects,
     });
     files
 }
 
-/// Every object of the install, in apply order.
+/// Every object of the default install, in apply order.
 pub fn objects() -> Vec<Value> {
-    files()
+    objects_with(&Options::default())
+}
+
+/// Every object of the install with these options, in apply order.
+pub fn objects_with(o: &Options) -> Vec<Value> {
+    files_with(o)
         .into_iter()
         .flat_map(|f| f.objects.into_iter().map(|m| m.object))
         .collect()
@@ -442,14 +668,143 @@ pub fn objects() -> Vec<Value> {
 
 /// `deploy/kustomization.yaml`: the same objects, for `kubectl apply -k deploy/`.
 pub fn kustomization() -> String {
+    kustomization_with(&Options::default())
+}
+
+/// `kustomization.yaml` for the files of [`files_with`].
+pub fn kustomization_with(o: &Options) -> String {
     let mut out = String::from(
         "# Generated by `lien manifests --out-dir deploy`: the same objects as `lien manifests`.\n\
          apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n",
     );
-    for file in files() {
+    for file in files_with(o) {
         out.push_str(&format!("  - {}\n", file.path));
     }
     out
+}
+
+/// Stand-ins rendered in place of the chart's values, then replaced by template expressions:
+/// the chart's templates are `lien manifests` itself, so the two cannot drift.
+const CHART_IMAGE: &str = "lien-chart-image-placeholder";
+const CHART_NAMESPACE: &str = "lien-chart-namespace-placeholder";
+const CHART_REPLICAS: u32 = 918_273_645;
+
+/// The Helm chart (`deploy/helm/lien`, written by `lien manifests --helm-chart DIR`): its
+/// files, relative to the chart's directory, with `defaults` as the values' defaults. Rendered
+/// by Helm with these values it yields the objects of [`objects_with`] (`tests/manifests.rs`
+/// renders it with Helm's own engine and compares).
+pub fn helm_chart(defaults: &Options) -> Result<Vec<(String, String)>, serde_yaml_ng::Error> {
+    let version = env!("CARGO_PKG_VERSION");
+    let placeholders = Options {
+        image: CHART_IMAGE.into(),
+        namespace: CHART_NAMESPACE.into(),
+        replicas: CHART_REPLICAS,
+    };
+    let templated = |text: String| {
+        text.replace(CHART_IMAGE, "{{ .Values.image | quote }}")
+            .replace(CHART_NAMESPACE, "{{ .Values.namespace | quote }}")
+            .replace(
+                &format!("replicas: {CHART_REPLICAS}"),
+                "replicas: {{ int .Values.replicas }}",
+            )
+    };
+    let mut out = vec![
+        (
+            "Chart.yaml".to_owned(),
+            format!(
+                "# Generated by `lien manifests --helm-chart deploy/helm/lien`: do not edit; its \
+                 templates are\n# `lien manifests`, with the values below put in.\n\
+                 apiVersion: v2\nname: lien\n\
+                 description: Lien makes deletion safe in Kubernetes (webhook and controller)\n\
+                 type: application\nversion: {version}\nappVersion: \"{version}\"\n"
+            ),
+        ),
+        (
+            "values.yaml".to_owned(),
+            format!(
+                "# Generated by `lien manifests --helm-chart deploy/helm/lien`. With these \
+                 defaults the chart installs\n# exactly what `lien manifests` prints; each value \
+                 is the flag of the same name.\n\
+                 # The image: `docker build -t {image} .` builds this tag from the repository's \
+                 Dockerfile;\n# push it to your registry and set its name there.\n\
+                 image: {image}\n\
+                 # Every namespaced object goes here (not into the release's namespace).\n\
+                 namespace: {namespace}\n\
+                 # false when the namespace exists already (e.g. `helm install --create-namespace`): \
+                 then label it\n# pod-security.kubernetes.io/enforce=restricted yourself.\n\
+                 createNamespace: true\n\
+                 # At least 1; below 2 no PodDisruptionBudget is installed.\n\
+                 replicas: {replicas}\n",
+                image = serde_yaml_ng::to_string(&defaults.image)?.trim_end(),
+                namespace = serde_yaml_ng::to_string(&defaults.namespace)?.trim_end(),
+                replicas = defaults.replicas,
+            ),
+        ),
+        ("values.schema.json".to_owned(), values_schema()),
+    ];
+    for file in files_with(&placeholders) {
+        if file.path.starts_with("crds/") {
+            // Helm installs crds/ as is, before the templates (and never upgrades or deletes
+            // them: docs/operations.md says what that means for upgrades).
+            out.push((file.path.clone(), render_file(&file)?));
+            continue;
+        }
+        let mut text = String::new();
+        for line in file.comment.map(|c| wrap(c, 98)).unwrap_or_default() {
+            text.push_str(&format!("# {line}\n"));
+        }
+        let mut docs = Vec::new();
+        let mut budget = None;
+        for manifest in &file.objects {
+            let doc = templated(render(manifest)?);
+            if manifest.object["kind"] == "PodDisruptionBudget" {
+                budget = Some(doc);
+            } else {
+                docs.push(doc);
+            }
+        }
+        text.push_str(&docs.join("---\n"));
+        if let Some(budget) = budget {
+            // As `lien manifests --replicas 1`: no budget for a single replica.
+            text.push_str("{{- if ge (int .Values.replicas) 2 }}\n---\n");
+            text.push_str(&budget);
+            text.push_str("{{- end }}\n");
+        }
+        if file.path == "namespace.yaml" {
+            text = format!("{{{{- if .Values.createNamespace }}}}\n{text}{{{{- end }}}}\n");
+        }
+        out.push((format!("templates/{}", file.path), text));
+    }
+    Ok(out)
+}
+
+/// `values.schema.json`: Helm refuses values that `lien manifests` would refuse as flags.
+fn values_schema() -> String {
+    let component = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
+    let image = format!(
+        "^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?{component}(?:/{component})*\
+         (?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?\
+         (?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{{32,}})?$"
+    );
+    let schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Lien's chart values (the flags of `lien manifests`)",
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["image", "namespace", "createNamespace", "replicas"],
+        "properties": {
+            "image": {"type": "string", "pattern": image,
+                      "description": "an image reference, e.g. registry.example.com/lien:0.1.0"},
+            "namespace": {"type": "string", "maxLength": 63,
+                          "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                          "description": "a DNS label: lowercase letters, digits and '-'"},
+            "createNamespace": {"type": "boolean"},
+            "replicas": {"type": "integer", "minimum": 1},
+        },
+    });
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// One object as YAML, with a comment line before each RBAC rule.
@@ -550,7 +905,7 @@ mod tests {
 
     #[test]
     fn the_pod_meets_pod_security_restricted() {
-        let deployment = deployment();
+        let deployment = deployment(&Options::default());
         let pod = &deployment["spec"]["template"]["spec"];
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
         assert_eq!(
@@ -591,5 +946,99 @@ mod tests {
                 assert!(text.contains("  # Leader election"), "{text}");
             }
         }
+    }
+
+    #[test]
+    fn image_references_are_checked_as_the_runtime_parses_them() {
+        for good in [
+            "lien",
+            "lien:0.1.0",
+            "lien/lien:latest",
+            "registry.example.com:5000/team/lien:1.2.3",
+            "localhost/lien",
+            "[::1]:5000/lien:x",
+            "x/a_b__c.d-e---f:T_a.g-",
+            "lien@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "r.io/lien:1@sha256:0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(check_image(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "lien:bad tag",
+            "Lien",
+            "lien/UPPER",
+            "lien:",
+            "lien:.x",
+            "-lien",
+            "lien-",
+            "li..en",
+            "li___en",
+            "lien//x",
+            "lien@sha256:abc",
+            "lien@:0123456789abcdef0123456789abcdef",
+            "host:port/lien",
+            "bad_host.io/lien",
+        ] {
+            assert!(check_image(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn namespaces_are_dns_labels() {
+        for good in ["lien-system", "a", "0", &"a".repeat(63)] {
+            assert_eq!(check_dns_label(good), Ok(()), "{good}");
+        }
+        for bad in ["", "Lien", "a_b", "-a", "a-", "a.b", &"a".repeat(64)] {
+            assert!(check_dns_label(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn a_bad_option_names_its_flag() {
+        let bad = |o: Options| o.validate().expect_err("refused");
+        let image = bad(Options {
+            image: "a b".into(),
+            ..Options::default()
+        });
+        assert!(image.starts_with("--image"), "{image}");
+        let ns = bad(Options {
+            namespace: "Lien".into(),
+            ..Options::default()
+        });
+        assert!(ns.starts_with("--namespace"), "{ns}");
+        let replicas = bad(Options {
+            replicas: 0,
+            ..Options::default()
+        });
+        assert!(replicas.starts_with("--replicas"), "{replicas}");
+        assert_eq!(Options::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_chart_templates_every_value_as_a_whole_scalar() {
+        let chart = helm_chart(&Options::default()).expect("renders");
+        let mut seen = [0; 3];
+        for (path, text) in &chart {
+            assert!(!text.contains("placeholder"), "{path}: {text}");
+            for line in text.lines() {
+                for (i, expr) in [
+                    "{{ .Values.image | quote }}",
+                    "{{ .Values.namespace | quote }}",
+                    "{{ int .Values.replicas }}",
+                ]
+                .iter()
+                .enumerate()
+                {
+                    if line.contains(expr) {
+                        seen[i] += 1;
+                        assert!(line.ends_with(&format!(": {expr}")), "{path}: {line}");
+                    }
+                }
+            }
+        }
+        // One image, one replicas, and the namespace of: the Namespace, 8 namespaced RBAC
+        // objects + 3 subjects, Deployment, Service, PodDisruptionBudget.
+        assert_eq!(seen, [1, 15, 1], "templated values");
     }
 }

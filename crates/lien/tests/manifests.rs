@@ -65,3 +65,216 @@ fn kustomize_renders_the_same_objects_as_lien_manifests() {
         assert_eq!(got, want, "deploy/ and `lien manifests` differ");
     }
 }
+
+fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn parse_stream(text: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// `lien manifests ARGS…` as a user runs it.
+fn lien_manifests(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lien"))
+        .arg("manifests")
+        .args(args)
+        .output()
+        .expect("runs lien")
+}
+
+/// deploy/helm/lien rendered by Helm's engine (scripts/helm-render.py, in the virtual
+/// environment scripts/helm-venv.sh makes) with these `--set` values.
+fn helm_template(sets: &[&str]) -> std::process::Output {
+    let venv = Command::new("bash")
+        .arg(workspace().join("scripts/helm-venv.sh"))
+        .output()
+        .expect("bash runs");
+    assert!(
+        venv.status.success(),
+        "scripts/helm-venv.sh failed (it installs helm-python-sdk from PyPI): {}",
+        String::from_utf8_lossy(&venv.stderr)
+    );
+    let python = String::from_utf8(venv.stdout).expect("UTF-8");
+    let mut cmd = Command::new(python.trim());
+    cmd.arg(workspace().join("scripts/helm-render.py"))
+        .arg(workspace().join("deploy/helm/lien"));
+    for set in sets {
+        cmd.arg("--set").arg(set);
+    }
+    cmd.output().expect("the venv's python runs")
+}
+
+fn assert_same_objects(got: Vec<Value>, want: Vec<Value>, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: number of objects");
+    for (got, want) in sorted(got).iter().zip(&sorted(want)) {
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+#[test]
+fn helm_chart_renders_what_lien_manifests_prints_by_default() {
+    let out = helm_template(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = parse_stream(&String::from_utf8(out.stdout).expect("UTF-8"));
+    let printed = lien_manifests(&[]);
+    assert!(printed.status.success());
+    let printed = parse_stream(&String::from_utf8(printed.stdout).expect("UTF-8"));
+    assert_same_objects(rendered, printed, "helm template vs lien manifests");
+}
+
+#[test]
+fn helm_chart_with_values_renders_what_the_same_flags_print() {
+    for (image, namespace, replicas) in [
+        (
+            "registry.example.com:5000/team/lien:1.2.3",
+            "shop-lien",
+            "3",
+        ),
+        (
+            "lien@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "one",
+            "1",
+        ),
+    ] {
+        let out = helm_template(&[
+            &format!("image={image}"),
+            &format!("namespace={namespace}"),
+            &format!("replicas={replicas}"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rendered = parse_stream(&String::from_utf8(out.stdout).expect("UTF-8"));
+        let printed = lien_manifests(&[
+            "--image",
+            image,
+            "--namespace",
+            namespace,
+            "--replicas",
+            replicas,
+        ]);
+        assert!(
+            printed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&printed.stderr)
+        );
+        let printed = parse_stream(&String::from_utf8(printed.stdout).expect("UTF-8"));
+        let budgets = printed
+            .iter()
+            .filter(|o| o["kind"] == "PodDisruptionBudget")
+            .count();
+        assert_eq!(budgets, usize::from(replicas != "1"), "replicas {replicas}");
+        assert_same_objects(rendered, printed, &format!("--set vs flags ({namespace})"));
+    }
+    // createNamespace=false: the same objects but the Namespace.
+    let out = helm_template(&["createNamespace=false"]);
+    assert!(out.status.success());
+    let rendered = parse_stream(&String::from_utf8(out.stdout).expect("UTF-8"));
+    let want: Vec<Value> = lien::manifests::objects()
+        .into_iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .collect();
+    assert_same_objects(rendered, want, "createNamespace=false");
+}
+
+#[test]
+fn helm_chart_and_flags_refuse_the_same_bad_values() {
+    for (key, value) in [
+        ("replicas", "0"),
+        ("namespace", "Bad_NS"),
+        ("image", "lien:bad tag"),
+        ("image", "lien/UPPER:1"),
+    ] {
+        let out = helm_template(&[&format!("{key}={value}")]);
+        assert!(!out.status.success(), "helm accepted {key}={value}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("/{key}")), "{stderr}");
+        let out = lien_manifests(&[&format!("--{key}"), value]);
+        assert!(
+            !out.status.success(),
+            "lien manifests accepted --{key} {value}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("--{key}")), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn helm_chart_in_deploy_is_what_lien_manifests_writes() {
+    let chart = workspace().join("deploy/helm/lien");
+    let want = lien::manifests::helm_chart(&lien::manifests::Options::default()).expect("renders");
+    for (path, text) in &want {
+        let got = std::fs::read_to_string(chart.join(path))
+            .unwrap_or_else(|e| panic!("deploy/helm/lien/{path}: {e}"));
+        assert_eq!(
+            &got, text,
+            "deploy/helm/lien/{path} drifted: run 'cargo run -p lien -- manifests --helm-chart deploy/helm/lien'"
+        );
+    }
+}
+
+#[test]
+fn manifests_flags_reach_every_object_that_names_them() {
+    let out = lien_manifests(&[
+        "--image",
+        "registry.example.com/lien:9.9.9",
+        "--namespace",
+        "shop-lien",
+        "--replicas",
+        "4",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(
+        !text.contains("lien-system"),
+        "the default namespace is left: {text}"
+    );
+    let objects = parse_stream(&text);
+    for o in &objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let cluster_scoped = matches!(
+            kind,
+            "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "CustomResourceDefinition"
+        );
+        if !cluster_scoped {
+            assert_eq!(o["metadata"]["namespace"], "shop-lien", "{o}");
+        }
+        for subject in o["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(subject["namespace"], "shop-lien", "{o}");
+        }
+        if kind == "Namespace" {
+            assert_eq!(o["metadata"]["name"], "shop-lien");
+        }
+        if kind == "Deployment" {
+            assert_eq!(o["spec"]["replicas"], 4);
+            let pod = &o["spec"]["template"]["spec"];
+            assert_eq!(
+                pod["containers"][0]["image"],
+                "registry.example.com/lien:9.9.9"
+            );
+            // `lien run` takes its namespace from the pod's: the Service the webhook
+            // configuration names and the serving certificate's DNS name follow.
+            let env = &pod["containers"][0]["env"];
+            assert!(
+                env.as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|e| e["name"] == "LIEN_NAMESPACE"
+                        && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"),
+                "{env}"
+            );
+        }
+    }
+    assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"));
+}
