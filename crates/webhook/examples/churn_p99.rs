@@ -22,6 +22,19 @@
 //!   every change (so the rate it reaches is what the lock allows).
 //!
 //! It prints p50/p99/p99.9/max per phase and the churn p99 against the target (2× the idle p99).
+//!
+//! With `--rules`, the phases are `idle` and `rule churn` (issue 20): a writer thread replaces
+//! a DependencyRule's generation over and over, as the controller does when a rule's spec
+//! changes (`crates/controller/src/controller/state.rs`): `remove_join` + `add_join` under the
+//! write lock (`apply_rule`), the new join fed one object per write (1,000 CephBlockPools and
+//! 100,000 PersistentVolume-like objects, `rules_upsert`), then `attach` under the write lock,
+//! replacing the previous generation's 100,000 relations (`rules_complete`). The index then
+//! holds the fixture's 100,000 relations plus the rule's 100,000. It prints the longest write
+//! hold of each kind, too:
+//!
+//! ```text
+//! cargo run --release -p lien-webhook --example churn_p99 -- --seconds 10 --rules
+//! ```
 
 #[path = "../../core/benches/fixture/mod.rs"]
 mod fixture;
@@ -34,7 +47,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lien_core::{ObjectKey, Relation, RelationIndex, Source, find_cycles};
+use lien_core::{
+    GroupKind, JoinId, ObjectKey, Relation, RelationIndex, RuleConfig, RuleScope, Source,
+    find_cycles,
+};
 use lien_webhook::Webhook;
 use parking_lot::RwLock;
 
@@ -144,6 +160,118 @@ fn churn(index: &RwLock<RelationIndex>, rate: u32, locking: Locking, stop: &Atom
     changes
 }
 
+const POOLS: usize = 1_000;
+const PVS: usize = 100_000;
+
+fn rule_config(generation: usize) -> RuleConfig {
+    RuleConfig {
+        source: Source::rule("rbd-pv-uses-pool"),
+        of: GroupKind::new("ceph.rook.io", "CephBlockPool"),
+        by: GroupKind::new("", "PersistentVolume"),
+        scope: RuleScope::Cluster,
+        keyed: true,
+        // A new spec: a new generation.
+        reason: format!("the volume's data lives in this pool (generation {generation})"),
+        replay: true,
+    }
+}
+
+type RuleInput = (ObjectKey, String, Vec<String>);
+/// The rule's pools and PVs.
+type RuleInputs = (Vec<RuleInput>, Vec<RuleInput>);
+
+/// The rule's objects: pools then PVs (as `crates/core/benches/rule_join.rs`).
+fn rule_inputs() -> RuleInputs {
+    let uid = |kind: u32, i: usize| format!("{kind:08x}-0000-4000-8000-{i:012x}");
+    let pools = (0..POOLS)
+        .map(|i| {
+            let ns = format!("rook-ceph-{}", i % 10);
+            let name = format!("replicapool-{i}");
+            let key = format!("{ns}/{name}");
+            let of = ObjectKey::new("ceph.rook.io", "CephBlockPool", Some(&ns), &name);
+            (of, uid(1, i), vec![key])
+        })
+        .collect();
+    let pvs = (0..PVS)
+        .map(|i| {
+            let p = i % POOLS;
+            let key = format!("rook-ceph-{}/replicapool-{p}", p % 10);
+            let by = ObjectKey::new("", "PersistentVolume", None, format!("pvc-{}", uid(3, i)));
+            (by, uid(2, i), vec![key])
+        })
+        .collect();
+    (pools, pvs)
+}
+
+/// The longest write holds of each kind while rules churn, in µs.
+#[derive(Default)]
+struct RuleHolds {
+    generation: u64,
+    feed: u64,
+    attach: u64,
+}
+
+fn held<T>(
+    index: &RwLock<RelationIndex>,
+    longest: &mut u64,
+    f: impl FnOnce(&mut RelationIndex) -> T,
+) -> T {
+    let mut idx = index.write();
+    let t = Instant::now();
+    let out = f(&mut idx);
+    *longest = (*longest).max(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+    out
+}
+
+/// Replaces the rule's generation until `stop`, as the controller does; returns how many
+/// generations were attached. The first is attached before the phase starts.
+fn churn_rules(
+    index: &RwLock<RelationIndex>,
+    mut id: JoinId,
+    inputs: &RuleInputs,
+    stop: &AtomicBool,
+    holds: &mut RuleHolds,
+) -> (usize, JoinId) {
+    let mut generations = 0;
+    while !stop.load(Ordering::Relaxed) {
+        id = held(index, &mut holds.generation, |ix| {
+            ix.remove_join(id);
+            ix.add_join(rule_config(generations + 2)).expect("room")
+        });
+        feed_rule(index, id, inputs, &mut holds.feed);
+        let n = held(index, &mut holds.attach, |ix| {
+            ix.join_mut(id).expect("join").attach().expect("room")
+        });
+        assert_eq!(n, PVS);
+        generations += 1;
+    }
+    (generations, id)
+}
+
+fn feed_rule(
+    index: &RwLock<RelationIndex>,
+    id: JoinId,
+    (pools, pvs): &RuleInputs,
+    longest: &mut u64,
+) {
+    for (key, uid, keys) in pools {
+        held(index, longest, |ix| {
+            ix.join_mut(id)
+                .expect("join")
+                .upsert_of(key, Some(uid), Some(keys.clone()))
+                .expect("kind")
+        });
+    }
+    for (key, uid, keys) in pvs {
+        held(index, longest, |ix| {
+            ix.join_mut(id)
+                .expect("join")
+                .upsert_by(key, Some(uid), Some(keys.clone()), true)
+                .expect("kind")
+        });
+    }
+}
+
 struct Phase {
     name: &'static str,
     samples: Vec<u64>,
@@ -165,6 +293,7 @@ fn run_phase(
     body: &[u8],
     seconds: u64,
     churn_with: Option<(u32, Locking)>,
+    rules: Option<(JoinId, Arc<RuleInputs>)>,
 ) -> Phase {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -176,6 +305,14 @@ fn run_phase(
         let (index, stop, changes) = (index.clone(), stop.clone(), changes.clone());
         std::thread::spawn(move || {
             changes.store(churn(&index, rate, locking, &stop), Ordering::Relaxed);
+        })
+    });
+    let rule_writer = rules.map(|(id, inputs)| {
+        let (index, stop) = (index.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut holds = RuleHolds::default();
+            let (generations, _) = churn_rules(&index, id, &inputs, &stop, &mut holds);
+            (generations, holds)
         })
     });
     let started = Instant::now();
@@ -191,6 +328,15 @@ fn run_phase(
     if let Some(w) = writer {
         w.join().expect("the writer");
     }
+    if let Some(w) = rule_writer {
+        let (generations, holds) = w.join().expect("the rule writer");
+        changes.store(generations, Ordering::Relaxed);
+        println!(
+            "rule churn: {generations} generations attached; longest write holds: new generation \
+             (remove_join + add_join) {} µs, one object fed {} µs, attach {} µs",
+            holds.generation, holds.feed, holds.attach
+        );
+    }
     samples.sort_unstable();
     Phase {
         name,
@@ -201,12 +347,13 @@ fn run_phase(
 }
 
 fn main() -> Result<(), Error> {
-    let (mut seconds, mut rate) = (10u64, 500u32);
+    let (mut seconds, mut rate, mut rules) = (10u64, 500u32, false);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--seconds" => seconds = it.next().ok_or("--seconds needs a number")?.parse()?,
             "--rate" => rate = it.next().ok_or("--rate needs a number")?.parse()?,
+            "--rules" => rules = true,
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -227,8 +374,35 @@ fn main() -> Result<(), Error> {
     let webhook = Webhook::builder(index.clone()).ready(true).build();
     let body = support::fixture("delete-deployment-5k.json");
 
+    if rules {
+        let inputs = Arc::new(rule_inputs());
+        let mut unused = 0;
+        let id = held(&index, &mut unused, |ix| {
+            ix.add_join(rule_config(1)).expect("room")
+        });
+        feed_rule(&index, id, &inputs, &mut unused);
+        held(&index, &mut unused, |ix| {
+            ix.join_mut(id).expect("join").attach().expect("room")
+        });
+        println!("with the rule: {} relations", index.read().len());
+        let phases = [
+            run_phase("idle", &webhook, &index, &body, seconds, None, None),
+            run_phase(
+                "rule churn",
+                &webhook,
+                &index,
+                &body,
+                seconds,
+                None,
+                Some((id, inputs)),
+            ),
+        ];
+        report(&phases);
+        return Ok(());
+    }
+
     let phases = [
-        run_phase("idle", &webhook, &index, &body, seconds, None),
+        run_phase("idle", &webhook, &index, &body, seconds, None, None),
         run_phase(
             "churn",
             &webhook,
@@ -236,6 +410,7 @@ fn main() -> Result<(), Error> {
             &body,
             seconds,
             Some((rate, Locking::Now)),
+            None,
         ),
         run_phase(
             "churn, old locking",
@@ -244,13 +419,20 @@ fn main() -> Result<(), Error> {
             &body,
             seconds,
             Some((rate, Locking::Before)),
+            None,
         ),
     ];
+    report(&phases);
+    Ok(())
+}
+
+/// The table, and the churn phase's p99 against the idle one's.
+fn report(phases: &[Phase]) {
     println!(
         "{:<20} {:>10} {:>12} {:>9} {:>9} {:>9} {:>10}",
         "phase", "decisions", "changes/s", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
     );
-    for p in &phases {
+    for p in phases {
         println!(
             "{:<20} {:>10} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>10.0}",
             p.name,
@@ -267,5 +449,4 @@ fn main() -> Result<(), Error> {
         "churn p99 / idle p99 = {:.2} (target ≤ 2)",
         churn / idle.max(f64::MIN_POSITIVE)
     );
-    Ok(())
 }
