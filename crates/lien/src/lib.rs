@@ -3,6 +3,7 @@
 //! crates; this one only connects them.
 
 pub mod manifests;
+pub mod output;
 pub mod plugin;
 pub mod runtime;
 pub mod webhook_ca;

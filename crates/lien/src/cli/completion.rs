@@ -1,6 +1,7 @@
 //! `lien completion bash|zsh|fish`: shell completion scripts, generated from the command
 //! definition by clap_complete (so they never drift from the flags).
 
+use anyhow::Context as _;
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
@@ -21,6 +22,10 @@ pub fn run(args: CompletionArgs, bin_name: &str) -> anyhow::Result<()> {
         _ => Shell::Fish,
     };
     let mut cmd = super::Cli::command();
-    clap_complete::generate(shell, &mut cmd, bin_name, &mut std::io::stdout());
+    // Generated into memory: clap_complete panics on a failed write, and a closed pipe
+    // (`| head`) must end the output quietly instead (`lien::output`).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, bin_name, &mut script);
+    lien::output::print(&String::from_utf8_lossy(&script)).context("writing the script")?;
     Ok(())
 }

@@ -25,7 +25,8 @@ pub fn run(args: CrdsArgs) -> anyhow::Result<()> {
         }
         None => {
             let stream: Vec<String> = files.into_iter().map(|(_, yaml)| yaml).collect();
-            print!("{}", stream.join("---\n"));
+            // A closed pipe ends the output quietly (`lien::output`).
+            lien::output::print(&stream.join("---\n")).context("writing the CRDs")?;
         }
     }
     Ok(())

@@ -1,5 +1,7 @@
 //! The command line: one binary, one subcommand per way of running Lien.
 
+mod cluster;
+mod complete;
 mod completion;
 mod crds;
 mod manifests;
@@ -71,11 +73,28 @@ const PLUGIN_BIN: &str = "kubectl-lien";
 /// Whether the binary was started as `kubectl-lien` (argv[0]): then it is the kubectl plugin,
 /// named `kubectl lien` in help and offering the plugin commands only.
 fn invoked_as_plugin() -> bool {
+    invoked_as().is_some_and(|stem| stem == PLUGIN_BIN)
+}
+
+/// The name the binary was started under (argv[0]'s file stem).
+fn invoked_as() -> Option<String> {
     std::env::args_os()
         .next()
         .map(std::path::PathBuf::from)
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .is_some_and(|stem| stem == PLUGIN_BIN)
+}
+
+/// A completion request, if this is one: started as `kubectl_complete-lien` (kubectl's
+/// plugin completion: every argument is the request), or `… __complete ARGS…` (cobra's
+/// protocol, as `kubectl __complete` speaks it). Returns the request's words and whether to
+/// offer the plugin commands only.
+fn completion_request() -> Option<(Vec<String>, bool)> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if invoked_as().is_some_and(|stem| stem == complete::COMPLETE_BIN) {
+        return Some((args, true));
+    }
+    (args.first().map(String::as_str) == Some(complete::COMPLETE_CMD))
+        .then(|| (args, invoked_as_plugin()))
 }
 
 fn parse() -> (Cli, bool) {
@@ -97,7 +116,37 @@ fn parse() -> (Cli, bool) {
     }
 }
 
+/// The safety net under `lien::output`: a `print!` anywhere that meets a closed pipe (`| head`)
+/// panics with "failed printing to stdout: Broken pipe"; that ends the process quietly with
+/// status 0, as `lien::output` does, instead of a panic message and a backtrace.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 pub fn main() -> std::process::ExitCode {
+    quiet_on_broken_pipe();
+    if let Some((words, as_plugin)) = completion_request() {
+        // No logging: whatever goes wrong, the prompt gets candidates or nothing.
+        return match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(complete::run(words, as_plugin)),
+            Err(_) => std::process::ExitCode::FAILURE,
+        };
+    }
     let (cli, as_plugin) = parse();
     // The plugin commands print their answer; only warnings belong on stderr.
     let quiet = matches!(
@@ -109,7 +158,14 @@ pub fn main() -> std::process::ExitCode {
             | Command::Completion(_)
     );
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(if quiet { "warn" } else { "info" })
+        // kube's HTTP layer logs every failed request at ERROR before the caller sees the
+        // error; the caller says it once, in its own words (the unreachable API server at
+        // startup is one line, not two).
+        tracing_subscriber::EnvFilter::new(if quiet {
+            "warn,kube_client::client::builder=off"
+        } else {
+            "info,kube_client::client::builder=off"
+        })
     });
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -2,7 +2,6 @@
 //! `kubectl-lien`. Flags follow kubectl's (`-n/--namespace`, `-A`, `--context`,
 //! `--kubeconfig`, `TYPE NAME` and `TYPE/NAME`); errors are printed as kubectl prints them.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -189,14 +188,9 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
 }
 
 fn print(out: &str) -> ExitCode {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => ExitCode::SUCCESS,
-        // A closed pipe (`| head`) is not an error worth a message.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+    // A closed pipe (`| head`) ends the output quietly, status 0 (`lien::output`).
+    match lien::output::print(out) {
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => fail(format!("error: writing the output: {e}")),
     }
 }
@@ -526,7 +520,7 @@ fn confirm(plan: &plugin::Plan, file: Option<&std::path::Path>) -> Result<bool, 
         ));
     }
     eprint!("Delete {}? [y/N] ", objects_in_steps(plan));
-    let _ = std::io::stderr().flush();
+    let _ = std::io::Write::flush(&mut std::io::stderr());
     let mut answer = String::new();
     stdin
         .lock()

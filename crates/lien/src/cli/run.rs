@@ -12,6 +12,8 @@ use lien_webhook::ClientConfig;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterArgs,
     /// Address the webhook listens on.
     #[arg(long, default_value = "0.0.0.0:8443", env = "LIEN_WEBHOOK_ADDR")]
     pub webhook_addr: SocketAddr,
@@ -123,13 +125,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         anyhow::bail!("--webhook-ca-sync must be positive (e.g. 60s)");
     }
     // Like kubectl: the in-cluster service account inside a pod, else $KUBECONFIG (or
-    // ~/.kube/config) and its current context (`tests/ha.rs` runs `lien run` this way).
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the cluster")?;
+    // ~/.kube/config) and its current context (`tests/ha.rs` runs `lien run` this way), or
+    // --kubeconfig/--context.
+    let connected = args.cluster.connect().await?;
+    super::cluster::check_reachable(&connected).await?;
+    let client = connected.client.clone();
     if args.install_crds {
         install_crds(&client).await?;
     }
+    // Before anything starts: a missing namespace or CRD said once, with the fix, rather
+    // than as a permission error or a loop of warnings later.
+    super::cluster::preflight(&connected, &args.namespace).await?;
     let leader = (!args.no_leader_election).then(|| LeaderConfig {
         namespace: args.namespace.clone(),
         identity: args.identity.clone(),

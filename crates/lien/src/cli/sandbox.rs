@@ -109,28 +109,28 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
     };
     sandbox.write_kubeconfig(&args.kubeconfig)?;
     let kubeconfig = args.kubeconfig.display();
-    println!("Lien sandbox API server listening on {}", sandbox.url());
+    lien::outln!("Lien sandbox API server listening on {}", sandbox.url());
     if let Some(lien) = &lien {
-        println!(
+        lien::outln!(
             "Lien is running inside it (webhook on {}).",
             lien.webhook_addr()
         );
     }
-    println!(
+    lien::outln!(
         "Kubeconfig written to {kubeconfig} (contexts: sandbox = admin, sandbox-user = a second user)."
     );
-    println!();
-    println!("Try:");
-    println!("  export KUBECONFIG={kubeconfig}");
-    println!("  kubectl get namespaces");
-    println!("  kubectl apply -f examples/usage-protect-by-reason.yaml");
-    println!("  kubectl delete configmap production-settings     # refused: it is protected");
-    println!();
-    println!("Ctrl-C stops it.");
+    lien::outln!();
+    lien::outln!("Try:");
+    lien::outln!("  export KUBECONFIG={kubeconfig}");
+    lien::outln!("  kubectl get namespaces");
+    lien::outln!("  kubectl apply -f examples/usage-protect-by-reason.yaml");
+    lien::outln!("  kubectl delete configmap production-settings     # refused: it is protected");
+    lien::outln!();
+    lien::outln!("Ctrl-C stops it.");
     tokio::signal::ctrl_c()
         .await
         .context("waiting for Ctrl-C")?;
-    println!("Shutting down.");
+    lien::outln!("Shutting down.");
     if let Some(lien) = lien {
         lien.shutdown().await;
     }

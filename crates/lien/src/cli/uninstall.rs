@@ -47,6 +47,8 @@ const FINALIZERS: [&str; 2] = [lien_api::USAGE_FINALIZER, lien_api::CASCADE_FINA
 
 #[derive(Debug, Args)]
 pub struct UninstallArgs {
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterArgs,
     /// Uninstall even though Usages or rules still protect objects (every protection is lifted).
     #[arg(long)]
     pub force: bool,
@@ -203,7 +205,7 @@ async fn strip_kind(
             };
             let what = describe(&o.metadata, &ar.kind);
             if dry_run {
-                println!("would remove Lien's label/record/finalizers from {what}");
+                lien::outln!("would remove Lien's label/record/finalizers from {what}");
                 changed += 1;
                 continue;
             }
@@ -217,7 +219,7 @@ async fn strip_kind(
                 .await
             {
                 Ok(_) => {
-                    println!("removed Lien's label/record/finalizers from {what}");
+                    lien::outln!("removed Lien's label/record/finalizers from {what}");
                     changed += 1;
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => conflicts += 1,
@@ -246,16 +248,22 @@ async fn delete(
 ) -> anyhow::Result<()> {
     if dry_run {
         if api.get_opt(name).await?.is_some() {
-            println!("would delete {what}");
+            lien::outln!("would delete {what}");
         }
         return Ok(());
     }
     match api.delete(name, &DeleteParams::foreground()).await {
-        Ok(_) => println!("deleted {what}"),
+        Ok(_) => lien::outln!("deleted {what}"),
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => return Err(e).with_context(|| format!("deleting {what}")),
     }
     Ok(())
+}
+
+/// A line on stderr; a closed stderr is no reason to stop an uninstall halfway.
+fn warn(text: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{text}");
 }
 
 async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut done: F) -> anyhow::Result<()>
@@ -264,12 +272,18 @@ where
     Fut: std::future::Future<Output = anyhow::Result<Option<String>>>,
 {
     let end = tokio::time::Instant::now() + timeout;
+    let mut said = false;
     loop {
         // `Some(why)`: not yet.
         let why = match done().await? {
             None => return Ok(()),
             Some(why) => why,
         };
+        if !said {
+            // Said once, up front: a wait of up to --timeout-seconds must not be silent.
+            said = true;
+            warn(format_args!("waiting up to {timeout:?} for {what} ({why})"));
+        }
         if tokio::time::Instant::now() >= end {
             bail!("timed out after {timeout:?} waiting for {what}: {why}");
         }
@@ -280,7 +294,12 @@ where
 /// Waits until nobody leads: the Lease is gone, released (empty holder), or not renewed for
 /// its duration while we watch (the judgement every candidate makes, on our own clock). A
 /// holder that keeps renewing is a running Lien: the error names it.
-async fn lease_free(leases: &Api<Lease>, name: &str, timeout: Duration) -> anyhow::Result<()> {
+async fn lease_free(
+    leases: &Api<Lease>,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
     let end = tokio::time::Instant::now() + timeout;
     let mut last: Option<(String, Option<String>)> = None;
     let mut still = tokio::time::Instant::now();
@@ -298,6 +317,12 @@ async fn lease_free(leases: &Api<Lease>, name: &str, timeout: Duration) -> anyho
             return Ok(());
         }
         let seen = (holder.clone(), lease.metadata.resource_version);
+        if last.is_none() {
+            // Said once, up front: a wait of up to --timeout-seconds must not be silent.
+            warn(format_args!(
+                "waiting up to {timeout:?} for Lien replica {holder:?} to stop: it holds the Lease {namespace}/{name} (renewed while it runs); stop it (a `lien run` outside the Deployment?) or wait for its claim to lapse"
+            ));
+        }
         if last.as_ref() != Some(&seen) {
             last = Some(seen);
             still = tokio::time::Instant::now();
@@ -318,9 +343,9 @@ async fn lease_free(leases: &Api<Lease>, name: &str, timeout: Duration) -> anyho
 }
 
 pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the cluster")?;
+    let connected = args.cluster.connect().await?;
+    super::cluster::check_reachable(&connected).await?;
+    let client = connected.client;
     let timeout = Duration::from_secs(args.timeout_seconds);
     let objects = lien::manifests::objects();
 
@@ -371,11 +396,11 @@ pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
                 .and_then(|s| s.holder_identity)
                 .unwrap_or_default();
             if !holder.is_empty() {
-                println!("would wait for Lien replica {holder:?} to release the Lease");
+                lien::outln!("would wait for Lien replica {holder:?} to release the Lease");
             }
         }
     } else {
-        lease_free(&leases, &args.lease, timeout).await?;
+        lease_free(&leases, &args.namespace, &args.lease, timeout).await?;
     }
 
     // 3. The webhook configurations.
@@ -403,7 +428,7 @@ pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
     for ar in resources(&client).await? {
         marked += strip_kind(&client, &ar, args.dry_run).await?;
     }
-    println!(
+    lien::outln!(
         "{} object(s) {} Lien's label, replay record or finalizers",
         marked,
         if args.dry_run {
@@ -456,7 +481,7 @@ pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
             Ok((!left.is_empty()).then(|| format!("left: {}", left.join(", "))))
         })
         .await?;
-        println!("Lien is uninstalled");
+        lien::outln!("Lien is uninstalled");
     }
     Ok(())
 }

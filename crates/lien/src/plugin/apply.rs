@@ -103,7 +103,7 @@ impl Progress {
     fn say(&self, line: String) {
         match self {
             Progress::Bar(bar) => bar.set_message(line),
-            Progress::Lines => println!("{line}"),
+            Progress::Lines => crate::output::line(line),
         }
     }
 
@@ -111,7 +111,7 @@ impl Progress {
     fn note(&self, line: String) {
         match self {
             Progress::Bar(bar) => bar.println(line),
-            Progress::Lines => println!("{line}"),
+            Progress::Lines => crate::output::line(line),
         }
     }
 
@@ -125,7 +125,7 @@ impl Progress {
         if let Progress::Bar(bar) = self {
             bar.finish_and_clear();
         }
-        println!("{line}");
+        crate::output::line(line);
     }
 
     fn abandon(&self) {

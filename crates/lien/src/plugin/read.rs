@@ -234,6 +234,11 @@ impl Discovery {
         Ok(Self { resources })
     }
 
+    /// Every served resource, core first (for completion).
+    pub fn resources(&self) -> &[Resource] {
+        &self.resources
+    }
+
     /// A discovery made of `resources` (tests).
     pub fn from_resources(resources: Vec<Resource>) -> Self {
         Self { resources }

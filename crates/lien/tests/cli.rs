@@ -1,0 +1,407 @@
+//! The `lien` binary as a person meets it at the terminal (issue 21, item 3): output into a
+//! closed pipe ends quietly, every startup failure of `lien run` is one line naming its cause
+//! and the fix, `lien uninstall` says what it waits for, and `kubectl lien <TAB>` completes
+//! through `kubectl_complete-lien` with names read from the cluster.
+
+#[path = "ha/cluster.rs"]
+mod cluster;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use lien::runtime::{install_crds, sandbox_client};
+use lien_sandbox::{Sandbox, SandboxConfig};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lien");
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "lien-cli-{what}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A stdout whose reader is already gone: every write meets EPIPE.
+fn closed_stdout() -> Stdio {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    Stdio::from(writer)
+}
+
+/// Runs `cmd` to its end, at most [`DEADLINE`] (killed and failed past it).
+fn finish(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let end = Instant::now() + DEADLINE;
+    // stderr is drained on a thread so that a chatty child never blocks on a full pipe.
+    let mut stderr = child.stderr.take().expect("stderr");
+    let drain = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut out);
+        out
+    });
+    let mut stdout = child.stdout.take();
+    let drain_out = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = std::io::Read::read_to_end(s, &mut out);
+        }
+        out
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} still running after {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: drain_out.join().expect("stdout"),
+        stderr: drain.join().expect("stderr"),
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_with_status_0() {
+    for args in [
+        &["completion", "fish"][..],
+        &["completion", "bash"],
+        &["completion", "zsh"],
+        &["crds"],
+        &["manifests"],
+        &["--help"],
+        &["graph", "--help"],
+    ] {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).stdout(closed_stdout());
+        let out = finish(cmd);
+        let stderr = text(&out.stderr);
+        assert!(
+            out.status.success(),
+            "lien {args:?} into a closed pipe: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "lien {args:?}: {stderr}"
+        );
+    }
+}
+
+/// A sandbox's kubeconfig in `dir`, and the sandbox.
+async fn sandbox(dir: &Path) -> (Sandbox, PathBuf) {
+    let sandbox = Sandbox::start(SandboxConfig {
+        port: 0,
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("the sandbox starts");
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, sandbox.kubeconfig().to_string()).expect("kubeconfig");
+    (sandbox, path)
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+                .expect("namespace"),
+        )
+        .await
+        .expect("namespace");
+}
+
+/// `lien run --kubeconfig PATH` (KUBECONFIG pointing nowhere, so the flag is what is used),
+/// run to its end off the runtime serving the sandbox.
+async fn lien_run(kubeconfig: &Path, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args([
+            "--webhook-addr=127.0.0.1:0",
+            "--no-leader-election",
+            "--log-format=text",
+        ])
+        .args(extra)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("LIEN_NAMESPACE")
+        .env_remove("POD_NAME")
+        .stdout(Stdio::null());
+    tokio::task::spawn_blocking(move || finish(cmd))
+        .await
+        .expect("joined")
+}
+
+/// The run failed with exactly one `error:` line, starting with `want`, and no retried
+/// warnings or debug dumps.
+fn assert_one_line_failure(out: &Output, want: &str) -> String {
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "lien run succeeded: {stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "nothing but the error: {stderr}"
+    );
+    assert!(errors[0].starts_with(want), "{want:?} in {stderr}");
+    assert!(!stderr.contains("WARN"), "no warnings: {stderr}");
+    assert!(!stderr.contains("RBAC"), "RBAC is not the cause: {stderr}");
+    assert!(!stderr.contains("{ "), "no debug dumps: {stderr}");
+    errors[0].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_against_a_closed_port_names_the_url() {
+    let dir = TempDir::new("closed-port");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let mut config = sandbox.kubeconfig();
+    drop(sandbox);
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let url = format!("https://127.0.0.1:{port}");
+    for cluster in config["clusters"].as_array_mut().expect("clusters") {
+        cluster["cluster"]["server"] = serde_json::json!(url);
+    }
+    std::fs::write(&kubeconfig, config.to_string()).expect("kubeconfig");
+    let out = lien_run(&kubeconfig, &[]).await;
+    let line = assert_one_line_failure(
+        &out,
+        &format!("error: cannot reach the API server at {url}: "),
+    );
+    assert!(line.contains("refused"), "{line}");
+    assert!(line.contains("--kubeconfig/--context"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_its_namespace_says_to_create_it() {
+    let dir = TempDir::new("no-namespace");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let client = sandbox_client(&sandbox).await.expect("client");
+    install_crds(&client).await.expect("CRDs");
+    let out = lien_run(&kubeconfig, &[]).await;
+    let line = assert_one_line_failure(&out, "error: namespace lien-system does not exist");
+    assert!(
+        line.contains("kubectl create namespace lien-system"),
+        "{line}"
+    );
+    drop(sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_the_crds_says_how_to_install_them() {
+    let dir = TempDir::new("no-crds");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let client = sandbox_client(&sandbox).await.expect("client");
+    create_namespace(&client, "lien-system").await;
+    let out = lien_run(&kubeconfig, &[]).await;
+    let line = assert_one_line_failure(&out, "error: Lien's CRDs are not installed");
+    assert!(line.contains("lien crds | kubectl apply -f -"), "{line}");
+    assert!(line.contains("--install-crds"), "{line}");
+    drop(sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_another_context_uses_it() {
+    // --context picks the kubeconfig's context: one that does not exist is named.
+    let dir = TempDir::new("context");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let out = lien_run(&kubeconfig, &["--context=nowhere"]).await;
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("context \"nowhere\""), "{stderr}");
+    drop(sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_force_says_which_replica_it_waits_for() {
+    let mut c = cluster::Cluster::start(1).await;
+    c.spawn(0, "replica-a", &[]);
+    let end = Instant::now() + DEADLINE;
+    while c.lease_holder().await.is_none_or(|h| h.is_empty()) {
+        assert!(Instant::now() < end, "no leader: {}", c.log("replica-a"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut cmd = Command::new(BIN);
+    cmd.args(["uninstall", "--force", "--timeout-seconds=2"])
+        .arg(format!("--kubeconfig={}", c.kubeconfig().display()))
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .stdout(Stdio::null());
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || finish(cmd))
+        .await
+        .expect("joined");
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("waiting up to 2s for Lien replica \"replica-a\" to stop"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("still holds the Lease"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{stderr}");
+}
+
+/// `kubectl` with `lien` on PATH as `kubectl-lien` and `kubectl_complete-lien` (links in
+/// `dir`), reading `kubeconfig`; returns stdout.
+fn kubectl(dir: &Path, kubeconfig: &Path, args: &[&str]) -> String {
+    for name in ["kubectl-lien", "kubectl_complete-lien"] {
+        let link = dir.join(name);
+        if !link.exists() {
+            std::os::unix::fs::symlink(BIN, &link).expect("link");
+        }
+    }
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("kubectl");
+    cmd.args(args)
+        .env("PATH", path)
+        .env("KUBECONFIG", kubeconfig)
+        .env("KUBECACHEDIR", dir.join("cache"))
+        .stdout(Stdio::piped());
+    let out = finish(cmd);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn candidates(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| !l.starts_with(':'))
+        .map(|l| l.split('\t').next().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lien_tab_completes_commands_types_names_and_namespaces() {
+    let dir = TempDir::new("complete");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let client = sandbox_client(&sandbox).await.expect("client");
+    create_namespace(&client, "shop").await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "shop");
+    for name in ["settings", "secrets-index"] {
+        cms.create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+                .expect("configmap"),
+        )
+        .await
+        .expect("configmap");
+    }
+    let (d, k) = (dir.0.clone(), kubeconfig.clone());
+    let run = move |args: &'static [&'static str]| {
+        let (d, k) = (d.clone(), k.clone());
+        tokio::task::spawn_blocking(move || kubectl(&d, &k, args))
+    };
+    let out = run(&["__complete", "lien", "wh"]).await.expect("joined");
+    assert_eq!(candidates(&out), ["why"], "{out}");
+    assert!(out.ends_with(":4\n"), "{out}");
+    let out = run(&["__complete", "lien", ""]).await.expect("joined");
+    assert_eq!(
+        candidates(&out),
+        ["why", "graph", "plan", "delete", "completion"],
+        "the plugin's commands only: {out}"
+    );
+    let out = run(&["__complete", "lien", "why", "-n", "shop", "configmap/s"])
+        .await
+        .expect("joined");
+    let mut names = candidates(&out);
+    names.sort_unstable();
+    // (kube-root-ca.crt, the namespace's own, starts otherwise.)
+    assert_eq!(
+        names,
+        ["configmap/secrets-index", "configmap/settings"],
+        "{out}"
+    );
+    let out = run(&["__complete", "lien", "why", "-n", "shop", "cm", "se"])
+        .await
+        .expect("joined");
+    assert_eq!(candidates(&out).len(), 2, "{out}");
+    let out = run(&["__complete", "lien", "graph", "-n", "sh"])
+        .await
+        .expect("joined");
+    assert_eq!(candidates(&out), ["shop"], "{out}");
+    let out = run(&["__complete", "lien", "why", "configm"])
+        .await
+        .expect("joined");
+    assert_eq!(candidates(&out), ["configmaps"], "{out}");
+    let out = run(&["__complete", "lien", "graph", "-o", "s"])
+        .await
+        .expect("joined");
+    assert_eq!(candidates(&out), ["svg"], "{out}");
+    drop(sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lien_graph_into_a_closed_pipe_ends_quietly() {
+    let dir = TempDir::new("graph-pipe");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let client = sandbox_client(&sandbox).await.expect("client");
+    install_crds(&client).await.expect("CRDs");
+    let d = dir.0.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        // The links, as for completion.
+        let _ = kubectl(&d, &kubeconfig, &["version", "--client"]);
+        let path = format!(
+            "{}:{}",
+            d.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new("kubectl");
+        cmd.args(["lien", "graph", "-A", "-o", "svg"])
+            .env("PATH", path)
+            .env("KUBECONFIG", d.join("kubeconfig"))
+            .env("KUBECACHEDIR", d.join("cache"))
+            .stdout(closed_stdout());
+        finish(cmd)
+    })
+    .await
+    .expect("joined");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    drop(sandbox);
+}
