@@ -1,23 +1,23 @@
-# Lien's image: a static binary on an empty base, run as a non-root user.
+# Lien's image: the release binary on a minimal base, run as a non-root user.
 #
-#   docker build -t ghcr.io/lien-dev/lien:v0.1.0 .
+#   docker build -t lien:0.1.0 .        # the tag `lien manifests` and the chart name by default
 #
-# (CI here has no container runtime and no registry, so the image is not built by CI; the
-# Deployment in deploy/ names this tag: see docs/operations.md "Install".)
+# The binary is the one the tests and the release archives use: the crate `lien`, default
+# features, `--locked`, built by the command below, which crates/lien/tests/release.rs holds
+# equal to scripts/release.sh's. CI here has no container runtime, so it checks this file
+# statically (that test); docs/operations.md "Install" says how to push or load the image.
 
-# Build: musl makes the binary static (rustls, no OpenSSL), so the runtime image needs no libc.
-FROM rust:1.89-bookworm AS build
-RUN apt-get update && apt-get install -y --no-install-recommends musl-tools \
-    && rm -rf /var/lib/apt/lists/* \
-    && rustup target add x86_64-unknown-linux-musl
+# Build: the toolchain the project builds with (rust-version in Cargo.toml is the least).
+FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --target x86_64-unknown-linux-musl -p lien \
-    && cp target/x86_64-unknown-linux-musl/release/lien /lien
+RUN cargo build --release --locked -p lien --target x86_64-unknown-linux-gnu \
+    && cp target/x86_64-unknown-linux-gnu/release/lien /lien
 
-# Run: nothing but the binary. UID/GID 65532 matches the Deployment's securityContext
-# (runAsNonRoot, readOnlyRootFilesystem: Lien writes no files; its certificates live in memory).
-FROM scratch
+# Run: glibc and libgcc only (what the binary links; rustls, no OpenSSL), no shell, no package
+# manager. UID/GID 65532 ("nonroot") matches the Deployment's securityContext (runAsNonRoot,
+# readOnlyRootFilesystem: Lien writes no files; its certificates live in memory).
+FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /lien /lien
 USER 65532:65532
 EXPOSE 8443

@@ -541,6 +541,11 @@ fn deployment(o: &Options) -> Value {
                         "env": [
                             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                             {"name": "LIEN_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            // Who Lien is, for its mutating webhook: this pod's service account
+                            // in whatever namespace it runs (the kubelet expands `$(…)`); without
+                            // it, a cluster without SelfSubjectReview (< 1.28) would fall back
+                            // to `lien-system`'s.
+                            {"name": "LIEN_OWN_USERNAME", "value": format!("system:serviceaccount:$(LIEN_NAMESPACE):{NAME}")},
                         ],
                         "ports": [{"name": "https", "containerPort": WEBHOOK_PORT, "protocol": "TCP"}],
                         "readinessProbe": probe("/readyz", 5, 3),

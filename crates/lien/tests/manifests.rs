@@ -274,6 +274,14 @@ fn manifests_flags_reach_every_object_that_names_them() {
                         && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"),
                 "{env}"
             );
+            assert!(
+                env.as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|e| e["name"] == "LIEN_OWN_USERNAME"
+                        && e["value"] == "system:serviceaccount:$(LIEN_NAMESPACE):lien"),
+                "{env}"
+            );
         }
     }
     assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"));
