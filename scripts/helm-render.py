@@ -20,7 +20,21 @@ def main() -> int:
     parser.add_argument("chart")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--release-name", default="lien")
+    parser.add_argument(
+        "--lint",
+        action="store_true",
+        help="instead, run `helm lint --strict`: exit 1 on any warning or error",
+    )
     args = parser.parse_args()
+    if args.lint:
+        report = helm.lint(args.chart, strict=True)
+        # Severity 1 is information ("icon is recommended"); 2 a warning, 3 an error.
+        findings = [m for m in report["messages"] if m["severity"] >= 2]
+        for m in findings:
+            print(f"helm lint: {m['path']}: {m['error']}", file=sys.stderr)
+        for e in report["errors"]:
+            print(f"helm lint: {e}", file=sys.stderr)
+        return 1 if findings or report["errors"] else 0
     values: dict = {}
     try:
         for expression in args.set:

@@ -103,7 +103,12 @@ fn helm_template(sets: &[&str]) -> std::process::Output {
     cmd.arg(workspace().join("scripts/helm-render.py"))
         .arg(workspace().join("deploy/helm/lien"));
     for set in sets {
-        cmd.arg("--set").arg(set);
+        // `--lint` and other options as they are; anything else is a value to set.
+        if set.starts_with("--") {
+            cmd.arg(set);
+        } else {
+            cmd.arg("--set").arg(set);
+        }
     }
     cmd.output().expect("the venv's python runs")
 }
@@ -208,6 +213,16 @@ fn helm_chart_and_flags_refuse_the_same_bad_values() {
         assert!(stderr.contains(&format!("--{key}")), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+#[test]
+fn helm_lint_strict_finds_nothing_in_the_chart() {
+    let out = helm_template(&["--lint"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
