@@ -41,6 +41,7 @@ mod metrics;
 pub mod replay;
 pub mod resolve;
 pub mod rules;
+pub mod watch;
 pub mod webhook_config;
 pub mod writer;
 

@@ -15,14 +15,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::watch::Discovered;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::ApiResource;
-use kube::core::GroupVersionKind;
-use kube::discovery::{Discovery, Scope as KubeScope};
+use kube::discovery::Scope as KubeScope;
 use lien_api::{ClusterUsage, DependencyRule, DependencyScope, Usage};
 use lien_core::seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, KindResolver,
@@ -51,8 +51,8 @@ pub enum LiveError {
         source: kube::Error,
     },
     /// Discovery.
-    #[error("discovery: {0}")]
-    Discovery(#[source] kube::Error),
+    #[error("{0}")]
+    Discovery(#[source] crate::watch::DiscoveryError),
     /// A rule's CEL failed on an object the check needs.
     #[error("DependencyRule {rule}: {field} failed: {message}")]
     Evaluation {
@@ -130,11 +130,9 @@ impl ApiLiveCheck {
         }
         let mut caches = Caches::new();
         for (gk, api_version) in kinds {
-            let version = api_version
-                .split_once('/')
-                .map_or(api_version.as_str(), |(_, v)| v);
-            let gvk = GroupVersionKind::gvk(&gk.group, version, &gk.kind);
-            let Ok((ar, caps)) = kube::discovery::pinned_kind(&self.client, &gvk).await else {
+            let Ok(Discovered { ar, namespaced }) =
+                crate::watch::discover(&self.client, &gk, &api_version).await
+            else {
                 caches.mark_unknown(gk);
                 continue;
             };
@@ -145,12 +143,7 @@ impl ApiLiveCheck {
                     kind: gk.to_string(),
                     source,
                 })?;
-            caches.add_kind(
-                gk.clone(),
-                caps.scope == KubeScope::Namespaced,
-                &ar.api_version,
-                &ar.plural,
-            );
+            caches.add_kind(gk.clone(), namespaced, &ar.api_version, &ar.plural);
             caches.reset(&gk, list.items.iter().map(|m| &m.metadata));
         }
         let mut index = RelationIndex::new();
@@ -306,12 +299,10 @@ impl ApiLiveCheck {
 
     /// The resource of a kind and whether it is namespaced; `None` when it is not served.
     async fn discover(&self, api_version: &str, gk: &GroupKind) -> Option<(ApiResource, bool)> {
-        let version = api_version.split_once('/').map_or(api_version, |(_, v)| v);
-        let gvk = GroupVersionKind::gvk(&gk.group, version, &gk.kind);
-        let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
+        let found = crate::watch::discover(&self.client, gk, api_version)
             .await
             .ok()?;
-        Some((ar, caps.scope == KubeScope::Namespaced))
+        Some((found.ar, found.namespaced))
     }
 }
 
@@ -353,24 +344,19 @@ impl DiscoveryKinds {
 
     /// Replaces the snapshot with a fresh discovery. Returns how many kinds are served.
     pub async fn refresh(&self, client: &Client) -> Result<usize, LiveError> {
-        let discovery = Discovery::new(client.clone())
-            .run()
+        let resources = crate::watch::served_resources_all_versions(client)
             .await
             .map_err(LiveError::Discovery)?;
         let mut kinds = HashMap::new();
-        for group in discovery.groups() {
-            for version in group.versions() {
-                for (ar, caps) in group.versioned_resources(version) {
-                    let scope = match caps.scope {
-                        KubeScope::Namespaced => Scope::Namespaced,
-                        KubeScope::Cluster => Scope::Cluster,
-                    };
-                    kinds.insert(
-                        (ar.api_version.clone(), ar.kind.clone()),
-                        (scope, ar.plural.clone()),
-                    );
-                }
-            }
+        for (ar, caps) in resources {
+            let scope = match caps.scope {
+                KubeScope::Namespaced => Scope::Namespaced,
+                KubeScope::Cluster => Scope::Cluster,
+            };
+            kinds.insert(
+                (ar.api_version.clone(), ar.kind.clone()),
+                (scope, ar.plural.clone()),
+            );
         }
         let n = kinds.len();
         *self.kinds.write() = kinds;

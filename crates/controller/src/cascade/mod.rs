@@ -46,16 +46,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams,
     Preconditions,
 };
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use lien_api::{CASCADE_FINALIZER, CascadeRule, PropagationPolicy};
 use lien_core::GroupKind;
 use serde_json::json;
@@ -67,6 +66,7 @@ use self::decide::CHILDREN_ANNOTATION;
 use self::state::{
     CascadeState, CascadeWrite, Effect, Msg, ParentId, ParentMeta, WaitingReport, truncate,
 };
+use crate::watch::{Discovered, DiscoveryError};
 
 /// How the reconciler runs.
 #[derive(Debug, Clone)]
@@ -155,80 +155,35 @@ impl std::fmt::Debug for Cascade {
     }
 }
 
-fn gvk_of(gk: &GroupKind, api_version: &str) -> GroupVersionKind {
-    let version = api_version.split_once('/').map_or(api_version, |(_, v)| v);
-    GroupVersionKind::gvk(&gk.group, version, &gk.kind)
-}
-
-/// Discovers a kind, retrying with backoff while it is not served (a CRD installed later).
-async fn discover(client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), String> {
-    kube::discovery::pinned_kind(client, gvk)
-        .await
-        .map(|(ar, caps)| (ar, caps.scope == kube::discovery::Scope::Namespaced))
-        .map_err(|e| {
-            format!(
-                "kind {}/{} {} is not served: {e}",
-                gvk.group, gvk.version, gvk.kind
-            )
-        })
-}
-
-fn spawn_kind_watch<K, F>(
+/// Discovers a kind (retried under the watch service's backoff while it is not served: a CRD
+/// installed later), says so to the event loop, then forwards its objects' events.
+fn spawn_kind_watch(
     client: Client,
     gk: GroupKind,
     api_version: String,
     tx: mpsc::UnboundedSender<Msg>,
-    found: fn(GroupKind, Result<(ApiResource, bool), String>) -> Msg,
-    wrap: F,
-) -> JoinHandle<()>
-where
-    K: Resource<DynamicType = ApiResource>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + 'static,
-    F: Fn(GroupKind, watcher::Event<K>) -> Msg + Send + 'static,
-{
+    found: fn(GroupKind, Result<Discovered, DiscoveryError>) -> Msg,
+    wrap: fn(GroupKind, watcher::Event<DynamicObject>) -> Msg,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let gvk = gvk_of(&gk, &api_version);
-        let mut delay = Duration::from_millis(200);
-        let ar = loop {
-            match discover(&client, &gvk).await {
-                Ok((ar, namespaced)) => {
-                    if tx
-                        .send(found(gk.clone(), Ok((ar.clone(), namespaced))))
-                        .is_err()
-                    {
-                        return;
-                    }
-                    break ar;
-                }
-                Err(e) => {
-                    if tx.send(found(gk.clone(), Err(e))).is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(30));
-                }
-            }
+        let discovered = crate::watch::discover_until_served(&client, &gk, &api_version, |e| {
+            tx.send(found(gk.clone(), Err(e))).is_ok()
+        })
+        .await;
+        let Some(discovered) = discovered else {
+            return;
         };
-        let api: Api<K> = Api::all_with(client, &ar);
-        let stream = kube::runtime::WatchStreamExt::default_backoff(watcher(
-            api,
-            watcher::Config::default(),
-        ));
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(ev) => {
-                    if tx.send(wrap(gk.clone(), ev)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, kind = %gk, "cascade watch failed; retrying"),
-            }
+        let api: Api<DynamicObject> = Api::all_with(client, &discovered.ar);
+        if tx.send(found(gk.clone(), Ok(discovered))).is_err() {
+            return;
         }
+        crate::watch::forward(
+            watcher(api, watcher::Config::default()),
+            &tx,
+            |ev| Some(wrap(gk.clone(), ev)),
+            |e| tracing::warn!(error = %e, kind = %gk, "cascade watch failed; retrying"),
+        )
+        .await;
     })
 }
 
@@ -259,24 +214,15 @@ impl Cascade {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let rules_task = {
             let tx = tx.clone();
-            let api: Api<CascadeRule> = Api::all(client.clone());
-            tokio::spawn(async move {
-                let stream = kube::runtime::WatchStreamExt::default_backoff(watcher(
-                    api,
+            crate::watch::spawn_forward(
+                watcher(
+                    Api::<CascadeRule>::all(client.clone()),
                     watcher::Config::default(),
-                ));
-                futures::pin_mut!(stream);
-                while let Some(ev) = stream.next().await {
-                    match ev {
-                        Ok(ev) => {
-                            if tx.send(Msg::Rule(ev)).is_err() {
-                                return;
-                            }
-                        }
-                        Err(e) => tracing::warn!(error = %e, "CascadeRule watch failed; retrying"),
-                    }
-                }
-            })
+                ),
+                tx,
+                |ev| Some(Msg::Rule(ev)),
+                |e| tracing::warn!(error = %e, "CascadeRule watch failed; retrying"),
+            )
         };
         let mut st = CascadeState::new(config.clone());
         let mut watches: HashMap<(bool, GroupKind), JoinHandle<()>> = HashMap::new();
@@ -324,7 +270,7 @@ impl Cascade {
             for effect in effects {
                 match effect {
                     Effect::WatchParents { gk, api_version } => {
-                        let task = spawn_kind_watch::<DynamicObject, _>(
+                        let task = spawn_kind_watch(
                             client.clone(),
                             gk.clone(),
                             api_version,
@@ -342,7 +288,7 @@ impl Cascade {
                         }
                     }
                     Effect::WatchChildren { gk, api_version } => {
-                        let task = spawn_kind_watch::<DynamicObject, _>(
+                        let task = spawn_kind_watch(
                             client.clone(),
                             gk.clone(),
                             api_version,
@@ -673,34 +619,32 @@ async fn dependents(
     let mut by_owner: HashMap<String, Vec<(String, PartialObjectMeta<DynamicObject>)>> =
         HashMap::new();
     Calls::bump(&calls.dependents_lists);
-    let discovery = match kube::discovery::Discovery::new(client.clone()).run().await {
-        Ok(d) => d,
+    let resources = match crate::watch::served_resources(client).await {
+        Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "cascade: discovery for dependents failed");
             return HashMap::new();
         }
     };
-    for group in discovery.groups() {
-        for (ar, caps) in group.recommended_resources() {
-            if !caps.supports_operation(kube::discovery::verbs::LIST)
-                || ar.plural == "events"
-                || ar.group == "coordination.k8s.io"
-            {
-                continue;
-            }
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            Calls::bump(&calls.dependents_lists);
-            let Ok(list) = api.list_metadata(&ListParams::default()).await else {
-                continue;
-            };
-            for item in list.items {
-                for o in item.metadata.owner_references.clone().unwrap_or_default() {
-                    if o.block_owner_deletion == Some(true) {
-                        by_owner
-                            .entry(o.uid.clone())
-                            .or_default()
-                            .push((ar.kind.clone(), item.clone()));
-                    }
+    for (ar, caps) in resources {
+        if !caps.supports_operation(kube::discovery::verbs::LIST)
+            || ar.plural == "events"
+            || ar.group == "coordination.k8s.io"
+        {
+            continue;
+        }
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        Calls::bump(&calls.dependents_lists);
+        let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+            continue;
+        };
+        for item in list.items {
+            for o in item.metadata.owner_references.clone().unwrap_or_default() {
+                if o.block_owner_deletion == Some(true) {
+                    by_owner
+                        .entry(o.uid.clone())
+                        .or_default()
+                        .push((ar.kind.clone(), item.clone()));
                 }
             }
         }

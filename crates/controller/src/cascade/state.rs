@@ -30,6 +30,7 @@ use super::CascadeConfig;
 use super::decide::{
     self, CHILDREN_ANNOTATION, ChildKey, ChildMeta, Decision, Observed, Parent, Record,
 };
+use crate::watch::{Discovered, DiscoveryError};
 use lien_cel::{CascadeProgram, ChildRef};
 
 /// The most waiting parents (and children per parent) a rule's status lists.
@@ -45,9 +46,9 @@ type NameKey = (GroupKind, String);
 #[derive(Debug)]
 pub(super) enum Msg {
     Rule(watcher::Event<CascadeRule>),
-    ParentKind(GroupKind, Result<(ApiResource, bool), String>),
+    ParentKind(GroupKind, Result<Discovered, DiscoveryError>),
     Parent(GroupKind, watcher::Event<DynamicObject>),
-    ChildKind(GroupKind, Result<(ApiResource, bool), String>),
+    ChildKind(GroupKind, Result<Discovered, DiscoveryError>),
     Child(GroupKind, watcher::Event<DynamicObject>),
     /// A parent Lien's write released and thereby deleted (its last finalizer went): until the
     /// watch says so, it is not decided again. (kube-apiserver answers such an update with the
@@ -1522,14 +1523,15 @@ impl CascadeState {
     }
 }
 
-fn apply_kind(kind: &mut KindState, found: Result<(ApiResource, bool), String>) {
+fn apply_kind(kind: &mut KindState, found: Result<Discovered, DiscoveryError>) {
     match found {
-        Ok((ar, namespaced)) => {
+        Ok(Discovered { ar, namespaced }) => {
             kind.ar = Some(ar);
             kind.namespaced = namespaced;
             kind.error = None;
         }
-        Err(e) => kind.error = Some(e),
+        // Kept as the text the rule's status and the parents' warnings show.
+        Err(e) => kind.error = Some(e.to_string()),
     }
 }
 

@@ -122,7 +122,13 @@ impl World {
                 .any(|e| matches!(e, Effect::WatchParents { gk: g, .. } if *g == gk("Claim"))),
             "the parent kind is watched: {fx:?}"
         );
-        st.handle(Msg::ParentKind(gk("Claim"), Ok((ar("Claim"), true))));
+        st.handle(Msg::ParentKind(
+            gk("Claim"),
+            Ok(Discovered {
+                ar: ar("Claim"),
+                namespaced: true,
+            }),
+        ));
         World {
             st,
             claims: HashMap::new(),
@@ -140,8 +146,13 @@ impl World {
     }
 
     fn list_children(&mut self, kind: &str, namespaced: bool, objects: Vec<DynamicObject>) {
-        self.st
-            .handle(Msg::ChildKind(gk(kind), Ok((ar(kind), namespaced))));
+        self.st.handle(Msg::ChildKind(
+            gk(kind),
+            Ok(Discovered {
+                ar: ar(kind),
+                namespaced,
+            }),
+        ));
         self.st.handle(Msg::Child(gk(kind), Event::Init));
         for o in objects {
             self.st.handle(Msg::Child(gk(kind), Event::InitApply(o)));

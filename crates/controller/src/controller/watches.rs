@@ -8,13 +8,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::runtime::watcher::{self, watcher};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -124,6 +122,7 @@ pub(super) fn retry_unknown_kinds(
     }
 }
 
+/// A source watch (`crate::watch`'s one loop), counted in the metrics when it restarts.
 pub(super) fn spawn_watch<K, S>(
     stream: S,
     tx: mpsc::UnboundedSender<Msg>,
@@ -134,25 +133,9 @@ where
     K: Send + 'static,
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
-    tokio::spawn(async move {
-        // The watcher's own backoff: a failed list or watch is retried, never fatal.
-        let stream = kube::runtime::WatchStreamExt::default_backoff(stream);
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(ev) => {
-                    if let Some(msg) = wrap(ev)
-                        && tx.send(msg).is_err()
-                    {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    metrics.watch_restarted("usage");
-                    tracing::warn!(error = %e, "watch failed; retrying");
-                }
-            }
-        }
+    crate::watch::spawn_forward(stream, tx, wrap, move |e| {
+        metrics.watch_restarted("usage");
+        tracing::warn!(error = %e, "watch failed; retrying");
     })
 }
 
@@ -222,28 +205,16 @@ fn spawn_kind_watch(
     let span = tracing::info_span!("kind_watch", kind = %gk);
     tokio::spawn(
         async move {
-            let version = api_version
-                .split_once('/')
-                .map_or(api_version.as_str(), |(_, v)| v)
-                .to_owned();
-            let gvk = GroupVersionKind::gvk(&gk.group, &version, &gk.kind);
-            // Discovery; an unknown kind is retried with backoff (a CRD may be installed later;
-            // a CRD change also restarts this task at once).
-            let mut delay = Duration::from_millis(500);
-            let (ar, caps) = loop {
-                match kube::discovery::pinned_kind(&client, &gvk).await {
-                    Ok(found) => break found,
-                    Err(e) => {
-                        tracing::info!(error = %e, "kind not served");
-                        if tx.send(Msg::KindUnknown(gk.clone())).is_err() {
-                            return;
-                        }
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(Duration::from_secs(30));
-                    }
-                }
+            // Discovery; an unknown kind is retried with the service's backoff (a CRD may be
+            // installed later; a CRD change also restarts this task at once).
+            let found = crate::watch::discover_until_served(&client, &gk, &api_version, |e| {
+                tracing::info!(error = %e, "kind not served");
+                tx.send(Msg::KindUnknown(gk.clone())).is_ok()
+            })
+            .await;
+            let Some(crate::watch::Discovered { ar, namespaced }) = found else {
+                return;
             };
-            let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
             if tx
                 .send(Msg::KindFound(gk.clone(), ar.clone(), namespaced))
                 .is_err()
@@ -268,23 +239,21 @@ async fn watch_metadata(
 ) {
     // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, ar);
-    let stream =
-        kube::runtime::WatchStreamExt::default_backoff(watcher(api, watcher::Config::default()));
-    futures::pin_mut!(stream);
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(ev) => {
-                let ev = map_event(ev, |m| slim(m.metadata, true));
-                if tx.send(Msg::Object(gk.clone(), ev)).is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                metrics.watch_restarted("object");
-                tracing::warn!(error = %e, "watch failed; retrying");
-            }
-        }
-    }
+    crate::watch::forward(
+        watcher(api, watcher::Config::default()),
+        &tx,
+        |ev| {
+            let ev = map_event(ev, |m| slim(m.metadata, true));
+            Some(Msg::Object(gk.clone(), ev))
+        },
+        |e| object_watch_failed(metrics, e),
+    )
+    .await;
+}
+
+fn object_watch_failed(metrics: &Metrics, e: &watcher::Error) {
+    metrics.watch_restarted("object");
+    tracing::warn!(error = %e, "watch failed; retrying");
 }
 
 async fn watch_full(
@@ -297,28 +266,21 @@ async fn watch_full(
     metrics: &Metrics,
 ) {
     let api: Api<DynamicObject> = Api::all_with(client, ar);
-    let stream =
-        kube::runtime::WatchStreamExt::default_backoff(watcher(api, watcher::Config::default()));
-    futures::pin_mut!(stream);
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(ev) => {
-                let ev = match ev {
-                    // A deleted object leaves every join whatever its keys: nothing to evaluate.
-                    watcher::Event::Delete(o) => watcher::Event::Delete(Observed {
-                        meta: slim(o.metadata, labels),
-                        evals: Vec::new(),
-                    }),
-                    ev => map_event(ev, |o| reduce(&reader, o, labels)),
-                };
-                if tx.send(Msg::Read(gk.clone(), reader.clone(), ev)).is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                metrics.watch_restarted("object");
-                tracing::warn!(error = %e, "watch failed; retrying");
-            }
-        }
-    }
+    crate::watch::forward(
+        watcher(api, watcher::Config::default()),
+        &tx,
+        |ev| {
+            let ev = match ev {
+                // A deleted object leaves every join whatever its keys: nothing to evaluate.
+                watcher::Event::Delete(o) => watcher::Event::Delete(Observed {
+                    meta: slim(o.metadata, labels),
+                    evals: Vec::new(),
+                }),
+                ev => map_event(ev, |o| reduce(&reader, o, labels)),
+            };
+            Some(Msg::Read(gk.clone(), reader.clone(), ev))
+        },
+        |e| object_watch_failed(metrics, e),
+    )
+    .await;
 }
