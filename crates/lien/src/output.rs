@@ -29,14 +29,16 @@ pub enum Printed {
 /// Writes `text` to stdout and flushes. A closed pipe is [`Printed::ReaderGone`], not an
 /// error; any other failure (a full disk) is.
 pub fn print(text: &str) -> std::io::Result<Printed> {
+    print_bytes(text.as_bytes())
+}
+
+/// [`print`] for bytes (a PNG).
+pub fn print_bytes(bytes: &[u8]) -> std::io::Result<Printed> {
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(Printed::ReaderGone);
     }
     let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
         Ok(()) => Ok(Printed::All),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             CLOSED.store(true, Ordering::Relaxed);

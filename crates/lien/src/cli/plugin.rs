@@ -78,6 +78,19 @@ pub enum GraphFormat {
     Svg,
     /// JSON nodes and edges.
     Json,
+    /// PNG, the SVG drawn by a pure-Rust rasteriser at twice its size (redirect it to a file).
+    Png,
+}
+
+/// `graph --direction`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GraphDirection {
+    /// Left to right: users on the left, what they use on the right.
+    #[value(name = "LR", alias = "lr")]
+    Lr,
+    /// Top to bottom: users above what they use (a long chain fits a slide).
+    #[value(name = "TB", alias = "tb")]
+    Tb,
 }
 
 /// `graph`.
@@ -91,6 +104,9 @@ pub struct GraphArgs {
     /// Output format.
     #[arg(short = 'o', long, default_value = "dot")]
     pub output: GraphFormat,
+    /// Which way the SVG and PNG are drawn (`-o dot` and `mermaid` say it too).
+    #[arg(long, value_enum, default_value = "LR")]
+    pub direction: GraphDirection,
 }
 
 /// `plan -o`.
@@ -316,6 +332,12 @@ pub async fn delete(args: DeleteArgs) -> ExitCode {
 
 /// `graph`.
 pub async fn graph(args: GraphArgs) -> ExitCode {
+    use std::io::IsTerminal as _;
+    if matches!(args.output, GraphFormat::Png) && std::io::stdout().is_terminal() {
+        return fail(
+            "error: -o png writes binary data: redirect it to a file (kubectl lien graph -o png > graph.png)",
+        );
+    }
     let result = async {
         let s = session(&args.kube).await?;
         let objects = read::parse_objects(&args.objects)?;
@@ -335,20 +357,28 @@ pub async fn graph(args: GraphArgs) -> ExitCode {
         );
         tracing::debug!(elapsed = ?started.elapsed(), edges = view.edges.len(), "selected");
         let started = std::time::Instant::now();
-        let out = match args.output {
-            GraphFormat::Dot => graph::to_dot(&view),
-            GraphFormat::Mermaid => graph::to_mermaid(&view),
-            GraphFormat::Json => graph::to_json(&view),
-            GraphFormat::Svg => {
-                graph::to_svg(&view).map_err(|e| ReadError::Usage(e.to_string()))?
+        let direction = match args.direction {
+            GraphDirection::Lr => graph::Direction::LeftRight,
+            GraphDirection::Tb => graph::Direction::TopBottom,
+        };
+        let out: Vec<u8> = match args.output {
+            GraphFormat::Dot => graph::to_dot_with(&view, direction).into_bytes(),
+            GraphFormat::Mermaid => graph::to_mermaid_with(&view, direction).into_bytes(),
+            GraphFormat::Json => graph::to_json(&view).into_bytes(),
+            GraphFormat::Svg => graph::to_svg_with(&view, direction).into_bytes(),
+            GraphFormat::Png => {
+                graph::to_png(&view, direction).map_err(|e| ReadError::Usage(e.to_string()))?
             }
         };
         tracing::debug!(elapsed = ?started.elapsed(), bytes = out.len(), "rendered");
-        Ok(out) as Result<String, ReadError>
+        Ok(out) as Result<Vec<u8>, ReadError>
     }
     .await;
     match result {
-        Ok(text) => print(&text),
+        Ok(bytes) => match lien::output::print_bytes(&bytes) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => fail(format!("error: writing the output: {e}")),
+        },
         Err(e) => fail(e),
     }
 }

@@ -241,11 +241,21 @@ fn dot_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-/// Graphviz DOT.
+/// Graphviz DOT, left to right.
 pub fn to_dot(view: &View) -> String {
+    to_dot_with(view, Direction::LeftRight)
+}
+
+/// Graphviz DOT, drawn in `direction`.
+pub fn to_dot_with(view: &View, direction: Direction) -> String {
     let ids = ids(view);
-    let mut out = String::from(
-        "digraph lien {\n  rankdir=LR;\n  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n",
+    let rankdir = match direction {
+        Direction::LeftRight => "LR",
+        Direction::TopBottom => "TB",
+    };
+    let mut out = format!("digraph lien {{\n  rankdir={rankdir};\n");
+    out.push_str(
+        "  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n",
     );
     for (key, node) in &view.nodes {
         let label = joined(&node_lines(key, node), dot_escape, "\\n");
@@ -281,8 +291,16 @@ fn mermaid_escape(s: &str) -> String {
 
 /// Mermaid `flowchart`, ready to paste into a ```` ```mermaid ```` block of a Markdown file.
 pub fn to_mermaid(view: &View) -> String {
+    to_mermaid_with(view, Direction::LeftRight)
+}
+
+/// Mermaid `flowchart`, drawn in `direction`.
+pub fn to_mermaid_with(view: &View, direction: Direction) -> String {
     let ids = ids(view);
-    let mut out = String::from("flowchart LR\n");
+    let mut out = match direction {
+        Direction::LeftRight => String::from("flowchart LR\n"),
+        Direction::TopBottom => String::from("flowchart TB\n"),
+    };
     let mut classes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (key, node) in &view.nodes {
         let label = joined(&node_lines(key, node), mermaid_escape, "<br/>");
@@ -427,84 +445,283 @@ pub fn to_json(view: &View) -> String {
     out
 }
 
-/// Why an SVG could not be drawn.
+/// Why a picture could not be drawn.
 #[derive(Debug, thiserror::Error)]
-#[error("laying out the graph failed: {0}")]
+#[error("drawing the graph failed: {0}")]
 pub struct SvgError(String);
 
-/// Longest edge label line in the SVG; longer reasons are cut (the DOT, Mermaid and JSON keep
-/// them whole), so that 50 nodes stay readable at a glance.
-const SVG_LABEL_CHARS: usize = 40;
+pub use super::layout::Direction;
+use super::layout::{self, Layout, Point, Size};
 
-fn shorten(s: &str) -> String {
-    if s.chars().count() <= SVG_LABEL_CHARS {
-        s.to_owned()
-    } else {
-        let cut: String = s.chars().take(SVG_LABEL_CHARS - 1).collect();
-        format!("{cut}…")
+/// The font the SVG asks for: the usual sans faces, DejaVu Sans (what most Linux machines
+/// have, and what the PNG is drawn with here) before the generic one.
+const FONT_FAMILY: &str = "Helvetica, Arial, 'DejaVu Sans', sans-serif";
+/// Font sizes, in pixels.
+const NODE_FONT: f64 = 13.0;
+const LABEL_FONT: f64 = 11.0;
+/// How wide a character is, as a share of the font size: DejaVu Sans's average, the widest
+/// of the faces named, so that the text fits whichever one draws it.
+const CHAR_WIDTH: f64 = 0.62;
+/// Line height, as a share of the font size.
+const LINE_HEIGHT: f64 = 1.3;
+/// Longest line of a node or an edge label before it wraps (the text is never cut).
+const NODE_WRAP: usize = 34;
+const LABEL_WRAP: usize = 32;
+/// Inside a node's box.
+const PAD_X: f64 = 9.0;
+const PAD_Y: f64 = 6.0;
+
+/// Splits `line` into pieces of at most `width` characters that concatenate back to it:
+/// after a space, else after `/`, `-`, `.`, `_` or `:`, else anywhere.
+pub fn wrap(line: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut out = Vec::new();
+    let mut rest: Vec<char> = line.chars().collect();
+    while rest.len() > width {
+        let window = &rest[..=width];
+        let cut = window[..width]
+            .iter()
+            .rposition(|&c| c == ' ')
+            .or_else(|| {
+                window[..width]
+                    .iter()
+                    .rposition(|c| matches!(c, '/' | '-' | '.' | '_' | ':' | ','))
+            })
+            .filter(|&i| i > 0)
+            .map_or(width, |i| i + 1);
+        out.push(rest[..cut].iter().collect());
+        rest.drain(..cut);
+    }
+    if !rest.is_empty() || out.is_empty() {
+        out.push(rest.into_iter().collect());
+    }
+    out
+}
+
+fn wrapped(lines: &[String], width: usize) -> Vec<String> {
+    lines.iter().flat_map(|l| wrap(l, width)).collect()
+}
+
+/// The size of `lines` of text at `font` pixels.
+fn text_size(lines: &[String], font: f64) -> Size {
+    let longest = lines
+        .iter()
+        .map(|l| l.trim_end().chars().count())
+        .max()
+        .unwrap_or(0);
+    Size {
+        w: longest as f64 * font * CHAR_WIDTH,
+        h: lines.len() as f64 * font * LINE_HEIGHT,
     }
 }
 
-/// SVG, laid out and drawn in-process by `layout-rs` (users on the left, what they use on the
-/// right).
-pub fn to_svg(view: &View) -> Result<String, SvgError> {
-    use layout::backends::svg::SVGWriter;
-    use layout::core::base::Orientation;
-    use layout::core::color::Color;
-    use layout::core::style::{LineStyleKind, StyleAttr};
-    use layout::std_shapes::shapes::{Arrow, Element, LineEndKind, ShapeKind};
-    use layout::topo::layout::VisualGraph;
+/// What the picture holds: the layout, and each node's and edge's lines of text (wrapped), in
+/// `view`'s node and edge order.
+#[derive(Debug, Clone)]
+pub struct Picture {
+    pub layout: Layout,
+    pub node_lines: Vec<Vec<String>>,
+    pub edge_lines: Vec<Vec<String>>,
+}
 
-    if view.nodes.is_empty() {
-        // layout-rs cannot lay out an empty graph; an empty drawing says the same.
-        return Ok(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"0\" height=\"0\"></svg>\n"
-                .to_owned(),
+/// Lays `view` out for the SVG and PNG.
+pub fn picture(view: &View, direction: Direction) -> Picture {
+    let index: BTreeMap<&ObjectKey, usize> =
+        view.nodes.keys().enumerate().map(|(i, k)| (k, i)).collect();
+    let node_lines: Vec<Vec<String>> = view
+        .nodes
+        .iter()
+        .map(|(key, node)| wrapped(&node_lines(key, node), NODE_WRAP))
+        .collect();
+    let edge_lines: Vec<Vec<String>> = view
+        .edges
+        .iter()
+        .map(|e| wrapped(&edge_lines(e), LABEL_WRAP))
+        .collect();
+    let input = layout::Input {
+        nodes: node_lines
+            .iter()
+            .map(|lines| {
+                let t = text_size(lines, NODE_FONT);
+                Size {
+                    w: t.w + 2.0 * PAD_X,
+                    h: t.h + 2.0 * PAD_Y,
+                }
+            })
+            .collect(),
+        edges: view
+            .edges
+            .iter()
+            .zip(&edge_lines)
+            .map(|(e, lines)| (index[&e.by], index[&e.of], text_size(lines, LABEL_FONT)))
+            .collect(),
+        direction,
+    };
+    Picture {
+        layout: layout::layout(&input),
+        node_lines,
+        edge_lines,
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `n` with at most two decimals and no trailing zeros.
+fn num(n: f64) -> String {
+    let s = format!("{:.2}", n);
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// `<tspan>` lines, the first baseline at `top`.
+fn tspans(lines: &[String], x: f64, top: f64, font: f64) -> String {
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let baseline =
+            top + font * (1.0 + (LINE_HEIGHT - 1.0) / 2.0) + i as f64 * font * LINE_HEIGHT
+                - font * 0.2;
+        let _ = write!(
+            out,
+            "<tspan x=\"{}\" y=\"{}\">{}</tspan>",
+            num(x),
+            num(baseline),
+            xml_escape(line.trim_end())
         );
     }
-    let mut graph = VisualGraph::new(Orientation::LeftToRight);
-    let mut handles = BTreeMap::new();
-    for (key, node) in &view.nodes {
-        let (line, fill) = match look(node) {
-            Some(Look::Deleting) => ("gray", "#eeeeee"),
-            Some(Look::Refused) => ("red", "#ffecec"),
-            Some(Look::Protected) => ("orange", "#fff6e6"),
-            None => ("black", "white"),
+    out
+}
+
+/// The arrowhead at the end of `route`: a triangle on its last segment, the tip on the node.
+fn arrowhead(route: &[Point]) -> Option<[Point; 3]> {
+    let [.., a, b] = route else { return None };
+    let (dx, dy) = (b.x - a.x, b.y - a.y);
+    let len = (dx * dx + dy * dy).sqrt();
+    if len == 0.0 {
+        return None;
+    }
+    let (ux, uy) = (dx / len, dy / len);
+    let back = layout::ARROW.min(len);
+    let base = Point {
+        x: b.x - ux * back,
+        y: b.y - uy * back,
+    };
+    let half = 3.5;
+    Some([
+        *b,
+        Point {
+            x: base.x - uy * half,
+            y: base.y + ux * half,
+        },
+        Point {
+            x: base.x + uy * half,
+            y: base.y - ux * half,
+        },
+    ])
+}
+
+/// SVG, laid out in-process (`layout`): left to right, users before what they use.
+pub fn to_svg(view: &View) -> Result<String, SvgError> {
+    Ok(to_svg_with(view, Direction::LeftRight))
+}
+
+/// SVG, laid out in-process in `direction`, cropped to its content.
+pub fn to_svg_with(view: &View, direction: Direction) -> String {
+    let pic = picture(view, direction);
+    let l = &pic.layout;
+    let (w, h) = (num(l.width), num(l.height));
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"{FONT_FAMILY}\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n"
+    );
+    for (e, edge) in view.edges.iter().enumerate() {
+        let route = &l.routes[e];
+        let points: Vec<String> = route
+            .iter()
+            .map(|p| format!("{},{}", num(p.x), num(p.y)))
+            .collect();
+        let _ = write!(
+            out,
+            "<g class=\"edge\"><title>{} → {}</title><polyline points=\"{}\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.3\"/>",
+            xml_escape(&object_label(&edge.by)),
+            xml_escape(&object_label(&edge.of)),
+            points.join(" ")
+        );
+        if let Some(tri) = arrowhead(route) {
+            let pts: Vec<String> = tri
+                .iter()
+                .map(|p| format!("{},{}", num(p.x), num(p.y)))
+                .collect();
+            let _ = write!(out, "<polygon points=\"{}\" fill=\"#555\"/>", pts.join(" "));
+        }
+        let r = l.labels[e];
+        let _ = writeln!(
+            out,
+            "<text font-size=\"{}\" fill=\"#333\">{}</text></g>",
+            num(LABEL_FONT),
+            tspans(&pic.edge_lines[e], r.x, r.y, LABEL_FONT)
+        );
+    }
+    for (i, (key, node)) in view.nodes.iter().enumerate() {
+        let (line, fill, dash, width) = match look(node) {
+            Some(Look::Deleting) => ("#777", "#eeeeee", " stroke-dasharray=\"5 3\"", 1.5),
+            Some(Look::Refused) => ("#d00", "#ffecec", "", 2.5),
+            Some(Look::Protected) => ("#e90", "#fff6e6", "", 2.5),
+            None => ("#222", "white", "", 1.5),
         };
-        let label = joined(&node_lines(key, node), shorten, "\n");
-        let look = StyleAttr::new(Color::fast(line), 2, Color::from_name(fill), 5, 13);
-        let shape = ShapeKind::new_box(&label);
-        let size =
-            layout::std_shapes::render::get_shape_size(Orientation::LeftToRight, &shape, 13, false);
-        let element = Element::create(shape, look, Orientation::LeftToRight, size);
-        handles.insert(key, graph.add_node(element));
-    }
-    for edge in &view.edges {
-        let label = joined(&edge_lines(edge), shorten, "\n");
-        let look = StyleAttr::new(Color::fast("black"), 1, None, 0, 11);
-        let arrow = Arrow::new(
-            LineEndKind::None,
-            LineEndKind::Arrow,
-            LineStyleKind::Normal,
-            &label,
-            &look,
-            &None,
-            &None,
+        let r = l.nodes[i];
+        let _ = writeln!(
+            out,
+            "<g class=\"node\"><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"5\" fill=\"{fill}\" stroke=\"{line}\" stroke-width=\"{width}\"{dash}/><text font-size=\"{}\" text-anchor=\"middle\" fill=\"#111\">{}</text></g>",
+            xml_escape(&object_label(key)),
+            num(r.x),
+            num(r.y),
+            num(r.w),
+            num(r.h),
+            num(NODE_FONT),
+            tspans(&pic.node_lines[i], r.x + r.w / 2.0, r.y + PAD_Y, NODE_FONT)
         );
-        graph.add_edge(arrow, handles[&edge.by], handles[&edge.of]);
     }
-    // layout-rs asserts on inputs it cannot handle; a drawing must never take the process down.
-    let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        let mut svg = SVGWriter::new();
-        graph.do_it(false, false, false, &mut svg);
-        svg.finalize()
-    }));
-    drawn.map_err(|e| {
-        SvgError(
-            e.downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "the layout engine panicked".to_owned()),
-        )
-    })
+    out.push_str("</svg>\n");
+    out
+}
+
+/// How many device pixels a PNG has per SVG pixel: sharp on a projector.
+pub const PNG_SCALE: f32 = 2.0;
+
+/// PNG: the SVG drawn by a pure-Rust rasteriser (resvg), [`PNG_SCALE`] times its size, with
+/// the machine's fonts.
+pub fn to_png(view: &View, direction: Direction) -> Result<Vec<u8>, SvgError> {
+    let svg = to_svg_with(view, direction);
+    let mut options = resvg::usvg::Options::default();
+    options.fontdb_mut().load_system_fonts();
+    if options.fontdb.is_empty() {
+        return Err(SvgError(
+            "no fonts found to draw the PNG's text: install one (e.g. Debian's fonts-dejavu-core), or use -o svg".into(),
+        ));
+    }
+    let tree = resvg::usvg::Tree::from_str(&svg, &options)
+        .map_err(|e| SvgError(format!("reading the SVG back: {e}")))?;
+    // Rounded up: the last column and row of pixels hold the margin's end.
+    let (w, h) = (
+        (tree.size().width() * PNG_SCALE).ceil() as u32,
+        (tree.size().height() * PNG_SCALE).ceil() as u32,
+    );
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(w, h)
+        .ok_or_else(|| SvgError(format!("a {w}×{h} PNG is too large")))?;
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE),
+        &mut pixmap.as_mut(),
+    );
+    pixmap
+        .encode_png()
+        .map_err(|e| SvgError(format!("encoding the PNG: {e}")))
 }

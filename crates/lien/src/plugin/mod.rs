@@ -9,6 +9,7 @@
 pub mod apply;
 pub mod delete;
 pub mod graph;
+pub mod layout;
 pub mod plan;
 pub mod read;
 pub mod snapshot;
