@@ -228,11 +228,14 @@ fn builtin_resource_type(b: &crate::builtins::Builtin) -> ResourceType {
             .subresources
             .iter()
             .map(|s| s.name)
-            // A namespace's `finalize` and a ServiceAccount's `token` (TokenRequest).
+            // A namespace's `finalize`, a ServiceAccount's `token` (TokenRequest), a Pod's
+            // `eviction` and `ephemeralcontainers`.
             .filter(|s| {
                 matches!(
                     (b.plural, *s),
-                    (_, "finalize") | ("serviceaccounts", "token")
+                    (_, "finalize")
+                        | ("serviceaccounts", "token")
+                        | ("pods", "eviction" | "ephemeralcontainers")
                 )
             })
             .collect(),

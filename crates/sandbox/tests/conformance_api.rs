@@ -22,6 +22,8 @@ mod list;
 mod mutating;
 #[path = "conformance_api/openapi_v2.rs"]
 mod openapi_v2;
+#[path = "conformance_api/pods.rs"]
+mod pods;
 #[path = "conformance_api/rbac.rs"]
 mod rbac;
 #[path = "conformance_api/self_reviews.rs"]

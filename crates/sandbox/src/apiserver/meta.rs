@@ -295,6 +295,21 @@ pub fn prepare_update(
             _ => new["metadata"]["namespace"] = ns,
         }
     }
+    if subresource == "ephemeralcontainers" {
+        // `EphemeralContainersStrategy`: spec.ephemeralContainers changes and nothing else.
+        let ephemeral = new["spec"]["ephemeralContainers"].clone();
+        let rv = new["metadata"]["resourceVersion"].clone();
+        *new = old.clone();
+        if ephemeral.is_null() {
+            if let Some(spec) = new["spec"].as_object_mut() {
+                spec.remove("ephemeralContainers");
+            }
+        } else {
+            new["spec"]["ephemeralContainers"] = ephemeral;
+        }
+        new["metadata"]["resourceVersion"] = rv;
+        return Ok(());
+    }
     if subresource == "status" {
         // A status write changes status and nothing else.
         let status = new.get("status").cloned();
@@ -395,6 +410,71 @@ fn drop_empty_metadata(object: &mut Value) {
             }
         }
     }
+}
+
+/// `ValidatePodEphemeralContainersUpdate` (k/k `pkg/apis/core/validation/validation.go`): an
+/// ephemeral container needs a name (unique among the pod's containers) and an image, and once
+/// added is never removed or changed.
+pub fn validate_ephemeral_containers(old: &Value, new: &Value) -> Result<(), ApiError> {
+    let path = "spec.ephemeralContainers";
+    let mut causes = Vec::new();
+    let new_list: Vec<Value> = new["spec"]["ephemeralContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut names: std::collections::HashSet<String> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|f| new["spec"][*f].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect();
+    for (i, c) in new_list.iter().enumerate() {
+        match c["name"].as_str().filter(|n| !n.is_empty()) {
+            None => causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("{path}[{i}].name"),
+                "Required value",
+            )),
+            Some(n) if !names.insert(n.to_string()) => causes.push(Cause::new(
+                "FieldValueDuplicate",
+                format!("{path}[{i}].name"),
+                format!("Duplicate value: \"{n}\""),
+            )),
+            Some(_) => {}
+        }
+        if c["image"].as_str().is_none_or(str::is_empty) {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("{path}[{i}].image"),
+                "Required value",
+            ));
+        }
+    }
+    for o in old["spec"]["ephemeralContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = o["name"].as_str().unwrap_or_default();
+        match new_list.iter().find(|c| c["name"] == o["name"]) {
+            None => causes.push(Cause::new(
+                "FieldValueForbidden",
+                path,
+                format!("Forbidden: existing ephemeral containers \"{name}\" may not be removed\n"),
+            )),
+            // kube-apiserver appends a Go `cmp.Diff` of the two, which is not reproduced.
+            Some(c) if c != o => causes.push(Cause::new(
+                "FieldValueForbidden",
+                path,
+                format!("Forbidden: existing ephemeral containers \"{name}\" may not be changed\n"),
+            )),
+            Some(_) => {}
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = old["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid("", "Pod", name, causes))
 }
 
 #[cfg(test)]

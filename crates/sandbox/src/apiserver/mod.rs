@@ -10,6 +10,7 @@
 
 mod defaults;
 pub mod events;
+mod eviction;
 pub mod fields;
 pub mod kinds;
 pub mod meta;

@@ -73,7 +73,7 @@ impl WriteOptions {
         }
     }
 
-    fn options_object(&self, kind: &str) -> Value {
+    pub(super) fn options_object(&self, kind: &str) -> Value {
         let mut o = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
         if self.dry_run {
             o["dryRun"] = json!(["All"]);
@@ -274,8 +274,11 @@ impl ApiServer {
         let scale = (t.subresource == "scale")
             .then(|| super::scale::paths(rt, &t.version))
             .flatten();
+        // An eviction is reviewed as the policy/v1 Eviction the client posted.
+        let eviction = t.subresource == "eviction";
         let view = |o: &Value| match &scale {
             Some(paths) => super::scale::to_scale(paths, o),
+            None if eviction => o.clone(),
             None => Self::output(rt, &t.version, o),
         };
         let kind = match scale {
@@ -283,6 +286,11 @@ impl ApiServer {
                 group: "autoscaling".to_string(),
                 version: "v1".to_string(),
                 kind: "Scale".to_string(),
+            },
+            None if eviction => GroupVersionKind {
+                group: "policy".to_string(),
+                version: "v1".to_string(),
+                kind: "Eviction".to_string(),
             },
             None => GroupVersionKind {
                 group: rt.group.clone(),
@@ -322,7 +330,7 @@ impl ApiServer {
 
     /// Validating admission: every ValidatingWebhookConfiguration's matching webhooks, in
     /// parallel; their warnings.
-    async fn admit(
+    pub(super) async fn admit(
         &self,
         operation: Operation,
         t: &Target,
@@ -350,7 +358,7 @@ impl ApiServer {
     /// The object comes back as the addressed API version shows it (a Scale for `scale`);
     /// `changed` says whether a webhook's patch changed it, and only then need the caller take
     /// it.
-    async fn mutate(
+    pub(super) async fn mutate(
         &self,
         operation: Operation,
         t: &Target,
@@ -1010,6 +1018,10 @@ impl ApiServer {
         let rt = &t.resource;
         let sub = t.subresource.as_str();
         meta::prepare_update(rt, current, new, if sub == "finalize" { "" } else { sub })?;
+        if sub == "ephemeralcontainers" {
+            super::defaults::pod_spec(&mut new["spec"]);
+            meta::validate_ephemeral_containers(current, new)?;
+        }
         if sub.is_empty() {
             kinds::apply_defaults(rt, new);
             if rt.group.is_empty() && rt.plural == "services" {

@@ -485,6 +485,21 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
     let body = body_as_json(&rt, &mut content_type, body)?;
     let q = |k: &str| query.get(k).map(String::as_str);
 
+    if matches!(
+        info.subresource.as_str(),
+        "eviction" | "ephemeralcontainers"
+    ) {
+        // Routes exist only for the verbs the subresource's storage implements.
+        let verb = req_method_verb(&method).unwrap_or_default();
+        let served = crate::builtins::find(&rt.group, &info.version, &rt.plural)
+            .and_then(|b| b.subresources.iter().find(|s| s.name == info.subresource))
+            .is_some_and(|s| s.verbs.contains(&verb));
+        if !served {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+    }
     if info.subresource == "scale" && !info.name.is_empty() {
         return scale(&server, &target, method, &content_type, &body, write).await;
     }
@@ -553,6 +568,11 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
                 &w.warnings,
             ))
         }
+        (Method::POST, false) if info.subresource == "eviction" => {
+            let object = parse_json(&body)?;
+            let status = server.evict(&target, object, &write).await?;
+            Ok(json_response(StatusCode::CREATED, &status))
+        }
         (Method::POST, false) if info.subresource == "token" => {
             let object = parse_json(&body)?;
             let answer = server.token_request(&target, object)?;
@@ -604,6 +624,18 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
             "the server does not allow this method on the requested resource",
         )),
     }
+}
+
+/// The verb of a request on one object's subresource.
+fn req_method_verb(method: &Method) -> Option<&'static str> {
+    Some(match *method {
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => return None,
+    })
 }
 
 /// `…/scale`: get, update and patch of the `autoscaling/v1` Scale.
