@@ -623,6 +623,7 @@ fn order_layers(
             keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             layers[l] = keyed.into_iter().map(|k| k.2).collect();
         }
+        transpose(layers, before, after, key);
         match (total(layers), best_count) {
             (Some(now), Some(b)) if now < b => {
                 best = layers.to_vec();
@@ -634,6 +635,74 @@ fn order_layers(
         }
     }
     layers.clone_from_slice(&best);
+}
+
+/// Crossings between the links of `u` and of `v` (with `u` placed before `v`) to the layers
+/// on both sides.
+fn pair_crossings(u: &[usize], v: &[usize]) -> usize {
+    u.iter()
+        .map(|&a| v.iter().filter(|&&b| b < a).count())
+        .sum()
+}
+
+/// Swaps neighbours within layers while that removes crossings (the "transpose" step of
+/// Gansner et al.), for layers small enough to do it cheaply.
+fn transpose(
+    layers: &mut [Vec<Item>],
+    before: &Links,
+    after: &Links,
+    key: impl Fn(Item) -> (u8, usize) + Copy,
+) {
+    for _ in 0..8 {
+        let mut improved = false;
+        for l in 0..layers.len() {
+            if layers[l].len() < 2 || layers[l].len() > 200 {
+                continue;
+            }
+            // Each item's neighbours' indexes, on each side.
+            let sides: Vec<Vec<Vec<usize>>> = [(before, l.checked_sub(1)), (after, Some(l + 1))]
+                .into_iter()
+                .map(|(links, other)| {
+                    let index: std::collections::HashMap<(u8, usize), usize> = other
+                        .and_then(|o| layers.get(o))
+                        .map(|layer| {
+                            layer
+                                .iter()
+                                .enumerate()
+                                .map(|(i, &it)| (key(it), i))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    layers[l]
+                        .iter()
+                        .map(|&it| {
+                            links
+                                .get(&(l, key(it)))
+                                .map_or(&[][..], Vec::as_slice)
+                                .iter()
+                                .filter_map(|&(_, n)| index.get(&key(n)).copied())
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut order: Vec<usize> = (0..layers[l].len()).collect();
+            for i in 0..order.len() - 1 {
+                let (a, b) = (order[i], order[i + 1]);
+                let now: usize = sides.iter().map(|s| pair_crossings(&s[a], &s[b])).sum();
+                let swapped: usize = sides.iter().map(|s| pair_crossings(&s[b], &s[a])).sum();
+                if swapped < now {
+                    order.swap(i, i + 1);
+                    improved = true;
+                }
+            }
+            let old = layers[l].clone();
+            layers[l] = order.into_iter().map(|i| old[i]).collect();
+        }
+        if !improved {
+            break;
+        }
+    }
 }
 
 /// How many lanes a label's item has besides the text (1, or 2 for a loop).
