@@ -28,6 +28,8 @@ mod pods;
 mod rbac;
 #[path = "conformance_api/self_reviews.rs"]
 mod self_reviews;
+#[path = "conformance_api/status.rs"]
+mod status_errors;
 #[path = "conformance_api/support.rs"]
 mod support;
 #[path = "conformance_api/tokens.rs"]

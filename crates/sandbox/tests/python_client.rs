@@ -37,7 +37,8 @@ async fn require_python_client() {
 
 /// Each step of `client_crud.py` (typed CRUD of ConfigMap, Service, ServiceAccount and
 /// Deployment with strategic-merge and JSON patches; a watch from a list's resourceVersion;
-/// a custom resource through the dynamic client) must print `ok`.
+/// a custom resource through the dynamic client; refusals read as `ApiException`s carrying
+/// kube-apiserver's Status) must print `ok`.
 #[tokio::test]
 async fn python_client_crud_patch_watch_and_delete() {
     require_python_client().await;
@@ -74,6 +75,7 @@ async fn python_client_crud_patch_watch_and_delete() {
         "ok deployment crud",
         "ok watch",
         "ok custom resource (dynamic client)",
+        "ok status errors",
     ];
     assert_eq!(steps, want, "stderr:\n{stderr}");
     assert!(out.status.success(), "stderr:\n{stderr}");

@@ -208,6 +208,33 @@ def main():
 
     step("custom resource (dynamic client)", custom_resource)
 
+    def status_errors():
+        """ApiException carries kube-apiserver's Status: status code, reason, and a JSON body the
+        client's deserializer reads as a V1Status (details, causes)."""
+        def refused(call):
+            try:
+                call()
+            except ApiException as e:
+                return e, api_client.deserialize(
+                    type("R", (), {"data": e.body})(), "V1Status")
+            raise AssertionError("the request was not refused")
+
+        e, st = refused(lambda: core.read_namespaced_config_map("missing", ns))
+        expect((e.status, e.reason) == (404, "Not Found"), f"{e.status} {e.reason}")
+        expect((st.reason, st.details.name, st.details.kind) == ("NotFound", "missing", "configmaps"),
+               f"404 {st}")
+        body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="dup"))
+        core.create_namespaced_config_map(ns, body)
+        e, st = refused(lambda: core.create_namespaced_config_map(ns, body))
+        expect((e.status, st.reason, st.message) == (409, "AlreadyExists", 'configmaps "dup" already exists'),
+               f"409 {st}")
+        e, st = refused(lambda: core.create_namespaced_config_map(
+            ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="Bad_Name"))))
+        expect((e.status, st.reason, st.details.kind) == (422, "Invalid", "ConfigMap"), f"422 {st}")
+        expect([c.field for c in st.details.causes] == ["metadata.name"], f"causes {st.details.causes}")
+
+    step("status errors", status_errors)
+
     sys.exit(1 if failures else 0)
 
 
