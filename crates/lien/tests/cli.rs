@@ -405,3 +405,85 @@ async fn kubectl_lien_graph_into_a_closed_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     drop(sandbox);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lien_graph_draws_png_and_top_to_bottom_svg_of_the_demo() {
+    let dir = TempDir::new("graph-png");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let client = sandbox_client(&sandbox).await.expect("client");
+    install_crds(&client).await.expect("CRDs");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let (d, k) = (dir.0.clone(), kubeconfig.clone());
+    let (png, svg) = tokio::task::spawn_blocking(move || {
+        let rules = examples.join("rules/core.yaml");
+        let demo = examples.join("plugin-demo.yaml");
+        kubectl(
+            &d,
+            &k,
+            &[
+                "apply",
+                "-f",
+                rules.to_str().expect("utf-8"),
+                "-f",
+                demo.to_str().expect("utf-8"),
+            ],
+        );
+        let png = d.join("shop.png");
+        let path = format!(
+            "{}:{}",
+            d.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new("kubectl");
+        cmd.args(["lien", "graph", "-n", "shop", "-o", "png"])
+            .env("PATH", path)
+            .env("KUBECONFIG", &k)
+            .env("KUBECACHEDIR", d.join("cache"))
+            .stdout(std::fs::File::create(&png).expect("png file"));
+        let out = finish(cmd);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let svg = kubectl(
+            &d,
+            &k,
+            &[
+                "lien",
+                "graph",
+                "-n",
+                "shop",
+                "-o",
+                "svg",
+                "--direction",
+                "TB",
+            ],
+        );
+        (std::fs::read(&png).expect("png"), svg)
+    })
+    .await
+    .expect("joined");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    let doc = roxmltree::Document::parse(&svg).expect("SVG");
+    let names: String = doc
+        .descendants()
+        .filter(|n| n.is_text())
+        .filter_map(|n| n.text())
+        .collect();
+    for name in [
+        "shop/web",
+        "shop/db",
+        "shop/orders-data",
+        "protected: the orders",
+    ] {
+        assert!(names.contains(name), "{name} in {svg}");
+    }
+    let root = doc.root_element();
+    let (w, h): (f64, f64) = (
+        root.attribute("width").expect("width").parse().expect("w"),
+        root.attribute("height")
+            .expect("height")
+            .parse()
+            .expect("h"),
+    );
+    // Top to bottom: users above what they use, so taller than one row of boxes.
+    assert!(h > 300.0 && w > 0.0, "{w}×{h}");
+    drop(sandbox);
+}

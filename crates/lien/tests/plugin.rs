@@ -237,6 +237,19 @@ fn dot_and_mermaid_match_golden() {
 }
 
 #[test]
+fn svg_matches_golden() {
+    // The layout is deterministic (no hash-order iteration): a change of the picture shows
+    // as a diff of these files.
+    let g = derive(&fixture()).expect("derives");
+    let view = graph::select(&g, &Selection::default());
+    golden("graph.svg", &graph::to_svg(&view).expect("draws"));
+    golden(
+        "graph-tb.svg",
+        &graph::to_svg_with(&view, graph::Direction::TopBottom),
+    );
+}
+
+#[test]
 fn selecting_objects_follows_relations_both_ways() {
     let g = derive(&fixture()).expect("derives");
     let view = graph::select(
