@@ -153,7 +153,27 @@ fn apply_at(
         })
         .collect();
     if !force && !conflicts.is_empty() {
-        return Err(conflict_error(&conflicts));
+        // kube-apiserver's `lastAppliedManager`: kubectl's server-side apply takes over, without
+        // conflicts, the fields client-side apply recorded in the last-applied annotation whose
+        // values are still live; only the other conflicts are reported.
+        let allowed = if manager == KUBECTL {
+            allowed_by_last_applied(&typed, &live_clean, group, kind, subresource)
+        } else {
+            None
+        };
+        let remaining: Vec<(Entry, FieldSet)> = conflicts
+            .iter()
+            .filter_map(|(e, set)| {
+                let rest = match &allowed {
+                    Some(allowed) => set.difference(allowed),
+                    None => set.clone(),
+                };
+                (!rest.is_empty()).then(|| (e.clone(), rest))
+            })
+            .collect();
+        if !remaining.is_empty() {
+            return Err(conflict_error(&remaining));
+        }
     }
     for (i, e) in entries.iter_mut().enumerate() {
         if Some(i) == mine {
@@ -180,7 +200,56 @@ fn apply_at(
         }),
     }
     encode(&mut merged, entries);
+    // `lastAppliedUpdater`: kubectl's server-side apply keeps an existing last-applied annotation
+    // in step with what it applied, so a later client-side apply diffs against it.
+    if manager == KUBECTL
+        && merged
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(LAST_APPLIED))
+            .is_some()
+    {
+        let mut last = applied.clone();
+        if let Some(a) = last
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            a.remove(LAST_APPLIED);
+        }
+        if let Ok(text) = serde_json::to_string(&last) {
+            merged["metadata"]["annotations"][LAST_APPLIED] = Value::String(text);
+        }
+    }
     Ok(merged)
+}
+
+/// The field manager `kubectl apply --server-side` uses; the upgrade from client-side apply is
+/// made for it only (other managers opt out by their name).
+const KUBECTL: &str = "kubectl";
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `allowedConflictsFromLastApplied`: the fields of the last-applied annotation whose value
+/// the live object still has; `None` without a readable annotation.
+fn allowed_by_last_applied(
+    typed: &Typed<'_>,
+    live: &Value,
+    group: &str,
+    kind: &str,
+    subresource: &str,
+) -> Option<FieldSet> {
+    let text = live
+        .pointer("/metadata/annotations")?
+        .get(LAST_APPLIED)?
+        .as_str()
+        .filter(|t| !t.is_empty())?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    let set = typed.to_field_set(&last).ok()?;
+    let cmp = typed.compare(&last, live);
+    Some(
+        untracked(&set, group, kind, subresource)
+            .difference(&cmp.modified)
+            .difference(&cmp.added)
+            .difference(&cmp.removed),
+    )
 }
 
 impl Typed<'_> {

@@ -65,3 +65,68 @@ async fn create_service_clusterip_stores_no_node_port() {
         .await;
     assert_eq!(node_port, "");
 }
+
+fn settings(a: &str, b: Option<&str>) -> String {
+    let b = b.map(|b| format!("  b: \"{b}\"\n")).unwrap_or_default();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"{a}\"\n{b}"
+    )
+}
+
+/// "Upgrading from client-side apply to server-side apply"
+/// (<https://kubernetes.io/docs/reference/using-api/server-side-apply/#upgrading-from-client-side-apply-to-server-side-apply>):
+/// `kubectl apply --server-side` takes over, without conflicts, the fields
+/// `kubectl-client-side-apply` recorded in the last-applied annotation, and keeps that
+/// annotation in step; a field another manager changed since still conflicts.
+#[tokio::test]
+async fn server_side_apply_takes_over_from_client_side_apply() {
+    let sandbox = common::sandbox().await;
+    let k = Kubectl::new(&sandbox, "csa-ssa").await;
+    let out = k.apply_yaml("settings.yaml", &settings("1", None)).await;
+    assert_eq!(out.trim(), "configmap/settings created");
+
+    let path = k.file("settings.yaml", &settings("2", None));
+    let out = k
+        .ns(&["apply", "--server-side", "-f", &path_str(&path)])
+        .await
+        .out();
+    assert_eq!(out.trim(), "configmap/settings serverside-applied");
+    assert_eq!(k.jsonpath("configmap", "settings", "{.data.a}").await, "2");
+    let managers = k
+        .jsonpath(
+            "configmap",
+            "settings",
+            "{range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+        )
+        .await;
+    assert!(managers.contains("kubectl/Apply"), "{managers}");
+    let last = k
+        .jsonpath(
+            "configmap",
+            "settings",
+            "{.metadata.annotations.kubectl\\.kubernetes\\.io/last-applied-configuration}",
+        )
+        .await;
+    let last: serde_json::Value = serde_json::from_str(&last).expect("annotation is JSON");
+    assert_eq!(last["data"], json!({"a": "2"}));
+
+    // A value another manager set is not client-side apply's to hand over.
+    k.ns(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-p",
+        r#"{"data":{"b":"patched"}}"#,
+    ])
+    .await
+    .out();
+    let path = k.file("settings.yaml", &settings("2", Some("applied")));
+    let err = k
+        .ns(&["apply", "--server-side", "-f", &path_str(&path)])
+        .await
+        .err();
+    assert!(
+        err.contains("conflict with \"kubectl-patch\"") && err.contains(".data.b"),
+        "{err}"
+    );
+}
