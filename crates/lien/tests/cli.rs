@@ -487,3 +487,60 @@ async fn kubectl_lien_graph_draws_png_and_top_to_bottom_svg_of_the_demo() {
     assert!(h > 300.0 && w > 0.0, "{w}×{h}");
     drop(sandbox);
 }
+
+/// What `lien completion bash`'s function offers for `words` (the last being completed), run
+/// in bash as a <TAB> would.
+fn bash_completes(kubeconfig: &Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = std::iter::once(BIN)
+        .chain(words.iter().copied())
+        .map(|w| format!("'{w}'"))
+        .collect();
+    let script = format!(
+        "source <('{BIN}' completion bash) && COMP_WORDS=({}) && COMP_CWORD={} && _lien_complete && printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        quoted.join(" "),
+        words.len()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script])
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(Stdio::piped());
+    let out = finish(cmd);
+    assert!(out.status.success(), "bash: {}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lien_completion_bash_completes_names_from_the_cluster() {
+    let dir = TempDir::new("bash");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let client = sandbox_client(&sandbox).await.expect("client");
+    create_namespace(&client, "shop").await;
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "shop")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "settings"}}))
+                .expect("configmap"),
+        )
+        .await
+        .expect("configmap");
+    let k = kubeconfig.clone();
+    let (commands, names, namespaces, flags) = tokio::task::spawn_blocking(move || {
+        (
+            bash_completes(&k, &["wh"]),
+            bash_completes(&k, &["why", "-n", "shop", "configmap/se"]),
+            bash_completes(&k, &["plan", "-n", "sh"]),
+            bash_completes(&k, &["graph", "--dir"]),
+        )
+    })
+    .await
+    .expect("joined");
+    assert_eq!(commands, ["why"]);
+    assert_eq!(names, ["configmap/settings"]);
+    assert_eq!(namespaces, ["shop"]);
+    assert_eq!(flags, ["--direction"]);
+    drop(sandbox);
+}
