@@ -9,10 +9,12 @@
 //! - a new generation of the same rule: `remove_join` of the previous one and `add_join`
 //!   (`apply_rule`), the new join fed, then `attach`, which replaces the previous generation's
 //!   100,000 relations;
+//! - a third generation attached in steps (`JoinMut::attach_step`, the lock released between
+//!   steps), `--step` relations per step;
 //! - the rule deleted: `remove_join` and `delete` of its source (`delete_rule`).
 //!
 //! ```text
-//! cargo run --release -p lien-core --example attach_hold -- [runs]
+//! cargo run --release -p lien-core --example attach_hold -- [runs] [step]
 //! ```
 //!
 //! Each hold is timed with `Instant` around the work done under the lock's write guard, as the
@@ -22,7 +24,9 @@
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use lien_core::{GroupKind, JoinId, ObjectKey, RelationIndex, RuleConfig, RuleScope, Source};
+use lien_core::{
+    AttachStep, GroupKind, JoinId, ObjectKey, RelationIndex, RuleConfig, RuleScope, Source,
+};
 
 const POOLS: usize = 1_000;
 const PVS: usize = 100_000;
@@ -74,6 +78,7 @@ struct Holds {
     n: usize,
     max: Duration,
     total: Duration,
+    all: Vec<Duration>,
 }
 
 impl Holds {
@@ -90,13 +95,18 @@ impl Holds {
         self.n += 1;
         self.max = self.max.max(took);
         self.total += took;
+        self.all.push(took);
         out
     }
 
     fn line(&self, what: &str) {
+        let mut all = self.all.clone();
+        all.sort_unstable();
+        let p99 = all[(all.len() * 99 / 100).min(all.len() - 1)];
         println!(
-            "{what:<58} holds {:>7}  longest {:>10.3} ms  total {:>9.1} ms",
+            "{what:<58} holds {:>7}  p99 {:>7.3} ms  longest {:>7.3} ms  total {:>6.1} ms",
             self.n,
+            p99.as_secs_f64() * 1e3,
             self.max.as_secs_f64() * 1e3,
             self.total.as_secs_f64() * 1e3
         );
@@ -129,6 +139,9 @@ fn main() {
     let runs: usize = std::env::args()
         .nth(1)
         .map_or(3, |a| a.parse().expect("runs: a number"));
+    let step: usize = std::env::args()
+        .nth(2)
+        .map_or(2048, |a| a.parse().expect("step: a number"));
     let pools: Vec<Input> = (0..POOLS).map(pool).collect();
     let pvs: Vec<Input> = (0..PVS).map(pv).collect();
     for run in 1..=runs {
@@ -162,9 +175,34 @@ fn main() {
         assert_eq!(n, PVS);
         attach.line("generation 2: attach, replacing 100,000 (rules_complete)");
 
+        let mut swap = Holds::default();
+        let id3 = swap.time(&lock, |ix| {
+            ix.remove_join(id2);
+            ix.add_join(config("generation 3")).expect("room")
+        });
+        swap.line("generation 3: remove_join + add_join (apply_rule)");
+        feed(&lock, id3, &pools, &pvs).line("generation 3: feed, one hold per object");
+        let mut steps = Holds::default();
+        loop {
+            let done = steps.time(&lock, |ix| {
+                ix.join_mut(id3)
+                    .expect("join")
+                    .attach_step(step)
+                    .expect("room")
+            });
+            if let AttachStep::Done(n) = done {
+                assert_eq!(n, PVS);
+                break;
+            }
+        }
+        steps.line(&format!(
+            "generation 3: attach in steps of {step}, replacing 100,000"
+        ));
+        assert_eq!(lock.read().expect("not poisoned").len(), PVS);
+
         let mut delete = Holds::default();
         let gone = delete.time(&lock, |ix| {
-            ix.remove_join(id2);
+            ix.remove_join(id3);
             ix.delete(&Source::rule("rbd-pv-uses-pool"))
         });
         assert_eq!(gone, PVS);

@@ -215,6 +215,10 @@ struct Src {
     name: u32,
     head: u32,
     len: u32,
+    /// Not findable by name: the next generation of a rule's relations while its join is
+    /// attached in steps, or the previous one being removed in steps (`crate::rule`,
+    /// `JoinMut::attach_step`). Its relations count as its rule's for decisions.
+    hidden: bool,
 }
 
 /// The symbol ids of a source, used as its hash input.
@@ -249,6 +253,9 @@ pub struct RelationIndex {
     /// The rules' joins (`crate::rule`), by [`crate::JoinId`]; `None` for a free slot. They
     /// live here because their objects are this index's keys, UIDs and strings.
     pub(crate) joins: Vec<Option<Box<RuleJoin>>>,
+    /// Hidden sources whose relations are being removed a step at a time
+    /// ([`RelationIndex::retire_step`]): a rule's previous generation, replaced.
+    retiring: Vec<u32>,
     /// Cycles inside namespaces being deleted, whose relations no longer block (see
     /// [`RelationIndex::set_broken_cycles`]): each member's cycle number, and the namespace each
     /// number belongs to. Empty but for a namespace stuck on a cycle.
@@ -307,6 +314,7 @@ impl RelationIndex {
             released: HashSet::new(),
             released_order: VecDeque::new(),
             joins: Vec::new(),
+            retiring: Vec::new(),
             broken: hashbrown::HashMap::new(),
             broken_namespaces: hashbrown::HashMap::new(),
             broken_next: 0,
@@ -559,9 +567,13 @@ impl RelationIndex {
     fn clear_relations(&mut self) {
         for join in self.joins.iter_mut().flatten() {
             join.attached = false;
+            join.staging = NIL;
         }
+        self.retiring.clear();
         for src in 0..self.srcs.len() {
-            if self.srcs[src].name != NIL {
+            if self.srcs[src].name != NIL && self.srcs[src].hidden {
+                self.drop_hidden_source(src as u32);
+            } else if self.srcs[src].name != NIL {
                 self.clear_source(src as u32);
             }
         }
@@ -585,14 +597,97 @@ impl RelationIndex {
     /// Detaches the joins deriving `source`: their relations are being replaced or removed
     /// by other means, so they must not send deltas on top.
     pub(crate) fn detach_joins_of(&mut self, source: &Source) {
+        let mut staged = Vec::new();
         for join in self.joins.iter_mut().flatten() {
-            if join.attached && join.config().source == *source {
+            if join.config().source == *source {
                 join.attached = false;
+                // A generation half attached goes: what replaces it starts over.
+                if join.staging != NIL {
+                    staged.push(std::mem::replace(&mut join.staging, NIL));
+                }
             }
+        }
+        for src in staged {
+            self.drop_hidden_source(src);
         }
     }
 
+    /// A hidden source for `source`'s next generation (see [`Src::hidden`]).
+    pub(crate) fn hidden_source(&mut self, source: &Source) -> Result<u32, FullError> {
+        self.new_source(source, true)
+    }
+
+    /// `staging`, a hidden source, becomes `source` in O(1): what `source` held is hidden and
+    /// queued for [`RelationIndex::retire_step`]. From then on decisions name the new
+    /// generation's relations by `source`, and the old ones (still in the index until retired)
+    /// by the same name.
+    pub(crate) fn promote_source(&mut self, staging: u32, source: &Source) {
+        if let Some(old) = self.find_source(source.as_source_ref()) {
+            let hash = self.hasher.hash_one(src_syms(&self.srcs[old as usize]));
+            if let Ok(entry) = self.src_table.find_entry(hash, |&id| id == old) {
+                entry.remove();
+            }
+            self.srcs[old as usize].hidden = true;
+            self.src_live -= 1;
+            self.retiring.push(old);
+        }
+        self.srcs[staging as usize].hidden = false;
+        let hash = self.hasher.hash_one(src_syms(&self.srcs[staging as usize]));
+        let (srcs, hasher) = (&self.srcs, &self.hasher);
+        self.src_table.insert_unique(hash, staging, |&id| {
+            hasher.hash_one(src_syms(&srcs[id as usize]))
+        });
+        self.src_live += 1;
+        self.free_source_if_empty(staging);
+    }
+
+    /// Removes up to `budget` relations of the retiring sources (at least one, if any is
+    /// left); returns whether none is left.
+    pub(crate) fn retire_step(&mut self, budget: usize) -> bool {
+        let mut left = budget.max(1);
+        while let Some(&src) = self.retiring.last() {
+            while left > 0 && self.srcs[src as usize].head != NIL {
+                let id = self.srcs[src as usize].head;
+                self.srcs[src as usize].head = self.rels[id as usize].src_next;
+                self.srcs[src as usize].len -= 1;
+                self.free_relation(id);
+                left -= 1;
+            }
+            if self.srcs[src as usize].head != NIL {
+                return false;
+            }
+            self.retiring.pop();
+            self.drop_hidden_source(src);
+        }
+        true
+    }
+
+    /// Removes a hidden source and its relations.
+    pub(crate) fn drop_hidden_source(&mut self, src: u32) {
+        let rec = self.srcs[src as usize];
+        debug_assert!(rec.hidden && rec.name != NIL);
+        self.unlink_chain(rec.head);
+        if rec.namespace != NIL {
+            self.strs.release(Sym(rec.namespace));
+        }
+        self.strs.release(Sym(rec.name));
+        self.srcs[src as usize] = Src {
+            tag: 0,
+            namespace: NIL,
+            name: NIL,
+            head: self.src_free,
+            len: 0,
+            hidden: false,
+        };
+        self.src_free = src;
+        self.retiring.retain(|&r| r != src);
+    }
+
     fn insert_source(&mut self, source: &Source) -> Result<u32, FullError> {
+        self.new_source(source, false)
+    }
+
+    fn new_source(&mut self, source: &Source, hidden: bool) -> Result<u32, FullError> {
         let (tag, namespace, name) = match source {
             Source::Usage { namespace, name } => (SRC_USAGE, self.strs.intern(namespace)?.0, name),
             Source::ClusterUsage { name } => (SRC_CLUSTER_USAGE, NIL, name),
@@ -605,6 +700,7 @@ impl RelationIndex {
             name,
             head: NIL,
             len: 0,
+            hidden,
         };
         let id = if self.src_free != NIL {
             let id = self.src_free;
@@ -616,6 +712,9 @@ impl RelationIndex {
             self.srcs.push(rec);
             id
         };
+        if hidden {
+            return Ok(id);
+        }
         let hash = self.hasher.hash_one(src_syms(&rec));
         let (srcs, hasher) = (&self.srcs, &self.hasher);
         self.src_table.insert_unique(hash, id, |&id| {
@@ -627,7 +726,8 @@ impl RelationIndex {
 
     pub(crate) fn free_source_if_empty(&mut self, src: u32) {
         let rec = self.srcs[src as usize];
-        if rec.head != NIL {
+        // A hidden source goes with its join or its retirement, not when it empties.
+        if rec.head != NIL || rec.hidden {
             return;
         }
         let hash = self.hasher.hash_one(src_syms(&rec));
@@ -644,6 +744,7 @@ impl RelationIndex {
             name: NIL,
             head: self.src_free,
             len: 0,
+            hidden: false,
         };
         self.src_free = src;
         self.src_live -= 1;
@@ -1297,7 +1398,7 @@ impl RelationIndex {
     pub fn sources(&self) -> impl Iterator<Item = SourceRef<'_>> {
         self.srcs
             .iter()
-            .filter(|s| s.name != NIL)
+            .filter(|s| s.name != NIL && !s.hidden)
             .map(move |s| self.source_ref(s))
     }
 
@@ -1305,7 +1406,7 @@ impl RelationIndex {
     /// DependencyRule)`. O(sources), not O(relations): each source knows its length.
     pub fn len_by_source_kind(&self) -> (usize, usize, usize) {
         let mut out = (0, 0, 0);
-        for s in self.srcs.iter().filter(|s| s.name != NIL) {
+        for s in self.srcs.iter().filter(|s| s.name != NIL && !s.hidden) {
             let n = s.len as usize;
             match self.source_ref(s) {
                 SourceRef::Usage { .. } => out.0 += n,

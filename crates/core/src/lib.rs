@@ -40,7 +40,9 @@ pub use index::{
 };
 pub use key::{GroupKind, KeyError, KeyRef, ObjectKey};
 pub use relation::{Relation, Source, SourceRef};
-pub use rule::{JoinChange, JoinError, JoinId, JoinMut, JoinRef, RuleConfig, RuleJoin, RuleScope};
+pub use rule::{
+    AttachStep, JoinChange, JoinError, JoinId, JoinMut, JoinRef, RuleConfig, RuleJoin, RuleScope,
+};
 pub use seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BreakGlassAction, BreakGlassUse,
     DELETE_WHEN_FREE_ANNOTATION, DELETION_ATTEMPT_ANNOTATION, DeletionRequest, Denial,

@@ -425,6 +425,22 @@ pub struct RuleJoin {
     errors: usize,
     /// The index holds the join's relations as its source's, and updates change them there.
     pub(crate) attached: bool,
+    /// While attached in steps ([`JoinMut::attach_step`]): the hidden source (see
+    /// `RelationIndex::hidden_source`) taking the join's relations, `NIL` otherwise.
+    pub(crate) staging: u32,
+    /// While attached in steps: the `by` objects in slots below this one have their relations
+    /// in `staging`, and updates change them there; the others are linked when reached.
+    cursor: Id,
+}
+
+/// What one [`JoinMut::attach_step`] left to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachStep {
+    /// More steps are needed (the write lock may be released between them).
+    More,
+    /// The join is attached and the previous generation's relations are gone; the source now
+    /// holds this many relations.
+    Done(usize),
 }
 
 /// What the CEL layer made of one object: its keys and `when`, or a failure.
@@ -453,6 +469,8 @@ impl RelationIndex {
             len: 0,
             errors: 0,
             attached: false,
+            staging: NIL,
+            cursor: 0,
         });
         let slot = match self.joins.iter().position(Option::is_none) {
             Some(slot) => {
@@ -480,6 +498,10 @@ impl RelationIndex {
         let Some(join) = self.joins.get_mut(id.0 as usize).and_then(Option::take) else {
             return false;
         };
+        if join.staging != NIL {
+            // Half a generation: the previous one is still whole under the source.
+            self.drop_hidden_source(join.staging);
+        }
         for objects in [&join.of, &join.by] {
             for (_, o) in objects.live() {
                 RuleJoin::release(self, o.uid, objects.keys(o));
@@ -659,7 +681,27 @@ impl JoinMut<'_> {
     /// the index. Other joins of the same source are detached. Returns how many relations the
     /// source now has. When the index is full the source is left empty and the join detached.
     pub fn attach(&mut self) -> Result<usize, IndexError> {
-        self.with(|j, ix| j.attach(ix)).unwrap_or(Ok(0))
+        loop {
+            match self.attach_step(usize::MAX)? {
+                AttachStep::More => {}
+                AttachStep::Done(n) => return Ok(n),
+            }
+        }
+    }
+
+    /// [`JoinMut::attach`] in steps of about `budget` relations each (linked, or removed of the
+    /// previous generation), so that the caller can release the index's write lock between
+    /// them: at 100,000 relations one `attach` holds it for 10–25 ms (docs/benchmarks.md).
+    ///
+    /// Until the last step, the new generation's relations go into a hidden source and the
+    /// previous generation's stay under the rule's: a DELETE is refused if either holds the
+    /// object (never less protection than before or after). The step that links the last
+    /// relation makes the new ones the rule's, in O(1); the old ones are then removed over the
+    /// next steps. Updates fed in between change the relations of the objects already linked,
+    /// as they do once attached. Call until [`AttachStep::Done`]; an error is as `attach`'s.
+    pub fn attach_step(&mut self, budget: usize) -> Result<AttachStep, IndexError> {
+        self.with(|j, ix| j.attach_step(ix, budget))
+            .unwrap_or(Ok(AttachStep::Done(0)))
     }
 
     fn upsert(
@@ -967,6 +1009,9 @@ impl RuleJoin {
         };
         let applied = if self.attached {
             self.apply_change(ix, side, &new, &gone, &came)
+        } else if self.staging != NIL {
+            let (gone, came) = self.linked_only(side, id, gone.clone(), came.clone());
+            self.apply_change(ix, side, &new, &gone, &came)
         } else {
             Ok(())
         };
@@ -1000,11 +1045,15 @@ impl RuleJoin {
         if gone.is_empty() && came.is_empty() {
             return Ok(());
         }
-        let src = match ix.source_id(&self.config.source) {
-            Ok(src) => src,
-            Err(full) => {
-                self.detach(ix);
-                return Err(full);
+        let src = if self.staging != NIL {
+            self.staging
+        } else {
+            match ix.source_id(&self.config.source) {
+                Ok(src) => src,
+                Err(full) => {
+                    self.detach(ix);
+                    return Err(full);
+                }
             }
         };
         for &m in gone {
@@ -1026,7 +1075,28 @@ impl RuleJoin {
         if let Some(src) = ix.source_id_if_any(&self.config.source) {
             ix.clear_source(src);
         }
+        if self.staging != NIL {
+            ix.drop_hidden_source(std::mem::replace(&mut self.staging, NIL));
+        }
         self.attached = false;
+    }
+
+    /// Whether the pair with the `by` object in slot `by` has its relation in the index.
+    fn linked(&self, by: Id) -> bool {
+        self.attached || (self.staging != NIL && by < self.cursor)
+    }
+
+    /// Of an object's partners that left and came, those whose relation is (to be) in the
+    /// index: all once attached; while attaching, those with a `by` object already reached.
+    fn linked_only(&self, side: Side, id: Id, gone: Vec<Id>, came: Vec<Id>) -> (Vec<Id>, Vec<Id>) {
+        if self.attached {
+            return (gone, came);
+        }
+        let keep = |m: &Id| self.linked(if side == Side::By { id } else { *m });
+        (
+            gone.into_iter().filter(keep).collect(),
+            came.into_iter().filter(keep).collect(),
+        )
     }
 
     fn remove(&mut self, ix: &mut RelationIndex, side: Side, key: &ObjectKey) -> JoinChange {
@@ -1042,11 +1112,17 @@ impl RuleJoin {
         let old = self.side(side).recs[id as usize];
         let ms = self.matches(ix, side, &old);
         self.unbucket(ix, side, id, &old);
-        if self.attached
+        let src = if self.staging != NIL {
+            Some(self.staging)
+        } else {
+            ix.source_id_if_any(&self.config.source)
+        };
+        if (self.attached || self.staging != NIL)
             && !ms.is_empty()
-            && let Some(src) = ix.source_id_if_any(&self.config.source)
+            && let Some(src) = src
         {
-            for &m in &ms {
+            let (linked, _) = self.linked_only(side, id, ms.clone(), Vec::new());
+            for &m in &linked {
                 let (of, by) = self.pair(side, &old, m);
                 ix.unlink_pair(src, of.key, by.key);
             }
@@ -1065,21 +1141,51 @@ impl RuleJoin {
         }
     }
 
-    fn attach(&mut self, ix: &mut RelationIndex) -> Result<usize, IndexError> {
-        let source = self.config.source.clone();
-        ix.detach_joins_of(&source);
-        let src = ix.source_id(&source).map_err(IndexError::Full)?;
-        let attached = ix.replace_source(src, |ix, src| {
-            for (_, by) in self.by.live() {
-                for m in self.matches(ix, Side::By, by) {
-                    self.link(ix, src, &self.of.recs[m as usize], by)
-                        .map_err(IndexError::Full)?;
+    fn attach_step(
+        &mut self,
+        ix: &mut RelationIndex,
+        budget: usize,
+    ) -> Result<AttachStep, IndexError> {
+        let mut left = budget.max(1);
+        if !self.attached {
+            if self.staging == NIL {
+                let source = self.config.source.clone();
+                ix.detach_joins_of(&source);
+                self.staging = ix.hidden_source(&source).map_err(IndexError::Full)?;
+                self.cursor = 0;
+            }
+            let slots = self.by.recs.len();
+            while (self.cursor as usize) < slots && left > 0 {
+                let by = self.by.recs[self.cursor as usize];
+                self.cursor += 1;
+                if by.key == NIL {
+                    continue;
+                }
+                for m in self.matches(ix, Side::By, &by) {
+                    if let Err(full) = self.link(ix, self.staging, &self.of.recs[m as usize], &by) {
+                        self.detach(ix);
+                        return Err(IndexError::Full(full));
+                    }
+                    left = left.saturating_sub(1);
                 }
             }
-            Ok(())
-        });
-        self.attached = attached.is_ok();
-        attached
+            if (self.cursor as usize) < slots {
+                return Ok(AttachStep::More);
+            }
+            ix.promote_source(
+                std::mem::replace(&mut self.staging, NIL),
+                &self.config.source,
+            );
+            self.attached = true;
+            if left == 0 {
+                return Ok(AttachStep::More);
+            }
+        }
+        if ix.retire_step(left) {
+            Ok(AttachStep::Done(ix.source_len(&self.config.source)))
+        } else {
+            Ok(AttachStep::More)
+        }
     }
 }
 

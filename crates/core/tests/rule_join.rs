@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use lien_core::{
-    GroupKind, JoinChange, JoinError, JoinId, JoinMut, ObjectKey, Relation, RelationIndex,
-    RuleConfig, RuleScope, Source,
+    AttachStep, GroupKind, JoinChange, JoinError, JoinId, JoinMut, ObjectKey, Relation,
+    RelationIndex, RuleConfig, RuleScope, Source,
 };
 use proptest::prelude::*;
 
@@ -333,6 +333,225 @@ proptest! {
         prop_assert!(join.index.remove_join(join.id));
         prop_assert_eq!(join.index.string_count(), 0);
     }
+}
+
+/// Applies `op` to a join and to the model.
+fn apply_op(
+    index: &mut RelationIndex,
+    id: JoinId,
+    c: &RuleConfig,
+    op: &Op,
+    ofs: &mut State,
+    bys: &mut State,
+) {
+    let keyed = c.keyed;
+    let key_set = |ks: &[usize]| -> BTreeSet<String> {
+        if keyed {
+            ks.iter().map(|&k| KEYS[k].to_owned()).collect()
+        } else {
+            BTreeSet::new()
+        }
+    };
+    let key_vec = |ks: &[usize]| Some(ks.iter().map(|&k| KEYS[k].to_owned()).collect());
+    let mut join = index.join_mut(id).expect("join");
+    match op {
+        Op::UpsertOf(n, m, u, ks) => {
+            let k = obj(&c.of, NAMESPACES[*n], NAMES[*m]);
+            ofs.insert(k.clone(), (UIDS[*u].to_owned(), key_set(ks), true));
+            join.upsert_of(&k, Some(UIDS[*u]), key_vec(ks))
+                .expect("of kind");
+        }
+        Op::UpsertBy(n, m, u, ks, when) => {
+            let k = obj(&c.by, NAMESPACES[*n], NAMES[*m]);
+            bys.insert(k.clone(), (UIDS[*u].to_owned(), key_set(ks), *when));
+            join.upsert_by(&k, Some(UIDS[*u]), key_vec(ks), *when)
+                .expect("by kind");
+        }
+        Op::ErrorOf(n, m, u) => {
+            let k = obj(&c.of, NAMESPACES[*n], NAMES[*m]);
+            let (keys, ok) = ofs
+                .get(&k)
+                .map_or((BTreeSet::new(), false), |o| (o.1.clone(), o.2));
+            ofs.insert(k.clone(), (UIDS[*u].to_owned(), keys, ok));
+            join.error_of(&k, Some(UIDS[*u])).expect("of kind");
+        }
+        Op::ErrorBy(n, m, u) => {
+            let k = obj(&c.by, NAMESPACES[*n], NAMES[*m]);
+            let (keys, when) = bys
+                .get(&k)
+                .map_or((BTreeSet::new(), false), |o| (o.1.clone(), o.2));
+            bys.insert(k.clone(), (UIDS[*u].to_owned(), keys, when));
+            join.error_by(&k, Some(UIDS[*u])).expect("by kind");
+        }
+        Op::RemoveOf(n, m) => {
+            let k = obj(&c.of, NAMESPACES[*n], NAMES[*m]);
+            ofs.remove(&k);
+            join.remove_of(&k);
+        }
+        Op::RemoveBy(n, m) => {
+            let k = obj(&c.by, NAMESPACES[*n], NAMES[*m]);
+            bys.remove(&k);
+            join.remove_by(&k);
+        }
+    }
+}
+
+/// The relations of `source` the index holds.
+fn of_source(index: &RelationIndex, source: &Source) -> HashSet<Relation> {
+    index
+        .relations_of_source(source)
+        .map(|r| r.to_relation())
+        .collect()
+}
+
+const NEXT_REASON: &str = "the next generation's reason";
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A rule's next generation attached in steps of `budget` relations (`attach_step`, the
+    /// write lock released between steps), with updates fed between the steps: the rule's
+    /// relations are the previous generation's until they are all the new one's (never a mix),
+    /// and at the end the index holds exactly the new generation's relations, follows updates
+    /// as an attached join does, and keeps nothing of the old one or of the steps.
+    #[test]
+    fn a_generation_attached_in_steps_ends_as_one_attached_at_once(
+        cluster in any::<bool>(),
+        keyed in any::<bool>(),
+        same_kind in any::<bool>(),
+        first in proptest::collection::vec(op(), 0..30),
+        between in proptest::collection::vec(op(), 0..30),
+        budget in 1..5usize,
+    ) {
+        let scope = if cluster { RuleScope::Cluster } else { RuleScope::SameNamespace };
+        let c1 = config(scope, keyed, same_kind);
+        let c2 = RuleConfig { reason: NEXT_REASON.to_owned(), ..c1.clone() };
+        let source = c1.source.clone();
+        let next = |ofs: &State, bys: &State| -> HashSet<Relation> {
+            brute_force(&c2, ofs, bys).into_iter().map(|r| r.with_reason(NEXT_REASON)).collect()
+        };
+        let mut index = RelationIndex::new();
+        let (mut ofs, mut bys) = (State::new(), State::new());
+        let one = index.add_join(c1.clone()).expect("room");
+        for op in &first {
+            apply_op(&mut index, one, &c1, op, &mut ofs, &mut bys);
+        }
+        index.join_mut(one).expect("join").attach().expect("room");
+        let old = of_source(&index, &source);
+        prop_assert_eq!(&old, &brute_force(&c1, &ofs, &bys));
+
+        // The next generation, as the controller makes it: the old join goes (its relations
+        // stay the rule's), the new one is fed every object, then attached in steps.
+        prop_assert!(index.remove_join(one));
+        let two = index.add_join(c2.clone()).expect("room");
+        for (k, (uid, ks, ok)) in ofs.clone() {
+            let mut join = index.join_mut(two).expect("join");
+            // An `of` object whose evaluation failed before it had keys holds nothing.
+            if ok {
+                join.upsert_of(&k, Some(&uid), Some(ks.into_iter().collect())).expect("kind");
+            } else {
+                join.error_of(&k, Some(&uid)).expect("kind");
+            }
+        }
+        for (k, (uid, ks, when)) in bys.clone() {
+            let ks = Some(ks.into_iter().collect());
+            index.join_mut(two).expect("join").upsert_by(&k, Some(&uid), ks, when).expect("kind");
+        }
+        let mut between = between.into_iter();
+        let mut switched = false;
+        loop {
+            let step = index.join_mut(two).expect("join").attach_step(budget).expect("room");
+            let visible = of_source(&index, &source);
+            if !switched && visible != old {
+                switched = true;
+            }
+            if switched {
+                // From the switch on, the rule's relations are the new generation's.
+                prop_assert_eq!(&visible, &next(&ofs, &bys));
+            }
+            if step != AttachStep::More {
+                prop_assert_eq!(step, AttachStep::Done(visible.len()));
+                break;
+            }
+            if let Some(op) = between.next() {
+                apply_op(&mut index, two, &c2, &op, &mut ofs, &mut bys);
+            }
+        }
+        let expected = next(&ofs, &bys);
+        prop_assert_eq!(&of_source(&index, &source), &expected);
+        prop_assert_eq!(index.len(), expected.len(), "nothing of the old generation is left");
+        for op in between {
+            apply_op(&mut index, two, &c2, &op, &mut ofs, &mut bys);
+            prop_assert_eq!(&of_source(&index, &source), &next(&ofs, &bys));
+            prop_assert_eq!(index.len(), next(&ofs, &bys).len());
+        }
+        // Removing everything leaves nothing behind but the join's reason.
+        for k in ofs.keys() {
+            index.join_mut(two).expect("join").remove_of(k);
+        }
+        for k in bys.keys() {
+            index.join_mut(two).expect("join").remove_by(k);
+        }
+        prop_assert_eq!((index.len(), index.key_count(), index.string_count(), index.source_count()), (0, 0, 1, 0));
+        prop_assert!(index.remove_join(two));
+        prop_assert_eq!(index.string_count(), 0);
+    }
+}
+
+#[test]
+fn a_join_removed_or_detached_mid_attach_leaves_the_previous_generation_whole() {
+    let c = config(RuleScope::Cluster, false, false);
+    let mut index = RelationIndex::new();
+    let one = index.add_join(c.clone()).expect("room");
+    for i in 0..4 {
+        let of = obj(&c.of, Some("a"), &format!("pool-{i}"));
+        let by = obj(&c.by, Some("a"), &format!("nfs-{i}"));
+        let mut j = index.join_mut(one).expect("join");
+        j.upsert_of(&of, Some(U1), None).expect("kind");
+        j.upsert_by(&by, Some(U2), None, true).expect("kind");
+    }
+    index.join_mut(one).expect("join").attach().expect("room");
+    let old = of_source(&index, &c.source);
+    assert_eq!(old.len(), 16);
+    for cut in ["remove_join", "delete the source"] {
+        let next = RuleConfig {
+            reason: NEXT_REASON.to_owned(),
+            ..c.clone()
+        };
+        let two = index.add_join(next).expect("room");
+        for i in 0..4 {
+            let of = obj(&c.of, Some("a"), &format!("pool-{i}"));
+            let by = obj(&c.by, Some("b"), &format!("nfs-{i}"));
+            let mut j = index.join_mut(two).expect("join");
+            j.upsert_of(&of, Some(U1), None).expect("kind");
+            j.upsert_by(&by, Some(U2), None, true).expect("kind");
+        }
+        let step = index
+            .join_mut(two)
+            .expect("join")
+            .attach_step(5)
+            .expect("room");
+        assert_eq!(step, AttachStep::More);
+        assert!(
+            index.len() > old.len(),
+            "the step's relations are in the index"
+        );
+        match cut {
+            "remove_join" => {
+                assert!(index.remove_join(two));
+                assert_eq!(of_source(&index, &c.source), old, "{cut}");
+                assert_eq!(index.len(), old.len(), "{cut}: the step's relations went");
+            }
+            _ => {
+                assert_eq!(index.delete(&c.source), 16);
+                assert_eq!(index.len(), 0, "{cut}: the step's relations went too");
+                assert!(!index.join(two).expect("join").is_attached());
+                assert!(index.remove_join(two));
+            }
+        }
+    }
+    assert!(index.remove_join(one));
+    assert_eq!((index.len(), index.source_count()), (0, 0));
 }
 
 // ----- each rule on its own ------------------------------------------------------------------
