@@ -224,7 +224,20 @@ impl Lien {
             controller_config.replay_key =
                 Some(lien_controller::ReplayKey::generate().context("generating a replay key")?);
         }
-        let controller = Controller::new(client.clone(), index.clone(), controller_config.clone());
+        // CascadeRules are reconciled by the controller too (one event loop, one write loop),
+        // writing while this replica leads.
+        let controller = Controller::new(client.clone(), index.clone(), controller_config.clone())
+            .with_cascade(lien_controller::cascade::CascadeConfig {
+                field_manager: FIELD_MANAGER.into(),
+                reporter: kube::runtime::events::Reporter {
+                    controller: controller_config.reporter.clone(),
+                    instance: controller_config
+                        .leader
+                        .as_ref()
+                        .map(|l| l.identity.clone()),
+                },
+                ..config.cascade.clone()
+            });
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
 
@@ -400,25 +413,6 @@ impl Lien {
             reporter.clone(),
         );
         tasks.push(tokio::spawn(reconciler.run(stopped.clone())));
-
-        // CascadeRules: their own reconciler, writing while this replica leads (the
-        // controller's Lease).
-        let cascade = lien_controller::cascade::Cascade::new(
-            client.clone(),
-            lien_controller::cascade::CascadeConfig {
-                field_manager: FIELD_MANAGER.into(),
-                reporter: kube::runtime::events::Reporter {
-                    controller: controller_config.reporter.clone(),
-                    instance: controller_config
-                        .leader
-                        .as_ref()
-                        .map(|l| l.identity.clone()),
-                },
-                ..config.cascade.clone()
-            },
-            controller.leader(),
-        );
-        tasks.push(tokio::spawn(cascade.run(stopped.clone())));
 
         let mut controller_stop = stopped.clone();
         tasks.push(tokio::spawn(async move {

@@ -3,12 +3,15 @@
 //! # Layout
 //!
 //! - `decide`: the decision for one parent, pure (no I/O, no clock).
-//! - `state`: [`state::CascadeState`], everything below and its event handling — synchronous,
+//! - `state`: `CascadeState`, everything below and its event handling — synchronous,
 //!   no I/O, unit-tested event by event without a runtime. Its output is data: the watches to
-//!   start or stop and the writes to send ([`state::Effect`], [`state::CascadeWrite`], each
+//!   start or stop and the writes to send (`Effect`, `CascadeWrite`, each
 //!   write with the resourceVersion or UID it was computed from).
-//! - this module: the runtime — the watch tasks, one event loop owning the state (no locks),
-//!   and the writer that sends its writes and reports their outcome back as events.
+//! - this module: the runtime (`CascadeRuntime`) — the watch tasks, and the writer
+//!   (`CascadeWriter`) that sends the writes and reports their outcome back as events. The
+//!   controller's event loop owns the runtime (no locks): it hands it the cascade's events,
+//!   asks it for its writes in every write pass (`Controller`'s plan, leader only) and sends
+//!   them as `Write::Cascade` through the one write loop.
 //!
 //! # Data model
 //!
@@ -30,8 +33,8 @@
 //! computes (`CascadeState::next_wake`: a retry, a refused DELETE's backoff, a report, a child
 //! turning stuck, a throttled status write).
 //!
-//! Only the leader writes (the controller's Lease, `Controller::leader`); a follower keeps its
-//! caches warm and takes over with a full pass.
+//! Only the leader decides and writes (the controller's Lease: write passes run only while
+//! leading); a follower keeps the rules cached and takes over with a full pass.
 //!
 //! Lien puts its finalizer on every rule too: a rule being deleted first releases every
 //! parent of its kind (finalizer and record removed — parents waiting for children are then
@@ -40,6 +43,8 @@
 
 pub mod decide;
 mod state;
+
+pub(crate) use self::state::CascadeWrite;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -58,14 +63,12 @@ use kube::{Client, ResourceExt};
 use lien_api::{CASCADE_FINALIZER, CascadeRule, PropagationPolicy};
 use lien_core::GroupKind;
 use serde_json::json;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use self::decide::CHILDREN_ANNOTATION;
-use self::state::{
-    CascadeState, CascadeWrite, Effect, Msg, ParentId, ParentMeta, WaitingReport, truncate,
-};
+use self::state::{CascadeState, Effect, Msg, ParentId, ParentMeta, WaitingReport, truncate};
 use crate::watch::{Discovered, DiscoveryError};
 
 /// How the reconciler runs.
@@ -141,20 +144,6 @@ impl Calls {
     }
 }
 
-/// The CascadeRule reconciler.
-pub struct Cascade {
-    client: Client,
-    config: CascadeConfig,
-    leader: watch::Receiver<bool>,
-    calls: Arc<Calls>,
-}
-
-impl std::fmt::Debug for Cascade {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cascade").finish_non_exhaustive()
-    }
-}
-
 /// Discovers a kind (retried under the watch service's backoff while it is not served: a CRD
 /// installed later), says so to the event loop, then forwards its objects' events.
 fn spawn_kind_watch(
@@ -187,146 +176,168 @@ fn spawn_kind_watch(
     })
 }
 
-impl Cascade {
-    /// A reconciler writing only while `leader` is true.
-    pub fn new(client: Client, config: CascadeConfig, leader: watch::Receiver<bool>) -> Self {
-        Self {
-            client,
-            config,
-            leader,
-            calls: Arc::default(),
-        }
-    }
+/// The CascadeRule reconciler's runtime, driven by the controller's event loop (one loop, one
+/// leader): it owns the [`CascadeState`] and its watch tasks; its writes go out as
+/// `Write::Cascade` through the controller's write loop, which hands them to the
+/// [`CascadeWriter`].
+pub(crate) struct CascadeRuntime {
+    client: Client,
+    st: CascadeState,
+    tx: mpsc::UnboundedSender<Msg>,
+    watches: HashMap<(bool, GroupKind), JoinHandle<()>>,
+    rules_task: JoinHandle<()>,
+    /// Writes asked for while handling events (a refusal said at once), sent with the next
+    /// plan.
+    pending: Vec<CascadeWrite>,
+    calls: Arc<Calls>,
+    logged: ([u64; 5], Instant),
+}
 
-    /// The API requests it makes, counted.
-    pub fn calls(&self) -> Arc<Calls> {
-        self.calls.clone()
+impl std::fmt::Debug for CascadeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CascadeRuntime").finish_non_exhaustive()
     }
+}
 
-    /// Runs until `stop` turns true.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
-        let Cascade {
-            client,
-            config,
-            mut leader,
-            calls,
-        } = self;
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let rules_task = {
-            let tx = tx.clone();
-            crate::watch::spawn_forward(
-                watcher(
-                    Api::<CascadeRule>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
-                tx,
-                |ev| Some(Msg::Rule(ev)),
-                |e| tracing::warn!(error = %e, "CascadeRule watch failed; retrying"),
-            )
-        };
-        let mut st = CascadeState::new(config.clone());
-        let mut watches: HashMap<(bool, GroupKind), JoinHandle<()>> = HashMap::new();
+/// One event for the cascade's state (from its watches or its writer), carried on its own
+/// channel into the controller's event loop.
+pub(crate) use self::state::Msg as CascadeEvent;
+
+impl CascadeRuntime {
+    /// Starts the rule watch. Returns the runtime, the writer the write loop sends its writes
+    /// with, and the channel of its events.
+    pub(crate) fn start(
+        client: Client,
+        config: CascadeConfig,
+        recorder: Recorder,
+    ) -> (Self, CascadeWriter, mpsc::UnboundedReceiver<CascadeEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let calls = Arc::new(Calls::default());
+        let rules_task = crate::watch::spawn_forward(
+            watcher(
+                Api::<CascadeRule>::all(client.clone()),
+                watcher::Config::default(),
+            ),
+            tx.clone(),
+            |ev| Some(Msg::Rule(ev)),
+            |e| tracing::warn!(error = %e, "CascadeRule watch failed; retrying"),
+        );
         let writer = CascadeWriter {
             client: client.clone(),
-            recorder: Recorder::new(client.clone(), config.reporter.clone()),
+            recorder,
             semaphore: Arc::new(Semaphore::new(config.concurrency.max(1))),
             tx: tx.clone(),
             field_manager: config.field_manager.clone(),
             retry: config.retry_base,
             calls: calls.clone(),
         };
-        let mut logged = ([0u64; 5], Instant::now());
-        loop {
-            let is_leader = *leader.borrow_and_update();
-            // No tick: a pass follows an event, or the earliest deadline the state waits for.
-            let wake = is_leader.then(|| st.next_wake()).flatten();
-            let sleep = async {
-                match wake {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = stop.wait_for(|s| *s) => break,
-                changed = leader.changed() => {
-                    if changed.is_err() { break }
-                    st.lead();
-                }
-                msg = rx.recv() => {
-                    let Some(msg) = msg else { break };
-                    st.handle(msg);
-                    // Drain what is queued, so a burst is decided once.
-                    while let Ok(msg) = rx.try_recv() {
-                        st.handle(msg);
-                    }
-                }
-                () = sleep => {}
-            }
-            let effects = if is_leader && *leader.borrow() {
-                st.decide()
-            } else {
-                st.take_effects()
-            };
-            for effect in effects {
-                match effect {
-                    Effect::WatchParents { gk, api_version } => {
-                        let task = spawn_kind_watch(
-                            client.clone(),
-                            gk.clone(),
-                            api_version,
-                            tx.clone(),
-                            Msg::ParentKind,
-                            Msg::Parent,
-                        );
-                        if let Some(old) = watches.insert((true, gk), task) {
-                            old.abort();
-                        }
-                    }
-                    Effect::StopParents(gk) => {
-                        if let Some(old) = watches.remove(&(true, gk)) {
-                            old.abort();
-                        }
-                    }
-                    Effect::WatchChildren { gk, api_version } => {
-                        let task = spawn_kind_watch(
-                            client.clone(),
-                            gk.clone(),
-                            api_version,
-                            tx.clone(),
-                            Msg::ChildKind,
-                            Msg::Child,
-                        );
-                        if let Some(old) = watches.insert((false, gk), task) {
-                            old.abort();
-                        }
-                    }
-                    Effect::Write(w) => writer.send(*w),
-                }
-            }
-            if logged.1.elapsed() >= Duration::from_secs(5) {
-                let now = calls.snapshot();
-                if now != logged.0 {
-                    let [
-                        parent_writes,
-                        child_deletes,
-                        events,
-                        rule_writes,
-                        dependents_lists,
-                    ] = now;
-                    tracing::info!(
-                        parent_writes,
-                        child_deletes,
-                        events,
-                        rule_writes,
-                        dependents_lists,
-                        "cascade: API requests"
+        let runtime = Self {
+            client,
+            st: CascadeState::new(config),
+            tx,
+            watches: HashMap::new(),
+            rules_task,
+            pending: Vec::new(),
+            calls,
+            logged: ([0; 5], Instant::now()),
+        };
+        (runtime, writer, rx)
+    }
+
+    /// Applies an event to the state (every replica).
+    pub(crate) fn handle(&mut self, ev: CascadeEvent) {
+        self.st.handle(ev);
+        let effects = self.st.take_effects();
+        self.carry_out(effects);
+    }
+
+    /// This replica became the leader: everything is decided once.
+    pub(crate) fn lead(&mut self) {
+        self.st.lead();
+    }
+
+    /// The leader's pass: the writes to send now, and when to plan again without an event.
+    pub(crate) fn plan(&mut self) -> (Vec<CascadeWrite>, Option<Duration>) {
+        let effects = self.st.decide();
+        self.carry_out(effects);
+        self.log_calls();
+        let wake = self
+            .st
+            .next_wake()
+            .map(|at| at.saturating_duration_since(Instant::now()));
+        (std::mem::take(&mut self.pending), wake)
+    }
+
+    /// Starts and stops watches; keeps writes for the plan.
+    fn carry_out(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::WatchParents { gk, api_version } => {
+                    let task = spawn_kind_watch(
+                        self.client.clone(),
+                        gk.clone(),
+                        api_version,
+                        self.tx.clone(),
+                        Msg::ParentKind,
+                        Msg::Parent,
                     );
+                    if let Some(old) = self.watches.insert((true, gk), task) {
+                        old.abort();
+                    }
                 }
-                logged = (now, Instant::now());
+                Effect::StopParents(gk) => {
+                    if let Some(old) = self.watches.remove(&(true, gk)) {
+                        old.abort();
+                    }
+                }
+                Effect::WatchChildren { gk, api_version } => {
+                    let task = spawn_kind_watch(
+                        self.client.clone(),
+                        gk.clone(),
+                        api_version,
+                        self.tx.clone(),
+                        Msg::ChildKind,
+                        Msg::Child,
+                    );
+                    if let Some(old) = self.watches.insert((false, gk), task) {
+                        old.abort();
+                    }
+                }
+                Effect::Write(w) => self.pending.push(*w),
             }
         }
-        rules_task.abort();
-        for task in watches.into_values() {
+    }
+
+    /// Logs the API requests made, every few seconds while they change.
+    fn log_calls(&mut self) {
+        if self.logged.1.elapsed() < Duration::from_secs(5) {
+            return;
+        }
+        let now = self.calls.snapshot();
+        if now != self.logged.0 {
+            let [
+                parent_writes,
+                child_deletes,
+                events,
+                rule_writes,
+                dependents_lists,
+            ] = now;
+            tracing::info!(
+                parent_writes,
+                child_deletes,
+                events,
+                rule_writes,
+                dependents_lists,
+                "cascade: API requests"
+            );
+        }
+        self.logged = (now, Instant::now());
+    }
+
+    /// Stops every task it started.
+    pub(crate) fn stop(self) {
+        self.rules_task.abort();
+        for task in self.watches.into_values() {
             task.abort();
         }
     }
@@ -334,7 +345,7 @@ impl Cascade {
 
 /// Sends the reconciler's writes, each in a task of its own (a parent's writes in order, at
 /// most `concurrency` parents at once), and reports their outcome back to the event loop.
-struct CascadeWriter {
+pub(crate) struct CascadeWriter {
     client: Client,
     recorder: Recorder,
     semaphore: Arc<Semaphore>,
@@ -352,7 +363,7 @@ impl CascadeWriter {
         }
     }
 
-    fn send(&self, w: CascadeWrite) {
+    pub(crate) fn send(&self, w: CascadeWrite) {
         let calls = self.calls.clone();
         match w {
             CascadeWrite::Parent {

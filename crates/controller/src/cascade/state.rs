@@ -44,7 +44,7 @@ type NameKey = (GroupKind, String);
 
 /// One event the state handles: from a watch, a kind's discovery, or a write's outcome.
 #[derive(Debug)]
-pub(super) enum Msg {
+pub(crate) enum Msg {
     Rule(watcher::Event<CascadeRule>),
     ParentKind(GroupKind, Result<Discovered, DiscoveryError>),
     Parent(GroupKind, watcher::Event<DynamicObject>),
@@ -157,7 +157,7 @@ pub(super) enum Effect {
 
 /// One write the reconciler decided on, with the precondition it was computed from.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum CascadeWrite {
+pub(crate) enum CascadeWrite {
     /// A parent's finalizer and record, then the DELETEs of its children (in that order: a
     /// failed parent write sends no DELETE).
     Parent {
@@ -197,7 +197,7 @@ pub(super) enum CascadeWrite {
 
 /// The metadata of a parent write.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct ParentMeta {
+pub(crate) struct ParentMeta {
     pub resource_version: Option<String>,
     pub finalizers: Vec<String>,
     /// `Some(Some(r))`: write the record; `Some(None)`: remove it; `None`: leave it.
@@ -323,8 +323,9 @@ impl CascadeState {
     /// [`Self::handle`] at time `now`.
     pub(super) fn handle_at(&mut self, msg: Msg, now: Instant) {
         self.now = now;
-        self.statuses_pending = true;
         self.on_msg(msg);
+        // Without a rule there is no status to write (and no pass to wake for).
+        self.statuses_pending = !self.rules.is_empty();
     }
 
     /// The leader's pass after events or at a wake: due retries, the rules' finalizers, the
@@ -1536,7 +1537,7 @@ fn apply_kind(kind: &mut KindState, found: Result<Discovered, DiscoveryError>) {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct WaitingReport {
+pub(crate) struct WaitingReport {
     pub(super) for_how_long: String,
     pub(super) since: Option<Time>,
     pub(super) children_uids: Vec<(WaitingChild, String)>,

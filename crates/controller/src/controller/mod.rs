@@ -11,7 +11,13 @@
 //! pass. Per-kind watches start when a source first refers to a kind, restart when the rule
 //! programs reading it change, and stop when none does (and no object of it still carries
 //! Lien's label).
-//! Nothing polls: every decision follows a watch event.
+//! Nothing polls: every decision follows a watch event (or a deadline the state computed).
+//!
+//! CascadeRules ([`Controller::with_cascade`], `crate::cascade`) run in the same loop: their
+//! watch events reach it on a channel of their own and update the cascade's state
+//! (`CascadeState`, synchronous like [`State`]); each write pass asks it for its decisions,
+//! which join the plan as `Write::Cascade` and are sent by the same write loop; its next
+//! deadline (a retry, a report) is the plan's `revisit`.
 //!
 //! The write pass (leader only) asks the event loop for a plan — the desired writes, computed
 //! with the pure functions of `desired` and `replay` — applies it, and if any write failed, runs
@@ -75,6 +81,7 @@ use self::watches::{KindTask, spawn_watch, sync_kind_watches};
 use self::write::{Plan, plan, write_loop};
 use crate::audit::BreakGlass;
 use crate::cache::GroupKind;
+use crate::cascade::{CascadeConfig, CascadeRuntime};
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
 use crate::replay::{DEFAULT_REPLAY_TTL, Denial, ReplayKey};
@@ -179,6 +186,8 @@ enum Msg {
 pub struct Controller {
     client: Client,
     config: ControllerConfig,
+    /// The CascadeRule reconciler, when enabled ([`Controller::with_cascade`]).
+    cascade: Option<CascadeConfig>,
     shared: Arc<Shared>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
@@ -217,6 +226,7 @@ impl Controller {
         Self {
             client,
             config,
+            cascade: None,
             shared: Arc::new(Shared {
                 index,
                 wake: Notify::new(),
@@ -227,6 +237,14 @@ impl Controller {
             tx,
             rx,
         }
+    }
+
+    /// Reconciles CascadeRules too, in the same event loop: their watches feed it, their
+    /// decisions are part of every write pass (leader only), their writes go through the one
+    /// write loop.
+    pub fn with_cascade(mut self, config: CascadeConfig) -> Self {
+        self.cascade = Some(config);
+        self
     }
 
     /// Where the webhook sends its denials.
@@ -267,6 +285,7 @@ impl Controller {
         let Controller {
             client,
             config,
+            cascade,
             shared,
             tx,
             mut rx,
@@ -335,8 +354,19 @@ impl Controller {
                 instance: config.leader.as_ref().map(|l| l.identity.clone()),
             },
         );
+        let (mut cascade, cascade_writer, mut cascade_rx) = match cascade {
+            Some(c) => {
+                let recorder = Recorder::new(client.clone(), c.reporter.clone());
+                let (runtime, writer, rx) = CascadeRuntime::start(client.clone(), c, recorder);
+                (Some(runtime), Some(writer), Some(rx))
+            }
+            None => (None, None, None),
+        };
+        // A new leader decides every CascadeRule parent once.
+        let mut leading = shared.leader_tx.subscribe();
         let writer = tokio::spawn(write_loop(
             Writer::new(client.clone(), config.write_timeout),
+            cascade_writer,
             recorder.clone(),
             shared.clone(),
             tx.clone(),
@@ -348,16 +378,45 @@ impl Controller {
         let mut st = State::default();
         tokio::pin!(shutdown);
         let result = loop {
+            let cascade_event = async {
+                match cascade_rx.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             let msg = tokio::select! {
                 () = &mut shutdown => break Ok(()),
                 msg = rx.recv() => msg,
+                Some(ev) = cascade_event => {
+                    if let (Some(c), Some(crx)) = (cascade.as_mut(), cascade_rx.as_mut()) {
+                        c.handle(ev);
+                        // Drain what is queued, so a burst is decided once.
+                        while let Ok(ev) = crx.try_recv() {
+                            c.handle(ev);
+                        }
+                    }
+                    shared.wake.notify_one();
+                    continue;
+                }
+                Ok(()) = leading.changed() => {
+                    if *leading.borrow_and_update()
+                        && let Some(c) = cascade.as_mut()
+                    {
+                        c.lead();
+                    }
+                    continue;
+                }
             };
             let Some(msg) = msg else {
                 break Err(ControllerError::ChannelClosed);
             };
             if let Msg::Plan(reply) = msg {
                 let span = tracing::debug_span!("plan");
-                let plan = span.in_scope(|| plan(&mut st, &shared.index, &config));
+                let mut plan = span.in_scope(|| plan(&mut st, &shared.index, &config));
+                if let Some(c) = cascade.as_mut() {
+                    let (writes, wake) = span.in_scope(|| c.plan());
+                    plan.add_cascade(writes, wake);
+                }
                 // The write loop stopped waiting only when it stops.
                 let _ = reply.send(plan);
                 continue;
@@ -443,6 +502,9 @@ impl Controller {
         };
         for task in tasks.iter().chain(kind_tasks.values().map(|k| &k.task)) {
             task.abort();
+        }
+        if let Some(c) = cascade {
+            c.stop();
         }
         let _ = stop_tx.send(true);
         shared.wake.notify_one();

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::state::State;
 use super::{ControllerConfig, Msg, Shared};
+use crate::cascade::{CascadeWrite, CascadeWriter};
 use crate::desired;
 use crate::metrics::Metrics;
 use crate::replay::{self, ReplayAction};
@@ -55,6 +56,12 @@ pub(super) enum Write {
     },
     /// Re-issue a refused DELETE, or remove its record (`replay`'s actions).
     Replay(ReplayAction),
+    /// A CascadeRule's write (`cascade::state`): a parent's finalizer and record with the
+    /// resourceVersion they were computed from, then its children's DELETEs each with the UID
+    /// it was decided on; a rule's finalizers (resourceVersion) or status; an Event. Decided
+    /// once each (the cascade's state guards its own repeats: writes in flight, DELETEs sent,
+    /// responses ahead of their watch events), so the write loop does not remember them.
+    Cascade(Box<CascadeWrite>),
 }
 
 impl Write {
@@ -72,7 +79,14 @@ impl Write {
             Self::Replay(
                 ReplayAction::Forget { target, .. } | ReplayAction::Forged { target, .. },
             ) => format!("forget/{}", target.uid),
+            Self::Cascade(_) => "cascade".to_owned(),
         }
+    }
+
+    /// Whether the write loop sends it at most once per (target, resourceVersion); a cascade
+    /// write is sent as decided.
+    fn remembered(&self) -> bool {
+        !matches!(self, Self::Cascade(_))
     }
 
     /// The resourceVersion the write was computed from. An orphan's deletion has none: it is
@@ -93,6 +107,7 @@ impl Write {
                 | ReplayAction::Forget { target, .. }
                 | ReplayAction::Forged { target, .. },
             ) => target.resource_version.as_ref(),
+            Self::Cascade(_) => None,
         }
     }
 
@@ -107,6 +122,13 @@ impl Write {
             Self::Replay(ReplayAction::Delete { .. }) => "replay",
             Self::Replay(ReplayAction::Forget { .. }) => "record_forget",
             Self::Replay(ReplayAction::Forged { .. }) => "record_forged",
+            Self::Cascade(w) => match **w {
+                CascadeWrite::Parent { .. } => "cascade_parent",
+                CascadeWrite::RuleFinalizers { .. } => "cascade_rule",
+                CascadeWrite::RuleStatus { .. } => "cascade_status",
+                CascadeWrite::Event { .. } => "cascade_event",
+                CascadeWrite::Report { .. } => "cascade_report",
+            },
         }
     }
 
@@ -116,8 +138,17 @@ impl Write {
         writer: &Writer,
         recorder: &Recorder,
         metrics: &Metrics,
+        cascade: Option<&CascadeWriter>,
     ) -> Result<(), WriteError> {
         match self {
+            Self::Cascade(w) => {
+                // Sent in tasks of their own (bounded concurrency), which report the outcome
+                // to the cascade's state as events: a slow parent does not hold up the pass.
+                if let Some(cascade) = cascade {
+                    cascade.send((**w).clone());
+                }
+                Ok(())
+            }
             Self::Label(w) => writer.label(w).await,
             Self::UsageMeta(w) => writer.usage_meta(w).await,
             Self::OrphanDelete { source, uid } => {
@@ -285,8 +316,10 @@ pub(super) fn plan(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn write_loop(
     writer: Writer,
+    cascade: Option<CascadeWriter>,
     recorder: Recorder,
     shared: Arc<Shared>,
     events: mpsc::UnboundedSender<Msg>,
@@ -341,13 +374,22 @@ pub(super) async fn write_loop(
         let mut failed = false;
         let mut keep: HashSet<String> = HashSet::new();
         for w in &plan.writes {
+            if !w.remembered() {
+                let r = w
+                    .apply(&writer, &recorder, &shared.metrics, cascade.as_ref())
+                    .await;
+                shared.metrics.write(w.category(), r.is_ok());
+                continue;
+            }
             let id = w.id();
             keep.insert(id.clone());
             let rv = w.resource_version();
             if sent.get(&id).is_some_and(|sent_rv| sent_rv.as_ref() == rv) {
                 continue;
             }
-            let r = w.apply(&writer, &recorder, &shared.metrics).await;
+            let r = w
+                .apply(&writer, &recorder, &shared.metrics, cascade.as_ref())
+                .await;
             shared.metrics.write(w.category(), r.is_ok());
             match r {
                 Ok(()) => {
@@ -376,6 +418,25 @@ pub(super) async fn write_loop(
         if let Some(revisit) = plan.revisit {
             let at = tokio::time::Instant::now() + revisit;
             retry_at = Some(retry_at.map_or(at, |r| r.min(at)));
+        }
+    }
+}
+
+impl Plan {
+    /// Adds the cascade's pass: its writes first (they only start tasks), and its next wake.
+    pub(super) fn add_cascade(
+        &mut self,
+        writes: Vec<CascadeWrite>,
+        wake: Option<std::time::Duration>,
+    ) {
+        let rest = std::mem::take(&mut self.writes);
+        self.writes = writes
+            .into_iter()
+            .map(|w| Write::Cascade(Box::new(w)))
+            .chain(rest)
+            .collect();
+        if let Some(wake) = wake {
+            self.revisit = Some(self.revisit.map_or(wake, |r| r.min(wake)));
         }
     }
 }
