@@ -202,6 +202,24 @@ impl std::fmt::Display for Refused {
     }
 }
 
+/// Why a parent's children, or what a child names back, cannot be known. Each displays as the
+/// text the parent's Warning and the rule's status show.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CascadeError {
+    /// The rule's expressions do not compile (every error, joined).
+    #[error("{0}")]
+    InvalidExpression(String),
+    /// An expression failed on this object.
+    #[error("{0}")]
+    Evaluation(String),
+    /// A child's kind is not served (discovery's answer).
+    #[error("{0}")]
+    KindNotServed(String),
+    /// No rule is in charge of the parent's kind.
+    #[error("no rule")]
+    NoRule,
+}
+
 /// A parent as observed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Parent {
@@ -215,7 +233,7 @@ pub struct Parent {
     pub record: Record,
     /// The children of kinds the rule lists that its `children` expression yields now,
     /// resolved; or why they cannot be known (a CEL error, an unknown kind).
-    pub children: Result<Vec<ChildKey>, String>,
+    pub children: Result<Vec<ChildKey>, CascadeError>,
     /// What its `children` expression names of kinds the rule does not list: never deleted.
     pub outside: Vec<ChildKey>,
     /// The rule's `childKinds`, as (group, kind): the only kinds ever deleted. Checked again
@@ -784,7 +802,7 @@ mod tests {
         assert!(d.releases());
         assert!(d.warnings[0].contains("XComposite missing does not exist"));
         let mut p = held(true, vec![]);
-        p.children = Err("no such key: resourceRef".into());
+        p.children = Err(CascadeError::Evaluation("no such key: resourceRef".into()));
         let d = decide(&p, |_| present("u", false, &[]));
         assert!(d.releases());
         assert!(d.deletes.is_empty());

@@ -28,7 +28,8 @@ use tokio::time::Instant;
 
 use super::CascadeConfig;
 use super::decide::{
-    self, CHILDREN_ANNOTATION, ChildKey, ChildMeta, Decision, Observed, Parent, Record,
+    self, CHILDREN_ANNOTATION, CascadeError, ChildKey, ChildMeta, Decision, Observed, Parent,
+    Record,
 };
 use crate::watch::{Discovered, DiscoveryError};
 use lien_cel::{CascadeProgram, ChildRef};
@@ -78,7 +79,7 @@ struct ParentObj {
     record: Record,
     has_annotation: bool,
     /// The references of kinds the rule lists.
-    refs: Result<Vec<ChildRef>, String>,
+    refs: Result<Vec<ChildRef>, CascadeError>,
     /// The references of kinds it does not list: never watched, never deleted, reported.
     outside: Vec<ChildRef>,
     policy: PropagationPolicy,
@@ -87,7 +88,7 @@ struct ParentObj {
 
 struct RuleState {
     rule: CascadeRule,
-    program: Result<CascadeProgram, String>,
+    program: Result<CascadeProgram, CascadeError>,
     last_status: Option<Value>,
 }
 
@@ -126,7 +127,7 @@ struct ChildKind {
 #[derive(Debug, Clone, Default)]
 struct StoredChild {
     meta: ChildMeta,
-    back_refs: Vec<(GroupKind, Result<Vec<lien_cel::ParentRef>, String>)>,
+    back_refs: Vec<(GroupKind, Result<Vec<lien_cel::ParentRef>, CascadeError>)>,
 }
 
 struct Refusal {
@@ -521,10 +522,12 @@ impl CascadeState {
                     }
                 }
                 let program = CascadeProgram::compile(&rule.spec).map_err(|errs| {
-                    errs.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
+                    CascadeError::InvalidExpression(
+                        errs.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    )
                 });
                 let last_status = self.rules.get(&name).and_then(|r| r.last_status.clone());
                 self.rules.insert(
@@ -633,7 +636,9 @@ impl CascadeState {
             Some((r, _)) => match &r.program {
                 Ok(p) => {
                     let value = serde_json::to_value(obj).unwrap_or(Value::Null);
-                    let refs = p.children(&value).map_err(|e| e.to_string());
+                    let refs = p
+                        .children(&value)
+                        .map_err(|e| CascadeError::Evaluation(e.to_string()));
                     match p.policy(&value) {
                         Ok(policy) => (refs, policy, None),
                         Err(e) => (refs, r.rule.spec.propagation_policy, Some(e.to_string())),
@@ -641,7 +646,11 @@ impl CascadeState {
                 }
                 Err(e) => (Err(e.clone()), r.rule.spec.propagation_policy, None),
             },
-            None => (Err("no rule".into()), PropagationPolicy::Background, None),
+            None => (
+                Err(CascadeError::NoRule),
+                PropagationPolicy::Background,
+                None,
+            ),
         };
         // Only the kinds the rule lists are candidates; the rest is reported, never watched.
         let (refs, outside) = match refs {
@@ -776,7 +785,10 @@ impl CascadeState {
             let value =
                 value.get_or_insert_with(|| serde_json::to_value(obj).unwrap_or(Value::Null));
             if let Some(refs) = program.back_references(&gk.group, &gk.kind, value) {
-                back_refs.push((parent_gk.clone(), refs.map_err(|e| e.to_string())));
+                back_refs.push((
+                    parent_gk.clone(),
+                    refs.map_err(|e| CascadeError::Evaluation(e.to_string())),
+                ));
             }
         }
         StoredChild { meta, back_refs }
@@ -931,14 +943,14 @@ impl CascadeState {
     /// A child reference resolved: the parent's namespace for a namespaced kind without one,
     /// no namespace for a cluster-scoped kind. `Err`: the kind is not served; `Ok(None)`: not
     /// known yet.
-    fn resolve(&self, r: &ChildRef, parent_ns: &str) -> Result<Option<ChildKey>, String> {
+    fn resolve(&self, r: &ChildRef, parent_ns: &str) -> Result<Option<ChildKey>, CascadeError> {
         let gk = GroupKind::from_api_version(&r.api_version, &r.kind);
         let Some(ck) = self.children.get(&gk) else {
             return Ok(None);
         };
         if ck.kind.ar.is_none() {
             return match &ck.kind.error {
-                Some(e) => Err(e.clone()),
+                Some(e) => Err(CascadeError::KindNotServed(e.clone())),
                 None => Ok(None),
             };
         }
@@ -968,7 +980,7 @@ impl CascadeState {
                         {
                             match refs {
                                 Ok(refs) => meta.back_refs = refs.clone(),
-                                Err(e) => meta.back_ref_error = Some(e.clone()),
+                                Err(e) => meta.back_ref_error = Some(e.to_string()),
                             }
                         }
                         Observed::Present(meta)
@@ -1419,7 +1431,7 @@ impl CascadeState {
             GroupKind::from_api_version(&r.rule.spec.parent.api_version, &r.rule.spec.parent.kind);
         let pk = self.parents.get(&gk);
         let (ready, reason, message) = match (&r.program, pk) {
-            (Err(e), _) => (false, "InvalidExpression", e.clone()),
+            (Err(e), _) => (false, "InvalidExpression", e.to_string()),
             (_, Some(pk)) if pk.rule.as_deref() != Some(name) => (
                 false,
                 "Conflict",
