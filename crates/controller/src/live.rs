@@ -344,7 +344,7 @@ impl DiscoveryKinds {
 
     /// Replaces the snapshot with a fresh discovery. Returns how many kinds are served.
     pub async fn refresh(&self, client: &Client) -> Result<usize, LiveError> {
-        let resources = crate::watch::served_resources_all_versions(client)
+        let resources = crate::watch::served_resources(client, true)
             .await
             .map_err(LiveError::Discovery)?;
         let mut kinds = HashMap::new();

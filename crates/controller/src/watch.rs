@@ -109,23 +109,11 @@ pub async fn discover_until_served(
     }
 }
 
-/// Every resource the API server serves, at each group's preferred version.
+/// Every resource the API server serves: at each group's preferred version, or with
+/// `all_versions` at every version it serves.
 pub async fn served_resources(
     client: &Client,
-) -> Result<Vec<(ApiResource, ApiCapabilities)>, DiscoveryError> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .map_err(DiscoveryError::All)?;
-    Ok(discovery
-        .groups()
-        .flat_map(|g| g.recommended_resources())
-        .collect())
-}
-
-/// Every resource the API server serves, at every version of each group.
-pub async fn served_resources_all_versions(
-    client: &Client,
+    all_versions: bool,
 ) -> Result<Vec<(ApiResource, ApiCapabilities)>, DiscoveryError> {
     let discovery = Discovery::new(client.clone())
         .run()
@@ -134,9 +122,13 @@ pub async fn served_resources_all_versions(
     Ok(discovery
         .groups()
         .flat_map(|g| {
-            g.versions()
-                .flat_map(|v| g.versioned_resources(v))
-                .collect::<Vec<_>>()
+            if all_versions {
+                g.versions()
+                    .flat_map(|v| g.versioned_resources(v))
+                    .collect::<Vec<_>>()
+            } else {
+                g.recommended_resources()
+            }
         })
         .collect())
 }

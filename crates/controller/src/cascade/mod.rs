@@ -272,39 +272,43 @@ impl CascadeRuntime {
     fn carry_out(&mut self, effects: Vec<Effect>) {
         for effect in effects {
             match effect {
-                Effect::WatchParents { gk, api_version } => {
-                    let task = spawn_kind_watch(
-                        self.client.clone(),
-                        gk.clone(),
-                        api_version,
-                        self.tx.clone(),
-                        Msg::ParentKind,
-                        Msg::Parent,
-                    );
-                    if let Some(old) = self.watches.insert((true, gk), task) {
-                        old.abort();
-                    }
-                }
+                Effect::WatchParents { gk, api_version } => self.watch(true, gk, api_version),
                 Effect::StopParents(gk) => {
                     if let Some(old) = self.watches.remove(&(true, gk)) {
                         old.abort();
                     }
                 }
-                Effect::WatchChildren { gk, api_version } => {
-                    let task = spawn_kind_watch(
-                        self.client.clone(),
-                        gk.clone(),
-                        api_version,
-                        self.tx.clone(),
-                        Msg::ChildKind,
-                        Msg::Child,
-                    );
-                    if let Some(old) = self.watches.insert((false, gk), task) {
-                        old.abort();
-                    }
-                }
+                Effect::WatchChildren { gk, api_version } => self.watch(false, gk, api_version),
                 Effect::Write(w) => self.pending.push(*w),
             }
+        }
+    }
+
+    /// Starts the watch of a parent kind (`parents`) or a child kind, stopping the one it
+    /// replaces.
+    fn watch(&mut self, parents: bool, gk: GroupKind, api_version: String) {
+        let (client, tx) = (self.client.clone(), self.tx.clone());
+        let task = if parents {
+            spawn_kind_watch(
+                client,
+                gk.clone(),
+                api_version,
+                tx,
+                Msg::ParentKind,
+                Msg::Parent,
+            )
+        } else {
+            spawn_kind_watch(
+                client,
+                gk.clone(),
+                api_version,
+                tx,
+                Msg::ChildKind,
+                Msg::Child,
+            )
+        };
+        if let Some(old) = self.watches.insert((parents, gk), task) {
+            old.abort();
         }
     }
 
@@ -630,7 +634,7 @@ async fn dependents(
     let mut by_owner: HashMap<String, Vec<(String, PartialObjectMeta<DynamicObject>)>> =
         HashMap::new();
     Calls::bump(&calls.dependents_lists);
-    let resources = match crate::watch::served_resources(client).await {
+    let resources = match crate::watch::served_resources(client, false).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "cascade: discovery for dependents failed");

@@ -99,6 +99,17 @@ fn composite(name: &str, claim: Option<&str>, meta: Value) -> DynamicObject {
     object("Composite", None, name, meta, spec)
 }
 
+/// Composite `name` (bound to `claim`) deleted with Foreground: held while its dependents
+/// exist.
+fn held_by_its_dependents(name: &str, claim: &str) -> DynamicObject {
+    composite(
+        name,
+        Some(claim),
+        json!({"deletionTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "2",
+               "finalizers": ["foregroundDeletion"]}),
+    )
+}
+
 fn id(name: &str) -> ParentId {
     (gk("Claim"), NS.to_owned(), name.to_owned())
 }
@@ -370,12 +381,7 @@ fn deleting_a_parent_deletes_its_child_with_its_policy_and_waits_for_it() {
         assert_eq!(record_of(&write).expect("record").deleting, Some(expected));
         assert!(!releases(&write));
         // The composite's deletion starts (Foreground: held by its dependents).
-        let deleting = composite(
-            "xr",
-            Some("db"),
-            json!({"deletionTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "2",
-                   "finalizers": ["foregroundDeletion"]}),
-        );
+        let deleting = held_by_its_dependents("xr", "db");
         w.child("Composite", Event::Apply(deleting.clone()));
         let fx = w.decide();
         assert!(
@@ -403,12 +409,7 @@ fn a_child_that_never_finishes_is_reported_then_stuck() {
     w.step();
     w.child(
         "Composite",
-        Event::Apply(composite(
-            "xr",
-            Some("db"),
-            json!({"deletionTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "2",
-                   "finalizers": ["foregroundDeletion"]}),
-        )),
+        Event::Apply(held_by_its_dependents("xr", "db")),
     );
     w.decide();
     let fx = w.st.decide_at(w.st.now + Duration::from_secs(1));
@@ -513,12 +514,7 @@ fn a_rule_deleted_while_a_parent_waits_releases_every_parent_then_goes() {
     assert_eq!(deletes(&write).len(), 1);
     w.child(
         "Composite",
-        Event::Apply(composite(
-            "xr",
-            Some("db"),
-            json!({"deletionTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "2",
-                   "finalizers": ["foregroundDeletion"]}),
-        )),
+        Event::Apply(held_by_its_dependents("xr", "db")),
     );
     w.decide();
     // The rule is deleted.
