@@ -311,6 +311,16 @@ fn deletes(w: &CascadeWrite) -> Vec<(String, String, PropagationPolicy)> {
     }
 }
 
+/// Asserts a Warning `reason` among `ev` whose note contains every one of `needles`.
+#[track_caller]
+fn said(ev: &[(String, String)], reason: &str, needles: &[&str]) {
+    assert!(
+        ev.iter()
+            .any(|(r, note)| r == reason && needles.iter().all(|n| note.contains(n))),
+        "a {reason} event containing {needles:?}: {ev:?}"
+    );
+}
+
 /// Whether the write takes Lien's finalizer and record off the parent.
 fn releases(w: &CascadeWrite) -> bool {
     matches!(w, CascadeWrite::Parent { releasing: true, meta: Some(m), .. }
@@ -455,11 +465,10 @@ fn a_dangling_reference_releases_the_parent_with_a_warning() {
     assert!(releases(&write), "{write:?}");
     assert!(deletes(&write).is_empty());
     let ev = events(&fx);
-    assert!(
-        ev.iter()
-            .any(|(reason, note)| reason == "CascadeDanglingReference"
-                && note.contains("Composite never-created does not exist")),
-        "{ev:?}"
+    said(
+        &ev,
+        "CascadeDanglingReference",
+        &["Composite never-created does not exist"],
     );
 }
 
@@ -481,11 +490,7 @@ fn a_re_created_child_is_not_deleted() {
     assert!(deletes(&write).is_empty(), "the newcomer is not deleted");
     assert!(releases(&write), "{write:?}");
     let ev = events(&fx);
-    assert!(
-        ev.iter()
-            .any(|(reason, note)| reason == "CascadeChildRecreated" && note.contains("re-created")),
-        "{ev:?}"
-    );
+    said(&ev, "CascadeChildRecreated", &["re-created"]);
 }
 
 /// e2e `cascade_rule_deleted_while_a_parent_waits_releases_every_parent`: the rule carries
@@ -619,12 +624,10 @@ fn a_refused_child_delete_is_reported_and_retried_after_its_backoff() {
     ));
     let fx = w.decide();
     let ev = events(&fx);
-    assert!(
-        ev.iter()
-            .any(|(reason, note)| reason == "CascadeChildRefused"
-                && note.contains("Composite xr")
-                && note.contains("ClusterUsage keep")),
-        "{ev:?}"
+    said(
+        &ev,
+        "CascadeChildRefused",
+        &["Composite xr", "ClusterUsage keep"],
     );
     assert!(parent_writes(&fx).is_empty(), "not retried at once: {fx:?}");
     let retry_at = w.st.now + Duration::from_millis(50);
@@ -715,13 +718,10 @@ fn only_children_of_listed_kinds_that_name_the_parent_back_are_deleted() {
     let fx = w.st.decide();
     ev.extend(events(&fx));
     for (_, _, child, why) in &cases {
-        assert!(
-            ev.iter()
-                .any(|(reason, note)| reason == "CascadeChildNotAllowed"
-                    && note.contains(child)
-                    && note.contains(why)
-                    && note.contains("is not deleted")),
-            "{child}: {ev:?}"
+        said(
+            &ev,
+            "CascadeChildNotAllowed",
+            &[child, why, "is not deleted"],
         );
     }
     for write in parent_writes(&fx) {
@@ -792,12 +792,10 @@ fn a_forged_record_deletes_only_what_names_the_parent_back() {
     );
     let fx = w.decide();
     let ev = events(&fx);
-    assert!(
-        ev.iter()
-            .any(|(reason, note)| reason == "CascadeChildNotAllowed"
-                && note.contains("Composite unbound")
-                && note.contains("does not name this parent back")),
-        "{ev:?}"
+    said(
+        &ev,
+        "CascadeChildNotAllowed",
+        &["Composite unbound", "does not name this parent back"],
     );
     for write in parent_writes(&fx) {
         w.apply(&write);
