@@ -21,6 +21,8 @@ mod events;
 mod kinds;
 #[path = "kubectl_smoke/lists.rs"]
 mod lists;
+#[path = "kubectl_smoke/printers.rs"]
+mod printers;
 #[path = "kubectl_smoke/webhook_tls.rs"]
 mod webhook_tls;
 #[path = "kubectl_smoke/wire.rs"]

@@ -1,9 +1,12 @@
 //! `kubectl get` tables (`meta.k8s.io/v1` `Table`): a CRD's `additionalPrinterColumns`, or a
-//! built-in kind's usual columns, with ages rendered as kube-apiserver renders them.
+//! built-in kind's columns as kube-apiserver's table convertors print them (`printers.rs`), with
+//! ages rendered as kube-apiserver renders them.
 
 use serde_json::{Value, json};
 
 use crate::registry::{PrinterColumn, ResourceType};
+
+mod printers;
 
 fn column(name: &str, type_: &str, format: &str, description: &str) -> PrinterColumn {
     PrinterColumn {
@@ -41,65 +44,28 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
         }
         return cols;
     }
-    let path = |name: &str, type_: &str, p: &str| {
-        let mut c = column(name, type_, "", "");
-        c.json_path = p.into();
-        c
-    };
     if rt.plural == "events" && (rt.group.is_empty() || rt.group == "events.k8s.io") {
         return event_columns();
     }
-    match (rt.group.as_str(), rt.plural.as_str()) {
-        ("", "namespaces") => cols.push(path("Status", "string", ".status.phase")),
-        ("", "configmaps") => cols.push(path("Data", "integer", "#count:.data,.binaryData")),
-        ("", "secrets") => {
-            cols.push(path("Type", "string", ".type"));
-            cols.push(path("Data", "integer", "#count:.data"));
-        }
-        ("", "persistentvolumeclaims") | ("", "persistentvolumes") => {
-            cols.push(path("Status", "string", ".status.phase"))
-        }
-        ("", "services") => {
-            cols.push(path("Type", "string", ".spec.type"));
-            cols.push(path("Cluster-IP", "string", ".spec.clusterIP"));
-            cols.push(path("External-IP", "string", "#service-external-ip"));
-            cols.push(path("Port(s)", "string", "#service-ports"));
-        }
-        ("", "nodes") => {
-            cols.push(path("Status", "string", "#node-status"));
-            cols.push(path("Roles", "string", "#node-roles"));
-            cols.push(path("Age", "string", "#age"));
-            cols.push(path("Version", "string", ".status.nodeInfo.kubeletVersion"));
-            return cols;
-        }
-        ("", "pods") => {
-            cols.push(path("Ready", "string", "#pod-ready"));
-            cols.push(path("Status", "string", "#pod-status"));
-            cols.push(path("Restarts", "string", "#pod-restarts"));
-        }
-        ("apps", "deployments") => {
-            cols.push(path("Ready", "string", "#ready"));
-            cols.push(path("Up-to-date", "integer", ".status.updatedReplicas"));
-            cols.push(path("Available", "integer", ".status.availableReplicas"));
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            cols.push(path("Created At", "date", "#created"));
-            return cols;
-        }
-        ("storage.k8s.io", "storageclasses") => {
-            cols.push(path("Provisioner", "string", ".provisioner"))
-        }
-        ("coordination.k8s.io", "leases") => {
-            cols.push(path("Holder", "string", ".spec.holderIdentity"))
-        }
-        ("admissionregistration.k8s.io", _) => {
-            cols.push(path("Webhooks", "integer", "#count:.webhooks"))
-        }
-        _ => {}
+    if let Some(printer) = printers::printer(&rt.group, &rt.plural) {
+        return printer
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| PrinterColumn {
+                name: c.name.into(),
+                type_: c.type_.into(),
+                format: if c.name == "Name" { "name" } else { "" }.into(),
+                description: printers::description(c).into(),
+                priority: c.priority,
+                json_path: format!("#printer:{}/{}/{i}", rt.group, rt.plural),
+            })
+            .collect();
     }
-    let mut age = column("Age", "string", "", AGE_DESCRIPTION);
-    age.json_path = "#age".into();
-    cols.push(age);
+    // rest.DefaultTableConvertor (k8s.io/apiserver/pkg/registry/rest/table.go), for the kinds
+    // without a printer: Roles, ClusterRoles, LimitRanges, CRDs, …
+    cols.push(column("Created At", "date", "", AGE_DESCRIPTION));
+    cols.last_mut().expect("just pushed").json_path = "#created".into();
     cols
 }
 
@@ -306,23 +272,15 @@ fn age_of(ts: &str) -> String {
 
 fn cell(object: &Value, col: &PrinterColumn) -> Value {
     let p = col.json_path.as_str();
+    if let Some(at) = p.strip_prefix("#printer:") {
+        return printed(object, at).unwrap_or(Value::Null);
+    }
     if col.format == "name" {
         return object["metadata"]["name"].clone();
     }
-    if p == "#age" {
-        return json!(age_of(
-            object["metadata"]["creationTimestamp"]
-                .as_str()
-                .unwrap_or_default()
-        ));
-    }
     if p == "#created" {
+        // DefaultTableConvertor: `CreationTimestamp.UTC().Format(time.RFC3339)`.
         return object["metadata"]["creationTimestamp"].clone();
-    }
-    if p == "#ready" {
-        let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
-        let want = object["spec"]["replicas"].as_i64().unwrap_or(0);
-        return json!(format!("{ready}/{want}"));
     }
     if let Some(text) = p
         .starts_with("#event-")
@@ -330,25 +288,6 @@ fn cell(object: &Value, col: &PrinterColumn) -> Value {
         .flatten()
     {
         return json!(text);
-    }
-    if let Some(text) = printed(object, p) {
-        return json!(text);
-    }
-    if let Some(paths) = p.strip_prefix("#count:") {
-        let n: usize = paths
-            .split(',')
-            .map(|p| {
-                json_path(object, p)
-                    .first()
-                    .and_then(|v| {
-                        v.as_object()
-                            .map(|m| m.len())
-                            .or(v.as_array().map(Vec::len))
-                    })
-                    .unwrap_or(0)
-            })
-            .sum();
-        return json!(n);
     }
     let values = json_path(object, p);
     let Some(first) = values.first() else {
@@ -439,127 +378,14 @@ pub fn list_to_table(
     table
 }
 
-/// The computed cells of kubectl's built-in printers (k/k `pkg/printers/internalversion`).
-fn printed(object: &Value, column: &str) -> Option<String> {
-    let status = &object["status"];
-    let spec = &object["spec"];
-    Some(match column {
-        "#node-status" => {
-            let ready = status["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Ready")
-                .is_some_and(|c| c["status"] == "True");
-            let mut text = if ready { "Ready" } else { "NotReady" }.to_string();
-            if spec["unschedulable"] == json!(true) {
-                text.push_str(",SchedulingDisabled");
-            }
-            text
-        }
-        "#node-roles" => {
-            let mut roles: Vec<String> = object["metadata"]["labels"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| {
-                    k.strip_prefix("node-role.kubernetes.io/")
-                        .filter(|r| !r.is_empty())
-                        .map(str::to_string)
-                        .or_else(|| {
-                            (k == "kubernetes.io/role")
-                                .then(|| v.as_str().unwrap_or_default().to_string())
-                        })
-                })
-                .collect();
-            roles.sort();
-            if roles.is_empty() {
-                "<none>".to_string()
-            } else {
-                roles.join(",")
-            }
-        }
-        "#pod-ready" => {
-            let total = spec["containers"].as_array().map_or(0, Vec::len);
-            let ready = status["containerStatuses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|c| c["ready"] == json!(true))
-                .count();
-            format!("{ready}/{total}")
-        }
-        "#pod-status" => {
-            if !object["metadata"]["deletionTimestamp"].is_null() {
-                "Terminating".to_string()
-            } else {
-                status["reason"]
-                    .as_str()
-                    .or(status["phase"].as_str())
-                    .unwrap_or_default()
-                    .to_string()
-            }
-        }
-        "#pod-restarts" => status["containerStatuses"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["restartCount"].as_i64())
-            .sum::<i64>()
-            .to_string(),
-        "#service-external-ip" => {
-            let mut ips: Vec<String> = spec["externalIPs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect();
-            match spec["type"].as_str().unwrap_or_default() {
-                "ExternalName" => spec["externalName"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                "LoadBalancer" => {
-                    for i in status["loadBalancer"]["ingress"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                    {
-                        if let Some(v) = i["ip"].as_str().or(i["hostname"].as_str()) {
-                            ips.push(v.to_string());
-                        }
-                    }
-                    if ips.is_empty() {
-                        "<pending>".to_string()
-                    } else {
-                        ips.join(",")
-                    }
-                }
-                _ if ips.is_empty() => "<none>".to_string(),
-                _ => ips.join(","),
-            }
-        }
-        "#service-ports" => {
-            let ports: Vec<String> = spec["ports"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|p| {
-                    let protocol = p["protocol"].as_str().unwrap_or("TCP");
-                    match p["nodePort"].as_i64() {
-                        Some(n) => format!("{}:{n}/{protocol}", p["port"]),
-                        None => format!("{}/{protocol}", p["port"]),
-                    }
-                })
-                .collect();
-            if ports.is_empty() {
-                "<none>".to_string()
-            } else {
-                ports.join(",")
-            }
-        }
-        _ => return None,
-    })
+/// A built-in printer's cell: `at` is `group/resource/column`.
+fn printed(object: &Value, at: &str) -> Option<Value> {
+    let (rest, index) = at.rsplit_once('/')?;
+    let (group, resource) = rest.split_once('/')?;
+    let column = printers::printer(group, resource)?
+        .columns
+        .get(index.parse::<usize>().ok()?)?;
+    Some((column.cell)(object))
 }
 
 #[cfg(test)]
