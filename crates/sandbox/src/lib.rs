@@ -29,5 +29,6 @@ pub mod schema;
 pub mod store;
 pub mod testing;
 pub mod tls;
+pub mod validation;
 
 pub use sandbox::{Sandbox, SandboxConfig, SandboxError};

@@ -23,6 +23,8 @@ mod kinds;
 mod lists;
 #[path = "kubectl_smoke/printers.rs"]
 mod printers;
+#[path = "kubectl_smoke/validation.rs"]
+mod validation;
 #[path = "kubectl_smoke/webhook_tls.rs"]
 mod webhook_tls;
 #[path = "kubectl_smoke/wire.rs"]

@@ -142,7 +142,9 @@ pub fn validate(
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let mut causes = Vec::new();
+    // kube-apiserver's own rules for built-in kinds (and metadata's for every kind); a body
+    // that would not decode is refused here with 400.
+    let mut causes = crate::validation::validate(rt, version, object)?;
     if is(rt, "", "configmaps") || is(rt, "", "secrets") {
         for field in ["data", "binaryData", "stringData"] {
             if let Some(map) = object.get(field).filter(|v| !v.is_null()) {

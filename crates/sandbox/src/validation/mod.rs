@@ -1,0 +1,187 @@
+//! Validation of built-in kinds as kube-apiserver's registry strategies validate them
+//! (`pkg/apis/*/validation/validation.go` of k/k 1.32), worded as `field.ErrorList` prints.
+//!
+//! Two sources, in this order of preference:
+//! - **Derived from the generated OpenAPI definitions** (`builtins::definitions`, what
+//!   `sandbox-gen` wrote from k8s-openapi, itself kube-apiserver's OpenAPI document). The object
+//!   is walked alongside its kind's schema, `$ref`s followed, so that (1) every field whose type is
+//!   `resource.Quantity` is parsed as Go's decoder parses it (kube-apiserver refuses the body
+//!   with 400 before validating anything), and (2) the per-type rules below run wherever their
+//!   type occurs — a `PodSpec` in a Pod, a PodTemplate, a Deployment's, Job's or CronJob's
+//!   template — as kube's `ValidatePodSpec` is called from every kind that embeds one. The
+//!   OpenAPI document has no enums, bounds or patterns for built-in kinds (kube's rules live in
+//!   Go), and Kubernetes 1.32 has no declarative validation tags yet (they start in 1.33), so
+//!   those cannot be derived.
+//! - **Written per type and kind** (`rules`), each citing kube's function, for everything kube
+//!   decides in Go: bounds, enums, names, cross-field checks.
+//!
+//! Pure decision logic: no I/O, nothing panics on user input.
+
+mod quantity;
+mod rules;
+
+use serde_json::Value;
+
+use crate::error::{ApiError, Cause};
+use crate::registry::ResourceType;
+
+/// `field.Path` as `String()` prints it: `spec.containers[0].name`, `data[key]`.
+#[derive(Clone, Debug, Default)]
+pub struct Path(String);
+
+impl Path {
+    pub fn root(name: &str) -> Path {
+        Path(name.to_string())
+    }
+
+    pub fn child(&self, name: &str) -> Path {
+        if self.0.is_empty() {
+            Path(name.to_string())
+        } else {
+            Path(format!("{}.{name}", self.0))
+        }
+    }
+
+    pub fn index(&self, i: usize) -> Path {
+        Path(format!("{}[{i}]", self.0))
+    }
+
+    pub fn key(&self, k: &str) -> Path {
+        Path(format!("{}[{k}]", self.0))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// `metadata.annotations` may hold at most this many bytes of keys and values
+/// (`apimachinery/pkg/api/validation/objectmeta.go` `TotalAnnotationSizeLimitB`).
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: i64 = 256 * 1024;
+
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+
+/// Validates a built-in object (create and update): `Err` with kube-apiserver's 400 when the
+/// body would not decode (a malformed quantity), otherwise the field errors, in kube's order
+/// (metadata, then the kind's checks, then the embedded types').
+///
+/// Every kind, custom ones included, gets the metadata checks kube's `ValidateObjectMeta`
+/// makes; only built-in kinds get the rest.
+pub fn validate(rt: &ResourceType, version: &str, object: &Value) -> Result<Vec<Cause>, ApiError> {
+    let mut causes = metadata(object);
+    if rt.is_custom() {
+        return Ok(causes);
+    }
+    let Some(builtin) = crate::builtins::find(&rt.group, version, &rt.plural) else {
+        return Ok(causes);
+    };
+    let mut walk = Walk::default();
+    walk.value(
+        &serde_json::json!({"$ref": format!("#/components/schemas/{}", builtin.schema)}),
+        object,
+        &Path::default(),
+        0,
+    );
+    if let Some(error) = walk.undecodable.first() {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}",
+            kind = rt.kind
+        )));
+    }
+    causes.extend(rules::kind(&rt.group, &rt.plural, object));
+    causes.extend(walk.causes);
+    // `errors.NewAggregate` drops repeated messages; so does kube's `Invalid` message.
+    let mut seen = std::collections::HashSet::new();
+    causes.retain(|c| seen.insert((c.field.clone(), c.message.clone())));
+    Ok(causes)
+}
+
+/// `ValidateObjectMeta`'s checks not made by `meta::prepare_create` (name and labels).
+fn metadata(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if let Some(annotations) = object["metadata"]["annotations"].as_object() {
+        // `ValidateAnnotationsSize`: keys and values, in bytes.
+        let total: usize = annotations
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if total as i64 > TOTAL_ANNOTATION_SIZE_LIMIT {
+            causes.push(crate::schema::field::too_long(
+                "metadata.annotations",
+                TOTAL_ANNOTATION_SIZE_LIMIT,
+            ));
+        }
+    }
+    causes
+}
+
+/// The walk of an object alongside its schema.
+#[derive(Default)]
+struct Walk {
+    /// Decoding errors (the first one is reported, as Go's decoder stops at it).
+    undecodable: Vec<String>,
+    causes: Vec<Cause>,
+}
+
+/// Deep enough for every built-in type; guards against a pathological schema cycle.
+const MAX_DEPTH: usize = 64;
+
+impl Walk {
+    fn value(&mut self, schema: &Value, value: &Value, path: &Path, depth: usize) {
+        if depth > MAX_DEPTH || value.is_null() {
+            return;
+        }
+        if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+            let name = crate::builtins::ref_name(reference);
+            if name == QUANTITY {
+                self.quantity(value);
+                return;
+            }
+            // apiextensions' JSONSchemaProps is recursive and validated by the CRD rules.
+            if name.contains("JSONSchemaProps") {
+                return;
+            }
+            self.causes.extend(rules::of_type(name, value, path));
+            if let Some(def) = crate::builtins::definitions().get(name) {
+                self.value(def, value, path, depth + 1);
+            }
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                    for (k, v) in map {
+                        if let Some(s) = props.get(k) {
+                            self.value(s, v, &path.child(k), depth + 1);
+                        }
+                    }
+                } else if let Some(s) = schema.get("additionalProperties").filter(|s| s.is_object())
+                {
+                    for (k, v) in map {
+                        self.value(s, v, &path.key(k), depth + 1);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(s) = schema.get("items").filter(|s| s.is_object()) {
+                    for (i, v) in items.iter().enumerate() {
+                        self.value(s, v, &path.index(i), depth + 1);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `Quantity.UnmarshalJSON`: a string (trimmed) or a number, parsed by `ParseQuantity`.
+    fn quantity(&mut self, value: &Value) {
+        let text = match value {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => return,
+        };
+        if let Err(e) = quantity::parse(&text) {
+            self.undecodable.push(e.to_string());
+        }
+    }
+}

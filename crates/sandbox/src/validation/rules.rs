@@ -1,0 +1,590 @@
+//! The rules kube-apiserver 1.32 decides in Go, written per type (`of_type`, called wherever the
+//! schema walk meets the type) and per kind (`kind`). Each cites its function in k/k:
+//! `core` is `pkg/apis/core/validation/validation.go`, `apps` `pkg/apis/apps/validation/
+//! validation.go`, `batch` `pkg/apis/batch/validation/validation.go`, `networking`
+//! `pkg/apis/networking/validation/validation.go`, `content` apimachinery's
+//! `pkg/util/validation/validation.go`.
+
+use serde_json::{Value, json};
+
+use super::Path;
+use super::quantity;
+use crate::error::Cause;
+use crate::schema::field::{duplicate, invalid, not_supported, required, too_long};
+
+/// `content.IsNegativeErrorMsg`.
+const NEGATIVE: &str = "must be greater than or equal to 0";
+/// `content.InclusiveRangeError(1, 65535)`, what `IsValidPortNum` says.
+const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
+/// `core.MaxSecretSize`.
+const MAX_SECRET_SIZE: i64 = 1024 * 1024;
+const SELECTOR_MISMATCH: &str = "`selector` does not match template `labels`";
+const DNS1123_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const CONFIG_KEY: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+fn strings(values: &[&str]) -> Vec<String> {
+    values.iter().map(|s| s.to_string()).collect()
+}
+
+/// The rules of one type, wherever it occurs.
+pub fn of_type(definition: &str, value: &Value, path: &Path) -> Vec<Cause> {
+    match definition {
+        "io.k8s.api.core.v1.PodSpec" => pod_spec(value, path),
+        "io.k8s.api.networking.v1.HTTPIngressPath" => http_ingress_path(value, path),
+        _ => Vec::new(),
+    }
+}
+
+/// The rules of one kind on the whole object.
+pub fn kind(group: &str, plural: &str, object: &Value) -> Vec<Cause> {
+    let spec = &object["spec"];
+    let at = Path::root("spec");
+    match (group, plural) {
+        ("apps", "deployments" | "replicasets" | "statefulsets") => {
+            let mut causes = nonnegative(spec, &at, "replicas");
+            causes.extend(selector_and_template(spec, &at));
+            causes
+        }
+        ("apps", "daemonsets") => selector_and_template(spec, &at),
+        ("", "replicationcontrollers") => nonnegative(spec, &at, "replicas"),
+        ("batch", "jobs") => job_spec(spec, &at),
+        ("batch", "cronjobs") => cron_job_spec(spec, &at),
+        ("", "services") => service_spec(spec, &at),
+        ("", "configmaps") => config_map(object),
+        ("", "secrets") => secret(object),
+        ("", "persistentvolumeclaims") => pvc_spec(spec, &at),
+        _ => Vec::new(),
+    }
+}
+
+/// `ValidateNonnegativeField` on an integer field, when set.
+fn nonnegative(spec: &Value, at: &Path, field: &str) -> Vec<Cause> {
+    match spec[field].as_i64() {
+        Some(n) if n < 0 => vec![invalid(at.child(field).as_str(), &json!(n), NEGATIVE)],
+        _ => Vec::new(),
+    }
+}
+
+/// A label map as Go's `%#v` prints a `map[string]string`: sorted, or `(nil)` when absent.
+fn go_string_map(labels: &Value) -> String {
+    let Some(map) = labels.as_object() else {
+        return "map[string]string(nil)".into();
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    let inner: Vec<String> = keys
+        .into_iter()
+        .map(|k| {
+            let v = map[k.as_str()].as_str().unwrap_or_default();
+            format!("{}:{}", quote(k), quote(v))
+        })
+        .collect();
+    format!("map[string]string{{{}}}", inner.join(", "))
+}
+
+/// Go's `%q` of a string (JSON escaping is close enough for label text).
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// `metav1.LabelSelectorAsSelector(...).Matches(labels)`: matchLabels and matchExpressions.
+/// A missing selector matches nothing (`labels.Nothing()`).
+fn selector_matches(selector: &Value, labels: &Value) -> bool {
+    if !selector.is_object() {
+        return false;
+    }
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let by_labels = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let by_expressions = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match e["operator"].as_str() {
+                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
+                Some("Exists") => label(key).is_some(),
+                Some("DoesNotExist") => label(key).is_none(),
+                _ => false,
+            }
+        });
+    by_labels && by_expressions
+}
+
+/// apps `ValidateDeploymentSpec` / `ValidateReplicaSetSpec` / `ValidateStatefulSetSpec` /
+/// `ValidateDaemonSetSpec`: selector required; apps `ValidatePodTemplateSpecForReplicaSet`
+/// (and its StatefulSet and DaemonSet twins): the selector matches the template's labels and
+/// the template's `restartPolicy` is `Always`.
+fn selector_and_template(spec: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let selector = &spec["selector"];
+    if selector.is_null() {
+        causes.push(required(at.child("selector").as_str(), ""));
+    }
+    let template = at.child("template");
+    let labels = &spec["template"]["metadata"]["labels"];
+    if !selector_matches(selector, labels) {
+        causes.push(crate::error::Cause::new(
+            crate::schema::field::INVALID,
+            template.child("metadata").child("labels").as_str(),
+            format!(
+                "Invalid value: {}: {SELECTOR_MISMATCH}",
+                go_string_map(labels)
+            ),
+        ));
+    }
+    if let Some(policy) = spec["template"]["spec"]["restartPolicy"].as_str()
+        && policy != "Always"
+    {
+        causes.push(not_supported(
+            template.child("spec").child("restartPolicy").as_str(),
+            &json!(policy),
+            &strings(&["Always"]),
+        ));
+    }
+    causes
+}
+
+/// batch `validateJobSpec`: counts not negative; the template's `restartPolicy` `OnFailure` or
+/// `Never`.
+fn job_spec(spec: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for field in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+    ] {
+        causes.extend(nonnegative(spec, at, field));
+    }
+    if let Some(policy) = spec["template"]["spec"]["restartPolicy"].as_str()
+        && !matches!(policy, "OnFailure" | "Never")
+    {
+        causes.push(not_supported(
+            at.child("template")
+                .child("spec")
+                .child("restartPolicy")
+                .as_str(),
+            &json!(policy),
+            &strings(&["OnFailure", "Never"]),
+        ));
+    }
+    causes
+}
+
+/// batch `ValidateCronJobSpec` → `validateScheduleFormat`: `cron.ParseStandard` (robfig/cron
+/// v3) must accept the schedule; then the job template as a Job's spec.
+fn cron_job_spec(spec: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match spec["schedule"].as_str() {
+        None | Some("") => causes.push(required(at.child("schedule").as_str(), "")),
+        Some(schedule) => {
+            if let Err(e) = cron_standard(schedule) {
+                causes.push(invalid(at.child("schedule").as_str(), &json!(schedule), &e));
+            }
+        }
+    }
+    causes.extend(job_spec(
+        &spec["jobTemplate"]["spec"],
+        &at.child("jobTemplate").child("spec"),
+    ));
+    causes
+}
+
+/// robfig/cron v3 `ParseStandard`'s field count and ranges (`parser.go` `normalizeFields`,
+/// `getRange`), with its error text. Descriptors (`@hourly`, `@every 1h`) are accepted.
+fn cron_standard(schedule: &str) -> Result<(), String> {
+    let mut spec = schedule.trim();
+    if let Some(rest) = spec
+        .strip_prefix("TZ=")
+        .or_else(|| spec.strip_prefix("CRON_TZ="))
+    {
+        spec = rest.split_once(' ').map_or("", |(_, s)| s.trim());
+    }
+    if spec.starts_with('@') {
+        return Ok(());
+    }
+    let fields: Vec<&str> = spec.split_whitespace().collect();
+    if fields.len() != 5 {
+        return Err(format!(
+            "expected exactly 5 fields, found {}: [{}]",
+            fields.len(),
+            fields.join(" ")
+        ));
+    }
+    // minute, hour, day of month, month, day of week.
+    let bounds = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 6)];
+    for (field, (min, max)) in fields.iter().zip(bounds) {
+        for part in field.split(',') {
+            let range = part.split('/').next().unwrap_or_default();
+            if range == "*" || range == "?" {
+                continue;
+            }
+            for end in range.split('-') {
+                // Month and weekday names are accepted by robfig; only numbers are checked.
+                let Ok(n) = end.parse::<i64>() else { continue };
+                if n < min {
+                    return Err(format!(
+                        "beginning of range ({n}) below minimum ({min}): {part}"
+                    ));
+                }
+                if n > max {
+                    return Err(format!("end of range ({n}) above maximum ({max}): {part}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// core `ValidatePodSpec` (the parts written here): containers (`validateContainers`,
+/// `validateContainerCommon`, `validateContainerPorts`, `ValidateResourceRequirements`) and
+/// `validateRestartPolicy`.
+fn pod_spec(spec: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let containers = spec["containers"].as_array().map_or(&[][..], Vec::as_slice);
+    let mut names = std::collections::HashSet::new();
+    for (field, list) in [
+        (
+            "initContainers",
+            spec["initContainers"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice),
+        ),
+        ("containers", containers),
+    ] {
+        for (i, c) in list.iter().enumerate() {
+            causes.extend(container(c, &at.child(field).index(i), &mut names));
+        }
+    }
+    if containers.is_empty() {
+        causes.push(required(at.child("containers").as_str(), ""));
+    }
+    if let Some(policy) = spec["restartPolicy"].as_str()
+        && !matches!(policy, "Always" | "OnFailure" | "Never")
+    {
+        causes.push(not_supported(
+            at.child("restartPolicy").as_str(),
+            &json!(policy),
+            &strings(&["Always", "OnFailure", "Never"]),
+        ));
+    }
+    causes
+}
+
+fn container<'a>(
+    c: &'a Value,
+    at: &Path,
+    names: &mut std::collections::HashSet<&'a str>,
+) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let name = c["name"].as_str().unwrap_or_default();
+    let name_path = at.child("name");
+    if name.is_empty() {
+        causes.push(required(name_path.as_str(), ""));
+    } else if !is_dns1123_label(name) {
+        causes.push(invalid(name_path.as_str(), &json!(name), DNS1123_LABEL));
+    }
+    if !names.insert(name) {
+        causes.push(duplicate(name_path.as_str(), &json!(name)));
+    }
+    if c["image"].as_str().unwrap_or_default().is_empty() {
+        causes.push(required(at.child("image").as_str(), ""));
+    }
+    for (i, port) in c["ports"].as_array().into_iter().flatten().enumerate() {
+        let p = at.child("ports").index(i);
+        match port["containerPort"].as_i64() {
+            None | Some(0) => causes.push(required(p.child("containerPort").as_str(), "")),
+            Some(n) if !(1..=65535).contains(&n) => causes.push(invalid(
+                p.child("containerPort").as_str(),
+                &json!(n),
+                PORT_RANGE,
+            )),
+            _ => {}
+        }
+        causes.extend(protocol(&port["protocol"], &p));
+    }
+    causes.extend(requests_within_limits(
+        &c["resources"],
+        &at.child("resources"),
+    ));
+    causes
+}
+
+/// `supportedPortProtocols`, listed sorted as `sets.List` lists them.
+fn protocol(value: &Value, at: &Path) -> Vec<Cause> {
+    match value.as_str() {
+        Some(p) if !matches!(p, "TCP" | "UDP" | "SCTP") => vec![not_supported(
+            at.child("protocol").as_str(),
+            &json!(p),
+            &strings(&["SCTP", "TCP", "UDP"]),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// core `ValidateResourceRequirements`: a request above its limit. The quantities are printed
+/// as written (kube prints their canonical form, the same for plain values like `2` or `500m`).
+fn requests_within_limits(resources: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let (Some(requests), Some(limits)) = (
+        resources["requests"].as_object(),
+        resources["limits"].as_object(),
+    ) else {
+        return causes;
+    };
+    let text = |v: &Value| match v {
+        Value::String(s) => s.trim().to_string(),
+        other => other.to_string(),
+    };
+    for (name, request) in requests {
+        let Some(limit) = limits.get(name) else {
+            continue;
+        };
+        let (r, l) = (text(request), text(limit));
+        if let (Ok(rv), Ok(lv)) = (quantity::parse(&r), quantity::parse(&l))
+            && rv > lv
+        {
+            causes.push(invalid(
+                at.child("requests").key(name).as_str(),
+                &json!(r),
+                &format!("must be less than or equal to {name} limit of {l}"),
+            ));
+        }
+    }
+    causes
+}
+
+/// core `ValidateService` → `validateServicePort` for each port, and the type enum.
+fn service_spec(spec: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let ports = spec["ports"].as_array().map_or(&[][..], Vec::as_slice);
+    let require_name = ports.len() > 1;
+    let mut names = std::collections::HashSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let p = at.child("ports").index(i);
+        let name = port["name"].as_str().unwrap_or_default();
+        if require_name && name.is_empty() {
+            causes.push(required(p.child("name").as_str(), ""));
+        } else if !name.is_empty() {
+            if !is_dns1123_label(name) {
+                causes.push(invalid(
+                    p.child("name").as_str(),
+                    &json!(name),
+                    DNS1123_LABEL,
+                ));
+            }
+            if !names.insert(name) {
+                causes.push(duplicate(p.child("name").as_str(), &json!(name)));
+            }
+        }
+        let number = port["port"].as_i64().unwrap_or(0);
+        if !(1..=65535).contains(&number) {
+            causes.push(invalid(
+                p.child("port").as_str(),
+                &json!(number),
+                PORT_RANGE,
+            ));
+        }
+        causes.extend(protocol(&port["protocol"], &p));
+        if let Some(target) = port["targetPort"].as_i64()
+            && !(1..=65535).contains(&target)
+        {
+            causes.push(invalid(
+                p.child("targetPort").as_str(),
+                &json!(target),
+                PORT_RANGE,
+            ));
+        }
+    }
+    if let Some(kind) = spec["type"].as_str()
+        && !matches!(
+            kind,
+            "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
+        )
+    {
+        causes.push(not_supported(
+            at.child("type").as_str(),
+            &json!(kind),
+            &strings(&["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]),
+        ));
+    }
+    causes
+}
+
+/// content `IsConfigMapKey`: length, characters, and no `.`/`..` prefix.
+fn config_key(key: &str, at: &Path) -> Vec<Cause> {
+    let mut messages: Vec<String> = Vec::new();
+    if key.len() > 253 {
+        messages.push("must be no more than 253 characters".into());
+    }
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'))
+    {
+        messages.push(CONFIG_KEY.into());
+    }
+    if key == "." {
+        messages.push("must not be '.'".into());
+    } else if key == ".." {
+        messages.push("must not be '..'".into());
+    } else if key.starts_with("..") {
+        messages.push("must not start with '..'".into());
+    }
+    messages
+        .iter()
+        .map(|m| invalid(at.key(key).as_str(), &json!(key), m))
+        .collect()
+}
+
+/// core `ValidateConfigMap`: keys of `data` and `binaryData`.
+fn config_map(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for field in ["data", "binaryData"] {
+        for key in object[field]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            causes.extend(config_key(key, &Path::root(field)));
+        }
+    }
+    causes
+}
+
+/// core `ValidateSecret`: keys and total size of `data` (`stringData` is merged into `data` by
+/// the conversion before validation, so its keys are reported under `data` too).
+fn secret(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let data = Path::root("data");
+    let mut size: i64 = 0;
+    for field in ["data", "stringData"] {
+        for (key, value) in object[field].as_object().into_iter().flatten() {
+            causes.extend(config_key(key, &data));
+            // `data` holds base64 of the bytes; the limit is on the bytes.
+            let text = value.as_str().unwrap_or_default();
+            size += if field == "data" {
+                (text.len() / 4 * 3) as i64
+            } else {
+                text.len() as i64
+            };
+        }
+    }
+    if size > MAX_SECRET_SIZE {
+        causes.push(too_long(data.as_str(), MAX_SECRET_SIZE));
+    }
+    causes
+}
+
+/// networking `validateHTTPIngressPath`: `pathType` required and one of three; `Exact` and
+/// `Prefix` paths absolute.
+fn http_ingress_path(path: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match path["pathType"].as_str() {
+        None => causes.push(required(
+            at.child("pathType").as_str(),
+            "pathType must be specified",
+        )),
+        Some("Exact" | "Prefix") => {
+            let p = path["path"].as_str().unwrap_or_default();
+            if !p.starts_with('/') {
+                causes.push(invalid(
+                    at.child("path").as_str(),
+                    &json!(p),
+                    "must be an absolute path",
+                ));
+            }
+        }
+        Some("ImplementationSpecific") => {}
+        Some(other) => causes.push(not_supported(
+            at.child("pathType").as_str(),
+            &json!(other),
+            &strings(&["Exact", "ImplementationSpecific", "Prefix"]),
+        )),
+    }
+    causes
+}
+
+/// core `ValidatePersistentVolumeClaimSpec`: at least one access mode, and a storage request.
+fn pvc_spec(spec: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if spec["accessModes"].as_array().is_none_or(Vec::is_empty) {
+        causes.push(required(
+            at.child("accessModes").as_str(),
+            "at least 1 access mode is required",
+        ));
+    }
+    if spec["resources"]["requests"]["storage"].is_null() {
+        causes.push(required(at.child("resources").key("storage").as_str(), ""));
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cron_schedules_are_read_as_robfig_reads_them() {
+        assert_eq!(cron_standard("*/5 * * * *"), Ok(()));
+        assert_eq!(cron_standard("@hourly"), Ok(()));
+        assert_eq!(cron_standard("0 9 * * MON-FRI"), Ok(()));
+        assert_eq!(
+            cron_standard("every minute"),
+            Err("expected exactly 5 fields, found 2: [every minute]".into())
+        );
+        assert_eq!(
+            cron_standard("61 * * * *"),
+            Err("end of range (61) above maximum (59): 61".into())
+        );
+    }
+
+    #[test]
+    fn labels_print_as_go_prints_a_string_map() {
+        assert_eq!(
+            go_string_map(&json!({"b": "2", "a": "1"})),
+            r#"map[string]string{"a":"1", "b":"2"}"#
+        );
+        assert_eq!(go_string_map(&Value::Null), "map[string]string(nil)");
+    }
+
+    #[test]
+    fn selectors_match_labels_and_expressions() {
+        let labels = json!({"app": "web", "tier": "front"});
+        assert!(selector_matches(
+            &json!({"matchLabels": {"app": "web"}}),
+            &labels
+        ));
+        assert!(!selector_matches(
+            &json!({"matchLabels": {"app": "db"}}),
+            &labels
+        ));
+        assert!(selector_matches(
+            &json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}),
+            &labels
+        ));
+        assert!(!selector_matches(&Value::Null, &labels));
+    }
+}
