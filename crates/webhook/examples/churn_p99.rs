@@ -33,8 +33,11 @@
 //! hold of each kind, too:
 //!
 //! ```text
-//! cargo run --release -p lien-webhook --example churn_p99 -- --seconds 10 --rules
+//! cargo run --release -p lien-webhook --example churn_p99 -- --seconds 10 --rules --step 1024
 //! ```
+//!
+//! `--step N` attaches in steps of N relations (`JoinMut::attach_step`, the write lock released
+//! between steps, as the controller does); `--step 0` attaches in one hold, as it did before.
 
 #[path = "../../core/benches/fixture/mod.rs"]
 mod fixture;
@@ -48,8 +51,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use lien_core::{
-    GroupKind, JoinId, ObjectKey, Relation, RelationIndex, RuleConfig, RuleScope, Source,
-    find_cycles,
+    AttachStep, GroupKind, JoinId, ObjectKey, Relation, RelationIndex, RuleConfig, RuleScope,
+    Source, find_cycles,
 };
 use lien_webhook::Webhook;
 use parking_lot::RwLock;
@@ -231,6 +234,7 @@ fn churn_rules(
     inputs: &RuleInputs,
     stop: &AtomicBool,
     holds: &mut RuleHolds,
+    step: usize,
 ) -> (usize, JoinId) {
     let mut generations = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -239,9 +243,23 @@ fn churn_rules(
             ix.add_join(rule_config(generations + 2)).expect("room")
         });
         feed_rule(index, id, inputs, &mut holds.feed);
-        let n = held(index, &mut holds.attach, |ix| {
-            ix.join_mut(id).expect("join").attach().expect("room")
-        });
+        let n = if step == 0 {
+            held(index, &mut holds.attach, |ix| {
+                ix.join_mut(id).expect("join").attach().expect("room")
+            })
+        } else {
+            loop {
+                let done = held(index, &mut holds.attach, |ix| {
+                    ix.join_mut(id)
+                        .expect("join")
+                        .attach_step(step)
+                        .expect("room")
+                });
+                if let AttachStep::Done(n) = done {
+                    break n;
+                }
+            }
+        };
         assert_eq!(n, PVS);
         generations += 1;
     }
@@ -293,7 +311,7 @@ fn run_phase(
     body: &[u8],
     seconds: u64,
     churn_with: Option<(u32, Locking)>,
-    rules: Option<(JoinId, Arc<RuleInputs>)>,
+    rules: Option<(JoinId, Arc<RuleInputs>, usize)>,
 ) -> Phase {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -307,11 +325,11 @@ fn run_phase(
             changes.store(churn(&index, rate, locking, &stop), Ordering::Relaxed);
         })
     });
-    let rule_writer = rules.map(|(id, inputs)| {
+    let rule_writer = rules.map(|(id, inputs, step)| {
         let (index, stop) = (index.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut holds = RuleHolds::default();
-            let (generations, _) = churn_rules(&index, id, &inputs, &stop, &mut holds);
+            let (generations, _) = churn_rules(&index, id, &inputs, &stop, &mut holds, step);
             (generations, holds)
         })
     });
@@ -333,7 +351,7 @@ fn run_phase(
         changes.store(generations, Ordering::Relaxed);
         println!(
             "rule churn: {generations} generations attached; longest write holds: new generation \
-             (remove_join + add_join) {} µs, one object fed {} µs, attach {} µs",
+             (remove_join + add_join) {} µs, one object fed {} µs, attach (one hold, or the longest step) {} µs",
             holds.generation, holds.feed, holds.attach
         );
     }
@@ -347,13 +365,14 @@ fn run_phase(
 }
 
 fn main() -> Result<(), Error> {
-    let (mut seconds, mut rate, mut rules) = (10u64, 500u32, false);
+    let (mut seconds, mut rate, mut rules, mut step) = (10u64, 500u32, false, 1024usize);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--seconds" => seconds = it.next().ok_or("--seconds needs a number")?.parse()?,
             "--rate" => rate = it.next().ok_or("--rate needs a number")?.parse()?,
             "--rules" => rules = true,
+            "--step" => step = it.next().ok_or("--step needs a number")?.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -394,7 +413,7 @@ fn main() -> Result<(), Error> {
                 &body,
                 seconds,
                 None,
-                Some((id, inputs)),
+                Some((id, inputs, step)),
             ),
         ];
         report(&phases);
