@@ -26,6 +26,8 @@ mod openapi_v2;
 mod pods;
 #[path = "conformance_api/rbac.rs"]
 mod rbac;
+#[path = "conformance_api/secrets.rs"]
+mod secrets;
 #[path = "conformance_api/self_reviews.rs"]
 mod self_reviews;
 #[path = "conformance_api/status.rs"]

@@ -472,6 +472,46 @@ pub fn service(object: &mut Value) {
     }
 }
 
+/// A Secret's `stringData` merged into `data` (base64), as the v1 → internal conversion does
+/// whenever kube-apiserver decodes a Secret (k/k `pkg/apis/core/v1/conversion.go`,
+/// `Convert_v1_Secret_To_core_Secret`: "StringData overwrites Data"); the internal type has no
+/// `stringData`, so it is never stored or returned. A `stringData` that is not a map of strings
+/// is left for validation to refuse.
+pub fn secret_string_data(object: &mut Value) {
+    use base64::Engine;
+    let Some(string_data) = object.get("stringData") else {
+        return;
+    };
+    let Some(map) = string_data.as_object() else {
+        if string_data.is_null()
+            && let Some(o) = object.as_object_mut()
+        {
+            o.remove("stringData");
+        }
+        return;
+    };
+    if !map.values().all(Value::is_string) {
+        return;
+    }
+    let encoded: Vec<(String, Value)> = map
+        .iter()
+        .map(|(k, v)| {
+            let bytes = v.as_str().unwrap_or_default().as_bytes();
+            let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+            (k.clone(), Value::String(b64))
+        })
+        .collect();
+    if !encoded.is_empty() && !object["data"].is_object() {
+        object["data"] = json!({});
+    }
+    if let Some(data) = object["data"].as_object_mut() {
+        data.extend(encoded);
+    }
+    if let Some(o) = object.as_object_mut() {
+        o.remove("stringData");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,6 +54,52 @@ fn rename(object: &Map<String, Value>, core_to_events: bool) -> Map<String, Valu
     out
 }
 
+/// Fields kube-apiserver's JSON encoder writes even when they are zero, per API: Go's
+/// `omitempty` never omits a struct, a `metav1.Time`/`MicroTime` zero value is written `null`,
+/// and a field without `omitempty` is written as `""` (k8s.io/api `core/v1/types.go` `Event`:
+/// `firstTimestamp`, `lastTimestamp`, `eventTime` are non-pointer times, `involvedObject` and
+/// `source` structs, `reportingComponent`/`reportingInstance` have no `omitempty`;
+/// `events/v1/types.go`: `eventTime` (no `omitempty`), `deprecatedFirstTimestamp`/
+/// `deprecatedLastTimestamp`, `regarding` and `deprecatedSource` structs). An event written
+/// through `events.k8s.io/v1` with only `eventTime` (kube-rs' `Recorder`, so every Lien event)
+/// reads through core v1 with `lastTimestamp: null`: kubectl's `--sort-by=.lastTimestamp` finds
+/// the field (null sorts first) and prints the events, where a missing field is its error
+/// `couldn't find any field with path "{.lastTimestamp}"`.
+/// A field and its zero value as Go writes it.
+type Zero = (&'static str, fn() -> Value);
+
+const CORE_ZERO: &[Zero] = &[
+    ("involvedObject", || Value::Object(Map::new())),
+    ("source", || Value::Object(Map::new())),
+    ("firstTimestamp", || Value::Null),
+    ("lastTimestamp", || Value::Null),
+    ("eventTime", || Value::Null),
+    ("reportingComponent", || Value::String(String::new())),
+    ("reportingInstance", || Value::String(String::new())),
+];
+const EVENTS_ZERO: &[Zero] = &[
+    ("eventTime", || Value::Null),
+    ("regarding", || Value::Object(Map::new())),
+    ("deprecatedSource", || Value::Object(Map::new())),
+    ("deprecatedFirstTimestamp", || Value::Null),
+    ("deprecatedLastTimestamp", || Value::Null),
+];
+
+fn with_zero_values(mut map: Map<String, Value>, zero: &[Zero]) -> Value {
+    for (field, value) in zero {
+        map.entry(*field).or_insert_with(value);
+    }
+    Value::Object(map)
+}
+
+/// A stored core event as core `v1` shows it: with the zero-valued fields Go writes.
+pub fn as_core_v1(object: &Value) -> Value {
+    match object.as_object() {
+        Some(map) => with_zero_values(map.clone(), CORE_ZERO),
+        None => object.clone(),
+    }
+}
+
 /// A stored core event as `events.k8s.io/v1` shows it. Leaves anything that is not a core event
 /// (already converted) as it is.
 pub fn to_events_v1(object: &Value) -> Value {
@@ -61,7 +107,17 @@ pub fn to_events_v1(object: &Value) -> Value {
         Some(map) if object["apiVersion"] == "v1" => {
             let mut out = rename(map, true);
             out.insert("apiVersion".into(), "events.k8s.io/v1".into());
-            Value::Object(out)
+            // A zero value the core view wrote (`reportingComponent: ""`, nulls) is the same
+            // zero in events.k8s.io/v1, where some are omitted instead.
+            for field in ["reportingController", "reportingInstance"] {
+                if out.get(field) == Some(&Value::String(String::new())) {
+                    out.remove(field);
+                }
+            }
+            if out.get("deprecatedCount") == Some(&Value::from(0)) {
+                out.remove("deprecatedCount");
+            }
+            with_zero_values(out, EVENTS_ZERO)
         }
         _ => object.clone(),
     }
@@ -123,6 +179,26 @@ mod tests {
         // Converting twice is harmless: each direction recognises its own output.
         assert_eq!(to_events_v1(&to_events_v1(&core)), events);
         assert_eq!(to_core(core.clone()), core);
+    }
+
+    #[test]
+    fn each_api_shows_the_zero_values_go_writes() {
+        let stored = to_core(json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "eventTime": "2024-01-01T00:00:00.000000Z", "reportingController": "lien"}));
+        let core = as_core_v1(&stored);
+        assert_eq!(core["lastTimestamp"], Value::Null);
+        assert!(
+            core.as_object()
+                .is_some_and(|m| m.contains_key("lastTimestamp"))
+        );
+        assert_eq!(core["firstTimestamp"], Value::Null);
+        assert_eq!(core["reportingComponent"], "lien");
+        assert_eq!(core["reportingInstance"], "");
+        let events = to_events_v1(&core);
+        assert_eq!(events["eventTime"], "2024-01-01T00:00:00.000000Z");
+        assert_eq!(events["deprecatedLastTimestamp"], Value::Null);
+        assert_eq!(events["deprecatedSource"], json!({}));
+        assert!(events.get("reportingInstance").is_none());
     }
 
     #[test]

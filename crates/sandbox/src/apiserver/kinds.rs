@@ -51,6 +51,7 @@ pub fn apply_defaults(rt: &ResourceType, object: &mut Value) {
         ("batch", "jobs") => defaults::job(object),
         ("batch", "cronjobs") => defaults::cron_job(object),
         ("", "secrets") => {
+            defaults::secret_string_data(object);
             if object["type"].is_null() {
                 object["type"] = json!("Opaque");
             }

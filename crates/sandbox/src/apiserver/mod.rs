@@ -589,6 +589,8 @@ impl ApiServer {
     pub(crate) fn view(rt: &ResourceType, object: &Value) -> Value {
         if rt.is_events_api() {
             events::to_events_v1(object)
+        } else if rt.group.is_empty() && rt.plural == "events" {
+            events::as_core_v1(object)
         } else {
             object.clone()
         }

@@ -145,3 +145,41 @@ async fn describe_shows_events_and_get_events_shows_lien_events() {
     assert!(err.contains("field label not supported: foo"), "{err}");
     sandbox.shutdown().await;
 }
+
+/// An event written through `events.k8s.io/v1` with only `eventTime` (what kube-rs' `Recorder`
+/// writes, so every Lien event) reads through core v1 as kube-apiserver encodes it: the
+/// conversion (k/k `pkg/apis/events/v1/conversion.go`) maps `deprecatedLastTimestamp` to
+/// `lastTimestamp`, which is a non-pointer `metav1.Time` written `null` when zero, and
+/// `eventTime` carries over. So `kubectl get events --sort-by=.lastTimestamp` finds the field on
+/// every event (null sorts first) and prints them, as on a cluster; a missing field would be
+/// kubectl's `couldn't find any field with path`.
+#[tokio::test]
+async fn events_with_only_event_time_sort_by_last_timestamp_as_on_a_cluster() {
+    let sandbox = common::sandbox().await;
+    let k = Kubectl::new(&sandbox, "evsort").await;
+    lien_event(&sandbox, &k, "a", "uid-a").await;
+    lien_event(&sandbox, &k, "b", "uid-b").await;
+    let json: serde_json::Value =
+        serde_json::from_str(&k.ns(&["get", "events", "-o", "json"]).await.out()).expect("JSON");
+    let first = &json["items"][0];
+    let fields = first.as_object().expect("an event");
+    assert_eq!(first["eventTime"], "2024-05-01T10:00:00.000000Z", "{first}");
+    for zero in ["lastTimestamp", "firstTimestamp"] {
+        assert!(
+            fields.get(zero) == Some(&serde_json::Value::Null),
+            "{zero}: {first}"
+        );
+    }
+    assert_eq!(first["source"], json!({}), "{first}");
+    let sorted = k
+        .ns(&["get", "events", "--sort-by=.lastTimestamp"])
+        .await
+        .out();
+    let rows = table(&sorted);
+    assert_eq!(rows.len(), 3, "{sorted}");
+    assert_eq!(rows[0][..3], ["LAST", "SEEN", "TYPE"], "{sorted}");
+    let mut objects: Vec<&str> = rows[1..].iter().map(|r| r[3].as_str()).collect();
+    objects.sort();
+    assert_eq!(objects, ["configmap/a", "configmap/b"], "{sorted}");
+    sandbox.shutdown().await;
+}
