@@ -403,6 +403,8 @@ impl Controller {
                         && let Some(c) = cascade.as_mut()
                     {
                         c.lead();
+                        // The write loop may have planned before this: plan again.
+                        shared.wake.notify_one();
                     }
                     continue;
                 }
