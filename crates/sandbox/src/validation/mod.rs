@@ -185,3 +185,95 @@ impl Walk {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Walks `object` as an object of the built-in `group/v1 plural`.
+    fn walk(group: &str, plural: &str, object: &Value) -> Walk {
+        let builtin = crate::builtins::find(group, "v1", plural).expect("a built-in kind");
+        let mut walk = Walk::default();
+        let root = json!({"$ref": format!("#/components/schemas/{}", builtin.schema)});
+        walk.value(&root, object, &Path::default(), 0);
+        walk
+    }
+
+    #[test]
+    fn the_schema_walk_finds_every_pod_spec_and_quantity() {
+        let pod = json!({"containers": [], "restartPolicy": "Always"});
+        let template = json!({"template": {"spec": pod}});
+        for (group, plural, object, path) in [
+            ("", "pods", json!({"spec": pod}), "spec.containers"),
+            (
+                "",
+                "podtemplates",
+                template.clone(),
+                "template.spec.containers",
+            ),
+            (
+                "",
+                "replicationcontrollers",
+                json!({"spec": template}),
+                "spec.template.spec.containers",
+            ),
+            (
+                "apps",
+                "deployments",
+                json!({"spec": template}),
+                "spec.template.spec.containers",
+            ),
+            (
+                "apps",
+                "statefulsets",
+                json!({"spec": template}),
+                "spec.template.spec.containers",
+            ),
+            (
+                "apps",
+                "daemonsets",
+                json!({"spec": template}),
+                "spec.template.spec.containers",
+            ),
+            (
+                "batch",
+                "jobs",
+                json!({"spec": template}),
+                "spec.template.spec.containers",
+            ),
+            (
+                "batch",
+                "cronjobs",
+                json!({"spec": {"jobTemplate": {"spec": template}}}),
+                "spec.jobTemplate.spec.template.spec.containers",
+            ),
+        ] {
+            let found = walk(group, plural, &object);
+            let fields: Vec<&str> = found.causes.iter().map(|c| c.field.as_str()).collect();
+            assert_eq!(fields, [path], "{group}/{plural}");
+        }
+        // Every field typed Quantity, wherever it is: a pod's resources, a PVC's request, a
+        // ResourceQuota's hard limits.
+        let bad = json!({"spec": {"resources": {"requests": {"storage": "lots"}}}});
+        assert_eq!(
+            walk("", "persistentvolumeclaims", &bad).undecodable.len(),
+            1
+        );
+        let bad = json!({"spec": {"hard": {"pods": "1x"}}});
+        assert_eq!(walk("", "resourcequotas", &bad).undecodable.len(), 1);
+        let good = json!({"spec": {"hard": {"pods": "10", "requests.cpu": 2}}});
+        assert!(walk("", "resourcequotas", &good).undecodable.is_empty());
+    }
+
+    #[test]
+    fn annotations_may_hold_256_kib() {
+        let at_limit = json!({"metadata": {"annotations": {"k": "x".repeat(256 * 1024 - 1)}}});
+        assert!(metadata(&at_limit).is_empty());
+        let over = json!({"metadata": {"annotations": {"k": "x".repeat(256 * 1024)}}});
+        assert_eq!(
+            metadata(&over)[0].message,
+            "Too long: may not be more than 262144 bytes"
+        );
+    }
+}

@@ -562,6 +562,19 @@ mod tests {
     }
 
     #[test]
+    fn secrets_hold_at_most_one_mebibyte() {
+        // 1,048,578 bytes: base64 without padding, one quantum over the limit.
+        let over = json!({"data": {"k": "A".repeat(1_398_104)}});
+        assert_eq!(
+            secret(&over),
+            [too_long("data", MAX_SECRET_SIZE)],
+            "over the limit"
+        );
+        let at = json!({"data": {"k": "A".repeat(1_398_100)}, "stringData": {"s": "x"}});
+        assert!(secret(&at).is_empty());
+    }
+
+    #[test]
     fn labels_print_as_go_prints_a_string_map() {
         assert_eq!(
             go_string_map(&json!({"b": "2", "a": "1"})),
