@@ -356,6 +356,16 @@ async fn kubectl_lien_tab_completes_commands_types_names_and_namespaces() {
         ["configmap/secrets-index", "configmap/settings"],
         "{out}"
     );
+    let out = run(&["__complete", "lien", "why", "-n", "shop", "configmap/"])
+        .await
+        .expect("joined");
+    for name in [
+        "configmap/settings",
+        "configmap/secrets-index",
+        "configmap/kube-root-ca.crt",
+    ] {
+        assert!(candidates(&out).contains(&name), "{name} in {out}");
+    }
     let out = run(&["__complete", "lien", "why", "-n", "shop", "cm", "se"])
         .await
         .expect("joined");
