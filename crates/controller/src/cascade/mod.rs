@@ -405,7 +405,7 @@ impl CascadeWriter {
                     let _ = tx.send(Msg::RuleWritten);
                 });
             }
-            CascadeWrite::RuleStatus { name, status } => {
+            CascadeWrite::RuleStatus { name, status, .. } => {
                 let api: Api<CascadeRule> = Api::all(self.client.clone());
                 let params = self.params();
                 tokio::spawn(async move {

@@ -180,9 +180,15 @@ pub(crate) enum CascadeWrite {
         resource_version: Option<String>,
         finalizers: Vec<String>,
     },
-    /// A rule's status. Carries no precondition: it is recomputed whole from the state and the
-    /// last one written wins.
-    RuleStatus { name: String, status: Value },
+    /// A rule's status, with the rule's resourceVersion it was computed from. Sent without it
+    /// as a precondition (as the controller's statuses are): the status is recomputed whole
+    /// from the state, so the last one written wins, and a rule's own changes must not make
+    /// Lien's report of it fail.
+    RuleStatus {
+        name: String,
+        resource_version: Option<String>,
+        status: Value,
+    },
     /// A Warning event on a parent.
     Event {
         reference: ObjectReference,
@@ -1418,8 +1424,10 @@ impl CascadeState {
                 continue;
             }
             r.last_status = Some(value.clone());
+            let resource_version = r.rule.resource_version();
             self.write(CascadeWrite::RuleStatus {
                 name,
+                resource_version,
                 status: value,
             });
         }

@@ -565,7 +565,8 @@ fn a_rule_deleted_while_a_parent_waits_releases_every_parent_then_goes() {
     assert!(!other.annotations().contains_key(CHILDREN_ANNOTATION));
 }
 
-/// A rule without Lien's finalizer gets it, with the resourceVersion it was seen at.
+/// A rule without Lien's finalizer gets it, with the resourceVersion it was seen at; its
+/// status follows.
 #[test]
 fn a_rule_gets_lien_s_finalizer() {
     let mut st = CascadeState::new(config());
@@ -576,6 +577,16 @@ fn a_rule_gets_lien_s_finalizer() {
             CascadeWrite::RuleFinalizers { name, resource_version, finalizers }
                 if name == RULE && resource_version.as_deref() == Some("1")
                     && finalizers == &[CASCADE_FINALIZER.to_owned()])),
+        "{fx:?}"
+    );
+    // Its status (throttled: at most one write per interval), with the resourceVersion it was
+    // computed from.
+    let later = st.now + Duration::from_secs(1);
+    let fx = st.decide_at(later);
+    assert!(
+        all_writes(&fx).into_iter().any(|w| matches!(w,
+            CascadeWrite::RuleStatus { name, resource_version, .. }
+                if name == RULE && resource_version.as_deref() == Some("1"))),
         "{fx:?}"
     );
 }
