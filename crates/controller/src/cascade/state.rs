@@ -5,9 +5,11 @@
 //! to the caches and marks what it concerns dirty; [`CascadeState::decide`] (leader only) runs
 //! the pure decision (`decide`) over the dirty parents and the rules, and returns the
 //! [`Effect`]s — watches to start or stop, [`CascadeWrite`]s to send — which the runtime in
-//! `cascade/mod.rs` carries out. [`CascadeState::next_wake`] is the earliest deadline the
-//! state waits for (a retry, a report, a child turning stuck, a throttled status): the runtime
-//! sleeps until then or the next event, never on a fixed tick.
+//! `cascade/mod.rs` carries out (the writes through the controller's write loop, as
+//! `Write::Cascade`). [`CascadeState::next_wake`] is the earliest deadline the state waits for
+//! (a retry, a report, a child turning stuck, a throttled status): the write loop plans again
+//! then (the plan's `revisit`) or at the next event, never on a fixed tick. The time is an
+//! argument (`handle_at`, `decide_at`), so tests set it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Duration;
@@ -1404,7 +1406,7 @@ impl CascadeState {
                 .all(|p| !p.finalizers.iter().any(|f| f == CASCADE_FINALIZER) && !p.has_annotation)
     }
 
-    /// Writes each rule's status when it changed, at most every second.
+    /// Writes each rule's status when it changed, at most once per `STATUS_INTERVAL`.
     fn write_statuses(&mut self) {
         if !self.statuses_pending || self.now < self.last_status + STATUS_INTERVAL {
             return;
