@@ -1102,6 +1102,31 @@ mod tests {
         assert!(!h.in_use("ConfigMap", "db"));
     }
 
+    /// e2e `composition.rs`: a parent's teardown deletes the user, whose own finalizer holds
+    /// it Terminating: while it exists it is still a user — the used object stays protected —
+    /// and once it is gone the relation is released.
+    #[test]
+    fn a_terminating_user_holds_the_relation_until_it_is_gone() {
+        let mut h = held();
+        let mut terminating = object("app");
+        terminating.resource_version = Some("2".into());
+        terminating.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        );
+        terminating.finalizers = Some(vec!["example.org/slow-teardown".into()]);
+        h.send(Msg::Object(
+            configmaps(),
+            watcher::Event::Apply(terminating.clone()),
+        ));
+        assert!(h.in_use("ConfigMap", "db"), "the user still exists");
+        assert_eq!(h.source_len(&Source::usage("ns", "u")), 1);
+        h.send(Msg::Object(
+            configmaps(),
+            watcher::Event::Delete(terminating),
+        ));
+        assert!(!h.in_use("ConfigMap", "db"));
+    }
+
     #[test]
     fn deleting_the_user_releases_the_relation() {
         let mut h = held();
