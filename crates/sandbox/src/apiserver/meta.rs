@@ -94,10 +94,11 @@ pub fn validate_name(rt: &ResourceType, name: &str) -> Option<Cause> {
     ))
 }
 
-/// Label keys and values, as `metav1validation.ValidateLabels` checks them.
+/// Label keys and values, as `metav1validation.ValidateLabels` checks them (worded in
+/// `crate::validation::names`).
 pub fn validate_labels(object: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let Some(labels) = object["metadata"]["labels"].as_object() else {
+    if !object["metadata"]["labels"].is_object() {
         if !object["metadata"]["labels"].is_null() {
             causes.push(Cause::new(
                 "FieldValueInvalid",
@@ -106,22 +107,11 @@ pub fn validate_labels(object: &Value) -> Vec<Cause> {
             ));
         }
         return causes;
-    };
-    for (k, v) in labels {
-        let value = v.as_str();
-        let selector = match value {
-            Some(v) => format!("{k}={v}"),
-            None => k.clone(),
-        };
-        if value.is_none() || crate::labels::Selector::parse(&selector).is_err() || k.contains(',')
-        {
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                "metadata.labels",
-                format!("Invalid value: \"{}\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", v.as_str().unwrap_or(k)),
-            ));
-        }
     }
+    causes.extend(crate::validation::names::labels(
+        &object["metadata"]["labels"],
+        &crate::validation::Path::root("metadata").child("labels"),
+    ));
     causes
 }
 

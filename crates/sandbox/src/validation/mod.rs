@@ -17,6 +17,7 @@
 //!
 //! Pure decision logic: no I/O, nothing panics on user input.
 
+pub(crate) mod names;
 mod quantity;
 mod rules;
 
@@ -96,9 +97,11 @@ pub fn validate(rt: &ResourceType, version: &str, object: &Value) -> Result<Vec<
     Ok(causes)
 }
 
-/// `ValidateObjectMeta`'s checks not made by `meta::prepare_create` (name and labels).
+/// `ValidateObjectMeta`'s checks not made by `meta::prepare_create` (name and labels):
+/// `ValidateAnnotations`, keys then total size.
 fn metadata(object: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
+    let at = Path::root("metadata").child("annotations");
+    let mut causes = names::annotation_keys(&object["metadata"]["annotations"], &at);
     if let Some(annotations) = object["metadata"]["annotations"].as_object() {
         // `ValidateAnnotationsSize`: keys and values, in bytes.
         let total: usize = annotations

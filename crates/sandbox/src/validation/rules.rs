@@ -8,6 +8,7 @@
 use serde_json::{Value, json};
 
 use super::Path;
+use super::names;
 use super::quantity;
 use crate::error::Cause;
 use crate::schema::field::{duplicate, invalid, not_supported, required, too_long};
@@ -18,8 +19,9 @@ const NEGATIVE: &str = "must be greater than or equal to 0";
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 /// `core.MaxSecretSize`.
 const MAX_SECRET_SIZE: i64 = 1024 * 1024;
+/// `field.ErrorTypeNotFound`'s reason.
+const NOT_FOUND: &str = "FieldValueNotFound";
 const SELECTOR_MISMATCH: &str = "`selector` does not match template `labels`";
-const DNS1123_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const CONFIG_KEY: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 
 fn strings(values: &[&str]) -> Vec<String> {
@@ -29,6 +31,7 @@ fn strings(values: &[&str]) -> Vec<String> {
 /// The rules of one type, wherever it occurs.
 pub fn of_type(definition: &str, value: &Value, path: &Path) -> Vec<Cause> {
     match definition {
+        "io.k8s.api.core.v1.PodTemplateSpec" => pod_template_spec(value, path),
         "io.k8s.api.core.v1.PodSpec" => pod_spec(value, path),
         "io.k8s.api.networking.v1.HTTPIngressPath" => http_ingress_path(value, path),
         _ => Vec::new(),
@@ -248,37 +251,34 @@ fn cron_standard(schedule: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+/// core `ValidatePodTemplateSpec`: the template's labels and annotation keys, reported at
+/// `template.labels` (kube's path, without `metadata`).
+fn pod_template_spec(template: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = names::labels(&template["metadata"]["labels"], &at.child("labels"));
+    causes.extend(names::annotation_keys(
+        &template["metadata"]["annotations"],
+        &at.child("annotations"),
+    ));
+    causes
 }
 
-/// core `ValidatePodSpec` (the parts written here): containers (`validateContainers`,
-/// `validateContainerCommon`, `validateContainerPorts`, `ValidateResourceRequirements`) and
-/// `validateRestartPolicy`.
+/// core `ValidatePodSpec` (the parts written here): `ValidateVolumes`, containers
+/// (`validateContainers`, `validateInitContainers`, `validateContainerCommon`,
+/// `validateContainerPorts`, `ValidateVolumeMounts`, `ValidateResourceRequirements`) and
+/// `validateRestartPolicy`, in that order.
 fn pod_spec(spec: &Value, at: &Path) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    let containers = spec["containers"].as_array().map_or(&[][..], Vec::as_slice);
-    let mut names = std::collections::HashSet::new();
-    for (field, list) in [
-        (
-            "initContainers",
-            spec["initContainers"]
-                .as_array()
-                .map_or(&[][..], Vec::as_slice),
-        ),
-        ("containers", containers),
-    ] {
-        for (i, c) in list.iter().enumerate() {
-            causes.extend(container(c, &at.child(field).index(i), &mut names));
-        }
-    }
+    let (mut causes, volumes) = volumes(&spec["volumes"], &at.child("volumes"));
+    let list = |field: &str| spec[field].as_array().map_or(&[][..], Vec::as_slice);
+    let containers = list("containers");
     if containers.is_empty() {
         causes.push(required(at.child("containers").as_str(), ""));
+    }
+    // Init containers' names may not repeat the containers' either.
+    let mut seen = std::collections::HashSet::new();
+    for field in ["containers", "initContainers"] {
+        for (i, c) in list(field).iter().enumerate() {
+            causes.extend(container(c, &at.child(field).index(i), &mut seen, &volumes));
+        }
     }
     if let Some(policy) = spec["restartPolicy"].as_str()
         && !matches!(policy, "Always" | "OnFailure" | "Never")
@@ -292,21 +292,58 @@ fn pod_spec(spec: &Value, at: &Path) -> Vec<Cause> {
     causes
 }
 
+/// core `ValidateVolumes`: a name (a DNS-1123 label, unique) and a volume source each; returns
+/// the names of the volumes without errors, which mounts may refer to.
+fn volumes(volumes: &Value, at: &Path) -> (Vec<Cause>, std::collections::HashSet<String>) {
+    let mut causes = Vec::new();
+    let mut valid = std::collections::HashSet::new();
+    for (i, volume) in volumes.as_array().into_iter().flatten().enumerate() {
+        let p = at.index(i);
+        let mut errors = Vec::new();
+        // `validateVolumeSource`: every field but the name is a volume source.
+        let sources = volume.as_object().map_or(0, |m| {
+            m.iter()
+                .filter(|(k, v)| *k != "name" && !v.is_null())
+                .count()
+        });
+        if sources == 0 {
+            errors.push(required(p.as_str(), "must specify a volume type"));
+        }
+        let name = volume["name"].as_str().unwrap_or_default();
+        let name_path = p.child("name");
+        if name.is_empty() {
+            errors.push(required(name_path.as_str(), ""));
+        } else {
+            for m in names::dns1123_label(name) {
+                errors.push(invalid(name_path.as_str(), &json!(name), &m));
+            }
+        }
+        if valid.contains(name) {
+            errors.push(duplicate(name_path.as_str(), &json!(name)));
+        }
+        if errors.is_empty() {
+            valid.insert(name.to_string());
+        }
+        causes.extend(errors);
+    }
+    (causes, valid)
+}
+
 fn container<'a>(
     c: &'a Value,
     at: &Path,
-    names: &mut std::collections::HashSet<&'a str>,
+    seen: &mut std::collections::HashSet<&'a str>,
+    volumes: &std::collections::HashSet<String>,
 ) -> Vec<Cause> {
     let mut causes = Vec::new();
     let name = c["name"].as_str().unwrap_or_default();
     let name_path = at.child("name");
     if name.is_empty() {
         causes.push(required(name_path.as_str(), ""));
-    } else if !is_dns1123_label(name) {
-        causes.push(invalid(name_path.as_str(), &json!(name), DNS1123_LABEL));
-    }
-    if !names.insert(name) {
-        causes.push(duplicate(name_path.as_str(), &json!(name)));
+    } else {
+        for m in names::dns1123_label(name) {
+            causes.push(invalid(name_path.as_str(), &json!(name), &m));
+        }
     }
     if c["image"].as_str().unwrap_or_default().is_empty() {
         causes.push(required(at.child("image").as_str(), ""));
@@ -324,10 +361,67 @@ fn container<'a>(
         }
         causes.extend(protocol(&port["protocol"], &p));
     }
+    causes.extend(volume_mounts(
+        &c["volumeMounts"],
+        &at.child("volumeMounts"),
+        volumes,
+    ));
+    if let Some(policy) = c["imagePullPolicy"].as_str()
+        && !matches!(policy, "Always" | "IfNotPresent" | "Never")
+    {
+        causes.push(not_supported(
+            at.child("imagePullPolicy").as_str(),
+            &json!(policy),
+            &strings(&["Always", "IfNotPresent", "Never"]),
+        ));
+    }
     causes.extend(requests_within_limits(
         &c["resources"],
         &at.child("resources"),
     ));
+    // Checked after the common rules, as `validateContainers` does.
+    if !seen.insert(name) {
+        causes.push(duplicate(name_path.as_str(), &json!(name)));
+    }
+    causes
+}
+
+/// core `ValidateVolumeMounts`: a name naming a volume of the pod, a unique mount path.
+fn volume_mounts(
+    mounts: &Value,
+    at: &Path,
+    volumes: &std::collections::HashSet<String>,
+) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let mut paths = std::collections::HashSet::new();
+    for (i, mount) in mounts.as_array().into_iter().flatten().enumerate() {
+        let p = at.index(i);
+        let name = mount["name"].as_str().unwrap_or_default();
+        if name.is_empty() {
+            causes.push(required(p.child("name").as_str(), ""));
+        }
+        if !volumes.contains(name) {
+            causes.push(Cause::new(
+                NOT_FOUND,
+                p.child("name").as_str(),
+                format!(
+                    "Not found: {}",
+                    crate::schema::field::go_value(&json!(name))
+                ),
+            ));
+        }
+        let path = mount["mountPath"].as_str().unwrap_or_default();
+        if path.is_empty() {
+            causes.push(required(p.child("mountPath").as_str(), ""));
+        }
+        if !paths.insert(path) {
+            causes.push(invalid(
+                p.child("mountPath").as_str(),
+                &json!(path),
+                "must be unique",
+            ));
+        }
+    }
     causes
 }
 
@@ -380,21 +474,17 @@ fn service_spec(spec: &Value, at: &Path) -> Vec<Cause> {
     let mut causes = Vec::new();
     let ports = spec["ports"].as_array().map_or(&[][..], Vec::as_slice);
     let require_name = ports.len() > 1;
-    let mut names = std::collections::HashSet::new();
+    let mut seen = std::collections::HashSet::new();
     for (i, port) in ports.iter().enumerate() {
         let p = at.child("ports").index(i);
         let name = port["name"].as_str().unwrap_or_default();
         if require_name && name.is_empty() {
             causes.push(required(p.child("name").as_str(), ""));
         } else if !name.is_empty() {
-            if !is_dns1123_label(name) {
-                causes.push(invalid(
-                    p.child("name").as_str(),
-                    &json!(name),
-                    DNS1123_LABEL,
-                ));
+            for m in names::dns1123_label(name) {
+                causes.push(invalid(p.child("name").as_str(), &json!(name), &m));
             }
-            if !names.insert(name) {
+            if !seen.insert(name) {
                 causes.push(duplicate(p.child("name").as_str(), &json!(name)));
             }
         }

@@ -125,6 +125,13 @@ fn cases() -> Vec<Case> {
             ]),
         },
         Case {
+            rule: "core ValidatePodTemplateSpec → ValidateLabels(spec.Labels, fldPath.Child(\"labels\"))",
+            resource: deployment,
+            name: "web",
+            manifest: workload("Deployment", "web", APP_WEB, "{app: web, tier: \"bad value\"}", POD),
+            expect: Expect::Invalid(&[(INV, "spec.template.labels", "Invalid value: \"bad value\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")]),
+        },
+        Case {
             rule: "apps ValidatePodTemplateSpecForReplicaSet (RestartPolicy must be Always)",
             resource: deployment,
             name: "web",
@@ -252,6 +259,55 @@ fn cases() -> Vec<Case> {
                 "spec.containers[0].ports[0].protocol",
                 "Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
             )]),
+        },
+        Case {
+            rule: "core validateContainerCommon → validatePullPolicy",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{containers: [{name: app, image: nginx, imagePullPolicy: Sometimes}]}"),
+            expect: Expect::Invalid(&[(UNS, "spec.containers[0].imagePullPolicy", "Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\"")]),
+        },
+        Case {
+            rule: "core ValidateVolumeMounts (IsMatchedVolume → NotFound)",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{containers: [{name: app, image: nginx, volumeMounts: [{name: data, mountPath: /data}]}]}"),
+            expect: Expect::Invalid(&[("FieldValueNotFound", "spec.containers[0].volumeMounts[0].name", "Not found: \"data\"")]),
+        },
+        Case {
+            rule: "core ValidateVolumes → validateVolumeSource (numVolumes == 0)",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{volumes: [{name: data}], containers: [{name: app, image: nginx}]}"),
+            expect: Expect::Invalid(&[(REQ, "spec.volumes[0]", "Required value: must specify a volume type")]),
+        },
+        Case {
+            rule: "core ValidateVolumes (allNames.Has → Duplicate)",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{volumes: [{name: data, emptyDir: {}}, {name: data, emptyDir: {}}], containers: [{name: app, image: nginx}]}"),
+            expect: Expect::Invalid(&[(DUP, "spec.volumes[1].name", "Duplicate value: \"data\"")]),
+        },
+        Case {
+            rule: "apimachinery pkg/apis/meta/v1/validation ValidateLabels → IsValidLabelValue",
+            resource: configmaps,
+            name: "cm",
+            manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, labels: {tier: \"bad value\"}}\n".into(),
+            expect: Expect::Invalid(&[(INV, "metadata.labels", "Invalid value: \"bad value\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")]),
+        },
+        Case {
+            rule: "apimachinery pkg/apis/meta/v1/validation ValidateLabelName → IsQualifiedName",
+            resource: configmaps,
+            name: "cm",
+            manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, labels: {\"-tier\": x}}\n".into(),
+            expect: Expect::Invalid(&[(INV, "metadata.labels", "Invalid value: \"-tier\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")]),
+        },
+        Case {
+            rule: "objectmeta ValidateAnnotations → IsQualifiedName(strings.ToLower(k))",
+            resource: configmaps,
+            name: "cm",
+            manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, annotations: {\"example_com/note\": x}}\n".into(),
+            expect: Expect::Invalid(&[(INV, "metadata.annotations", "Invalid value: \"example_com/note\": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")]),
         },
         Case {
             rule: "core validateRestartPolicy",
@@ -569,7 +625,9 @@ async fn kube_apiserver_refuses_these_manifests_and_so_does_the_sandbox() {
 
         // What the user reads.
         let file = k.file(&format!("case-{i}.yaml"), &case.manifest);
-        let stderr = k.ns(&["create", "-f", &path_str(&file)]).await.err();
+        let out = k.ns(&["create", "-f", &path_str(&file)]).await;
+        assert!(!out.ok, "{context}: kubectl created it: {}", out.stdout);
+        let stderr = out.stderr;
         let want = match &case.expect {
             Expect::Invalid(causes) => kubectl_invalid(kind, case.name, causes),
             Expect::BadRequest(message) => format!(
