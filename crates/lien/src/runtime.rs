@@ -56,6 +56,10 @@ pub struct LienConfig {
     /// asked at start (a SelfSubjectReview, Kubernetes 1.28+), else
     /// `system:serviceaccount:lien-system:lien`.
     pub own_username: Option<String>,
+    /// At most this many reviews worked on at once (`--webhook-max-concurrency`); past it a
+    /// review waits up to a second for a slot, then is answered 429 with `Retry-After`
+    /// ([`lien_webhook::WebhookBuilder::max_concurrency`]).
+    pub webhook_max_concurrency: usize,
 }
 
 /// Where the webhook's CA set lives.
@@ -317,6 +321,10 @@ impl Lien {
             )
             .kinds(kinds)
             .records(records_tx)
+            .max_concurrency(
+                config.webhook_max_concurrency,
+                lien_webhook::DEFAULT_QUEUE_WAIT,
+            )
             // One `/metrics` for the process: the controller's beside the webhook's.
             .register_metrics(controller.metrics_registrar());
         if config.usage_access_check {
@@ -566,6 +574,7 @@ impl SandboxWithLien {
             webhook_ca: WebhookCa::InMemory,
             // The sandbox's admin, whom Lien runs as here (asked at start).
             own_username: None,
+            webhook_max_concurrency: lien_webhook::DEFAULT_MAX_CONCURRENCY,
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

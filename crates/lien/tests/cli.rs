@@ -554,3 +554,21 @@ async fn lien_completion_bash_completes_names_from_the_cluster() {
     assert_eq!(flags, ["--direction"]);
     drop(sandbox);
 }
+
+/// `--webhook-max-concurrency` bounds the reviews in flight; 0 would refuse every review, so it
+/// is refused at once, naming the flag and the range.
+#[test]
+fn a_webhook_max_concurrency_of_zero_is_refused_naming_the_flag() {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--webhook-max-concurrency", "0"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .stdout(Stdio::null());
+    let out = finish(cmd);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("invalid value '0' for '--webhook-max-concurrency <N>'")
+            && stderr.contains("0 is not in 1..="),
+        "{stderr}"
+    );
+}

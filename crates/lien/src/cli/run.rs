@@ -71,6 +71,12 @@ pub struct RunArgs {
     /// (a SelfSubjectReview), else system:serviceaccount:lien-system:lien.
     #[arg(long, env = "LIEN_OWN_USERNAME", value_name = "USER")]
     pub own_username: Option<String>,
+    /// At most this many admission reviews worked on at once; past it a review waits up to a
+    /// second for a slot, then is answered 429 with Retry-After, which the API server retries.
+    /// A review from the index takes microseconds: the bound matters when live reads or access
+    /// checks are slow.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub webhook_max_concurrency: u32,
     /// How often each replica re-reads the webhook CA's Secret (and the leader rotates it).
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub webhook_ca_sync: Duration,
@@ -199,6 +205,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             sync_every: args.webhook_ca_sync,
         },
         own_username: args.own_username.clone(),
+        webhook_max_concurrency: usize::try_from(args.webhook_max_concurrency)
+            .unwrap_or(usize::MAX),
     };
     let lien = Lien::start(client, config).await?;
     tracing::info!(webhook = %lien.webhook_addr(), "lien is running");

@@ -106,6 +106,7 @@ async fn start_local_lien(
         webhook_ca: lien::runtime::WebhookCa::InMemory,
         // The sandbox's admin, whom Lien runs as (asked at start).
         own_username: None,
+        webhook_max_concurrency: lien_webhook::DEFAULT_MAX_CONCURRENCY,
     };
     Lien::start_with_listener(client, listener, config)
         .await
