@@ -1769,6 +1769,29 @@ mod tests {
         }
     }
 
+    /// Every listable built-in kind prints as kube-apiserver prints it: a printer here, the
+    /// events' own table (table.rs), or — only for the kinds printers.go has no handler for —
+    /// `DefaultTableConvertor`'s `NAME`/`CREATED AT`.
+    #[test]
+    fn every_listable_builtin_kind_has_kube_apiservers_printer() {
+        const DEFAULT_CONVERTOR: &[(&str, &str)] = &[
+            ("", "limitranges"),
+            ("rbac.authorization.k8s.io", "roles"),
+            ("rbac.authorization.k8s.io", "clusterroles"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ];
+        for b in crate::builtins::BUILTINS {
+            if b.list_kind.is_empty() || b.plural == "events" {
+                continue;
+            }
+            let key = (b.group, b.plural);
+            assert!(
+                printer(b.group, b.plural).is_some() != DEFAULT_CONVERTOR.contains(&key),
+                "{key:?}: a printer, or kube's default convertor, not both or neither"
+            );
+        }
+    }
+
     #[test]
     fn pods_read_their_container_statuses() {
         let o = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}]},
