@@ -145,7 +145,7 @@ pub fn validate(
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     // kube-apiserver's own rules for built-in kinds (and metadata's for every kind); a body
     // that would not decode is refused here with 400.
-    let mut causes = crate::validation::validate(rt, version, object)?;
+    let mut causes = crate::validation::validate(rt, version, object, old)?;
     if is(rt, "", "configmaps") || is(rt, "", "secrets") {
         for field in ["data", "binaryData", "stringData"] {
             if let Some(map) = object.get(field).filter(|v| !v.is_null()) {

@@ -62,13 +62,18 @@ pub const TOTAL_ANNOTATION_SIZE_LIMIT: i64 = 256 * 1024;
 
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 
-/// Validates a built-in object (create and update): `Err` with kube-apiserver's 400 when the
+/// Validates a built-in object (create, and update with `old` the stored object): `Err` with kube-apiserver's 400 when the
 /// body would not decode (a malformed quantity), otherwise the field errors, in kube's order
 /// (metadata, then the kind's checks, then the embedded types').
 ///
 /// Every kind, custom ones included, gets the metadata checks kube's `ValidateObjectMeta`
 /// makes; only built-in kinds get the rest.
-pub fn validate(rt: &ResourceType, version: &str, object: &Value) -> Result<Vec<Cause>, ApiError> {
+pub fn validate(
+    rt: &ResourceType,
+    version: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<Vec<Cause>, ApiError> {
     let mut causes = metadata(object);
     if rt.is_custom() {
         return Ok(causes);
@@ -91,6 +96,9 @@ pub fn validate(rt: &ResourceType, version: &str, object: &Value) -> Result<Vec<
     }
     causes.extend(rules::kind(&rt.group, &rt.plural, object));
     causes.extend(walk.causes);
+    if let Some(old) = old {
+        causes.extend(rules::update(&rt.group, &rt.plural, object, old));
+    }
     // `errors.NewAggregate` drops repeated messages; so does kube's `Invalid` message.
     let mut seen = std::collections::HashSet::new();
     causes.retain(|c| seen.insert((c.field.clone(), c.message.clone())));

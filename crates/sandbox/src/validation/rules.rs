@@ -60,6 +60,80 @@ pub fn kind(group: &str, plural: &str, object: &Value) -> Vec<Cause> {
     }
 }
 
+/// The rules of an update, given the stored object: the apps strategies' `ValidateUpdate`
+/// (`pkg/registry/apps/{deployment,replicaset,daemonset}/strategy.go`) keep the selector
+/// immutable through `apivalidation.ValidateImmutableField` in apps/v1.
+pub fn update(group: &str, plural: &str, object: &Value, old: &Value) -> Vec<Cause> {
+    match (group, plural) {
+        ("apps", "deployments" | "replicasets" | "daemonsets") => {
+            let (new_selector, old_selector) =
+                (&object["spec"]["selector"], &old["spec"]["selector"]);
+            if normalized(new_selector) != normalized(old_selector) {
+                vec![crate::error::Cause::new(
+                    crate::schema::field::INVALID,
+                    "spec.selector",
+                    format!(
+                        "Invalid value: {}: field is immutable",
+                        go_label_selector(new_selector)
+                    ),
+                )]
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A selector as `apiequality.Semantic.DeepEqual` compares it: empty maps and lists are nil.
+fn normalized(selector: &Value) -> (Value, Value) {
+    let non_empty = |v: &Value| match v {
+        Value::Object(m) if m.is_empty() => Value::Null,
+        Value::Array(a) if a.is_empty() => Value::Null,
+        other => other.clone(),
+    };
+    (
+        non_empty(&selector["matchLabels"]),
+        non_empty(&selector["matchExpressions"]),
+    )
+}
+
+/// `%#v` of a `metav1.LabelSelector` (what `field.Invalid` prints for the dereferenced pointer).
+fn go_label_selector(selector: &Value) -> String {
+    let strings = |v: &Value| match v.as_array() {
+        Some(items) if !items.is_empty() => format!(
+            "[]string{{{}}}",
+            items
+                .iter()
+                .map(|s| quote(s.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => "[]string(nil)".into(),
+    };
+    let expressions = match selector["matchExpressions"].as_array() {
+        Some(items) if !items.is_empty() => format!(
+            "[]v1.LabelSelectorRequirement{{{}}}",
+            items
+                .iter()
+                .map(|e| format!(
+                    "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:{}}}",
+                    quote(e["key"].as_str().unwrap_or_default()),
+                    quote(e["operator"].as_str().unwrap_or_default()),
+                    strings(&e["values"])
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => "[]v1.LabelSelectorRequirement(nil)".into(),
+    };
+    let labels = match selector["matchLabels"].as_object() {
+        Some(m) if !m.is_empty() => go_string_map(&selector["matchLabels"]),
+        _ => "map[string]string(nil)".into(),
+    };
+    format!("v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{expressions}}}")
+}
+
 /// `ValidateNonnegativeField` on an integer field, when set.
 fn nonnegative(spec: &Value, at: &Path, field: &str) -> Vec<Cause> {
     match spec[field].as_i64() {
@@ -662,6 +736,20 @@ mod tests {
         );
         let at = json!({"data": {"k": "A".repeat(1_398_100)}, "stringData": {"s": "x"}});
         assert!(secret(&at).is_empty());
+    }
+
+    #[test]
+    fn selectors_print_as_go_prints_a_label_selector() {
+        assert_eq!(
+            go_label_selector(&json!({"matchLabels": {"app": "web2"}})),
+            r#"v1.LabelSelector{MatchLabels:map[string]string{"app":"web2"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}"#
+        );
+        assert_eq!(
+            go_label_selector(
+                &json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]})
+            ),
+            r#"v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:"tier", Operator:"In", Values:[]string{"a", "b"}}}}"#
+        );
     }
 
     #[test]

@@ -695,3 +695,42 @@ async fn kube_apiserver_refuses_these_manifests_and_so_does_the_sandbox() {
         }
     }
 }
+
+/// apps/v1's strategies keep a Deployment's, ReplicaSet's and DaemonSet's selector immutable
+/// (`pkg/registry/apps/deployment/strategy.go` `ValidateUpdate` →
+/// `apivalidation.ValidateImmutableField`), printing the new selector as Go's `%#v` does; the
+/// rest of the spec may change.
+#[tokio::test]
+async fn a_selector_may_not_change_once_created() {
+    let sandbox = common::sandbox().await;
+    let k = Kubectl::new(&sandbox, "immutable").await;
+    let deployment = |app: &str, replicas: i64| {
+        workload(
+            "Deployment",
+            "web",
+            &format!("  replicas: {replicas}\n  selector: {{matchLabels: {{app: {app}}}}}\n"),
+            &format!("{{app: {app}}}"),
+            POD,
+        )
+    };
+    assert_eq!(
+        k.apply_yaml("v1.yaml", &deployment("web", 1)).await.trim(),
+        "deployment.apps/web created"
+    );
+    assert_eq!(
+        k.apply_yaml("v2.yaml", &deployment("web", 3)).await.trim(),
+        "deployment.apps/web configured"
+    );
+    let file = k.file("v3.yaml", &deployment("web2", 3));
+    let out = k.ns(&["apply", "-f", &path_str(&file)]).await;
+    assert!(!out.ok, "kubectl applied a new selector: {}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "The Deployment \"web\" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"web2\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"
+    );
+    assert_eq!(
+        k.jsonpath("deployment", "web", "{.spec.selector.matchLabels.app}")
+            .await,
+        "web"
+    );
+}
