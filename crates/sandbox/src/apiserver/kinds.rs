@@ -105,7 +105,9 @@ pub fn default_on_create(rt: &ResourceType, object: &mut Value) {
 /// Webhook defaults (`admissionregistration/v1` defaulting): they matter because the dispatcher
 /// and `kubectl get -o yaml` both see them.
 fn default_webhooks(object: &mut Value) {
-    let Some(hooks) = object["webhooks"].as_array_mut() else {
+    // `get_mut`, not `object["webhooks"]`: indexing would insert `webhooks: null` into the
+    // group's other kinds (ValidatingAdmissionPolicies), which strict decoding then refuses.
+    let Some(hooks) = object.get_mut("webhooks").and_then(Value::as_array_mut) else {
         return;
     };
     for hook in hooks {

@@ -233,6 +233,95 @@ apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
 metadata: {name: mwc-SFX}
 webhooks: []
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm}
+data: {a: b}
+---
+apiVersion: apps/v1
+kind: ControllerRevision
+metadata: {name: crv}
+revision: 3
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: rq}
+spec:
+  hard: {pods: "10"}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: csc}
+storageClassName: sc-SFX
+capacity: 10Gi
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: csi-SFX.example.com}
+spec:
+  attachRequired: false
+  podInfoOnMount: true
+  storageCapacity: true
+  requiresRepublish: false
+  tokenRequests: [{audience: vault}]
+  volumeLifecycleModes: [Persistent]
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: csinode-SFX}
+spec: {drivers: []}
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttachment
+metadata: {name: va-SFX}
+spec:
+  attacher: example.com/disk
+  nodeName: sandbox
+  source: {persistentVolumeName: pv-SFX}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: vap-SFX}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: vapb-SFX}
+spec:
+  policyName: vap-SFX
+  validationActions: [Deny]
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: pl-SFX}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 5
+    limitResponse:
+      type: Queue
+      queuing: {queues: 8, handSize: 4, queueLengthLimit: 20}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: fs-SFX}
+spec:
+  priorityLevelConfiguration: {name: pl-SFX}
+  matchingPrecedence: 500
+  distinguisherMethod: {type: ByUser}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1.x-SFX.example.com}
+spec:
+  group: x-SFX.example.com
+  version: v1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
 "#;
 
 /// `(kind, name, header, row, wide header, wide row)`: `AGE` in a row is an age (`is_age`),
@@ -698,6 +787,183 @@ async fn kubectl_get_prints_kube_apiservers_columns_for_every_builtin_kind() {
             "widgets.smoke.lien.dev".into(),
             &["NAME", "CREATED AT"],
             v(&["widgets.smoke.lien.dev", "CREATED"]),
+            &[],
+            vec![],
+        ),
+        (
+            "configmaps",
+            "cm".into(),
+            &["NAME", "DATA", "AGE"],
+            v(&["cm", "1", "AGE"]),
+            &[],
+            vec![],
+        ),
+        (
+            "namespaces",
+            ns.clone(),
+            &["NAME", "STATUS", "AGE"],
+            vec![ns.clone(), "Active".into(), "AGE".into()],
+            &[],
+            vec![],
+        ),
+        (
+            "controllerrevisions",
+            "crv".into(),
+            &["NAME", "CONTROLLER", "REVISION", "AGE"],
+            v(&["crv", "<none>", "3", "AGE"]),
+            &[],
+            vec![],
+        ),
+        (
+            "resourcequotas",
+            "rq".into(),
+            &["NAME", "REQUEST", "LIMIT", "AGE"],
+            // Status.Hard is the quota controller's, which does not run.
+            v(&["rq", "", "", "AGE"]),
+            &[],
+            vec![],
+        ),
+        (
+            "csistoragecapacities",
+            "csc".into(),
+            &["NAME", "STORAGECLASSNAME", "CAPACITY"],
+            vec!["csc".into(), format!("sc-{sfx}"), "10Gi".into()],
+            &[],
+            vec![],
+        ),
+        (
+            "csidrivers",
+            format!("csi-{sfx}.example.com"),
+            &[
+                "NAME",
+                "ATTACHREQUIRED",
+                "PODINFOONMOUNT",
+                "STORAGECAPACITY",
+                "TOKENREQUESTS",
+                "REQUIRESREPUBLISH",
+                "MODES",
+                "AGE",
+            ],
+            vec![
+                format!("csi-{sfx}.example.com"),
+                "false".into(),
+                "true".into(),
+                "true".into(),
+                "vault".into(),
+                "false".into(),
+                "Persistent".into(),
+                "AGE".into(),
+            ],
+            &[],
+            vec![],
+        ),
+        (
+            "csinodes",
+            format!("csinode-{sfx}"),
+            &["NAME", "DRIVERS", "AGE"],
+            vec![format!("csinode-{sfx}"), "0".into(), "AGE".into()],
+            &[],
+            vec![],
+        ),
+        (
+            "volumeattachments",
+            format!("va-{sfx}"),
+            &["NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE"],
+            vec![
+                format!("va-{sfx}"),
+                "example.com/disk".into(),
+                format!("pv-{sfx}"),
+                "sandbox".into(),
+                "false".into(),
+                "AGE".into(),
+            ],
+            &[],
+            vec![],
+        ),
+        (
+            "validatingadmissionpolicies",
+            format!("vap-{sfx}"),
+            &["NAME", "VALIDATIONS", "PARAMKIND", "AGE"],
+            vec![
+                format!("vap-{sfx}"),
+                "1".into(),
+                "<unset>".into(),
+                "AGE".into(),
+            ],
+            &[],
+            vec![],
+        ),
+        (
+            "validatingadmissionpolicybindings",
+            format!("vapb-{sfx}"),
+            &["NAME", "POLICYNAME", "PARAMREF", "AGE"],
+            vec![
+                format!("vapb-{sfx}"),
+                format!("vap-{sfx}"),
+                "<unset>".into(),
+                "AGE".into(),
+            ],
+            &[],
+            vec![],
+        ),
+        (
+            "prioritylevelconfigurations",
+            format!("pl-{sfx}"),
+            &[
+                "NAME",
+                "TYPE",
+                "NOMINALCONCURRENCYSHARES",
+                "QUEUES",
+                "HANDSIZE",
+                "QUEUELENGTHLIMIT",
+                "AGE",
+            ],
+            vec![
+                format!("pl-{sfx}"),
+                "Limited".into(),
+                "5".into(),
+                "8".into(),
+                "4".into(),
+                "20".into(),
+                "AGE".into(),
+            ],
+            &[],
+            vec![],
+        ),
+        (
+            "flowschemas",
+            format!("fs-{sfx}"),
+            &[
+                "NAME",
+                "PRIORITYLEVEL",
+                "MATCHINGPRECEDENCE",
+                "DISTINGUISHERMETHOD",
+                "AGE",
+                "MISSINGPL",
+            ],
+            vec![
+                format!("fs-{sfx}"),
+                format!("pl-{sfx}"),
+                "500".into(),
+                "ByUser".into(),
+                "AGE".into(),
+                "?".into(),
+            ],
+            &[],
+            vec![],
+        ),
+        (
+            "apiservices",
+            format!("v1.x-{sfx}.example.com"),
+            &["NAME", "SERVICE", "AVAILABLE", "AGE"],
+            // AVAILABLE is the availability controller's condition (a local APIService
+            // becomes True), which does not run here: `Unknown` until a client sets it.
+            vec![
+                format!("v1.x-{sfx}.example.com"),
+                "Local".into(),
+                "*".into(),
+                "AGE".into(),
+            ],
             &[],
             vec![],
         ),
