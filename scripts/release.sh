@@ -37,6 +37,13 @@ triple_of() {
   esac
 }
 
+# The line tables (profile.release debug = "line-tables-only") are four fifths of the binary:
+# archives and the image drop them and keep the symbols, so a panic's backtrace still names
+# functions.
+strip_of() {
+  if [[ "$1" == arm64 && "$(uname -m)" != aarch64 ]]; then echo aarch64-linux-gnu-strip; else echo strip; fi
+}
+
 # Refuse up front, before any build, naming what is missing for which architecture.
 for arch in "${arches[@]}"; do
   triple="$(triple_of "$arch")"
@@ -48,6 +55,10 @@ for arch in "${arches[@]}"; do
   fi
   if [[ "$arch" == arm64 && "$(uname -m)" != aarch64 ]] && ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
     echo "release.sh: cannot link linux-arm64: no aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)." >&2
+    exit 1
+  fi
+  if ! command -v "$(strip_of "$arch")" >/dev/null 2>&1; then
+    echo "release.sh: no $(strip_of "$arch") for linux-$arch (apt-get install binutils${arch/amd64/}${arch/arm64/-aarch64-linux-gnu})." >&2
     exit 1
   fi
 done
@@ -64,6 +75,7 @@ for arch in "${arches[@]}"; do
   cargo build --release --locked -p lien --target "$triple"
   stage="$(mktemp -d)"
   cp "$target_dir/$triple/release/lien" "$stage/lien"
+  "$(strip_of "$arch")" --strip-debug "$stage/lien"
   cp LICENSE README.md "$stage/"
   archive="lien-$tag-linux-$arch.tar.gz"
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$stage" -cf - lien LICENSE README.md \
