@@ -622,20 +622,40 @@ fn config_key(key: &str, at: &Path) -> Vec<Cause> {
         .collect()
 }
 
-/// core `ValidateConfigMap`: keys of `data` and `binaryData`.
+/// core `ValidateConfigMap`: keys of `data` and `binaryData`, no key in both, and at most 1 MiB
+/// of values, reported at the root path kube builds with `field.NewPath("")`, which prints `[]`.
 fn config_map(object: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
-    for field in ["data", "binaryData"] {
-        for key in object[field]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(k, _)| k)
-        {
-            causes.extend(config_key(key, &Path::root(field)));
+    let mut size: i64 = 0;
+    for (field, other) in [("data", "binaryData"), ("binaryData", "data")] {
+        for (key, value) in object[field].as_object().into_iter().flatten() {
+            let at = Path::root(field);
+            causes.extend(config_key(key, &at));
+            if object[other].get(key).is_some() {
+                causes.push(invalid(
+                    at.key(key).as_str(),
+                    &json!(key),
+                    &format!("duplicate of key present in {other}"),
+                ));
+            }
+            let text = value.as_str().unwrap_or_default();
+            size += if field == "binaryData" {
+                decoded_len(text)
+            } else {
+                text.len() as i64
+            };
         }
     }
+    if size > MAX_SECRET_SIZE {
+        causes.push(too_long("[]", MAX_SECRET_SIZE));
+    }
     causes
+}
+
+/// The number of bytes a base64 text decodes to.
+fn decoded_len(text: &str) -> i64 {
+    let padding = text.bytes().rev().take_while(|&c| c == b'=').count();
+    (text.len() / 4 * 3).saturating_sub(padding) as i64
 }
 
 /// core `ValidateSecret`: keys and total size of `data` (`stringData` is merged into `data` by
@@ -650,7 +670,7 @@ fn secret(object: &Value) -> Vec<Cause> {
             // `data` holds base64 of the bytes; the limit is on the bytes.
             let text = value.as_str().unwrap_or_default();
             size += if field == "data" {
-                (text.len() / 4 * 3) as i64
+                decoded_len(text)
             } else {
                 text.len() as i64
             };
@@ -750,6 +770,16 @@ mod tests {
             ),
             r#"v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:"tier", Operator:"In", Values:[]string{"a", "b"}}}}"#
         );
+    }
+
+    #[test]
+    fn config_maps_hold_at_most_one_mebibyte_of_values() {
+        let over = json!({"data": {"a": "x".repeat(1024 * 1024)}, "binaryData": {"b": "eA=="}});
+        assert_eq!(config_map(&over), [too_long("[]", MAX_SECRET_SIZE)]);
+        let at = json!({"data": {"a": "x".repeat(1024 * 1024 - 1)}, "binaryData": {"b": "eA=="}});
+        assert!(config_map(&at).is_empty());
+        let both = json!({"data": {"k": "x"}, "binaryData": {"k": "eA=="}});
+        assert_eq!(config_map(&both).len(), 2);
     }
 
     #[test]

@@ -505,6 +505,16 @@ fn cases() -> Vec<Case> {
             )]),
         },
         Case {
+            rule: "core ValidateConfigMap (totalSize > core.MaxSecretSize, at field.NewPath(\"\"))",
+            resource: configmaps,
+            name: "big",
+            manifest: format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata: {{a: {}}}\n",
+                "x".repeat(1024 * 1024 + 1)
+            ),
+            expect: Expect::Invalid(&[(LONG, "[]", "Too long: may not be more than 1048576 bytes")]),
+        },
+        Case {
             rule: "objectmeta ValidateObjectMetaAccessor → NameIsDNSSubdomain",
             resource: configmaps,
             name: "Bad_Name",
