@@ -494,6 +494,16 @@ impl RelationIndex {
     /// Removes everything `source` contributes. Returns how many relations went.
     pub fn delete(&mut self, source: &Source) -> usize {
         self.detach_joins_of(source);
+        // A previous generation still being removed step by step goes at once.
+        let retiring: Vec<u32> = self
+            .retiring
+            .iter()
+            .copied()
+            .filter(|&r| self.source_ref(&self.srcs[r as usize]) == source.as_source_ref())
+            .collect();
+        for r in retiring {
+            self.drop_hidden_source(r);
+        }
         let Some(src) = self.find_source(source.as_source_ref()) else {
             return 0;
         };

@@ -890,3 +890,52 @@ fn memory_is_released_with_the_objects() {
     assert!(j.index.remove_join(j.id));
     assert_eq!(j.index.string_count(), 0);
 }
+
+#[test]
+fn a_rule_deleted_while_its_previous_generation_is_being_removed_leaves_nothing() {
+    let c = config(RuleScope::Cluster, false, false);
+    let feed = |index: &mut RelationIndex, id: JoinId, by_ns: &str| {
+        for i in 0..4 {
+            let of = obj(&c.of, Some("a"), &format!("pool-{i}"));
+            let by = obj(&c.by, Some(by_ns), &format!("nfs-{i}"));
+            let mut j = index.join_mut(id).expect("join");
+            j.upsert_of(&of, Some(U1), None).expect("kind");
+            j.upsert_by(&by, Some(U2), None, true).expect("kind");
+        }
+    };
+    let mut index = RelationIndex::new();
+    let one = index.add_join(c.clone()).expect("room");
+    feed(&mut index, one, "a");
+    index.join_mut(one).expect("join").attach().expect("room");
+    let old = of_source(&index, &c.source);
+    assert!(index.remove_join(one));
+    let next = RuleConfig {
+        reason: NEXT_REASON.to_owned(),
+        ..c.clone()
+    };
+    let two = index.add_join(next).expect("room");
+    feed(&mut index, two, "b");
+    // Each `by` object has 4 partners: steps of 5 link 8, 8, and switch; the old 16 remain.
+    while of_source(&index, &c.source) == old {
+        let step = index.join_mut(two).expect("join").attach_step(5);
+        assert_eq!(step, Ok(AttachStep::More));
+    }
+    let now = of_source(&index, &c.source);
+    assert_eq!(now.len(), 16);
+    assert!(now.is_disjoint(&old), "switched to the new generation");
+    let step = index.join_mut(two).expect("join").attach_step(5);
+    assert_eq!(step, Ok(AttachStep::More));
+    assert_eq!(
+        index.len(),
+        16 + 11,
+        "11 of the old generation still to remove"
+    );
+    assert_eq!(index.delete(&c.source), 16);
+    assert_eq!(
+        index.len(),
+        0,
+        "the old generation's rest went with the rule"
+    );
+    assert!(index.remove_join(two));
+    assert_eq!((index.key_count(), index.string_count()), (0, 0));
+}
