@@ -511,34 +511,93 @@ fn protocol(value: &Value, at: &Path) -> Vec<Cause> {
     }
 }
 
-/// core `ValidateResourceRequirements`: a request above its limit. The quantities are printed
-/// as written (kube prints their canonical form, the same for plain values like `2` or `500m`).
+/// core `ValidateResourceRequirements`: each limit and request names a container resource
+/// (`validateContainerResourceName`) and is not negative (`ValidateNonnegativeQuantity`); a
+/// request is at most its limit. Quantities are printed in their canonical form, as
+/// `Quantity.String()` prints them.
 fn requests_within_limits(resources: &Value, at: &Path) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let (Some(requests), Some(limits)) = (
-        resources["requests"].as_object(),
-        resources["limits"].as_object(),
-    ) else {
-        return causes;
+    let parsed = |v: &Value| match v {
+        Value::String(s) => quantity::parse(s).ok(),
+        Value::Number(n) => quantity::parse(&n.to_string()).ok(),
+        _ => None,
     };
-    let text = |v: &Value| match v {
-        Value::String(s) => s.trim().to_string(),
-        other => other.to_string(),
-    };
-    for (name, request) in requests {
-        let Some(limit) = limits.get(name) else {
-            continue;
-        };
-        let (r, l) = (text(request), text(limit));
-        if let (Ok(rv), Ok(lv)) = (quantity::parse(&r), quantity::parse(&l))
-            && rv > lv
-        {
-            causes.push(invalid(
-                at.child("requests").key(name).as_str(),
-                &json!(r),
-                &format!("must be less than or equal to {name} limit of {l}"),
-            ));
+    for field in ["limits", "requests"] {
+        for (name, value) in resources[field].as_object().into_iter().flatten() {
+            let p = at.child(field).key(name);
+            causes.extend(container_resource_name(name, &p));
+            let Some(q) = parsed(value) else {
+                continue;
+            };
+            if q.is_negative() {
+                causes.push(invalid(p.as_str(), &json!(q.to_string()), NEGATIVE));
+            }
+            if field == "requests"
+                && let Some(limit) = resources["limits"].get(name).and_then(parsed)
+                && q > limit
+            {
+                causes.push(invalid(
+                    p.as_str(),
+                    &json!(q.to_string()),
+                    &format!("must be less than or equal to {name} limit of {limit}"),
+                ));
+            }
         }
+    }
+    causes
+}
+
+/// core `validateContainerResourceName` (with `validateResourceName`): a name without a
+/// domain must be a standard resource (`helper.IsStandardResourceName`) and one a container
+/// may ask for (`IsStandardContainerResourceName`).
+fn container_resource_name(name: &str, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let qualified = names::qualified_name(name);
+    if !qualified.is_empty() {
+        return qualified
+            .iter()
+            .map(|m| invalid(at.as_str(), &json!(name), m))
+            .collect();
+    }
+    if name.contains('/') {
+        return causes;
+    }
+    let hugepages = name.starts_with("hugepages-");
+    let container = hugepages || matches!(name, "cpu" | "memory" | "ephemeral-storage");
+    let standard = container
+        || name.starts_with("requests.hugepages-")
+        || matches!(
+            name,
+            "requests.cpu"
+                | "requests.memory"
+                | "requests.ephemeral-storage"
+                | "limits.cpu"
+                | "limits.memory"
+                | "limits.ephemeral-storage"
+                | "pods"
+                | "services"
+                | "replicationcontrollers"
+                | "resourcequotas"
+                | "secrets"
+                | "configmaps"
+                | "persistentvolumeclaims"
+                | "requests.storage"
+                | "services.nodeports"
+                | "services.loadbalancers"
+        );
+    if !standard {
+        causes.push(invalid(
+            at.as_str(),
+            &json!(name),
+            "must be a standard resource type or fully qualified",
+        ));
+    }
+    if !container {
+        causes.push(invalid(
+            at.as_str(),
+            &json!(name),
+            "must be a standard resource for containers",
+        ));
     }
     causes
 }

@@ -336,18 +336,39 @@ fn cases() -> Vec<Case> {
             ),
         },
         Case {
-            rule: "core ValidateResourceRequirements (request above limit)",
+            rule: "core ValidateResourceRequirements (request above limit; Quantity.String() canonical)",
             resource: pods,
             name: "p",
             manifest: pod(
                 "p",
-                "{containers: [{name: app, image: nginx, resources: {requests: {cpu: \"2\"}, limits: {cpu: \"1\"}}}]}",
+                "{containers: [{name: app, image: nginx, resources: {requests: {cpu: 2000m}, limits: {cpu: 1000m}}}]}",
             ),
             expect: Expect::Invalid(&[(
                 INV,
                 "spec.containers[0].resources.requests[cpu]",
                 "Invalid value: \"2\": must be less than or equal to cpu limit of 1",
             )]),
+        },
+        Case {
+            rule: "core ValidateResourceRequirements → ValidateResourceQuantityValue → ValidateNonnegativeQuantity",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{containers: [{name: app, image: nginx, resources: {limits: {memory: -1Gi}}}]}"),
+            expect: Expect::Invalid(&[
+                // SetDefaults_Pod copied the limit into the unset request first.
+                (INV, "spec.containers[0].resources.limits[memory]", "Invalid value: \"-1Gi\": must be greater than or equal to 0"),
+                (INV, "spec.containers[0].resources.requests[memory]", "Invalid value: \"-1Gi\": must be greater than or equal to 0"),
+            ]),
+        },
+        Case {
+            rule: "core ValidateResourceRequirements → validateContainerResourceName (validateResourceName, IsStandardContainerResourceName)",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{containers: [{name: app, image: nginx, resources: {requests: {cpus: \"1\"}}}]}"),
+            expect: Expect::Invalid(&[
+                (INV, "spec.containers[0].resources.requests[cpus]", "Invalid value: \"cpus\": must be a standard resource type or fully qualified"),
+                (INV, "spec.containers[0].resources.requests[cpus]", "Invalid value: \"cpus\": must be a standard resource for containers"),
+            ]),
         },
         Case {
             rule: "batch validateJobSpec (RestartPolicy OnFailure or Never)",
