@@ -178,6 +178,18 @@ async fn install_protect_uninstall_then_everything_protected_can_be_deleted() {
         cms.delete("used", &DeleteParams::default().dry_run()).await,
         Err(kube::Error::Api(s)) if s.code == 409
     ));
+    // `--namespace` names the install to remove: nothing of the one in lien-system is touched
+    // by an uninstall of another namespace's (an install made with `lien manifests --namespace`).
+    let (ok, out) = uninstall(&c, &["--force", "--dry-run", "--namespace", "elsewhere"]);
+    assert!(ok, "{out}");
+    assert!(
+        !out.contains("lien-system/") && !out.contains("Namespace lien-system"),
+        "{out}"
+    );
+    assert!(
+        out.contains("would delete ValidatingWebhookConfiguration lien"),
+        "{out}"
+    );
 
     // Lien stops first (uninstall waits for its Lease to be free), then uninstall --force.
     c.sigterm(0);

@@ -347,7 +347,12 @@ pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
     super::cluster::check_reachable(&connected).await?;
     let client = connected.client;
     let timeout = Duration::from_secs(args.timeout_seconds);
-    let objects = lien::manifests::objects();
+    // The objects of the install in `--namespace`, not the default one: a Lien installed with
+    // `lien manifests --namespace X` is uninstalled with `lien uninstall --namespace X`.
+    let objects = lien::manifests::objects_with(&lien::manifests::Options {
+        namespace: args.namespace.clone(),
+        ..Default::default()
+    });
 
     // 1. Refuse while something is protected.
     let protecting = protecting(&client).await?;
