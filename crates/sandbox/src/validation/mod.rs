@@ -4,7 +4,9 @@
 //! Two sources, in this order of preference:
 //! - **Derived from the generated OpenAPI definitions** (`builtins::definitions`, what
 //!   `sandbox-gen` wrote from k8s-openapi, itself kube-apiserver's OpenAPI document). The object
-//!   is walked alongside its kind's schema, `$ref`s followed, so that (1) every field whose type is
+//!   is walked alongside its kind's schema, `$ref`s followed, so that (0) JSON types are judged as
+//!   Go's decoder judges them (integers by their `int32`/`int64` format, booleans, numbers, structs
+//!   and slices of structs: kube-apiserver's 400 `json: cannot unmarshal …`), (1) every field whose type is
 //!   `resource.Quantity` is parsed as Go's decoder parses it (kube-apiserver refuses the body
 //!   with 400 before validating anything), and (2) the per-type rules below run wherever their
 //!   type occurs — a `PodSpec` in a Pod, a PodTemplate, a Deployment's, Job's or CronJob's
@@ -86,6 +88,7 @@ pub fn validate(
         &serde_json::json!({"$ref": format!("#/components/schemas/{}", builtin.schema)}),
         object,
         &Path::default(),
+        &GoField::default(),
         0,
     );
     if let Some(error) = walk.undecodable.first() {
@@ -137,8 +140,40 @@ struct Walk {
 /// Deep enough for every built-in type; guards against a pathological schema cycle.
 const MAX_DEPTH: usize = 64;
 
+/// Where Go's decoder is, for its `UnmarshalTypeError`: the struct whose field is being decoded
+/// and the JSON field names from the root (array indexes and map keys are not pushed).
+#[derive(Clone, Default)]
+struct GoField {
+    owner: String,
+    fields: String,
+}
+
+/// Definitions whose Go type unmarshals itself, with errors of its own: the walk does not
+/// judge their JSON type.
+fn unmarshals_itself(name: &str) -> bool {
+    name.starts_with("io.k8s.apimachinery.pkg.api.resource.")
+        || name.starts_with("io.k8s.apimachinery.pkg.util.intstr.")
+        || name.starts_with("io.k8s.apimachinery.pkg.runtime.")
+        || matches!(
+            name,
+            "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+                | "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+                | "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"
+        )
+}
+
+/// The Go type a definition names: `io.k8s.api.apps.v1.DeploymentSpec` is `v1.DeploymentSpec`.
+fn go_struct(name: &str) -> String {
+    let mut parts = name.rsplit('.');
+    let short = parts.next().unwrap_or(name);
+    match parts.next() {
+        Some(package) => format!("{package}.{short}"),
+        None => short.to_string(),
+    }
+}
+
 impl Walk {
-    fn value(&mut self, schema: &Value, value: &Value, path: &Path, depth: usize) {
+    fn value(&mut self, schema: &Value, value: &Value, path: &Path, go: &GoField, depth: usize) {
         if depth > MAX_DEPTH || value.is_null() {
             return;
         }
@@ -149,12 +184,44 @@ impl Walk {
                 return;
             }
             // apiextensions' JSONSchemaProps is recursive and validated by the CRD rules.
-            if name.contains("JSONSchemaProps") {
+            if name.contains("JSONSchemaProps") || unmarshals_itself(name) {
+                return;
+            }
+            let Some(def) = crate::builtins::definitions().get(name) else {
+                return;
+            };
+            if def.get("properties").is_some() && !value.is_object() {
+                self.type_error(value, go, &go_struct(name));
                 return;
             }
             self.causes.extend(rules::of_type(name, value, path));
-            if let Some(def) = crate::builtins::definitions().get(name) {
-                self.value(def, value, path, depth + 1);
+            let owner = name.rsplit('.').next().unwrap_or(name);
+            let inner = GoField {
+                owner: owner.to_string(),
+                fields: go.fields.clone(),
+            };
+            self.value(def, value, path, &inner, depth + 1);
+            return;
+        }
+        if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+            return;
+        }
+        match schema.get("type").and_then(Value::as_str) {
+            Some("integer") => return self.integer(schema, value, go),
+            Some("boolean") if !value.is_boolean() => {
+                return self.type_error(value, go, "bool");
+            }
+            Some("number") if !value.is_number() => return self.type_error(value, go, "float64"),
+            _ => {}
+        }
+        // A slice of structs given something else (`[]v1.Container`); slices of named string
+        // types (`[]v1.Capability`) cannot be named from the schema, so are not judged.
+        if schema.get("type").and_then(Value::as_str) == Some("array") && !value.is_array() {
+            if let Some(item) = schema["items"].get("$ref").and_then(Value::as_str) {
+                let name = crate::builtins::ref_name(item);
+                if !unmarshals_itself(name) && name != QUANTITY {
+                    self.type_error(value, go, &format!("[]{}", go_struct(name)));
+                }
             }
             return;
         }
@@ -163,25 +230,59 @@ impl Walk {
                 if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                     for (k, v) in map {
                         if let Some(s) = props.get(k) {
-                            self.value(s, v, &path.child(k), depth + 1);
+                            let field = GoField {
+                                owner: go.owner.clone(),
+                                fields: if go.fields.is_empty() {
+                                    k.clone()
+                                } else {
+                                    format!("{}.{k}", go.fields)
+                                },
+                            };
+                            self.value(s, v, &path.child(k), &field, depth + 1);
                         }
                     }
                 } else if let Some(s) = schema.get("additionalProperties").filter(|s| s.is_object())
                 {
                     for (k, v) in map {
-                        self.value(s, v, &path.key(k), depth + 1);
+                        self.value(s, v, &path.key(k), go, depth + 1);
                     }
                 }
             }
             Value::Array(items) => {
                 if let Some(s) = schema.get("items").filter(|s| s.is_object()) {
                     for (i, v) in items.iter().enumerate() {
-                        self.value(s, v, &path.index(i), depth + 1);
+                        self.value(s, v, &path.index(i), go, depth + 1);
                     }
                 }
             }
             _ => {}
         }
+    }
+
+    /// An integer field (`int32` or `int64` by its format): anything else, a fraction or a
+    /// number out of range is `UnmarshalTypeError`.
+    fn integer(&mut self, schema: &Value, value: &Value, go: &GoField) {
+        let ty = match schema.get("format").and_then(Value::as_str) {
+            Some("int32") => "int32",
+            _ => "int64",
+        };
+        let Value::Number(n) = value else {
+            return self.type_error(value, go, ty);
+        };
+        let fits = match (n.as_i64(), ty) {
+            (Some(i), "int32") => i32::try_from(i).is_ok(),
+            (Some(_), _) => true,
+            (None, _) => false,
+        };
+        if !fits {
+            let what = format!("number {n}");
+            self.undecodable.push(unmarshal_error(&what, go, ty));
+        }
+    }
+
+    fn type_error(&mut self, value: &Value, go: &GoField, ty: &str) {
+        let what = crate::patch::go_json_type(value);
+        self.undecodable.push(unmarshal_error(what, go, ty));
     }
 
     /// `Quantity.UnmarshalJSON`: a string (trimmed) or a number, parsed by `ParseQuantity`.
@@ -197,6 +298,14 @@ impl Walk {
     }
 }
 
+/// `UnmarshalTypeError.Error()` of Go's `encoding/json` (as sigs.k8s.io/json keeps it).
+fn unmarshal_error(what: &str, go: &GoField, ty: &str) -> String {
+    format!(
+        "json: cannot unmarshal {what} into Go struct field {}.{} of type {ty}",
+        go.owner, go.fields
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,7 +316,7 @@ mod tests {
         let builtin = crate::builtins::find(group, "v1", plural).expect("a built-in kind");
         let mut walk = Walk::default();
         let root = json!({"$ref": format!("#/components/schemas/{}", builtin.schema)});
-        walk.value(&root, object, &Path::default(), 0);
+        walk.value(&root, object, &Path::default(), &GoField::default(), 0);
         walk
     }
 
@@ -275,6 +384,49 @@ mod tests {
         assert_eq!(walk("", "resourcequotas", &bad).undecodable.len(), 1);
         let good = json!({"spec": {"hard": {"pods": "10", "requests.cpu": 2}}});
         assert!(walk("", "resourcequotas", &good).undecodable.is_empty());
+    }
+
+    #[test]
+    fn json_types_are_judged_as_go_decodes_them() {
+        let first = |group, plural, object: Value| {
+            walk(group, plural, &object)
+                .undecodable
+                .first()
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            first("apps", "deployments", json!({"spec": {"replicas": "3"}})),
+            "json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"
+        );
+        assert_eq!(
+            first(
+                "apps",
+                "deployments",
+                json!({"spec": {"replicas": 3_000_000_000u64}})
+            ),
+            "json: cannot unmarshal number 3000000000 into Go struct field DeploymentSpec.spec.replicas of type int32"
+        );
+        assert_eq!(
+            first("", "services", json!({"spec": "x"})),
+            "json: cannot unmarshal string into Go struct field Service.spec of type v1.ServiceSpec"
+        );
+        assert_eq!(
+            first("", "pods", json!({"spec": {"containers": {"name": "x"}}})),
+            "json: cannot unmarshal object into Go struct field PodSpec.spec.containers of type []v1.Container"
+        );
+        assert_eq!(
+            first(
+                "",
+                "pods",
+                json!({"spec": {"containers": [{"name": "a", "stdin": 1}]}})
+            ),
+            "json: cannot unmarshal number into Go struct field Container.spec.containers.stdin of type bool"
+        );
+        // What Go accepts: int-or-string, null, a timestamp's own format, integers in range.
+        let fine = json!({"metadata": {"creationTimestamp": null, "generation": 2},
+            "spec": {"ports": [{"port": 80, "targetPort": "http"}], "sessionAffinityConfig": null}});
+        assert!(walk("", "services", &fine).undecodable.is_empty());
     }
 
     #[test]

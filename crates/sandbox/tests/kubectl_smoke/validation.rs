@@ -336,6 +336,27 @@ fn cases() -> Vec<Case> {
             ),
         },
         Case {
+            rule: "sigs.k8s.io/json UnmarshalTypeError (the schema's integer/int32 type), at decoding",
+            resource: deployment,
+            name: "web",
+            manifest: workload("Deployment", "web", &format!("  replicas: \"3\"\n{APP_WEB}"), "{app: web}", POD),
+            expect: Expect::BadRequest("Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"),
+        },
+        Case {
+            rule: "sigs.k8s.io/json UnmarshalTypeError (a fraction for an int32), at decoding",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{containers: [{name: app, image: nginx, ports: [{containerPort: 8080.5}]}]}"),
+            expect: Expect::BadRequest("Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal number 8080.5 into Go struct field ContainerPort.spec.containers.ports.containerPort of type int32"),
+        },
+        Case {
+            rule: "sigs.k8s.io/json UnmarshalTypeError (the schema's boolean type), at decoding",
+            resource: pods,
+            name: "p",
+            manifest: pod("p", "{hostNetwork: \"yes\", containers: [{name: app, image: nginx}]}"),
+            expect: Expect::BadRequest("Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal string into Go struct field PodSpec.spec.hostNetwork of type bool"),
+        },
+        Case {
             rule: "core ValidateResourceRequirements (request above limit; Quantity.String() canonical)",
             resource: pods,
             name: "p",
