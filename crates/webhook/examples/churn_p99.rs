@@ -38,6 +38,7 @@
 //!
 //! `--step N` attaches in steps of N relations (`JoinMut::attach_step`, the write lock released
 //! between steps, as the controller does); `--step 0` attaches in one hold, as it did before.
+//! `--every-ms M` starts at most one generation every M ms (default: back to back).
 
 #[path = "../../core/benches/fixture/mod.rs"]
 mod fixture;
@@ -235,9 +236,16 @@ fn churn_rules(
     stop: &AtomicBool,
     holds: &mut RuleHolds,
     step: usize,
+    every: Duration,
 ) -> (usize, JoinId) {
     let mut generations = 0;
+    let started = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        // At most one generation per `every` (as fast as it goes with 0).
+        let due = started + every * u32::try_from(generations).unwrap_or(u32::MAX);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
         id = held(index, &mut holds.generation, |ix| {
             ix.remove_join(id);
             ix.add_join(rule_config(generations + 2)).expect("room")
@@ -311,7 +319,7 @@ fn run_phase(
     body: &[u8],
     seconds: u64,
     churn_with: Option<(u32, Locking)>,
-    rules: Option<(JoinId, Arc<RuleInputs>, usize)>,
+    rules: Option<(JoinId, Arc<RuleInputs>, usize, Duration)>,
 ) -> Phase {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -325,11 +333,11 @@ fn run_phase(
             changes.store(churn(&index, rate, locking, &stop), Ordering::Relaxed);
         })
     });
-    let rule_writer = rules.map(|(id, inputs, step)| {
+    let rule_writer = rules.map(|(id, inputs, step, every)| {
         let (index, stop) = (index.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut holds = RuleHolds::default();
-            let (generations, _) = churn_rules(&index, id, &inputs, &stop, &mut holds, step);
+            let (generations, _) = churn_rules(&index, id, &inputs, &stop, &mut holds, step, every);
             (generations, holds)
         })
     });
@@ -366,6 +374,7 @@ fn run_phase(
 
 fn main() -> Result<(), Error> {
     let (mut seconds, mut rate, mut rules, mut step) = (10u64, 500u32, false, 1024usize);
+    let mut every = Duration::ZERO;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -373,6 +382,10 @@ fn main() -> Result<(), Error> {
             "--rate" => rate = it.next().ok_or("--rate needs a number")?.parse()?,
             "--rules" => rules = true,
             "--step" => step = it.next().ok_or("--step needs a number")?.parse()?,
+            "--every-ms" => {
+                every =
+                    Duration::from_millis(it.next().ok_or("--every-ms needs a number")?.parse()?);
+            }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -413,7 +426,7 @@ fn main() -> Result<(), Error> {
                 &body,
                 seconds,
                 None,
-                Some((id, inputs, step)),
+                Some((id, inputs, step, every)),
             ),
         ];
         report(&phases);
