@@ -4,11 +4,12 @@
 //! Two sources, in this order of preference:
 //! - **Derived from the generated OpenAPI definitions** (`builtins::definitions`, what
 //!   `sandbox-gen` wrote from k8s-openapi, itself kube-apiserver's OpenAPI document). The object
-//!   is walked alongside its kind's schema, `$ref`s followed, so that (0) JSON types are judged as
-//!   Go's decoder judges them (integers by their `int32`/`int64` format, booleans, numbers, structs
-//!   and slices of structs: kube-apiserver's 400 `json: cannot unmarshal …`), (1) every field whose type is
-//!   `resource.Quantity` is parsed as Go's decoder parses it (kube-apiserver refuses the body
-//!   with 400 before validating anything), and (2) the per-type rules below run wherever their
+//!   is walked alongside its kind's schema, `$ref`s followed, so that (0) JSON types are judged
+//!   as Go's decoder judges them (integers by their `int32`/`int64` format, booleans, numbers,
+//!   structs and slices of structs: kube-apiserver's 400 `json: cannot unmarshal …`), (1) every
+//!   field whose type is `resource.Quantity` is parsed as Go's decoder parses it (kube-apiserver
+//!   refuses the body with 400 before validating anything), and (2) the per-type rules below run
+//!   wherever their
 //!   type occurs — a `PodSpec` in a Pod, a PodTemplate, a Deployment's, Job's or CronJob's
 //!   template — as kube's `ValidatePodSpec` is called from every kind that embeds one. The
 //!   OpenAPI document has no enums, bounds or patterns for built-in kinds (kube's rules live in
