@@ -677,19 +677,7 @@ impl RelationIndex {
         let rec = self.srcs[src as usize];
         debug_assert!(rec.hidden && rec.name != NIL);
         self.unlink_chain(rec.head);
-        if rec.namespace != NIL {
-            self.strs.release(Sym(rec.namespace));
-        }
-        self.strs.release(Sym(rec.name));
-        self.srcs[src as usize] = Src {
-            tag: 0,
-            namespace: NIL,
-            name: NIL,
-            head: self.src_free,
-            len: 0,
-            hidden: false,
-        };
-        self.src_free = src;
+        self.free_source_record(src);
         self.retiring.retain(|&r| r != src);
     }
 
@@ -734,16 +722,10 @@ impl RelationIndex {
         Ok(id)
     }
 
-    pub(crate) fn free_source_if_empty(&mut self, src: u32) {
+    /// Releases a source record's names and puts it on the free list (its relations, table
+    /// entry and count are the caller's business).
+    fn free_source_record(&mut self, src: u32) {
         let rec = self.srcs[src as usize];
-        // A hidden source goes with its join or its retirement, not when it empties.
-        if rec.head != NIL || rec.hidden {
-            return;
-        }
-        let hash = self.hasher.hash_one(src_syms(&rec));
-        if let Ok(entry) = self.src_table.find_entry(hash, |&id| id == src) {
-            entry.remove();
-        }
         if rec.namespace != NIL {
             self.strs.release(Sym(rec.namespace));
         }
@@ -757,6 +739,19 @@ impl RelationIndex {
             hidden: false,
         };
         self.src_free = src;
+    }
+
+    pub(crate) fn free_source_if_empty(&mut self, src: u32) {
+        let rec = self.srcs[src as usize];
+        // A hidden source goes with its join or its retirement, not when it empties.
+        if rec.head != NIL || rec.hidden {
+            return;
+        }
+        let hash = self.hasher.hash_one(src_syms(&rec));
+        if let Ok(entry) = self.src_table.find_entry(hash, |&id| id == src) {
+            entry.remove();
+        }
+        self.free_source_record(src);
         self.src_live -= 1;
     }
 
