@@ -62,7 +62,8 @@ pub fn kind(group: &str, plural: &str, object: &Value) -> Vec<Cause> {
 
 /// The rules of an update, given the stored object: the apps strategies' `ValidateUpdate`
 /// (`pkg/registry/apps/{deployment,replicaset,daemonset}/strategy.go`) keep the selector
-/// immutable through `apivalidation.ValidateImmutableField` in apps/v1.
+/// immutable through `apivalidation.ValidateImmutableField` in apps/v1; a StatefulSet's spec
+/// changes only where `ValidateStatefulSetUpdate` allows.
 pub fn update(group: &str, plural: &str, object: &Value, old: &Value) -> Vec<Cause> {
     match (group, plural) {
         ("apps", "deployments" | "replicasets" | "daemonsets") => {
@@ -81,7 +82,57 @@ pub fn update(group: &str, plural: &str, object: &Value, old: &Value) -> Vec<Cau
                 Vec::new()
             }
         }
+        ("apps", "statefulsets") => stateful_set_update(&object["spec"], &old["spec"]),
         _ => Vec::new(),
+    }
+}
+
+/// apps `ValidateStatefulSetUpdate`: the spec may change only in the fields it copies from the
+/// old spec before comparing (`apiequality.Semantic.DeepEqual`, empty and absent alike).
+fn stateful_set_update(spec: &Value, old: &Value) -> Vec<Cause> {
+    const MUTABLE: [&str; 6] = [
+        "replicas",
+        "ordinals",
+        "template",
+        "updateStrategy",
+        "persistentVolumeClaimRetentionPolicy",
+        "minReadySeconds",
+    ];
+    let rest = |spec: &Value| {
+        let mut spec = spec.clone();
+        if let Some(m) = spec.as_object_mut() {
+            m.retain(|k, _| !MUTABLE.contains(&k.as_str()));
+        }
+        semantic(&spec)
+    };
+    if rest(spec) == rest(old) {
+        return Vec::new();
+    }
+    vec![crate::schema::field::forbidden(
+        "spec",
+        "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+    )]
+}
+
+/// A value as `apiequality.Semantic.DeepEqual` sees it: null, empty maps and empty lists are
+/// all Go's nil.
+fn semantic(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => {
+            let kept: serde_json::Map<String, Value> = m
+                .iter()
+                .map(|(k, v)| (k.clone(), semantic(v)))
+                .filter(|(_, v)| !v.is_null())
+                .collect();
+            if kept.is_empty() {
+                Value::Null
+            } else {
+                Value::Object(kept)
+            }
+        }
+        Value::Array(a) if a.is_empty() => Value::Null,
+        Value::Array(a) => Value::Array(a.iter().map(semantic).collect()),
+        other => other.clone(),
     }
 }
 

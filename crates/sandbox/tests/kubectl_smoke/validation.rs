@@ -786,3 +786,39 @@ async fn a_selector_may_not_change_once_created() {
         "web"
     );
 }
+
+/// apps `ValidateStatefulSetUpdate`: only replicas, ordinals, template, updateStrategy,
+/// persistentVolumeClaimRetentionPolicy and minReadySeconds may change.
+#[tokio::test]
+async fn a_stateful_set_spec_changes_only_where_kube_allows() {
+    let sandbox = common::sandbox().await;
+    let k = Kubectl::new(&sandbox, "statefulset").await;
+    let stateful_set = |service: &str, replicas: i64, image: &str| {
+        workload(
+            "StatefulSet",
+            "db",
+            &format!("  serviceName: {service}\n  replicas: {replicas}\n{APP_WEB}"),
+            "{app: web}",
+            &format!("{{containers: [{{name: web, image: {image}}}]}}"),
+        )
+    };
+    assert_eq!(
+        k.apply_yaml("v1.yaml", &stateful_set("db", 1, "nginx"))
+            .await
+            .trim(),
+        "statefulset.apps/db created"
+    );
+    assert_eq!(
+        k.apply_yaml("v2.yaml", &stateful_set("db", 3, "nginx:1.27"))
+            .await
+            .trim(),
+        "statefulset.apps/db configured"
+    );
+    let file = k.file("v3.yaml", &stateful_set("other", 3, "nginx:1.27"));
+    let out = k.ns(&["apply", "-f", &path_str(&file)]).await;
+    assert!(!out.ok, "kubectl changed serviceName: {}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        "The StatefulSet \"db\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
+    );
+}
