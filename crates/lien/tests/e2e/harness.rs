@@ -792,3 +792,27 @@ impl Drop for Kubectl {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A ClusterUsage relating two namespaces: ConfigMap `consumer`, in a second namespace of the
+/// scenario, uses ConfigMap `shared` in the scenario's own; waits until `shared` is labelled.
+/// Returns (the second namespace, the ClusterUsage's name).
+pub async fn cluster_usage_across_namespaces(env: &mut Env) -> (String, String) {
+    let (ns, other) = (env.ns.clone(), env.another_namespace_name("b"));
+    env.namespace(&other).await;
+    env.configmap("shared", json!({})).await;
+    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "consumer", "namespace": other}}))
+        .await;
+    let name = env.cluster_name("cu");
+    env.create(
+        json!({"apiVersion": "lien.dev/v1alpha1", "kind": "ClusterUsage",
+        "metadata": {"name": name},
+        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap",
+                        "resourceRef": {"name": "shared", "namespace": ns}},
+                 "by": {"apiVersion": "v1", "kind": "ConfigMap",
+                        "resourceRef": {"name": "consumer", "namespace": other}}}}),
+    )
+    .await;
+    wait_label(&env.configmaps(), "shared", true).await;
+    (other, name)
+}

@@ -10,7 +10,10 @@ use kube::api::{Api, DeleteParams};
 use lien_controller::replay::DELETION_REPLAYED_REASON;
 use serde_json::json;
 
-use super::harness::{DEADLINE, Env, Kubectl, api_resource, wait_for, wait_gone, wait_label};
+use super::harness::{
+    DEADLINE, Env, Kubectl, api_resource, cluster_usage_across_namespaces, wait_for, wait_gone,
+    wait_label,
+};
 
 /// `app` uses `db` through the Usage `app-uses-db` (with `by`, so it carries Lien's finalizer),
 /// asking for replay when `replay`.
@@ -391,23 +394,8 @@ async fn the_plans_cycle_hint_frees_the_cycle() {
 #[tokio::test]
 async fn why_for_a_cluster_usage_with_by_drop_it_frees_it() {
     let mut env = Env::start("hint-why-cu").await;
-    let (ns, other) = (env.ns.clone(), env.another_namespace_name("b"));
-    env.namespace(&other).await;
-    env.configmap("shared", json!({})).await;
-    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "consumer", "namespace": other}}))
-        .await;
-    let name = env.cluster_name("cu");
-    env.create(
-        json!({"apiVersion": "lien.dev/v1alpha1", "kind": "ClusterUsage",
-        "metadata": {"name": name},
-        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap",
-                        "resourceRef": {"name": "shared", "namespace": ns}},
-                 "by": {"apiVersion": "v1", "kind": "ConfigMap",
-                        "resourceRef": {"name": "consumer", "namespace": other}}}}),
-    )
-    .await;
-    wait_label(&env.configmaps(), "shared", true).await;
+    let ns = env.ns.clone();
+    let (_, name) = cluster_usage_across_namespaces(&mut env).await;
     let cluster_usages: Api<lien_api::ClusterUsage> = Api::all(env.client.clone());
     wait_for("the ClusterUsage's finalizer", DEADLINE, || async {
         cluster_usages

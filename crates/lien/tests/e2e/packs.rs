@@ -802,7 +802,7 @@ const FINALIZER: &str = "my.crd.group/super-important";
 
 /// The test's stand-in for the finalizer controller the Deployment runs: while the Deployment
 /// exists, it removes the finalizer from every CoolResource being deleted.
-async fn finalizer_controller(client: kube::Client, deployment: Api<DynamicObject>) {
+pub(crate) async fn finalizer_controller(client: kube::Client, deployment: Api<DynamicObject>) {
     let ar = api_resource(&json!({"apiVersion": "my.crd.group/v1", "kind": "CoolResource"}));
     let cool: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     loop {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -163,44 +163,8 @@ async fn plan_apply_tears_down_a_50_step_chain_100_times() {
 // ---------------------------------------------------------------------------------------------
 // A Namespace after its contents: seed 002's bundle.
 
-const FINALIZER: &str = "my.crd.group/super-important";
-
-/// Plays the bundle's finalizer controller while its Deployment exists: removes
-/// `my.crd.group/super-important` from every CoolResource being deleted.
-async fn finalizer_controller(client: kube::Client, deployment: Api<DynamicObject>) {
-    let ar = api_resource(&json!({"apiVersion": "my.crd.group/v1", "kind": "CoolResource"}));
-    let cool: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    loop {
-        if let Ok(None) = deployment.get_opt("finalizer-deployment").await {
-            return;
-        }
-        if let Ok(list) = cool.list(&ListParams::default()).await {
-            for item in list.items {
-                let meta = &item.metadata;
-                let finalizers = meta.finalizers.clone().unwrap_or_default();
-                if meta.deletion_timestamp.is_none() || !finalizers.iter().any(|f| f == FINALIZER) {
-                    continue;
-                }
-                let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
-                let api: Api<DynamicObject> = Api::namespaced_with(
-                    client.clone(),
-                    meta.namespace.as_deref().unwrap_or_default(),
-                    &ar,
-                );
-                let _ = api
-                    .patch(
-                        meta.name.as_deref().unwrap_or_default(),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {
-                            "resourceVersion": meta.resource_version, "finalizers": rest}})),
-                    )
-                    .await;
-            }
-        }
-        // A controller's resync, not a synchronisation of the test.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+// The bundle's finalizer controller, played by the test as in `packs.rs`.
+use super::packs::finalizer_controller;
 
 /// `plan -f examples/critical-service-bundle.yaml --apply`: the Namespace used to come first
 /// (no relation names it) and its DELETE failed at step 1; now it is the last step, and the

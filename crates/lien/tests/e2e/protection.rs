@@ -192,24 +192,9 @@ async fn match_controller_ref_protects_only_objects_of_the_usages_controller() {
 #[tokio::test]
 async fn a_cluster_usage_protects_across_namespaces() {
     let mut env = Env::start("cluster-usage").await;
-    let (ns_a, ns_b) = (env.ns.clone(), env.another_namespace_name("b"));
-    env.namespace(&ns_b).await;
-    env.configmap("shared", json!({})).await;
-    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "consumer", "namespace": ns_b}}))
-        .await;
-    let name = env.cluster_name("cu");
-    env.create(
-        json!({"apiVersion": "lien.dev/v1alpha1", "kind": "ClusterUsage",
-        "metadata": {"name": name},
-        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap",
-                        "resourceRef": {"name": "shared", "namespace": ns_a}},
-                 "by": {"apiVersion": "v1", "kind": "ConfigMap",
-                        "resourceRef": {"name": "consumer", "namespace": ns_b}}}}),
-    )
-    .await;
+    let ns_a = env.ns.clone();
+    let (ns_b, name) = cluster_usage_across_namespaces(&mut env).await;
     let cms = env.configmaps();
-    wait_label(&cms, "shared", true).await;
     let msg = wait_refused(&cms, "shared").await;
     assert!(
         msg.contains(&format!(
