@@ -31,19 +31,18 @@
 //! [`live::ApiLiveCheck`] and [`live::DiscoveryKinds`]; then `run(shutdown)`.
 
 pub mod audit;
-pub mod cache;
 pub mod cascade;
 mod controller;
-pub mod desired;
 pub mod leader;
 pub mod live;
 mod metrics;
-pub mod replay;
-pub mod resolve;
-pub mod rules;
 pub mod watch;
 pub mod webhook_config;
 pub mod writer;
+
+// The pure modules live in `lien-decide` (no client, no runtime); re-exported under their
+// old paths so that `crate::resolve`, `lien_controller::rules` and the like still name them.
+pub use lien_decide::{cache, desired, replay, resolve, rules};
 
 pub use audit::{BreakGlass, BreakGlassAction};
 pub use controller::{

@@ -38,8 +38,9 @@ use tokio::sync::watch;
 
 /// The reason of the Warning Event when the configuration was changed or deleted.
 pub const CHANGED_REASON: &str = "WebhookConfigurationChanged";
-/// The condition reason of every Usage while the configuration is missing or differs.
-pub const NOT_CONFIGURED_REASON: &str = "WebhookNotConfigured";
+/// The condition reason of every Usage while the configuration is missing or differs (defined
+/// beside the status computation that reads it).
+pub use lien_decide::desired::NOT_CONFIGURED_REASON;
 
 /// Webhook fields that, absent from the desired configuration, narrow what kube-apiserver sends
 /// when someone adds them. kube-apiserver defaults the selectors to `{}`, which selects all.

@@ -41,7 +41,8 @@
 //! deleted at once), then lets the rule go. So no parent keeps a finalizer without a rule, even
 //! if the rule is deleted while Lien is down.
 
-pub mod decide;
+/// The pure decision for one parent, in `lien-decide`.
+pub use lien_decide::cascade as decide;
 mod state;
 
 pub(crate) use self::state::CascadeWrite;

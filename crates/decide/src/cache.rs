@@ -97,7 +97,7 @@ pub struct KindCache {
     /// rule's `by` side, so nothing decides from its other objects (they are users, never in
     /// use), and 100,000 PersistentVolumes a rule reads would otherwise cost about 400 bytes
     /// each here. A marked object is kept so that its stale label is removed and its DELETE
-    /// record forgotten. Set from the kind's [`crate::controller`] watch, which a change of it
+    /// record forgotten. Set from the kind's `lien_controller` watch, which a change of it
     /// restarts (a relist refills the cache).
     pub marked_only: bool,
     /// The objects, ordered by namespace and name (status lists them in this order).

@@ -465,7 +465,7 @@ pub fn rule_status(
     let relations = join.map_or(0, |j| j.len());
     let conditions = if let Some(why) = unenforced {
         let message = format!("{why}: DELETEs are not checked by Lien until it is restored");
-        let reason = crate::webhook_config::NOT_CONFIGURED_REASON;
+        let reason = crate::desired::NOT_CONFIGURED_REASON;
         vec![
             cond("Ready", false, reason, message.clone()),
             cond("InUse", false, reason, message),

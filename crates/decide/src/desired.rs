@@ -5,7 +5,7 @@
 //! Nothing here talks to the API server: given the caches, the usages, their [`Resolution`]s and
 //! the relation index, these functions say what the cluster should look like and return the
 //! differences as plain values ([`LabelWrite`], [`UsageMetaWrite`], a new [`UsageStatus`]). The
-//! leader's writer applies them (`crate::writer`); tests assert on them directly.
+//! leader's writer applies them (`lien_controller::writer`); tests assert on them directly.
 //!
 //! - **Label**: an object carries `lien.dev/in-use: "true"` iff the index says it is in use. The
 //!   label is derived from the index, not counted per Usage, so it is reference-counted across
@@ -39,6 +39,10 @@ use lien_core::{RelationIndex, Source};
 
 use crate::cache::{CachedObject, Caches, GroupKind, KindCache};
 use crate::resolve::{Matched, Problem, Resolution, UsageView};
+
+/// The condition reason of every Usage while Lien's webhook configuration is missing or differs
+/// (watched by `lien_controller::webhook_config`, which re-exports it).
+pub const NOT_CONFIGURED_REASON: &str = "WebhookNotConfigured";
 
 /// How many matched objects status lists per side (the count is always exact).
 pub const STATUS_LIST_LIMIT: usize = 20;
@@ -437,7 +441,7 @@ pub(crate) fn condition(
 }
 
 /// The status a usage should have; `None` when it already has it. `unenforced`: why Lien's
-/// webhook configuration is missing or differs (`crate::webhook_config`), in which case
+/// webhook configuration is missing or differs (`lien_controller::webhook_config`), in which case
 /// kube-apiserver is not asking Lien and nothing is protected, whatever the relations say.
 pub fn status(
     view: &UsageView,
@@ -461,7 +465,7 @@ pub fn status(
     };
     let conditions = if let Some(why) = unenforced {
         let message = format!("{why}: DELETEs are not checked by Lien until it is restored");
-        let reason = crate::webhook_config::NOT_CONFIGURED_REASON;
+        let reason = NOT_CONFIGURED_REASON;
         vec![
             cond("Ready", false, reason, message.clone()),
             cond("InUse", false, reason, message),

@@ -1,0 +1,20 @@
+//! Lien's pure decisions: everything the controller (and the kubectl plugin) computes from what
+//! it has observed, with no Kubernetes client, no async runtime, no network and no clock read
+//! (the caller passes the time). `lien-controller` owns the watches and the one writer and
+//! re-exports these modules under its own paths; `kubectl lien` uses them directly, so the
+//! plugin links no controller.
+//!
+//! - [`cache`]: per-kind object metadata (`apply`/`delete`/`reset`), fed by the watches.
+//! - [`resolve`]: a Usage or ClusterUsage + the caches → relations, matched objects and problems.
+//! - [`rules`]: a DependencyRule compiled, objects of the kinds it reads reduced to their keys,
+//!   and its status; its relations come from one join per rule, held by the index.
+//! - [`desired`]: the in-use label, the Usage finalizer, owner references and status as data.
+//! - [`replay`]: refused DELETEs recorded on the objects, sealed, and when to re-issue them.
+//! - [`cascade`]: the decision for one parent of a CascadeRule.
+
+pub mod cache;
+pub mod cascade;
+pub mod desired;
+pub mod replay;
+pub mod resolve;
+pub mod rules;
