@@ -222,21 +222,37 @@ impl LeaderElector {
     /// Campaigns and renews until `shutdown` changes to `true`, then releases.
     pub async fn run(mut self, leader: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
         let mut last_renewed: Option<Instant> = None;
+        // Who leads is the first question when writes stop: every change is one info line
+        // naming this replica and the Lease.
+        let gained = |leader: &watch::Sender<bool>, config: &LeaderConfig| {
+            if leader.send_if_modified(|l| !std::mem::replace(l, true)) {
+                tracing::info!(identity = %config.identity, lease = %format_args!("{}/{}", config.namespace, config.name), "leadership gained: this replica writes");
+            }
+        };
+        let lost = |leader: &watch::Sender<bool>, config: &LeaderConfig, why: &str| {
+            if leader.send_if_modified(|l| std::mem::replace(l, false)) {
+                tracing::info!(identity = %config.identity, lease = %format_args!("{}/{}", config.namespace, config.name), why, "leadership lost: this replica stops writing");
+            }
+        };
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(true) => {
                     last_renewed = Some(Instant::now());
-                    leader.send_if_modified(|l| !std::mem::replace(l, true));
+                    gained(&leader, &self.config);
                 }
                 Ok(false) => {
                     last_renewed = None;
-                    leader.send_if_modified(|l| std::mem::replace(l, false));
+                    lost(&leader, &self.config, "another replica holds the lease");
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, category = e.category(), "leader election");
                     // Step down only once the deadline passed: a blip must not flap leadership.
                     if last_renewed.is_none_or(|t| t.elapsed() > self.config.renew_deadline) {
-                        leader.send_if_modified(|l| std::mem::replace(l, false));
+                        lost(
+                            &leader,
+                            &self.config,
+                            "the lease could not be renewed in time",
+                        );
                     }
                 }
             }
@@ -245,7 +261,7 @@ impl LeaderElector {
                 () = tokio::time::sleep(self.config.retry_period) => {}
             }
         }
-        leader.send_if_modified(|l| std::mem::replace(l, false));
+        lost(&leader, &self.config, "shutting down");
         if let Err(e) = self.release().await {
             tracing::warn!(error = %e, "releasing the lease");
         }

@@ -33,6 +33,43 @@ struct ErrorLabels {
     category: &'static str,
 }
 
+/// Every `kind` a write is counted under (`Write::category` in `controller/write.rs`): each is
+/// exported at 0 from start (with both results), so a dashboard shows 0, not "No data".
+const WRITE_KINDS: &[&str] = &[
+    "label",
+    "usage_meta",
+    "usage_delete",
+    "status",
+    "rule_status",
+    "replay",
+    "record_forget",
+    "record_forged",
+    "cascade_parent",
+    "cascade_rule",
+    "cascade_status",
+    "cascade_event",
+    "cascade_report",
+];
+
+/// Every error `category` counted (`WriteError::category` in `writer.rs`, and `event` for a
+/// failed Event), exported at 0 from start.
+const ERROR_CATEGORIES: &[&str] = &[
+    "label",
+    "usage_meta",
+    "usage_delete",
+    "status",
+    "replay",
+    "record",
+    "timeout",
+    "event",
+];
+
+/// Every `watch` whose restarts are counted, exported at 0 from start.
+const WATCHES: &[&str] = &["usage", "object"];
+
+/// Every `source` of the relations-by-source gauge.
+const SOURCES: &[&str] = &["Usage", "ClusterUsage", "DependencyRule"];
+
 /// The controller's metrics.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -55,7 +92,7 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self {
+        let metrics = Self {
             events: Counter::default(),
             writes: Family::default(),
             errors: Family::default(),
@@ -71,7 +108,27 @@ impl Default for Metrics {
             watched_kinds: Gauge::default(),
             kind_watches_started: Counter::default(),
             pass_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+        };
+        // prometheus-client leaves a labelled series out until it is first touched: touching
+        // every known label set exports it at 0, so "no errors yet" reads 0, and `rate()` /
+        // `increase()` see the first error as an increase rather than as a new series.
+        for &kind in WRITE_KINDS {
+            for result in ["ok", "error"] {
+                let _ = metrics.writes.get_or_create(&WriteLabels { kind, result });
+            }
         }
+        for &category in ERROR_CATEGORIES {
+            let _ = metrics.errors.get_or_create(&ErrorLabels { category });
+        }
+        for &watch in WATCHES {
+            let _ = metrics.watch_restarts.get_or_create(&WatchLabels { watch });
+        }
+        for &source in SOURCES {
+            let _ = metrics
+                .relations_by_source
+                .get_or_create(&SourceLabels { source });
+        }
+        metrics
     }
 }
 
@@ -181,11 +238,7 @@ impl Metrics {
             .inc();
     }
     pub(crate) fn set_relations_by_source(&self, (usage, cluster, rule): (usize, usize, usize)) {
-        for (source, n) in [
-            ("Usage", usage),
-            ("ClusterUsage", cluster),
-            ("DependencyRule", rule),
-        ] {
+        for (&source, n) in SOURCES.iter().zip([usage, cluster, rule]) {
             self.relations_by_source
                 .get_or_create(&SourceLabels { source })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));

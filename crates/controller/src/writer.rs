@@ -93,7 +93,8 @@ pub enum WriteError {
 }
 
 impl WriteError {
-    /// A bounded label for metrics.
+    /// A bounded label for metrics; a new one goes into `metrics::ERROR_CATEGORIES` too
+    /// (exported at 0 from start).
     pub fn category(&self) -> &'static str {
         match self {
             Self::Label { .. } => "label",

@@ -132,3 +132,175 @@ async fn every_metric_the_dashboard_and_alerts_use_is_served() {
     }
     assert!(checked >= 10, "only {checked} metric uses found");
 }
+
+/// The value of the sample `series` (name and labels exactly as served), if served.
+fn sample(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Day one (issue 21): before anything happened, every counter a dashboard or an alert reads is
+/// served at 0 — with each known label value of a labelled family — so panels show 0, not "No
+/// data", and `rate()` sees the first error as an increase. The log names who leads, and has no
+/// colour codes (stderr is a file here, not a terminal).
+#[tokio::test]
+async fn every_counter_is_served_at_zero_from_start_and_the_log_names_the_leader() {
+    let mut cluster = Cluster::start(1).await;
+    cluster.spawn(0, "day-one", &[]);
+    let end = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        match cluster.get(0, "/metrics").await {
+            Ok(body) => break body,
+            Err(e) if Instant::now() > end => panic!(
+                "/metrics not served within 60 s: {e}\n{}",
+                cluster.log("day-one")
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let mut zero: Vec<String> = [
+        "lien_webhook_records_dropped_total",
+        "lien_webhook_requests_throttled_total",
+        "lien_controller_replays_total",
+        "lien_controller_replays_expired_total",
+        "lien_controller_forged_records_total",
+        "lien_controller_index_errors_total",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for result in ["in_use", "not_in_use", "failed"] {
+        zero.push(format!(
+            "lien_webhook_live_checks_total{{result=\"{result}\"}}"
+        ));
+    }
+    for result in ["allowed", "denied", "failed"] {
+        zero.push(format!(
+            "lien_webhook_access_checks_total{{result=\"{result}\"}}"
+        ));
+    }
+    for action in ["armed", "used"] {
+        zero.push(format!(
+            "lien_webhook_break_glass_total{{action=\"{action}\"}}"
+        ));
+    }
+    for action in ["refused", "unrecorded"] {
+        zero.push(format!(
+            "lien_webhook_unauthenticated_reviews_total{{action=\"{action}\"}}"
+        ));
+    }
+    for result in ["sealed", "allowed", "forbidden", "invalid", "error"] {
+        zero.push(format!(
+            "lien_webhook_mutations_total{{result=\"{result}\"}}"
+        ));
+    }
+    for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT", "unknown"] {
+        for outcome in ["invalid", "error"] {
+            zero.push(format!(
+                "lien_webhook_requests_total{{operation=\"{operation}\",outcome=\"{outcome}\"}}"
+            ));
+        }
+    }
+    zero.push("lien_webhook_delete_decisions_total{result=\"allowed\",source=\"none\"}".to_owned());
+    for source in ["Usage", "ClusterUsage", "DependencyRule"] {
+        zero.push(format!(
+            "lien_webhook_delete_decisions_total{{result=\"denied\",source=\"{source}\"}}"
+        ));
+    }
+    for watch in ["usage", "object"] {
+        zero.push(format!(
+            "lien_controller_watch_restarts_total{{watch=\"{watch}\"}}"
+        ));
+    }
+    for category in [
+        "label",
+        "usage_meta",
+        "usage_delete",
+        "status",
+        "replay",
+        "record",
+        "timeout",
+        "event",
+    ] {
+        zero.push(format!(
+            "lien_controller_errors_total{{category=\"{category}\"}}"
+        ));
+    }
+    for kind in [
+        "label",
+        "usage_meta",
+        "usage_delete",
+        "status",
+        "rule_status",
+        "replay",
+        "record_forget",
+        "record_forged",
+        "cascade_parent",
+        "cascade_rule",
+        "cascade_status",
+        "cascade_event",
+        "cascade_report",
+    ] {
+        zero.push(format!(
+            "lien_controller_writes_total{{kind=\"{kind}\",result=\"error\"}}"
+        ));
+    }
+    let wrong: Vec<String> = zero
+        .iter()
+        .filter(|s| sample(&body, s) != Some(0.0))
+        .map(|s| format!("{s} = {:?}", sample(&body, s)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "not served at 0 from start: {wrong:#?}\n{body}"
+    );
+    // Served, whatever their value by now (the sandbox may already have sent reviews).
+    for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT", "unknown"] {
+        for outcome in ["allowed", "denied"] {
+            let series = format!(
+                "lien_webhook_requests_total{{operation=\"{operation}\",outcome=\"{outcome}\"}}"
+            );
+            assert!(sample(&body, &series).is_some(), "{series} not served");
+        }
+    }
+    for source in ["Usage", "ClusterUsage", "DependencyRule"] {
+        let series = format!("lien_controller_relations_by_source{{source=\"{source}\"}}");
+        assert!(sample(&body, &series).is_some(), "{series} not served");
+    }
+
+    let end = Instant::now() + Duration::from_secs(60);
+    while !cluster.log("day-one").contains("leadership gained") {
+        assert!(
+            Instant::now() < end,
+            "no leadership line within 60 s:\n{}",
+            cluster.log("day-one")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.sigterm(0);
+    let end = Instant::now() + Duration::from_secs(60);
+    while cluster.exited(0).is_none() {
+        assert!(Instant::now() < end, "lien did not stop within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = cluster.log("day-one");
+    let gained = log
+        .lines()
+        .find(|l| l.contains("leadership gained"))
+        .expect("a leadership line");
+    assert!(
+        gained.contains("INFO")
+            && gained.contains("day-one")
+            && gained.contains("lien-system/lien-controller"),
+        "the line names the level, the identity and the Lease: {gained}"
+    );
+    let lost = log
+        .lines()
+        .find(|l| l.contains("leadership lost"))
+        .unwrap_or_else(|| panic!("no line says leadership was lost on shutdown:\n{log}"));
+    assert!(lost.contains("day-one"), "{lost}");
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in a log that is not a terminal:\n{log}"
+    );
+}

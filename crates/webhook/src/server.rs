@@ -335,6 +335,40 @@ impl Metrics {
         for hook in others {
             hook(&mut root);
         }
+        // prometheus-client leaves a labelled series out until it is first touched: touching
+        // every label set the webhook counts under exports it at 0 from start, so a dashboard
+        // shows 0 rather than "No data" and `rate()` sees the first count as an increase.
+        for operation in ["CREATE", "UPDATE", "DELETE", "CONNECT", "unknown"] {
+            for outcome in ["allowed", "denied", "invalid", "error"] {
+                let _ = requests.get_or_create(&RequestLabels { operation, outcome });
+            }
+        }
+        let _ = decisions.get_or_create(&DecisionLabels {
+            result: "allowed",
+            source: "none",
+        });
+        for source in ["Usage", "ClusterUsage", "DependencyRule"] {
+            let _ = decisions.get_or_create(&DecisionLabels {
+                result: "denied",
+                source,
+            });
+        }
+        for result in ["in_use", "not_in_use", "failed"] {
+            let _ = live_checks.get_or_create(&ResultLabels { result });
+        }
+        for result in ["allowed", "denied", "failed"] {
+            let _ = access_checks.get_or_create(&ResultLabels { result });
+        }
+        for action in ["armed", "used"] {
+            let _ = break_glass.get_or_create(&ActionLabels { action });
+        }
+        for action in ["refused", "unrecorded"] {
+            let _ = unauthenticated.get_or_create(&UnauthenticatedLabels { action });
+        }
+        // `pending` is never counted: `resolve` always finishes a seal.
+        for result in ["sealed", "allowed", "forbidden", "invalid", "error"] {
+            let _ = mutations.get_or_create(&ResultLabels { result });
+        }
         Self {
             registry: root,
             requests,
@@ -698,6 +732,9 @@ impl Webhook {
                             Ok(_) => "in_use",
                             Err(_) => "failed",
                         };
+                        if let Err(e) = &checked {
+                            tracing::warn!(error = %e, object = %confirm.object, "live check failed; the DELETE is refused (500)");
+                        }
                         self.inner
                             .metrics
                             .live_checks

@@ -111,7 +111,8 @@ impl Write {
         }
     }
 
-    /// A bounded label for metrics.
+    /// A bounded label for metrics; a new one goes into `metrics::WRITE_KINDS` too (exported
+    /// at 0 from start).
     fn category(&self) -> &'static str {
         match self {
             Self::Label(_) => "label",
@@ -379,6 +380,11 @@ pub(super) async fn write_loop(
                     .apply(&writer, &recorder, &shared.metrics, cascade.as_ref())
                     .await;
                 shared.metrics.write(w.category(), r.is_ok());
+                // Not remembered, so not retried on its own: still counted and said.
+                if let Err(e) = r {
+                    shared.metrics.write_error(e.category());
+                    tracing::warn!(error = %e, "write failed");
+                }
                 continue;
             }
             let id = w.id();

@@ -167,8 +167,11 @@ pub fn main() -> std::process::ExitCode {
             "info,kube_client::client::builder=off"
         })
     });
+    // Colour codes only for a person at a terminal: in a pod's log, a file or a pipe they are
+    // noise that breaks grep.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Text => logs.init(),
