@@ -7,7 +7,7 @@
 //!
 //! **Static** (at compile time, before anything runs):
 //! - at most [`MAX_NODES`] AST nodes after macro expansion (the source itself is at most
-//!   [`lien_api::MAX_EXPRESSION_CHARS`] characters), so the work of one pass over the expression
+//!   [`crate::MAX_EXPRESSION_CHARS`] characters), so the work of one pass over the expression
 //!   is a constant;
 //! - comprehensions (`map`, `filter`, `all`, `exists`, `exists_one`) nested at most
 //!   [`MAX_COMPREHENSION_DEPTH`] deep, since nesting multiplies: three levels over a 100-element

@@ -12,6 +12,11 @@ use crate::access::Access;
 use crate::cost;
 use crate::env::{compile_program, env};
 
+/// The longest expression compiled, in characters. Lien's CRDs bound their expression fields
+/// by the same number (`lien_api::MAX_EXPRESSION_CHARS`, held equal by a test in lien-decide):
+/// this crate keeps its own copy so that it needs none of Lien's types.
+pub const MAX_EXPRESSION_CHARS: usize = 4096;
+
 /// A CEL expression that does not compile: the field it was written in and what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -92,10 +97,10 @@ impl Expression {
             ));
         }
         let chars = source.chars().count();
-        if chars > lien_api::MAX_EXPRESSION_CHARS {
+        if chars > MAX_EXPRESSION_CHARS {
             return Err(error(format!(
                 "the expression is {chars} characters long, at most {}: simplify it",
-                lien_api::MAX_EXPRESSION_CHARS
+                MAX_EXPRESSION_CHARS
             )));
         }
         let program =

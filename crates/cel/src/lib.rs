@@ -1,6 +1,7 @@
 //! Lien's one CEL engine, for the whole project: the rules' expressions (DependencyRule keys
-//! and `when`, CascadeRule children and policy) and the sandbox's `x-kubernetes-validations`
-//! and webhook `matchConditions` are all compiled and evaluated here.
+//! and `when`, CascadeRule children and policy, whose programs are `lien_decide::program`) and
+//! the sandbox's `x-kubernetes-validations` and webhook `matchConditions` are all compiled and
+//! evaluated here. Generic: it knows none of Lien's types, so the sandbox uses it without them.
 //!
 //! - [`env()`], [`compile_program`]: the environment (the `cel` crate's standard library, its
 //!   strings and lists extensions, Kubernetes' list and regex functions) and compilation with a
@@ -8,7 +9,6 @@
 //! - [`json_to_cel`]: JSON to CEL for schema-less objects (the sandbox converts with a schema);
 //! - [`Expression`]: one expression over `self` (the whole object as JSON), compiled once with a
 //!   bounded cost ([`cost`]) and evaluated to strings, a bool or JSON;
-//! - [`DependencyProgram`], [`CascadeProgram`]: a rule's expressions, compiled together.
 //!
 //! Missing fields are errors, as in Kubernetes: `self.spec.pool` on an object without
 //! `spec.pool` fails with [`EvalError::NoSuchKey`]; `has(self.spec.pool)` tests for it, and
@@ -21,15 +21,13 @@ mod access;
 pub mod cost;
 mod env;
 mod expression;
-mod program;
 
 #[cfg(test)]
 mod tests;
 
 pub use cost::COST_LIMIT;
 pub use env::{compile_program, env, json_to_cel};
-pub use expression::{CompileError, EvalError, Expression};
-pub use program::{CascadeProgram, ChildRef, DependencyProgram, ParentRef};
+pub use expression::{CompileError, EvalError, Expression, MAX_EXPRESSION_CHARS};
 
 /// The `cel` crate, for the few callers (the sandbox) that build their own contexts.
 pub use cel;

@@ -29,8 +29,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::program::ParentRef;
 use lien_api::{CASCADE_FINALIZER, PropagationPolicy};
-use lien_cel::ParentRef;
 use serde::{Deserialize, Serialize};
 
 /// The annotation on a parent where Lien records its children's UIDs (Lien's own: only Lien

@@ -11,10 +11,13 @@
 //! - [`desired`]: the in-use label, the Usage finalizer, owner references and status as data.
 //! - [`replay`]: refused DELETEs recorded on the objects, sealed, and when to re-issue them.
 //! - [`cascade`]: the decision for one parent of a CascadeRule.
+//! - [`program`]: a rule's CEL (DependencyRule keys and `when`, CascadeRule children and
+//!   policy), compiled together with `lien_cel`.
 
 pub mod cache;
 pub mod cascade;
 pub mod desired;
+pub mod program;
 pub mod replay;
 pub mod resolve;
 pub mod rules;

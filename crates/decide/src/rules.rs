@@ -32,8 +32,8 @@ use lien_core::{GroupKind, JoinId, RelationIndex, RuleConfig, RuleScope, Source}
 use serde_json::Value;
 
 use crate::cache::Caches;
+use crate::program::DependencyProgram;
 use crate::resolve::Problem;
-use lien_cel::DependencyProgram;
 
 /// How many evaluation errors a rule's status lists (the count is always exact).
 pub const STATUS_ERRORS_LIMIT: usize = 10;

@@ -6,7 +6,7 @@
 //! - **CEL compiles.** A rule's expressions are compiled once, here, so that a typo is refused
 //!   at `kubectl apply` time naming the field (`spec.keys.by: …`) instead of showing up later as
 //!   `Ready=False`. Compilation is behind [`RuleCompiler`] so that this module stays pure and
-//!   testable with a fake; the default, [`CelCompiler`], is `lien_cel`'s, the controller's own.
+//!   testable with a fake; the default, [`CelCompiler`], is `lien_decide::program`'s, the controller's own.
 //! - **Unknown kinds are allowed.** A rule may name a kind whose CRD is installed later (GitOps
 //!   applies everything at once); the controller reports it `Ready=False` and re-checks when
 //!   CRDs appear.
@@ -48,7 +48,7 @@ pub struct RuleProblem {
     pub message: String,
 }
 
-/// Compiles a rule's CEL (injected: `lien::runtime` uses `lien_cel`). An empty list means
+/// Compiles a rule's CEL (injected: `lien::runtime` uses `lien_decide::program`). An empty list means
 /// every expression compiles.
 pub trait RuleCompiler: Send + Sync {
     /// The `keys` and `when` expressions of a DependencyRule.
@@ -57,7 +57,7 @@ pub trait RuleCompiler: Send + Sync {
     fn cascade(&self, spec: &CascadeRuleSpec) -> Vec<RuleProblem>;
 }
 
-/// The default compiler: `lien_cel`'s `DependencyProgram::compile` and
+/// The default compiler: `lien_decide::program`'s `DependencyProgram::compile` and
 /// `CascadeProgram::compile` — the same compilation the controller runs (parse, refuse unbound
 /// identifiers and unknown functions, bound the cost), so a rule admitted here compiles there.
 #[derive(Debug, Clone, Copy, Default)]
@@ -83,14 +83,14 @@ fn problems(errors: Vec<lien_cel::CompileError>) -> Vec<RuleProblem> {
 
 impl RuleCompiler for CelCompiler {
     fn dependency(&self, spec: &DependencyRuleSpec) -> Vec<RuleProblem> {
-        lien_cel::DependencyProgram::compile(spec)
+        lien_decide::program::DependencyProgram::compile(spec)
             .err()
             .map(problems)
             .unwrap_or_default()
     }
 
     fn cascade(&self, spec: &CascadeRuleSpec) -> Vec<RuleProblem> {
-        lien_cel::CascadeProgram::compile(spec)
+        lien_decide::program::CascadeProgram::compile(spec)
             .err()
             .map(problems)
             .unwrap_or_default()

@@ -34,7 +34,7 @@ use super::decide::{
     Record,
 };
 use crate::watch::{Discovered, DiscoveryError};
-use lien_cel::{CascadeProgram, ChildRef};
+use lien_decide::program::{CascadeProgram, ChildRef};
 
 /// The most waiting parents (and children per parent) a rule's status lists.
 const STATUS_BOUND: usize = 20;
@@ -129,7 +129,10 @@ struct ChildKind {
 #[derive(Debug, Clone, Default)]
 struct StoredChild {
     meta: ChildMeta,
-    back_refs: Vec<(GroupKind, Result<Vec<lien_cel::ParentRef>, CascadeError>)>,
+    back_refs: Vec<(
+        GroupKind,
+        Result<Vec<lien_decide::program::ParentRef>, CascadeError>,
+    )>,
 }
 
 struct Refusal {

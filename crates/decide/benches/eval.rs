@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lien_api::DependencyRule;
-use lien_cel::DependencyProgram;
+use lien_decide::program::DependencyProgram;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use lien_api::{ClusterUsage, DependencyRule, DependencyScope};
-use lien_cel::DependencyProgram;
 use lien_core::{GroupKind, JoinId, ObjectKey, RelationIndex, RuleConfig, RuleScope, Source};
+use lien_decide::program::DependencyProgram;
 use serde::Deserialize;
 use serde_json::Value;
 

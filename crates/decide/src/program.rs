@@ -4,7 +4,7 @@
 use lien_api::{CascadeRuleSpec, DependencyRuleSpec, PropagationPolicy};
 use serde_json::Value;
 
-use crate::expression::{CompileError, EvalError, Expression};
+use lien_cel::{CompileError, EvalError, Expression};
 
 /// A DependencyRule's compiled `spec.keys.of`, `spec.keys.by` and `spec.when`.
 #[derive(Debug, Clone)]
@@ -321,3 +321,7 @@ fn json_type(value: &Value) -> &'static str {
         Value::Object(_) => "map",
     }
 }
+
+#[cfg(test)]
+#[path = "program_tests.rs"]
+mod tests;
