@@ -116,7 +116,7 @@ async fn every_metric_the_dashboard_and_alerts_use_is_served() {
     let served = families(&body);
     let monitoring = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/monitoring");
     let mut checked = 0;
-    for file in ["grafana-dashboard.json", "prometheus-rules.yaml"] {
+    for file in ["grafana-dashboard.json", "prometheus-rules.yaml", "alerts.yaml"] {
         let text = std::fs::read_to_string(monitoring.join(file)).expect("the file");
         let used = referenced(&text);
         assert!(!used.is_empty(), "{file} uses no metric");
@@ -303,4 +303,68 @@ async fn every_counter_is_served_at_zero_from_start_and_the_log_names_the_leader
         !log.contains('\x1b'),
         "colour codes in a log that is not a terminal:\n{log}"
     );
+}
+
+/// The machine's `promtool`, or a failure that says how to get one.
+fn tool(name: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not on PATH: the monitoring tests check the alerts with the real \
+                 Prometheus tools. Install them (Debian: `apt-get install -y prometheus`; CI's \
+                 .ci/run does) and run them again."
+            )
+        })
+}
+
+fn monitoring_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/monitoring")
+}
+
+/// The alert rules are valid Prometheus rules, every alert fires and stays quiet where its unit
+/// tests (deploy/monitoring/alerts-test.yaml) say, and the PrometheusRule carries the very same
+/// groups as the plain rule file promtool checks.
+#[test]
+fn alert_rules_pass_promtool_check_and_their_unit_tests() {
+    let promtool = tool("promtool");
+    let dir = monitoring_dir();
+    for args in [
+        ["check", "rules", "alerts.yaml"],
+        ["test", "rules", "alerts-test.yaml"],
+    ] {
+        let out = std::process::Command::new(&promtool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("promtool runs");
+        assert!(
+            out.status.success(),
+            "promtool {}:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let yaml = |file: &str| -> serde_yaml_ng::Value {
+        serde_yaml_ng::from_str(&std::fs::read_to_string(dir.join(file)).expect("the file"))
+            .expect("YAML")
+    };
+    let plain = yaml("alerts.yaml");
+    let operator = yaml("prometheus-rules.yaml");
+    assert_eq!(
+        operator["spec"]["groups"], plain["groups"],
+        "prometheus-rules.yaml's spec.groups differ from alerts.yaml's groups"
+    );
+    // Every alert has unit tests.
+    let tests = std::fs::read_to_string(dir.join("alerts-test.yaml")).expect("the tests");
+    for rule in plain["groups"][0]["rules"].as_sequence().expect("rules") {
+        let alert = rule["alert"].as_str().expect("an alert");
+        assert!(
+            tests.contains(&format!("alertname: {alert}\n")),
+            "alerts-test.yaml has no case for {alert}"
+        );
+    }
 }
