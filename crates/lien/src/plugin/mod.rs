@@ -3,6 +3,10 @@
 //! (the plugin acts as the user, with the user's rights), derived with the controller's own
 //! code.
 //!
+//! That code is `lien_decide` (resolution, rule programs and joins, replay records), the pure
+//! crate the controller is built on: nothing under `plugin/` names `lien_controller`, so the
+//! plugin's logic links no watches, no leader election and no writer.
+//!
 //! The pure layers (`snapshot` → `graph` / `why` / `plan`) take what was read and return text;
 //! `read` and `apply` are the only parts that talk to the API server.
 

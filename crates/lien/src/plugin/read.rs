@@ -17,10 +17,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, Status};
 use kube::{Client, Config};
 use lien_api::{ClusterUsage, DependencyRule, Usage};
-use lien_controller::cache::GroupKind;
-use lien_controller::resolve::UsageView;
-use lien_controller::rules::RuleView;
 use lien_core::ObjectKey;
+use lien_decide::cache::GroupKind;
+use lien_decide::resolve::UsageView;
+use lien_decide::rules::RuleView;
 
 use super::snapshot::{KindObjects, NodeInfo, Snapshot};
 

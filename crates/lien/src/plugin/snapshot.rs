@@ -20,11 +20,11 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use kube::api::{DynamicObject, ObjectMeta};
-use lien_controller::cache::{Caches, GroupKind};
-use lien_controller::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
-use lien_controller::resolve::{Problem, UsageView, resolve};
-use lien_controller::rules::{KindReader, Program, Read, RuleView, SideEval};
 use lien_core::{IndexError, JoinError, ObjectKey, RelationIndex, Source};
+use lien_decide::cache::{Caches, GroupKind};
+use lien_decide::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
+use lien_decide::resolve::{Problem, UsageView, resolve};
+use lien_decide::rules::{KindReader, Program, Read, RuleView, SideEval};
 
 /// The objects of one kind, with what discovery said about the kind.
 #[derive(Debug, Clone)]
