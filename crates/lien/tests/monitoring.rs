@@ -116,7 +116,11 @@ async fn every_metric_the_dashboard_and_alerts_use_is_served() {
     let served = families(&body);
     let monitoring = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/monitoring");
     let mut checked = 0;
-    for file in ["grafana-dashboard.json", "prometheus-rules.yaml", "alerts.yaml"] {
+    for file in [
+        "grafana-dashboard.json",
+        "prometheus-rules.yaml",
+        "alerts.yaml",
+    ] {
         let text = std::fs::read_to_string(monitoring.join(file)).expect("the file");
         let used = referenced(&text);
         assert!(!used.is_empty(), "{file} uses no metric");
@@ -267,6 +271,35 @@ async fn every_counter_is_served_at_zero_from_start_and_the_log_names_the_leader
         let series = format!("lien_controller_relations_by_source{{source=\"{source}\"}}");
         assert!(sample(&body, &series).is_some(), "{series} not served");
     }
+
+    // Process metrics, as every Prometheus client names them.
+    for series in [
+        "process_cpu_seconds_total",
+        "process_start_time_seconds",
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_threads",
+        "process_open_fds",
+        "process_max_fds",
+    ] {
+        assert!(
+            sample(&body, series).is_some_and(|v| v >= 0.0),
+            "{series} not served"
+        );
+    }
+    assert!(
+        sample(&body, "process_resident_memory_bytes").is_some_and(|v| v > 1e6),
+        "a resident set under 1 MB"
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    let started = sample(&body, "process_start_time_seconds").expect("start time");
+    assert!(
+        (now - 120.0..now + 5.0).contains(&started),
+        "lien started at {started}, now is {now}"
+    );
 
     let end = Instant::now() + Duration::from_secs(60);
     while !cluster.log("day-one").contains("leadership gained") {

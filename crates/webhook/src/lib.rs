@@ -21,6 +21,7 @@
 
 pub mod configuration;
 pub mod mutate;
+mod process;
 pub mod review;
 pub mod rules;
 pub mod scan;

@@ -335,6 +335,7 @@ impl Metrics {
         for hook in others {
             hook(&mut root);
         }
+        root.register_collector(Box::new(crate::process::ProcessCollector));
         // prometheus-client leaves a labelled series out until it is first touched: touching
         // every label set the webhook counts under exports it at 0 from start, so a dashboard
         // shows 0 rather than "No data" and `rate()` sees the first count as an increase.
