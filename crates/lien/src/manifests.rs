@@ -688,6 +688,31 @@ pub fn kustomization_with(o: &Options) -> String {
     out
 }
 
+/// A Prometheus Operator `ServiceMonitor` for the Service `lien-webhook` in `namespace`
+/// (`deploy/monitoring/servicemonitor.yaml`, and the chart's with `serviceMonitor.enabled`): it
+/// scrapes `/metrics` on the webhook's HTTPS port. The serving certificate is issued by Lien's own
+/// CA for the Service's DNS name while Prometheus scrapes pod IPs, so the scrape skips
+/// verification; docs/operations.md ("Scraping") shows how to verify against the CA instead.
+pub fn service_monitor(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": metadata(NAME, Some(namespace)),
+        "spec": {
+            // No namespaceSelector: the Operator looks in the ServiceMonitor's own namespace,
+            // the Service's.
+            "selector": {"matchLabels": selector()},
+            "endpoints": [{
+                "port": "webhook",
+                "scheme": "https",
+                "path": "/metrics",
+                "interval": "30s",
+                "tlsConfig": {"insecureSkipVerify": true},
+            }],
+        },
+    })
+}
+
 /// Stand-ins rendered in place of the chart's values, then replaced by template expressions:
 /// the chart's templates are `lien manifests` itself, so the two cannot drift.
 const CHART_IMAGE: &str = "lien-chart-image-placeholder";
@@ -739,13 +764,25 @@ pub fn helm_chart(defaults: &Options) -> Result<Vec<(String, String)>, serde_yam
                  then label it\n# pod-security.kubernetes.io/enforce=restricted yourself.\n\
                  createNamespace: true\n\
                  # At least 1; below 2 no PodDisruptionBudget is installed.\n\
-                 replicas: {replicas}\n",
+                 replicas: {replicas}\n\
+                 # true installs a Prometheus Operator ServiceMonitor scraping /metrics over \
+                 HTTPS (the CRD must\n# exist); docs/operations.md \"Scraping\" says how to \
+                 verify the webhook's certificate.\n\
+                 serviceMonitor:\n  enabled: false\n",
                 image = serde_yaml_ng::to_string(&defaults.image)?.trim_end(),
                 namespace = serde_yaml_ng::to_string(&defaults.namespace)?.trim_end(),
                 replicas = defaults.replicas,
             ),
         ),
         ("values.schema.json".to_owned(), values_schema()),
+        (
+            "templates/servicemonitor.yaml".to_owned(),
+            format!(
+                "# Off by default (serviceMonitor.enabled), so the default render is `lien \
+                 manifests`.\n{{{{- if .Values.serviceMonitor.enabled }}}}\n{}{{{{- end }}}}\n",
+                templated(serde_yaml_ng::to_string(&service_monitor(CHART_NAMESPACE))?)
+            ),
+        ),
     ];
     for file in files_with(&placeholders) {
         if file.path.starts_with("crds/") {
@@ -805,6 +842,11 @@ fn values_schema() -> String {
                           "description": "a DNS label: lowercase letters, digits and '-'"},
             "createNamespace": {"type": "boolean"},
             "replicas": {"type": "integer", "minimum": 1},
+            "serviceMonitor": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {"enabled": {"type": "boolean"}},
+            },
         },
     });
     let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
@@ -1043,7 +1085,7 @@ mod tests {
             }
         }
         // One image, one replicas, and the namespace of: the Namespace, 8 namespaced RBAC
-        // objects + 3 subjects, Deployment, Service, PodDisruptionBudget.
-        assert_eq!(seen, [1, 15, 1], "templated values");
+        // objects + 3 subjects, Deployment, Service, PodDisruptionBudget, ServiceMonitor.
+        assert_eq!(seen, [1, 16, 1], "templated values");
     }
 }

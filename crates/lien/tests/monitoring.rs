@@ -401,3 +401,143 @@ fn alert_rules_pass_promtool_check_and_their_unit_tests() {
         );
     }
 }
+
+fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The objects of a YAML stream.
+fn yaml_objects(text: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    serde_yaml_ng::Deserializer::from_str(text)
+        .filter_map(|doc| serde_json::Value::deserialize(doc).ok())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// deploy/monitoring/servicemonitor.yaml is the ServiceMonitor `lien manifests` knows, and the
+/// kustomize component deploy/monitoring adds it and the PrometheusRule to the install.
+#[test]
+fn the_service_monitor_file_and_the_kustomize_component_add_it() {
+    let want = lien::manifests::service_monitor("lien-system");
+    let file = std::fs::read_to_string(monitoring_dir().join("servicemonitor.yaml"))
+        .expect("servicemonitor.yaml");
+    assert_eq!(
+        yaml_objects(&file),
+        vec![want.clone()],
+        "deploy/monitoring/servicemonitor.yaml differs from lien::manifests::service_monitor"
+    );
+    // kustomize only follows relative paths: an overlay under target/tmp using deploy/ and the
+    // component, as a user's kustomization would.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("lien-monitoring-overlay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let up = pathdiff(&dir, &workspace());
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources:\n  - {up}/deploy\ncomponents:\n  - {up}/deploy/monitoring\n"
+        ),
+    )
+    .expect("kustomization");
+    let out = std::process::Command::new(tool("kubectl"))
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .expect("kubectl runs");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objects = yaml_objects(&String::from_utf8(out.stdout).expect("UTF-8"));
+    let installed = lien::manifests::objects().len();
+    assert_eq!(
+        objects.len(),
+        installed + 2,
+        "the install, a ServiceMonitor and a PrometheusRule"
+    );
+    assert!(
+        objects.contains(&want),
+        "no ServiceMonitor as lien knows it"
+    );
+    assert!(
+        objects.iter().any(|o| o["kind"] == "PrometheusRule"),
+        "no PrometheusRule"
+    );
+}
+
+/// `..` steps from `from` up to a common ancestor, then down to `to`: both are absolute paths
+/// in the workspace.
+fn pathdiff(from: &Path, to: &Path) -> String {
+    let from = from.canonicalize().expect("from");
+    let to = to.canonicalize().expect("to");
+    let common = from
+        .ancestors()
+        .find(|a| to.starts_with(a))
+        .expect("a common ancestor");
+    let ups = from
+        .strip_prefix(common)
+        .expect("prefix")
+        .components()
+        .count();
+    let mut parts = vec![".."; ups].join("/");
+    let down = to.strip_prefix(common).expect("prefix");
+    if !down.as_os_str().is_empty() {
+        parts.push('/');
+        parts.push_str(&down.to_string_lossy());
+    }
+    parts
+}
+
+/// The chart installs the same ServiceMonitor with `serviceMonitor.enabled=true`, in the chosen
+/// namespace; by default it installs none (tests/manifests.rs: the default render is `lien
+/// manifests`).
+#[test]
+fn the_helm_chart_installs_the_service_monitor_when_enabled() {
+    let venv = std::process::Command::new("bash")
+        .arg(workspace().join("scripts/helm-venv.sh"))
+        .output()
+        .expect("bash runs");
+    assert!(
+        venv.status.success(),
+        "scripts/helm-venv.sh failed (it installs helm-python-sdk from PyPI): {}",
+        String::from_utf8_lossy(&venv.stderr)
+    );
+    let python = String::from_utf8(venv.stdout).expect("UTF-8");
+    let render = |sets: &[&str]| {
+        let mut cmd = std::process::Command::new(python.trim());
+        cmd.arg(workspace().join("scripts/helm-render.py"))
+            .arg(workspace().join("deploy/helm/lien"));
+        for set in sets {
+            cmd.arg("--set").arg(set);
+        }
+        let out = cmd.output().expect("the venv's python runs");
+        assert!(
+            out.status.success(),
+            "helm render {sets:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        yaml_objects(&String::from_utf8(out.stdout).expect("UTF-8"))
+    };
+    let monitors = |objects: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == "ServiceMonitor")
+            .cloned()
+            .collect()
+    };
+    assert!(
+        monitors(&render(&[])).is_empty(),
+        "a ServiceMonitor by default"
+    );
+    assert_eq!(
+        monitors(&render(&[
+            "serviceMonitor.enabled=true",
+            "namespace=monitored"
+        ])),
+        vec![lien::manifests::service_monitor("monitored")]
+    );
+}
