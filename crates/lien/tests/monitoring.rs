@@ -541,3 +541,197 @@ fn the_helm_chart_installs_the_service_monitor_when_enabled() {
         vec![lien::manifests::service_monitor("monitored")]
     );
 }
+
+/// A Prometheus server this test started; killed and its data removed when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Prometheus {
+    /// `GET path` from its HTTP API, as JSON (`None` while it does not answer).
+    async fn get(&self, path: &str) -> Option<serde_json::Value> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(self.addr).await.ok()?;
+        let request = format!("GET {path} HTTP/1.0\r\nhost: {}\r\n\r\n", self.addr);
+        tcp.write_all(request.as_bytes()).await.ok()?;
+        let mut out = Vec::new();
+        tcp.read_to_end(&mut out).await.ok()?;
+        let out = String::from_utf8(out).ok()?;
+        let (head, body) = out.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+            return None;
+        }
+        serde_json::from_str(body).ok()
+    }
+
+    /// The state (`pending`, `firing`) of `alert`, if Prometheus has it active.
+    async fn alert_state(&self, alert: &str) -> Option<String> {
+        let alerts = self.get("/api/v1/alerts").await?;
+        alerts["data"]["alerts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["labels"]["alertname"] == alert)
+            .and_then(|a| a["state"].as_str().map(str::to_owned))
+    }
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or fails naming `what` after `secs`.
+async fn until<T, F: std::future::Future<Output = Option<T>>>(
+    secs: u64,
+    what: &str,
+    mut check: impl FnMut() -> F,
+    context: impl Fn() -> String,
+) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "{what} within {secs} s\n{}",
+            context()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Day one with a real Prometheus (Debian's `prometheus` package): it scrapes a running `lien
+/// run` over TLS (skipping verification, as deploy/monitoring/servicemonitor.yaml does), sees
+/// Lien's metrics in its query API, evaluates deploy/monitoring/alerts.yaml, and fires
+/// `LienWebhookDown` once Lien stops.
+#[tokio::test]
+async fn a_real_prometheus_scrapes_lien_and_fires_lien_webhook_down_when_it_stops() {
+    let binary = tool("prometheus");
+    let mut cluster = Cluster::start(1).await;
+    cluster.spawn(0, "scraped", &[]);
+    // One such test per test process: the pid names its directory.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("lien-prometheus-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("data")).expect("temp dir");
+    // The rules as shipped, but for LienWebhookDown's `for: 2m`: the test waits for `firing`,
+    // not two minutes (its `for` is checked by alerts-test.yaml).
+    let rules = std::fs::read_to_string(monitoring_dir().join("alerts.yaml")).expect("rules");
+    let (head, tail) = rules
+        .split_once("- alert: LienWebhookDown")
+        .expect("LienWebhookDown in alerts.yaml");
+    let tail = tail.replacen("for: 2m", "for: 1s", 1);
+    std::fs::write(
+        dir.join("alerts.yaml"),
+        format!("{head}- alert: LienWebhookDown{tail}"),
+    )
+    .expect("rules");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - alerts.yaml\n\
+             scrape_configs:\n  - job_name: lien-webhook\n    scheme: https\n\
+             \x20   tls_config:\n      insecure_skip_verify: true\n\
+             \x20   static_configs:\n      - targets: ['{}']\n",
+            cluster.addrs[0]
+        ),
+    )
+    .expect("config");
+    let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");
+    let child = std::process::Command::new(binary)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address={addr}"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log.try_clone().expect("log"))
+        .spawn()
+        .expect("prometheus starts");
+    let prometheus = Prometheus {
+        child,
+        dir: dir.clone(),
+        addr,
+    };
+    let context = |cluster: &Cluster| {
+        format!(
+            "prometheus log:\n{}\nlien log:\n{}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default(),
+            cluster.log("scraped")
+        )
+    };
+
+    // Lien's metrics reach Prometheus through the scrape.
+    let value = until(
+        90,
+        "lien_webhook_client_authentication in Prometheus",
+        || async {
+            let v = prometheus
+                .get("/api/v1/query?query=lien_webhook_client_authentication%3D%3D1")
+                .await?;
+            let result = v["data"]["result"].as_array()?.first()?.clone();
+            Some(result)
+        },
+        || context(&cluster),
+    )
+    .await;
+    assert_eq!(value["metric"]["job"], "lien-webhook", "{value}");
+    assert_eq!(value["metric"]["mode"], "client_certificate", "{value}");
+    let up = prometheus.get("/api/v1/query?query=up").await.expect("up");
+    assert_eq!(up["data"]["result"][0]["value"][1], "1", "{up}");
+    // While Lien answers, LienWebhookDown is not firing (before the first scrape it may have
+    // been: nothing was scraped yet).
+    until(
+        60,
+        "LienWebhookDown resolved while Lien is up",
+        || async {
+            prometheus.get("/api/v1/alerts").await?;
+            prometheus
+                .alert_state("LienWebhookDown")
+                .await
+                .is_none()
+                .then_some(())
+        },
+        || context(&cluster),
+    )
+    .await;
+
+    // Lien stops: the scrape fails, its series go stale, the alert fires.
+    cluster.sigterm(0);
+    let end = Instant::now() + Duration::from_secs(60);
+    while cluster.exited(0).is_none() {
+        assert!(Instant::now() < end, "lien did not stop within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    until(
+        90,
+        "LienWebhookDown firing after Lien stopped",
+        || async {
+            (prometheus.alert_state("LienWebhookDown").await.as_deref() == Some("firing"))
+                .then_some(())
+        },
+        || context(&cluster),
+    )
+    .await;
+    let up = prometheus.get("/api/v1/query?query=up").await.expect("up");
+    assert_eq!(up["data"]["result"][0]["value"][1], "0", "{up}");
+    drop(prometheus);
+    assert!(!dir.exists(), "Prometheus's data dir left behind");
+}
