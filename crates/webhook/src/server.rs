@@ -1159,6 +1159,10 @@ async fn validate_handler(
             .unauthenticated
             .get_or_create(&UnauthenticatedLabels { action: "refused" })
             .inc();
+        tracing::warn!(
+            "refused a review from a client without a verified client certificate (401): only \
+             the API server, with a certificate from --client-ca-file, may send reviews"
+        );
         // The request's uid, so that a misconfigured API server shows this message rather
         // than "expected response.uid".
         let answer = Answer::deny(
