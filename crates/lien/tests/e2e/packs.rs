@@ -21,14 +21,14 @@ use serde_json::{Value, json};
 use crate::harness::*;
 
 /// A file of the repository.
-fn repo_file(rel: &str) -> PathBuf {
+pub(crate) fn repo_file(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(rel)
 }
 
 /// Every document of a YAML file of the repository, as JSON.
-fn load(rel: &str) -> Vec<Value> {
+pub(crate) fn load(rel: &str) -> Vec<Value> {
     let path = repo_file(rel);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_yaml_ng::Deserializer::from_str(&text)

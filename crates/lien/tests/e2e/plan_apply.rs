@@ -11,34 +11,18 @@
 //! The bundle's and the shop's examples have fixed names: like `packs.rs`, run against
 //! `LIEN_E2E_KUBECONFIG` one at a time.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::harness::{
     DEADLINE, Env, Kubectl, api_resource, labelled, wait_for, wait_gone, wait_label,
 };
 
-/// A file of the repository.
-fn repo_file(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-}
-
-/// Every document of a YAML file of the repository, as JSON.
-fn load(rel: &str) -> Vec<Value> {
-    let path = repo_file(rel);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{rel}: {e}")))
-        .filter(|v| !v.is_null())
-        .collect()
-}
+// Files of the repository, as `packs.rs` reads them.
+use super::packs::{load, repo_file};
 
 /// The API of `object`'s kind, in its namespace if it has one.
 fn api_of(env: &Env, object: &Value) -> Api<DynamicObject> {
