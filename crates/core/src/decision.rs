@@ -244,32 +244,6 @@ pub fn render_denial(decision: &Decision, max_listed: usize) -> String {
     out
 }
 
-/// The object as `kubectl` takes it: `configmap/settings -n team-a`,
-/// `cluster.eks.example.io/my-cluster` (`kind` for the core group, `kind.group` otherwise,
-/// lower-cased).
-fn kubectl_ref(out: &mut String, key: &ObjectKey) {
-    kubectl_ref_without_namespace(out, key);
-    if let Some(ns) = &key.namespace {
-        let _ = write!(out, " -n {ns}");
-    }
-}
-
-/// The `kubectl` type of a source's object: Lien's kinds, qualified with their group so that
-/// another product's `Usage` kind (Crossplane has one) is never the one deleted.
-fn source_ref(out: &mut String, source: &Source) {
-    match source {
-        Source::Usage { namespace, name } => {
-            let _ = write!(out, "usage.lien.dev/{name} -n {namespace}");
-        }
-        Source::ClusterUsage { name } => {
-            let _ = write!(out, "clusterusage.lien.dev/{name}");
-        }
-        Source::Rule { name } => {
-            let _ = write!(out, "dependencyrule.lien.dev/{name}");
-        }
-    }
-}
-
 /// What happens next to an object whose DELETE was refused (the refusal's second line, and the
 /// end of the refused DELETE's Event):
 ///
@@ -291,7 +265,7 @@ pub fn render_when_free(object: &ObjectKey, recorded_replay: bool, users_only: b
     out.push_str(
         "not replayed: to have Lien delete it once free, run `kubectl lien delete --when-free ",
     );
-    kubectl_ref(&mut out, object);
+    let _ = write!(out, "{}", object.kubectl_arg());
     out.push('`');
     out
 }
@@ -386,7 +360,7 @@ pub fn render_refusal(decision: &Decision, max_listed: usize, recorded_replay: b
             );
             for u in users {
                 out.push(' ');
-                kubectl_ref_without_namespace(&mut out, u);
+                let _ = write!(out, "{}", u.kubectl_type_name());
             }
             if let Some(ns) = users.first().and_then(|u| u.namespace.as_ref()) {
                 let _ = write!(out, " -n {ns}");
@@ -398,14 +372,14 @@ pub fn render_refusal(decision: &Decision, max_listed: usize, recorded_replay: b
         }
         ([], [one]) => {
             out.push_str("remove the protection: `kubectl delete ");
-            source_ref(&mut out, &one.source);
+            let _ = write!(out, "{}", one.source.kubectl_arg());
             out.push('`');
         }
         ([], _) => out.push_str("remove its protections (listed below)"),
         (_, _) => out.push_str("delete its users and remove its protections (listed below)"),
     }
     out.push_str("; for the other ways: `kubectl lien why ");
-    kubectl_ref(&mut out, object);
+    let _ = write!(out, "{}", object.kubectl_arg());
     out.push_str("`.");
     if blockers.len() > 1 {
         let listed = blockers.len().min(max_listed);
@@ -420,16 +394,6 @@ pub fn render_refusal(decision: &Decision, max_listed: usize, recorded_replay: b
         }
     }
     out
-}
-
-/// `kind[.group]/name`: [`kubectl_ref`] without the namespace, for a command naming several
-/// objects of one namespace.
-fn kubectl_ref_without_namespace(out: &mut String, key: &ObjectKey) {
-    let _ = write!(out, "{}", key.kind.to_lowercase());
-    if !key.group.is_empty() {
-        let _ = write!(out, ".{}", key.group);
-    }
-    let _ = write!(out, "/{}", key.name);
 }
 
 #[cfg(test)]

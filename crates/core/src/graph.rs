@@ -17,6 +17,7 @@ use hashbrown::{HashMap, HashSet};
 
 use crate::index::RelationIndex;
 use crate::key::ObjectKey;
+use crate::relation::Source;
 
 /// Objects that use each other, so that none of them can be deleted first.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -77,6 +78,21 @@ pub fn cycles_in_namespace(index: &RelationIndex, namespace: &str) -> Vec<Vec<Ob
         .filter(|&id| index.key_is_live(id) && index.key_namespace(id) == ns)
         .collect();
     cyclic_components(index, &nodes, |id| index.key_namespace(id) == ns)
+}
+
+/// The sources of the relations between members of `group` (both ends in it) — the Usages and
+/// rules that make a cycle [`find_cycles`] or [`cycles_in_namespace`] found — sorted.
+pub fn sources_within(index: &RelationIndex, group: &[ObjectKey]) -> Vec<Source> {
+    let members: BTreeSet<&ObjectKey> = group.iter().collect();
+    let mut sources: BTreeSet<Source> = BTreeSet::new();
+    for key in group {
+        for r in index.uses_of(key) {
+            if members.contains(&r.of().to_key()) {
+                sources.insert(r.source().to_source());
+            }
+        }
+    }
+    sources.into_iter().collect()
 }
 
 /// A safe order to delete `objects` in: waves, each of which may be deleted (in parallel) once
@@ -260,7 +276,7 @@ fn cyclic_components(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relation::{Relation, Source};
+    use crate::relation::Relation;
 
     fn k(name: &str) -> ObjectKey {
         ObjectKey::new("example.io", "Thing", None, name)

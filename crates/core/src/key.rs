@@ -9,7 +9,7 @@
 //!
 //! [`KeyRef`] is the borrowed form the index hands out without allocating.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +46,50 @@ pub enum KeyError {
     EmptyNamespace,
 }
 
+/// An object as `kubectl` takes it on its command line: `configmap/settings -n team-a`,
+/// `cluster.eks.example.io/my-cluster` — the kind lower-cased, `.group` unless it is the core
+/// group, the name, and ` -n NAMESPACE` for a namespaced object unless left out
+/// ([`ObjectKey::kubectl_type_name`]). Written without allocating: refusals render it.
+#[derive(Debug, Clone, Copy)]
+pub struct KubectlArg<'a> {
+    key: &'a ObjectKey,
+    namespace: bool,
+}
+
+impl fmt::Display for KubectlArg<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.key.kind.chars().flat_map(char::to_lowercase) {
+            f.write_char(c)?;
+        }
+        if !self.key.group.is_empty() {
+            write!(f, ".{}", self.key.group)?;
+        }
+        write!(f, "/{}", self.key.name)?;
+        match (&self.key.namespace, self.namespace) {
+            (Some(ns), true) => write!(f, " -n {ns}"),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl ObjectKey {
+    /// The object as `kubectl` takes it, namespace included: `configmap/settings -n team-a`.
+    pub fn kubectl_arg(&self) -> KubectlArg<'_> {
+        KubectlArg {
+            key: self,
+            namespace: true,
+        }
+    }
+
+    /// `TYPE/NAME` as `kubectl` takes it, without the namespace: `deployment.apps/web` (for a
+    /// command naming several objects of one namespace, or the namespace said elsewhere).
+    pub fn kubectl_type_name(&self) -> KubectlArg<'_> {
+        KubectlArg {
+            key: self,
+            namespace: false,
+        }
+    }
+
     /// A key from its parts, with no validation (see [`ObjectKey::parse`] for that).
     pub fn new(
         group: impl Into<String>,
@@ -151,6 +194,18 @@ impl fmt::Display for KeyRef<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubectl_takes_the_kind_lower_cased_with_its_group_and_the_namespace_as_a_flag() {
+        let cm = ObjectKey::new("", "ConfigMap", Some("team-a"), "settings");
+        assert_eq!(cm.kubectl_arg().to_string(), "configmap/settings -n team-a");
+        assert_eq!(cm.kubectl_type_name().to_string(), "configmap/settings");
+        let cluster = ObjectKey::new("eks.example.io", "Cluster", None, "my-cluster");
+        assert_eq!(
+            cluster.kubectl_arg().to_string(),
+            "cluster.eks.example.io/my-cluster"
+        );
+    }
 
     #[test]
     fn parse_drops_the_version() {

@@ -34,12 +34,12 @@ mod uid;
 pub use decision::{
     Blocker, Decision, decide_delete, render_denial, render_refusal, render_when_free,
 };
-pub use graph::{Cycle, cycles_in_namespace, deletion_order, find_cycles};
+pub use graph::{Cycle, cycles_in_namespace, deletion_order, find_cycles, sources_within};
 pub use index::{
     Chain, FullError, IndexError, LIEN_GROUP, RELEASED_CAPACITY, RelationIndex, RelationRef,
 };
-pub use key::{GroupKind, KeyError, KeyRef, ObjectKey};
-pub use relation::{Relation, Source, SourceRef};
+pub use key::{GroupKind, KeyError, KeyRef, KubectlArg, ObjectKey};
+pub use relation::{Relation, Source, SourceKubectlArg, SourceRef};
 pub use rule::{
     AttachStep, JoinChange, JoinError, JoinId, JoinMut, JoinRef, RuleConfig, RuleJoin, RuleScope,
 };

@@ -42,7 +42,29 @@ pub enum Source {
     },
 }
 
+/// A source as `kubectl` takes it: Lien's kinds qualified with their group, so that another
+/// product's `Usage` kind (Crossplane has one) is never the one acted on —
+/// `usage.lien.dev/NAME -n NAMESPACE`, `clusterusage.lien.dev/NAME`,
+/// `dependencyrule.lien.dev/NAME`.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceKubectlArg<'a>(&'a Source);
+
+impl fmt::Display for SourceKubectlArg<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Source::Usage { namespace, name } => write!(f, "usage.lien.dev/{name} -n {namespace}"),
+            Source::ClusterUsage { name } => write!(f, "clusterusage.lien.dev/{name}"),
+            Source::Rule { name } => write!(f, "dependencyrule.lien.dev/{name}"),
+        }
+    }
+}
+
 impl Source {
+    /// The source as `kubectl` takes it ([`SourceKubectlArg`]).
+    pub fn kubectl_arg(&self) -> SourceKubectlArg<'_> {
+        SourceKubectlArg(self)
+    }
+
     /// A `Usage` source.
     pub fn usage(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self::Usage {

@@ -375,12 +375,7 @@ pub const WAITING_USERS_NAMED: usize = 3;
 /// An object as `kubectl` takes it: `deployment.apps/web`, with ` -n NAMESPACE` unless it is in
 /// `own_namespace` (the Usage's) or cluster-scoped.
 fn kubectl_name(key: &lien_core::ObjectKey, own_namespace: Option<&str>) -> String {
-    let kind = key.kind.to_lowercase();
-    let mut out = if key.group.is_empty() {
-        format!("{kind}/{}", key.name)
-    } else {
-        format!("{kind}.{}/{}", key.group, key.name)
-    };
+    let mut out = key.kubectl_type_name().to_string();
     if let Some(ns) = key
         .namespace
         .as_deref()

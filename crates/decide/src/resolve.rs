@@ -28,7 +28,7 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use lien_api::{ClusterUsage, ResourceSpec, USAGE_OWNERS_ANNOTATION, Usage, UsageStatus};
-use lien_core::{ObjectKey, Relation, RelationIndex, Source, find_cycles};
+use lien_core::{ObjectKey, Relation, RelationIndex, Source, find_cycles, sources_within};
 
 use crate::cache::{Caches, GroupKind};
 
@@ -442,23 +442,18 @@ pub fn resolve(view: &UsageView, caches: &Caches) -> Resolution {
 pub fn cycle_problems(index: &RelationIndex) -> BTreeMap<Source, Problem> {
     let mut out = BTreeMap::new();
     for group in find_cycles(index) {
-        let members: BTreeSet<&ObjectKey> = group.iter().collect();
         let names = group
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", ");
-        for key in &group {
-            for r in index.uses_of(key) {
-                if members.contains(&r.of().to_key()) {
-                    out.entry(r.source().to_source()).or_insert_with(|| Problem {
-                        reason: ProblemReason::Cycle,
-                        message: format!(
-                            "these objects use each other, so none can be deleted first: {names}"
-                        ),
-                    });
-                }
-            }
+        for source in sources_within(index, &group) {
+            out.entry(source).or_insert_with(|| Problem {
+                reason: ProblemReason::Cycle,
+                message: format!(
+                    "these objects use each other, so none can be deleted first: {names}"
+                ),
+            });
         }
     }
     out

@@ -25,9 +25,9 @@
 //! and only after the index or a Namespace changed. The write lock is taken only when the
 //! broken set changes, for the members of the cycles.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use lien_core::{ObjectKey, RelationIndex, Source, cycles_in_namespace};
+use lien_core::{ObjectKey, RelationIndex, Source, cycles_in_namespace, sources_within};
 use parking_lot::RwLock;
 
 use super::state::State;
@@ -124,26 +124,12 @@ pub(super) fn break_terminating_cycles(
                 namespace: ns.clone(),
                 namespace_uid: terminating.get(ns).cloned().unwrap_or_default(),
                 objects: cycle.clone(),
-                sources: sources_between(&index, cycle),
+                sources: sources_within(&index, cycle),
             });
         }
     }
     st.broken = found;
     announce
-}
-
-/// The sources of the relations between members of `cycle`.
-fn sources_between(index: &RelationIndex, cycle: &[ObjectKey]) -> Vec<Source> {
-    let members: BTreeSet<&ObjectKey> = cycle.iter().collect();
-    let mut sources: BTreeSet<Source> = BTreeSet::new();
-    for key in cycle {
-        for r in index.uses_of(key) {
-            if members.contains(&r.of().to_key()) {
-                sources.insert(r.source().to_source());
-            }
-        }
-    }
-    sources.into_iter().collect()
 }
 
 #[cfg(test)]

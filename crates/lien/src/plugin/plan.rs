@@ -9,10 +9,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-use lien_core::{ObjectKey, Source, deletion_order};
+use lien_core::{ObjectKey, Source, deletion_order, sources_within};
 use serde::Serialize;
 
-use super::graph::{kind_label, object_label};
+use super::graph::object_label;
 use super::snapshot::Graph;
 use super::why::source_fix;
 
@@ -209,27 +209,13 @@ pub fn namespaces_last(
 /// A cycle group of `objects`: the sources of the relations between them and how to break
 /// each.
 fn cycle_group(graph: &Graph, objects: Vec<ObjectKey>) -> CycleGroup {
-    let sources = sources_between(graph, &objects);
+    let sources = sources_within(&graph.index, &objects);
     let fixes = sources.iter().map(|s| source_fix(graph, s)).collect();
     CycleGroup {
         objects,
         sources,
         fixes,
     }
-}
-
-/// The sources of the relations between `objects`, sorted.
-fn sources_between(graph: &Graph, objects: &[ObjectKey]) -> Vec<Source> {
-    let members: BTreeSet<&ObjectKey> = objects.iter().collect();
-    let mut sources: BTreeSet<Source> = BTreeSet::new();
-    for key in objects {
-        for r in graph.index.uses_of(key) {
-            if members.contains(&r.of().to_key()) {
-                sources.insert(r.source().to_source());
-            }
-        }
-    }
-    sources.into_iter().collect()
 }
 
 /// The order to delete `objects` in, with everything that uses them (transitively) first and
@@ -388,11 +374,6 @@ pub fn to_text(plan: &Plan) -> String {
     out
 }
 
-/// `TYPE/NAME` as kubectl takes it: `deployment.apps/web`.
-fn type_name(key: &ObjectKey) -> String {
-    format!("{}/{}", kind_label(key).to_lowercase(), key.name)
-}
-
 /// How many objects a printed `kubectl lien plan … TYPE/NAME…` command may name.
 const NAMED_AT_MOST: usize = 12;
 
@@ -455,7 +436,7 @@ pub fn held_refusal(graph: &Graph, plan: &Plan) -> Option<String> {
             let _ = write!(cmd, " -n {ns}");
         }
         for k in &remaining {
-            let _ = write!(cmd, " {}", type_name(k));
+            let _ = write!(cmd, " {}", k.kubectl_type_name());
         }
         let _ = writeln!(out, "  - name only the objects to delete: {cmd}");
     } else if !remaining.is_empty() {

@@ -6,27 +6,8 @@ use std::time::Duration;
 use lien_api::USAGE_FINALIZER;
 use lien_core::{ObjectKey, Source};
 
-use super::graph::{kind_label, object_label};
+use super::graph::object_label;
 use super::snapshot::Graph;
-
-/// `kubectl` arguments naming `key`: `deployment.apps/web -n team-a`.
-pub fn kubectl_ref(key: &ObjectKey) -> String {
-    let mut out = format!("{}/{}", kind_label(key).to_lowercase(), key.name);
-    if let Some(ns) = &key.namespace {
-        let _ = write!(out, " -n {ns}");
-    }
-    out
-}
-
-/// `kubectl` arguments naming one of Lien's sources, qualified with Lien's group so that
-/// another product's `Usage` kind (Crossplane has one) is never the one acted on.
-fn source_ref(source: &Source) -> String {
-    match source {
-        Source::Usage { namespace, name } => format!("usage.lien.dev/{name} -n {namespace}"),
-        Source::ClusterUsage { name } => format!("clusterusage.lien.dev/{name}"),
-        Source::Rule { name } => format!("dependencyrule.lien.dev/{name}"),
-    }
-}
 
 /// How to make `source` stop holding anything: what to do, and the exact commands, in order
 /// (each one line, as typed in a shell).
@@ -41,7 +22,7 @@ fn source_ref(source: &Source) -> String {
 ///   finalizer if the list changed since. The controller adds no finalizer to a Usage being
 ///   deleted, so it does not come back.
 pub(crate) fn source_fix_steps(graph: &Graph, source: &Source) -> (String, Vec<String>) {
-    let target = source_ref(source);
+    let target = source.kubectl_arg().to_string();
     let kind = match source {
         Source::Usage { .. } => "Usage",
         Source::ClusterUsage { .. } => "ClusterUsage",
@@ -142,7 +123,7 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
                         let _ = writeln!(
                             out,
                             "     to do: delete the user first: kubectl delete {}",
-                            kubectl_ref(by)
+                            by.kubectl_arg()
                         );
                     }
                     let _ = writeln!(
@@ -203,7 +184,7 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
         let _ = writeln!(
             out,
             "Break-glass (only if Lien runs with --break-glass-group and you are in that group; audited): kubectl annotate {} lien.dev/break-glass=\"<reason>\", then delete it.",
-            kubectl_ref(key)
+            key.kubectl_arg()
         );
     }
     out
