@@ -101,7 +101,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<()> {
                 .map(manifests::render_file)
                 .collect::<Result<Vec<_>, _>>()
                 .context("rendering the manifests")?;
-            print!("{}", stream.join("---\n"));
+            lien::output::print(&stream.join("---\n")).context("writing the manifests")?;
         }
     }
     Ok(())

@@ -116,27 +116,7 @@ fn parse() -> (Cli, bool) {
     }
 }
 
-/// The safety net under `lien::output`: a `print!` anywhere that meets a closed pipe (`| head`)
-/// panics with "failed printing to stdout: Broken pipe"; that ends the process quietly with
-/// status 0, as `lien::output` does, instead of a panic message and a backtrace.
-fn quiet_on_broken_pipe() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or_default();
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(0);
-        }
-        default(info);
-    }));
-}
-
 pub fn main() -> std::process::ExitCode {
-    quiet_on_broken_pipe();
     if let Some((words, as_plugin)) = completion_request() {
         // No logging: whatever goes wrong, the prompt gets candidates or nothing.
         return match tokio::runtime::Builder::new_current_thread()
