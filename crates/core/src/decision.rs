@@ -516,17 +516,7 @@ mod tests {
 
     #[test]
     fn a_refusal_of_several_says_it_in_three_lines_then_lists_them_bounded() {
-        let rule = Source::rule("releases-use-clusters");
-        let idx = index_with(vec![
-            Relation::uses(usage("u2"), cluster(), release("b")),
-            Relation::uses(usage("u1"), cluster(), release("a")).with_reason("runs here"),
-            Relation::uses(rule, cluster(), release("c")),
-            Relation::protects(
-                Source::cluster_usage("keep"),
-                cluster(),
-                "line one\nline two",
-            ),
-        ]);
+        let idx = four_blockers();
         let d = decide_delete(&idx, &cluster(), Some(UID));
         let head = "cannot delete eks.example.io/Cluster my-cluster: it is in use by 3 objects \
                     and protected by ClusterUsage keep.\n\
@@ -605,6 +595,22 @@ mod tests {
         assert_eq!(lines[5], "  and 140 more");
     }
 
+    /// The cluster used by three releases (two Usages, one with a reason, and a rule) and
+    /// protected by a ClusterUsage whose reason spans two lines.
+    fn four_blockers() -> RelationIndex {
+        let rule = Source::rule("releases-use-clusters");
+        index_with(vec![
+            Relation::uses(usage("u2"), cluster(), release("b")),
+            Relation::uses(usage("u1"), cluster(), release("a")).with_reason("runs here"),
+            Relation::uses(rule, cluster(), release("c")),
+            Relation::protects(
+                Source::cluster_usage("keep"),
+                cluster(),
+                "line one\nline two",
+            ),
+        ])
+    }
+
     #[test]
     fn unused_object_is_allowed_with_empty_message() {
         let idx = RelationIndex::new();
@@ -653,17 +659,7 @@ mod tests {
 
     #[test]
     fn several_blockers_sorted_and_bounded() {
-        let rule = Source::rule("releases-use-clusters");
-        let idx = index_with(vec![
-            Relation::uses(usage("u2"), cluster(), release("b")),
-            Relation::uses(usage("u1"), cluster(), release("a")).with_reason("runs here"),
-            Relation::uses(rule, cluster(), release("c")),
-            Relation::protects(
-                Source::cluster_usage("keep"),
-                cluster(),
-                "line one\nline two",
-            ),
-        ]);
+        let idx = four_blockers();
         let d = decide_delete(&idx, &cluster(), Some(UID));
         let prefix = "cannot delete eks.example.io/Cluster my-cluster: it has 4 blockers";
         assert_eq!(
