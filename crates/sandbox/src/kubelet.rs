@@ -110,7 +110,7 @@ pub async fn register(server: &ApiServer) -> Result<(), ApiError> {
     );
     let mut write = WriteOptions::as_user(user);
     write.field_manager = "kubelet".to_string();
-    let now = crate::apiserver::meta::now();
+    let now = crate::object::now();
     let boot_id = uuid::Uuid::new_v4().to_string();
     if let Some(rt) = server.resolve("", "v1", "nodes") {
         let created = server

@@ -21,6 +21,7 @@ pub mod error;
 pub mod http;
 pub mod kubelet;
 pub mod labels;
+pub mod object;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;

@@ -99,7 +99,7 @@ impl ApiServer {
 
         let phase = pod["status"]["phase"].as_str().unwrap_or_default();
         let ignore_budgets =
-            matches!(phase, "Pending" | "Succeeded" | "Failed") || super::meta::is_deleting(&pod);
+            matches!(phase, "Pending" | "Succeeded" | "Failed") || crate::object::is_deleting(&pod);
         if !ignore_budgets {
             self.spend_budget(t, &pod, write).await?;
         }
@@ -198,7 +198,7 @@ impl ApiServer {
             if !pdb["status"]["disruptedPods"].is_object() {
                 pdb["status"]["disruptedPods"] = json!({});
             }
-            pdb["status"]["disruptedPods"][t.name.as_str()] = json!(super::meta::now());
+            pdb["status"]["disruptedPods"][t.name.as_str()] = json!(crate::object::now());
             let status_target =
                 Target::new(rt.clone(), "v1", &t.namespace, &name).with_subresource("status");
             // The registry writes it through its loopback client, as the API server itself.

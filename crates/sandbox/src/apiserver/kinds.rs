@@ -73,7 +73,7 @@ pub fn default_on_create(rt: &ResourceType, object: &mut Value) {
     } else if is(rt, "", "persistentvolumeclaims") || is(rt, "", "persistentvolumes") {
         object["status"] = json!({"phase": "Pending"});
     } else if is(rt, "", "pods") {
-        defaults::pod(object, &crate::apiserver::meta::name_suffix());
+        defaults::pod(object, &crate::object::name_suffix());
     } else if is(rt, "", "replicationcontrollers") || is(rt, "apps", "replicasets") {
         object["status"] = json!({"replicas": 0});
     } else if is(rt, "apps", "statefulsets") {
@@ -86,7 +86,7 @@ pub fn default_on_create(rt: &ResourceType, object: &mut Value) {
         defaults::job_selector(object);
         object["status"] = json!({});
     } else if is(rt, "apiextensions.k8s.io", "customresourcedefinitions") {
-        let mut finalizers = crate::apiserver::meta::finalizers(object);
+        let mut finalizers = crate::object::finalizers(object);
         if !finalizers.iter().any(|f| f == CRD_CLEANUP_FINALIZER) {
             finalizers.push(CRD_CLEANUP_FINALIZER.to_string());
         }

@@ -2,37 +2,11 @@
 //! finalizers while deleting — the generic part of kube-apiserver's `rest.BeforeCreate` and
 //! `rest.BeforeUpdate`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Cause};
+use crate::object::{finalizers, is_deleting, name_suffix, now};
 use crate::registry::ResourceType;
-
-/// The current time as kube-apiserver writes it in `creationTimestamp` (RFC 3339, seconds).
-pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
-/// A random suffix for `generateName`, from the same alphabet kube-apiserver uses (no vowels,
-/// no look-alikes).
-pub fn name_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    // A UUID gives the randomness; the counter makes collisions within a run impossible to hit
-    // twice in a row.
-    let mut bits =
-        uuid::Uuid::new_v4().as_u128() ^ u128::from(COUNTER.fetch_add(1, Ordering::Relaxed));
-    (0..5)
-        .map(|_| {
-            let c = ALPHABET[(bits % ALPHABET.len() as u128) as usize] as char;
-            bits /= ALPHABET.len() as u128;
-            c
-        })
-        .collect()
-}
 
 fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
@@ -113,29 +87,6 @@ pub fn validate_labels(object: &Value) -> Vec<Cause> {
         &crate::validation::Path::root("metadata").child("labels"),
     ));
     causes
-}
-
-fn finalizer_set(object: &Value) -> Vec<String> {
-    object["metadata"]["finalizers"]
-        .as_array()
-        .map(|f| {
-            f.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-pub fn finalizers(object: &Value) -> Vec<String> {
-    finalizer_set(object)
-}
-
-pub fn has_finalizer(object: &Value, name: &str) -> bool {
-    finalizer_set(object).iter().any(|f| f == name)
-}
-
-pub fn is_deleting(object: &Value) -> bool {
-    !object["metadata"]["deletionTimestamp"].is_null()
 }
 
 /// Kinds whose strategy sets `metadata.generation` and bumps it on spec changes.
@@ -348,9 +299,9 @@ pub fn prepare_update(
         new["metadata"]["generation"] = json!(g + 1);
     }
     if is_deleting(old) {
-        let old_f = finalizer_set(old);
+        let old_f = finalizers(old);
         // A set difference, listed sorted (`sets.String.List()`).
-        let added: Vec<String> = finalizer_set(new)
+        let added: Vec<String> = finalizers(new)
             .into_iter()
             .filter(|f| !old_f.contains(f))
             .collect::<std::collections::BTreeSet<_>>()

@@ -245,7 +245,7 @@ impl ApiServer {
             }
         }
         serde_json::json!({
-            "metadata": {"creationTimestamp": meta::now()},
+            "metadata": {"creationTimestamp": crate::object::now()},
             "status": {"userInfo": user},
         })
     }

@@ -412,7 +412,7 @@ impl ApiServer {
         );
         match ns {
             None => Err(ApiError::not_found("", "namespaces", namespace)),
-            Some(ns) if meta::is_deleting(&ns) => {
+            Some(ns) if crate::object::is_deleting(&ns) => {
                 // `admission.NewForbidden` names the object before any name is generated: its
                 // name, else its generateName, else "Unknown".
                 let meta_ = &body["metadata"];
@@ -630,7 +630,7 @@ impl ApiServer {
                 &write.manager(),
                 &rt.api_version(&t.version),
                 "",
-                &meta::now(),
+                &crate::object::now(),
             );
         }
         // Both admission phases see the name the request gave: none for generateName.
@@ -689,7 +689,7 @@ impl ApiServer {
                     .chars()
                     .take(58)
                     .collect();
-                key.1 = format!("{prefix}{}", meta::name_suffix());
+                key.1 = format!("{prefix}{}", crate::object::name_suffix());
                 body["metadata"]["name"] = json!(key.1);
             }
             if store.get(&rt.key(), &key).is_some() {
@@ -823,7 +823,7 @@ impl ApiServer {
                         write.force,
                         &rt.group,
                         &rt.kind,
-                        &meta::now(),
+                        &crate::object::now(),
                     )?;
                     object["metadata"]["name"] = json!(t.name);
                     return self.create_object(t, object, write, false).await;
@@ -859,7 +859,7 @@ impl ApiServer {
                         write.force,
                         &rt.group,
                         &rt.kind,
-                        &meta::now(),
+                        &crate::object::now(),
                     )?
                 }
             };
@@ -937,7 +937,7 @@ impl ApiServer {
                 &write.manager(),
                 &rt.api_version(&t.version),
                 sub,
-                &meta::now(),
+                &crate::object::now(),
             );
         }
         let mutation = self
@@ -967,8 +967,8 @@ impl ApiServer {
             .await?,
         );
         let unchanged = without_rv(&new) == without_rv(current);
-        let finished = meta::is_deleting(&new)
-            && meta::finalizers(&new).is_empty()
+        let finished = crate::object::is_deleting(&new)
+            && crate::object::finalizers(&new).is_empty()
             && !namespace_pending(&rt, &new);
         if write.dry_run {
             return Ok(Commit::Done(Written {
@@ -1259,7 +1259,7 @@ fn plan_deletion(
     propagation: Option<Propagation>,
 ) -> Option<Value> {
     let mut obj = current.clone();
-    let mut finalizers = meta::finalizers(current);
+    let mut finalizers = crate::object::finalizers(current);
     let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
     match propagation {
         Some(Propagation::Orphan) => {
@@ -1275,7 +1275,7 @@ fn plan_deletion(
             }
         }
         Some(Propagation::Background) => {
-            if meta::is_deleting(current) {
+            if crate::object::is_deleting(current) {
                 finalizers.retain(|f| f != ORPHAN_FINALIZER && f != FOREGROUND_FINALIZER);
             }
         }
@@ -1292,8 +1292,8 @@ fn plan_deletion(
     } else {
         obj["metadata"]["finalizers"] = json!(finalizers);
     }
-    if !meta::is_deleting(current) {
-        obj["metadata"]["deletionTimestamp"] = json!(meta::now());
+    if !crate::object::is_deleting(current) {
+        obj["metadata"]["deletionTimestamp"] = json!(crate::object::now());
         obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
     }
     if is_namespace {

@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::queue::{self, Reconciler, Synced, WorkQueue};
-use crate::apiserver::meta::is_deleting;
 use crate::apiserver::{ApiServer, Target, WriteOptions};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
+use crate::object::is_deleting;
 use crate::store::{Change, EventType};
 
 pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";

@@ -10,9 +10,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::queue::{self, Reconciler, Synced, WorkQueue};
 use crate::apiserver::kinds::CRD_CLEANUP_FINALIZER;
-use crate::apiserver::meta::{finalizers, has_finalizer, is_deleting, now};
 use crate::apiserver::{ApiServer, DeleteOptions, Target, WriteOptions, system_admin};
 use crate::error::ApiError;
+use crate::object::{finalizers, has_finalizer, is_deleting, now};
 use crate::registry::{PrinterColumn, ResourceType, VersionInfo};
 use crate::store::{Change, EventType};
 

@@ -20,10 +20,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::queue::{self, Reconciler, Synced, WorkQueue};
 use super::target_of;
-use crate::apiserver::meta::{finalizers, has_finalizer, is_deleting};
 use crate::apiserver::{ApiServer, DeleteOptions, Propagation, WriteOptions};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
+use crate::object::{finalizers, has_finalizer, is_deleting};
 use crate::store::{Change, EventType};
 
 const FOREGROUND: &str = "foregroundDeletion";

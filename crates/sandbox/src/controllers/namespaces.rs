@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::queue::{self, Reconciler, Synced, WorkQueue};
-use crate::apiserver::meta::{finalizers, is_deleting, now};
 use crate::apiserver::{ApiServer, DeleteOptions, Propagation, Target, WriteOptions};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
+use crate::object::{finalizers, is_deleting, now};
 use crate::store::{Change, EventType};
 
 pub async fn run(server: Arc<ApiServer>, feed: UnboundedReceiver<Arc<Change>>) {
