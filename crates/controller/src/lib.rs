@@ -36,7 +36,9 @@ mod controller;
 pub mod leader;
 pub mod live;
 mod metrics;
-pub mod watch;
+/// The one watch-and-discovery service (a crate of its own, so that the plugin asks it for kinds
+/// without linking the controller).
+pub use lien_watch as watch;
 pub mod webhook_config;
 pub mod writer;
 

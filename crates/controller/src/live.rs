@@ -22,7 +22,6 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::ApiResource;
-use kube::discovery::Scope as KubeScope;
 use lien_api::{ClusterUsage, DependencyRule, DependencyScope, Usage};
 use lien_core::seams::{
     AccessCheck, AccessCheckError, AccessDecision, AccessRequest, BoxFuture, KindResolver,
@@ -344,19 +343,17 @@ impl DiscoveryKinds {
 
     /// Replaces the snapshot with a fresh discovery. Returns how many kinds are served.
     pub async fn refresh(&self, client: &Client) -> Result<usize, LiveError> {
-        let resources = crate::watch::served_resources(client, true)
+        let resources = crate::watch::served_resources(client, crate::watch::Versions::All)
             .await
             .map_err(LiveError::Discovery)?;
         let mut kinds = HashMap::new();
-        for (ar, caps) in resources {
-            let scope = match caps.scope {
-                KubeScope::Namespaced => Scope::Namespaced,
-                KubeScope::Cluster => Scope::Cluster,
+        for r in resources {
+            let scope = if r.namespaced {
+                Scope::Namespaced
+            } else {
+                Scope::Cluster
             };
-            kinds.insert(
-                (ar.api_version.clone(), ar.kind.clone()),
-                (scope, ar.plural.clone()),
-            );
+            kinds.insert((r.ar.api_version, r.ar.kind), (scope, r.ar.plural));
         }
         let n = kinds.len();
         *self.kinds.write() = kinds;

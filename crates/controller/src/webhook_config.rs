@@ -27,14 +27,13 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// The reason of the Warning Event when the configuration was changed or deleted.
 pub const CHANGED_REASON: &str = "WebhookConfigurationChanged";
@@ -240,9 +239,24 @@ impl Reconciler {
         let kind = kind_of(&self.desired.borrow()).to_owned();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(&kind));
         let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-        let mut changes = watcher(api.clone(), watcher::Config::default())
-            .touched_objects()
-            .boxed();
+        // The configuration's watch is the watch service's one loop (its backoff, failures
+        // retried), in a task of its own that ends with this one; only this configuration's
+        // events are news.
+        let (changes_tx, mut changes) = mpsc::unbounded_channel();
+        let name = self.desired.borrow()["metadata"]["name"]
+            .as_str()
+            .map(str::to_owned);
+        let _watch_task = crate::watch::AbortOnDrop(crate::watch::spawn_forward(
+            watcher(api.clone(), watcher::Config::default()),
+            changes_tx,
+            move |ev| match ev {
+                watcher::Event::Apply(o)
+                | watcher::Event::Delete(o)
+                | watcher::Event::InitApply(o) => (o.metadata.name == name).then_some(()),
+                watcher::Event::Init | watcher::Event::InitDone => None,
+            },
+            |e| tracing::warn!(error = %e, "webhook configuration watch failed; retrying"),
+        ));
         // What was last seen of the configuration (for a deletion's Event) and which drift was
         // last reported (one Event per departure, not one per check).
         let mut last_seen: Option<Value> = None;
@@ -265,11 +279,7 @@ impl Reconciler {
                     _ = tokio::time::sleep(wait) => {}
                     Ok(()) = self.desired.changed() => own_change = true,
                     Ok(()) = self.leader.changed() => {}
-                    next = changes.next() => match next {
-                        Some(Ok(o)) if !self.is_ours(&o) => continue,
-                        Some(_) => {}
-                        None => return,
-                    },
+                    next = changes.recv() => if next.is_none() { return },
                 }
             }
             let desired = self.desired.borrow().clone();
@@ -345,10 +355,6 @@ impl Reconciler {
                 last_seen = actual;
             }
         }
-    }
-
-    fn is_ours(&self, o: &DynamicObject) -> bool {
-        o.metadata.name.as_deref() == self.desired.borrow()["metadata"]["name"].as_str()
     }
 
     /// Writes the desired configuration: created if missing, else replaced whole (a replace, not

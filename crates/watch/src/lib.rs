@@ -1,13 +1,19 @@
 //! The one watch-and-discovery service every part asks for kinds: the controller's source and
-//! kind watches, the CascadeRule reconciler's rule, parent and child watches, the live check
-//! and the kubectl plugin (through `live`).
+//! kind watches, the CascadeRule reconciler's rule, parent and child watches, the live check,
+//! the webhook's kind snapshot (`lien::runtime`), `lien uninstall` and the kubectl plugin.
+//!
+//! A crate of its own, below both the controller and the plugin: the plugin asks it for kinds
+//! without linking the controller (it depends on `lien-decide` for the pure code, never on
+//! `lien-controller`, which re-exports this crate as `lien_controller::watch`).
 //!
 //! - [`discover`]: one kind's resource and scope (`pinned_kind`), with a typed error naming
 //!   the kind; [`discover_until_served`] retries it under the one backoff policy
 //!   ([`DISCOVERY_RETRY_BASE`] doubling to [`DISCOVERY_RETRY_MAX`]) while the kind is not
 //!   served (a CRD installed later).
-//! - [`served_resources`]: every served resource, for a whole-cluster look (a discovery
-//!   snapshot, the dependents of a foreground deletion).
+//! - [`served_resources`]: every served resource, for a whole-cluster look (the webhook's kind
+//!   snapshot, the plugin's `TYPE` names, the dependents of a foreground deletion, what
+//!   `lien uninstall` strips): core first, then the groups in the server's order, each at its
+//!   preferred version first; with names (singular, short names) and verbs.
 //! - [`forward`] / [`spawn_forward`]: the one "watcher with kube's default backoff, forwarded
 //!   into an event loop's channel" loop: a failed list or watch is retried, never fatal; the
 //!   loop ends when the channel closes (its event loop stopped) or the task is aborted.
@@ -15,9 +21,11 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::try_join_all;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList};
 use kube::Client;
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::discovery::{ApiCapabilities, Discovery, Scope};
+use kube::discovery::Scope;
 use kube::runtime::watcher;
 use lien_core::GroupKind;
 use tokio::sync::mpsc;
@@ -56,6 +64,15 @@ pub enum DiscoveryError {
     /// Discovery of every group failed.
     #[error("discovery failed: {0}")]
     All(#[source] kube::Error),
+}
+
+impl DiscoveryError {
+    /// What the API server (or the connection) answered.
+    pub fn into_kube(self) -> kube::Error {
+        match self {
+            Self::NotServed { source, .. } | Self::All(source) => source,
+        }
+    }
 }
 
 /// The group-version-kind of `gk` at `api_version` (`group/version` or `version`).
@@ -109,27 +126,117 @@ pub async fn discover_until_served(
     }
 }
 
-/// Every resource the API server serves: at each group's preferred version, or with
-/// `all_versions` at every version it serves.
+/// One served resource, as the whole-cluster snapshot ([`served_resources`]) lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedResource {
+    /// For the client (group, version, kind, plural).
+    pub ar: ApiResource,
+    /// Whether its objects live in namespaces.
+    pub namespaced: bool,
+    /// `singularName`, or the kind lowercased when the server leaves it empty (as kubectl
+    /// takes it).
+    pub singular: String,
+    /// `shortNames`.
+    pub short_names: Vec<String>,
+    /// The verbs it supports (`list`, `patch`, …).
+    pub verbs: Vec<String>,
+}
+
+impl ServedResource {
+    /// Its group and kind.
+    pub fn gk(&self) -> GroupKind {
+        GroupKind::new(&self.ar.group, &self.ar.kind)
+    }
+
+    /// Whether it supports `verb` (`kube::discovery::verbs`).
+    pub fn supports(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
+    }
+}
+
+/// Which versions a whole-cluster snapshot reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Versions {
+    /// Each group's preferred version (what kubectl resolves names against).
+    Preferred,
+    /// Every version a group serves, the preferred one first (a kind at any `apiVersion`).
+    All,
+}
+
+/// The group versions to read of `groups` (`group/version`): per group its preferred
+/// version (the first listed when the server names none), then with [`Versions::All`] the
+/// others in the server's order. A group listing no version has nothing to read.
+pub fn group_versions(groups: &APIGroupList, versions: Versions) -> Vec<String> {
+    let mut out = Vec::new();
+    for g in &groups.groups {
+        let Some(preferred) = g.preferred_version.as_ref().or(g.versions.first()) else {
+            continue;
+        };
+        out.push(preferred.group_version.clone());
+        if versions == Versions::All {
+            out.extend(
+                g.versions
+                    .iter()
+                    .filter(|v| v.group_version != preferred.group_version)
+                    .map(|v| v.group_version.clone()),
+            );
+        }
+    }
+    out
+}
+
+/// The resources of one discovery document, in its order; subresources (`pods/log`) are not
+/// resources of their own and are left out.
+pub fn resources_of(list: APIResourceList) -> Vec<ServedResource> {
+    let (group, version) = match list.group_version.split_once('/') {
+        Some((g, v)) => (g.to_owned(), v.to_owned()),
+        None => (String::new(), list.group_version.clone()),
+    };
+    list.resources
+        .into_iter()
+        .filter(|r| !r.name.contains('/'))
+        .map(|r| ServedResource {
+            ar: ApiResource {
+                group: group.clone(),
+                version: version.clone(),
+                api_version: list.group_version.clone(),
+                kind: r.kind.clone(),
+                plural: r.name,
+            },
+            namespaced: r.namespaced,
+            singular: if r.singular_name.is_empty() {
+                r.kind.to_lowercase()
+            } else {
+                r.singular_name
+            },
+            short_names: r.short_names.unwrap_or_default(),
+            verbs: r.verbs,
+        })
+        .collect()
+}
+
+/// Every resource the API server serves (see [`Versions`]): the core group first, then the
+/// groups in the server's order. One request per group version, all at once; any failing
+/// fails the snapshot (a partial one would call kinds unknown that are served).
 pub async fn served_resources(
     client: &Client,
-    all_versions: bool,
-) -> Result<Vec<(ApiResource, ApiCapabilities)>, DiscoveryError> {
-    let discovery = Discovery::new(client.clone())
-        .run()
+    versions: Versions,
+) -> Result<Vec<ServedResource>, DiscoveryError> {
+    let groups = client
+        .list_api_groups()
         .await
         .map_err(DiscoveryError::All)?;
-    Ok(discovery
-        .groups()
-        .flat_map(|g| {
-            if all_versions {
-                g.versions()
-                    .flat_map(|v| g.versioned_resources(v))
-                    .collect::<Vec<_>>()
-            } else {
-                g.recommended_resources()
-            }
-        })
+    // The core group has had one version, v1, since Kubernetes 1.0; kube's discovery prefers it
+    // by name too.
+    let core = client.list_core_api_resources("v1");
+    let lists = group_versions(&groups, versions)
+        .into_iter()
+        .map(|gv| async move { client.list_api_group_resources(&gv).await });
+    let (core, lists) =
+        futures::try_join!(core, try_join_all(lists)).map_err(DiscoveryError::All)?;
+    Ok(std::iter::once(core)
+        .chain(lists)
+        .flat_map(resources_of)
         .collect())
 }
 
@@ -173,4 +280,116 @@ where
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
     tokio::spawn(async move { forward(stream, &tx, map, failed).await })
+}
+
+/// A task aborted when this is dropped: a [`spawn_forward`] whose listener returns on more than
+/// one path ends with it on every one.
+#[derive(Debug)]
+pub struct AbortOnDrop(pub JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        APIGroup, APIResource, GroupVersionForDiscovery,
+    };
+
+    use super::*;
+
+    fn version(group_version: &str) -> GroupVersionForDiscovery {
+        GroupVersionForDiscovery {
+            group_version: group_version.into(),
+            version: group_version
+                .split_once('/')
+                .map_or(group_version, |(_, v)| v)
+                .into(),
+        }
+    }
+
+    fn group(name: &str, versions: &[&str], preferred: Option<&str>) -> APIGroup {
+        APIGroup {
+            name: name.into(),
+            preferred_version: preferred.map(version),
+            versions: versions.iter().map(|v| version(v)).collect(),
+            ..APIGroup::default()
+        }
+    }
+
+    fn resource(name: &str, kind: &str, namespaced: bool) -> APIResource {
+        APIResource {
+            name: name.into(),
+            kind: kind.into(),
+            namespaced,
+            verbs: vec!["get".into(), "list".into()],
+            ..APIResource::default()
+        }
+    }
+
+    #[test]
+    fn the_preferred_version_is_read_first_and_alone_unless_all_are_asked_for() {
+        let groups = APIGroupList {
+            groups: vec![
+                group(
+                    "example.com",
+                    &["example.com/v2", "example.com/v1"],
+                    Some("example.com/v1"),
+                ),
+                // No preferred version named: the first listed stands in for it.
+                group("apps", &["apps/v1"], None),
+                group("empty.io", &[], None),
+            ],
+        };
+        assert_eq!(
+            group_versions(&groups, Versions::Preferred),
+            ["example.com/v1", "apps/v1"]
+        );
+        assert_eq!(
+            group_versions(&groups, Versions::All),
+            ["example.com/v1", "example.com/v2", "apps/v1"]
+        );
+    }
+
+    #[test]
+    fn a_discovery_document_gives_its_resources_without_subresources() {
+        let mut pods = resource("pods", "Pod", true);
+        pods.short_names = Some(vec!["po".into()]);
+        pods.singular_name = "pod".into();
+        let list = APIResourceList {
+            group_version: "v1".into(),
+            resources: vec![
+                pods,
+                resource("pods/log", "Pod", true),
+                // No singular name served: the kind, lowercased, as kubectl takes it.
+                resource("namespaces", "Namespace", false),
+            ],
+        };
+        let got = resources_of(list);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].ar.api_version, "v1");
+        assert_eq!(got[0].ar.group, "");
+        assert_eq!(got[0].ar.version, "v1");
+        assert_eq!(got[0].ar.plural, "pods");
+        assert_eq!(got[0].singular, "pod");
+        assert_eq!(got[0].short_names, ["po"]);
+        assert!(got[0].namespaced);
+        assert!(got[0].supports("list") && !got[0].supports("patch"));
+        assert_eq!(got[1].singular, "namespace");
+        assert!(!got[1].namespaced);
+        assert_eq!(got[1].gk(), GroupKind::new("", "Namespace"));
+
+        let list = APIResourceList {
+            group_version: "example.com/v1".into(),
+            resources: vec![resource("widgets", "Widget", true)],
+        };
+        let got = resources_of(list);
+        assert_eq!(
+            (got[0].ar.group.as_str(), got[0].ar.version.as_str()),
+            ("example.com", "v1")
+        );
+    }
 }

@@ -635,20 +635,22 @@ async fn dependents(
     let mut by_owner: HashMap<String, Vec<(String, PartialObjectMeta<DynamicObject>)>> =
         HashMap::new();
     Calls::bump(&calls.dependents_lists);
-    let resources = match crate::watch::served_resources(client, false).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(error = %e, "cascade: discovery for dependents failed");
-            return HashMap::new();
-        }
-    };
-    for (ar, caps) in resources {
-        if !caps.supports_operation(kube::discovery::verbs::LIST)
-            || ar.plural == "events"
-            || ar.group == "coordination.k8s.io"
+    let resources =
+        match crate::watch::served_resources(client, crate::watch::Versions::Preferred).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cascade: discovery for dependents failed");
+                return HashMap::new();
+            }
+        };
+    for r in resources {
+        if !r.supports(kube::discovery::verbs::LIST)
+            || r.ar.plural == "events"
+            || r.ar.group == "coordination.k8s.io"
         {
             continue;
         }
+        let ar = r.ar;
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         Calls::bump(&calls.dependents_lists);
         let Ok(list) = api.list_metadata(&ListParams::default()).await else {
