@@ -498,6 +498,176 @@ proptest! {
     }
 }
 
+/// Of one object: its blockers, their count, whether it is in use, whether it was released,
+/// and what it uses.
+type PerObject = (BTreeSet<Relation>, usize, bool, bool, BTreeSet<Relation>);
+
+/// Everything a reader of the index can see about `objects`: what the webhook decides on
+/// (blockers, counts, "was released"), what the controller and the cycle search read (uses,
+/// keys, sources, what leaves a namespace), and the totals.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    relations: BTreeSet<Relation>,
+    len: usize,
+    per_object: Vec<PerObject>,
+    keys: BTreeSet<ObjectKey>,
+    sources: BTreeSet<Source>,
+    source_count: usize,
+    leaving: Vec<(usize, usize, BTreeSet<Relation>)>,
+}
+
+fn seen(index: &RelationIndex, objects: &[ObjectKey]) -> Seen {
+    let set = |it: lien_core::Chain<'_>| it.map(|r| r.to_relation()).collect::<BTreeSet<_>>();
+    Seen {
+        relations: index.relations().map(|r| r.to_relation()).collect(),
+        len: index.len(),
+        per_object: objects
+            .iter()
+            .map(|k| {
+                (
+                    set(index.blockers(k)),
+                    index.blocker_count(k),
+                    index.is_in_use(k),
+                    index.was_released(k),
+                    set(index.uses_of(k)),
+                )
+            })
+            .collect(),
+        keys: index.keys().map(|k| k.to_key()).collect(),
+        sources: index.sources().map(|s| s.to_source()).collect(),
+        source_count: index.source_count(),
+        leaving: ["a", "b"]
+            .iter()
+            .map(|ns| {
+                (
+                    index.leaving_count(ns),
+                    index.leaving_replay_count(ns),
+                    index.leaving(ns).map(|r| r.to_relation()).collect(),
+                )
+            })
+            .collect(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A rule deleted in steps (`remove_join_in_steps` + `delete_in_steps`, then
+    /// `release_step(budget)` with the write lock released between steps), caught with its
+    /// next generation anywhere in its attach (not started, half linked, switched with the old
+    /// one being removed), beside a Usage holding some of the same objects: from the first step
+    /// on, every reader sees exactly what it sees after a deletion at once (the rule's
+    /// relations block nothing, a Usage's still do), and at the end the index is the same —
+    /// nothing of the rule, its joins or the steps left. The previous generation's join,
+    /// removed in steps too, ends as one removed at once.
+    #[test]
+    fn a_rule_deleted_in_steps_ends_as_one_deleted_at_once(
+        cluster in any::<bool>(),
+        keyed in any::<bool>(),
+        same_kind in any::<bool>(),
+        first in proptest::collection::vec(op(), 0..30),
+        used in proptest::collection::vec((0..3usize, 0..3usize, any::<bool>()), 0..4),
+        attach_steps in 0..8usize,
+        budget in 1..5usize,
+    ) {
+        let scope = if cluster { RuleScope::Cluster } else { RuleScope::SameNamespace };
+        let c1 = config(scope, keyed, same_kind);
+        let c2 = RuleConfig { reason: NEXT_REASON.to_owned(), ..c1.clone() };
+        let mut objects: Vec<ObjectKey> = Vec::new();
+        for gk in [&c1.of, &c1.by] {
+            for ns in NAMESPACES {
+                for name in NAMES {
+                    objects.push(obj(gk, ns, name));
+                }
+            }
+        }
+        let app = ObjectKey::new("apps", "Deployment", Some("b"), "app");
+        objects.push(app.clone());
+
+        // A Usage holding some of the rule's objects, which must keep holding them.
+        let usage = Source::usage("b", "keeps");
+        let usage_relations: Vec<Relation> = used
+            .iter()
+            .map(|&(n, m, by_side)| {
+                let gk = if by_side { &c1.by } else { &c1.of };
+                Relation::uses(usage.clone(), obj(gk, NAMESPACES[n], NAMES[m]), app.clone())
+                    .with_replay(by_side)
+            })
+            .collect();
+        let mut at_once = RelationIndex::new();
+        at_once.apply(&usage, usage_relations).expect("valid");
+        let (mut ofs, mut bys) = (State::new(), State::new());
+        let one = at_once.add_join(c1.clone()).expect("room");
+        for op in &first {
+            apply_op(&mut at_once, one, &c1, op, &mut ofs, &mut bys);
+        }
+        at_once.join_mut(one).expect("join").attach().expect("room");
+        let mut stepped = at_once.clone();
+
+        // The next generation: the previous join goes, at once or in steps.
+        prop_assert!(at_once.remove_join(one));
+        prop_assert!(stepped.remove_join_in_steps(one));
+        prop_assert_eq!(seen(&stepped, &objects), seen(&at_once, &objects));
+        while !stepped.release_step(budget) {
+            prop_assert_eq!(seen(&stepped, &objects), seen(&at_once, &objects));
+        }
+        prop_assert_eq!(
+            (stepped.key_count(), stepped.string_count()),
+            (at_once.key_count(), at_once.string_count()),
+            "the previous join is all released"
+        );
+        let mut ids = Vec::new();
+        for index in [&mut at_once, &mut stepped] {
+            let two = index.add_join(c2.clone()).expect("room");
+            for (k, (uid, ks, ok)) in &ofs {
+                let mut join = index.join_mut(two).expect("join");
+                if *ok {
+                    join.upsert_of(k, Some(uid), Some(ks.iter().cloned().collect())).expect("kind");
+                } else {
+                    join.error_of(k, Some(uid)).expect("kind");
+                }
+            }
+            for (k, (uid, ks, when)) in &bys {
+                let ks = Some(ks.iter().cloned().collect());
+                index.join_mut(two).expect("join").upsert_by(k, Some(uid), ks, *when).expect("kind");
+            }
+            for _ in 0..attach_steps {
+                let step = index.join_mut(two).expect("join").attach_step(budget).expect("room");
+                if step != AttachStep::More {
+                    break;
+                }
+            }
+            ids.push(two);
+        }
+        prop_assert_eq!(seen(&stepped, &objects), seen(&at_once, &objects));
+
+        // The rule is deleted.
+        prop_assert!(at_once.remove_join(ids[0]));
+        at_once.delete(&c1.source);
+        prop_assert!(stepped.remove_join_in_steps(ids[1]));
+        stepped.delete_in_steps(&c1.source);
+        let after = seen(&at_once, &objects);
+        prop_assert!(after.relations.iter().all(|r| r.source == usage));
+        prop_assert_eq!(&seen(&stepped, &objects), &after);
+        while !stepped.release_step(budget) {
+            prop_assert_eq!(&seen(&stepped, &objects), &after);
+        }
+        prop_assert_eq!(&seen(&stepped, &objects), &after);
+        prop_assert!(!stepped.has_pending_release());
+        for index in [&mut at_once, &mut stepped] {
+            index.delete(&usage);
+        }
+        prop_assert_eq!(
+            (stepped.len(), stepped.key_count(), stepped.string_count(), stepped.source_count()),
+            (0, 0, 0, 0)
+        );
+        prop_assert_eq!(
+            (at_once.len(), at_once.key_count(), at_once.string_count(), at_once.source_count()),
+            (0, 0, 0, 0)
+        );
+    }
+}
+
 #[test]
 fn a_join_removed_or_detached_mid_attach_leaves_the_previous_generation_whole() {
     let c = config(RuleScope::Cluster, false, false);
