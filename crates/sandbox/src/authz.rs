@@ -463,7 +463,7 @@ pub fn request_attributes(
         "GET" | "HEAD" => {
             let watch = query
                 .get("watch")
-                .is_some_and(|w| crate::http::query_bool(w));
+                .is_some_and(|w| crate::http::query::query_bool(w));
             if let Some(name) = query.get("fieldSelector").and_then(|s| exact_name(s)) {
                 a.name = name;
             }

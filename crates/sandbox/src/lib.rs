@@ -28,6 +28,7 @@ pub mod registry;
 pub mod sandbox;
 pub mod schema;
 pub mod store;
+pub mod strategy;
 pub mod testing;
 pub mod tls;
 pub mod validation;

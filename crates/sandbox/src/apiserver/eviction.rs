@@ -18,7 +18,8 @@
 
 use serde_json::{Value, json};
 
-use super::{ApiServer, DeleteOptions, Target, WriteOptions};
+use super::options::{DeleteOptions, WriteOptions};
+use super::server::{ApiServer, Target};
 use crate::admission::Operation;
 use crate::auth::UserInfo;
 use crate::error::ApiError;
@@ -122,7 +123,7 @@ impl ApiServer {
         let Some(rt) = self.resolve("policy", "v1", "poddisruptionbudgets") else {
             return Ok(());
         };
-        for _ in 0..super::write::MAX_RETRIES {
+        for _ in 0..super::options::MAX_RETRIES {
             let budgets: Vec<Value> = self
                 .store()
                 .list(&rt.key(), Some(&t.namespace))

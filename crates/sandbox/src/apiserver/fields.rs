@@ -11,74 +11,7 @@ use serde_json::Value;
 use super::events;
 use crate::labels::FieldSelector;
 use crate::registry::{ResourceKey, ResourceType};
-
-/// How a version refuses a label it does not know: each conversion function has its own words.
-enum Refusal {
-    /// `field label not supported: foo`
-    Plain,
-    /// `field label "foo" not supported for "ConfigMap"`
-    ForKind,
-    /// apps/v1 ReplicaSet's own wording.
-    ReplicaSet,
-    /// `runtime.DefaultMetaV1FieldSelectorConversion`, for kinds without a conversion function.
-    Default,
-}
-
-/// The labels a resource's API accepts beyond `metadata.name` and `metadata.namespace`, and how
-/// it refuses others.
-fn accepted(rt: &ResourceType) -> (&'static [&'static str], Refusal) {
-    match (rt.group.as_str(), rt.plural.as_str()) {
-        ("", "events") => (
-            &[
-                "involvedObject.kind",
-                "involvedObject.namespace",
-                "involvedObject.name",
-                "involvedObject.uid",
-                "involvedObject.apiVersion",
-                "involvedObject.resourceVersion",
-                "involvedObject.fieldPath",
-                "reason",
-                "reportingComponent",
-                "source",
-                "type",
-            ],
-            Refusal::Plain,
-        ),
-        ("", "pods") => (
-            &[
-                "spec.nodeName",
-                "spec.restartPolicy",
-                "spec.schedulerName",
-                "spec.serviceAccountName",
-                "spec.hostNetwork",
-                "status.phase",
-                "status.podIP",
-                "status.nominatedNodeName",
-            ],
-            Refusal::Plain,
-        ),
-        ("", "secrets") => (&["type"], Refusal::Plain),
-        ("", "namespaces") => (&["status.phase"], Refusal::Plain),
-        ("", "nodes") => (&["spec.unschedulable"], Refusal::Plain),
-        ("", "replicationcontrollers") => (&["status.replicas"], Refusal::Plain),
-        (
-            "",
-            "endpoints"
-            | "resourcequotas"
-            | "persistentvolumeclaims"
-            | "services"
-            | "serviceaccounts"
-            | "configmaps",
-        ) => (&[], Refusal::ForKind),
-        ("apps", "replicasets") => (&["status.replicas"], Refusal::ReplicaSet),
-        ("batch", "jobs") => (&["status.successful"], Refusal::ForKind),
-        ("certificates.k8s.io", "certificatesigningrequests") => {
-            (&["spec.signerName"], Refusal::Plain)
-        }
-        _ if rt.is_custom() => (&[], Refusal::Plain),
-        _ => (&[], Refusal::Default),
-    }
-}
+use crate::strategy::{FieldLabels, Refusal};
 
 /// Converts a request's field selector to the labels of the stored object's registry, or the
 /// 400 message kube-apiserver gives for an unsupported label.
@@ -92,7 +25,7 @@ pub fn convert(rt: &ResourceType, selector: &FieldSelector) -> Result<FieldSelec
                 .map(|(_, to)| to.to_string())
                 .ok_or_else(|| format!("field label not supported: {label}"))?
         } else {
-            let (extra, refusal) = accepted(rt);
+            let FieldLabels { extra, refusal } = crate::strategy::of(rt).field_labels();
             if label == "metadata.name"
                 || label == "metadata.namespace"
                 || extra.contains(&label.as_str())

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::error::{ApiError, Cause};
 use crate::object::{finalizers, is_deleting, name_suffix, now};
 use crate::registry::ResourceType;
+use crate::strategy::NameRule;
 
 fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
@@ -21,50 +22,32 @@ fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
-/// Names of namespaces and services are DNS labels; RBAC objects' names path segments
-/// (`system:discovery`); everything else a DNS subdomain.
+/// `metadata.name` as the kind's strategy checks it ([`NameRule`]): names of namespaces and
+/// services are DNS labels; RBAC objects' names path segments (`system:discovery`); everything
+/// else a DNS subdomain.
 pub fn validate_name(rt: &ResourceType, name: &str) -> Option<Cause> {
-    if rt.group == crate::authz::RBAC_GROUP {
+    let problem = match crate::strategy::of(rt).name_rule() {
         // `path.IsValidPathSegmentName`, which `ValidateRBACName` applies.
-        let problem = if name == "." || name == ".." {
-            Some(format!("may not be '{name}'"))
-        } else if name.contains('/') {
-            Some("may not contain '/'".to_string())
-        } else if name.contains('%') {
-            Some("may not contain '%'".to_string())
-        } else {
-            None
-        };
-        return problem.map(|p| {
-            Cause::new(
-                "FieldValueInvalid",
-                "metadata.name",
-                format!("Invalid value: \"{name}\": {p}"),
-            )
-        });
-    }
-    let label = rt.group.is_empty() && (rt.plural == "namespaces" || rt.plural == "services");
-    if label {
-        if is_dns1123_label(name) {
-            return None;
+        NameRule::PathSegment => {
+            if name == "." || name == ".." {
+                format!("may not be '{name}'")
+            } else if name.contains('/') {
+                "may not contain '/'".to_string()
+            } else if name.contains('%') {
+                "may not contain '%'".to_string()
+            } else {
+                return None;
+            }
         }
-        return Some(Cause::new(
-            "FieldValueInvalid",
-            "metadata.name",
-            format!(
-                "Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-            ),
-        ));
-    }
-    if is_dns1123_subdomain(name) {
-        return None;
-    }
+        NameRule::Dns1123Label if is_dns1123_label(name) => return None,
+        NameRule::Dns1123Label => "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string(),
+        NameRule::Dns1123Subdomain if is_dns1123_subdomain(name) => return None,
+        NameRule::Dns1123Subdomain => "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string(),
+    };
     Some(Cause::new(
         "FieldValueInvalid",
         "metadata.name",
-        format!(
-            "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        ),
+        format!("Invalid value: \"{name}\": {problem}"),
     ))
 }
 
@@ -87,23 +70,6 @@ pub fn validate_labels(object: &Value) -> Vec<Cause> {
         &crate::validation::Path::root("metadata").child("labels"),
     ));
     causes
-}
-
-/// Kinds whose strategy sets `metadata.generation` and bumps it on spec changes.
-pub fn tracks_generation(rt: &ResourceType) -> bool {
-    rt.is_custom()
-        || matches!(
-            (rt.group.as_str(), rt.plural.as_str()),
-            (
-                "apps",
-                "deployments" | "replicasets" | "statefulsets" | "daemonsets"
-            ) | ("", "replicationcontrollers")
-                | ("batch", "jobs" | "cronjobs")
-                | ("policy", "poddisruptionbudgets")
-                | ("networking.k8s.io", "networkpolicies" | "ingresses")
-                | ("apiextensions.k8s.io", "customresourcedefinitions")
-                | ("admissionregistration.k8s.io", _)
-        )
 }
 
 /// Fills system metadata on create (`rest.BeforeCreate`): uid, creationTimestamp, generation,
@@ -171,7 +137,7 @@ pub fn prepare_create(
     ] {
         m.remove(field);
     }
-    if tracks_generation(rt) {
+    if crate::strategy::of(rt).tracks_generation() {
         m.insert("generation".into(), json!(1));
     } else {
         m.remove("generation");
@@ -294,7 +260,7 @@ pub fn prepare_update(
             }
         }
     }
-    if tracks_generation(rt) && spec_of(old) != spec_of(new) {
+    if crate::strategy::of(rt).tracks_generation() && spec_of(old) != spec_of(new) {
         let g = old["metadata"]["generation"].as_i64().unwrap_or(0);
         new["metadata"]["generation"] = json!(g + 1);
     }

@@ -8,7 +8,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::{ApiServer, Target};
+use super::server::{ApiServer, Target};
 use crate::error::ApiError;
 use crate::labels::{FieldSelector, Selector};
 use crate::registry::{ResourceKey, ResourceType};

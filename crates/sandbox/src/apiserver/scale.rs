@@ -11,10 +11,12 @@
 
 use serde_json::{Value, json};
 
-use super::{ApiServer, Target, WriteOptions, Written};
+use super::options::{WriteOptions, Written};
+use super::server::{ApiServer, Target};
 use crate::error::{ApiError, Cause};
 use crate::patch::PatchKind;
 use crate::registry::ResourceType;
+use crate::strategy::BuiltinScale;
 
 /// Where a kind keeps its replicas and selector.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,12 +55,11 @@ pub fn paths(rt: &ResourceType, version: &str) -> Option<ScalePaths> {
             selector,
         })
     };
-    match (rt.group.as_str(), rt.plural.as_str()) {
-        ("apps", "deployments" | "replicasets" | "statefulsets") if !rt.is_custom() => {
-            builtin(Selector::LabelSelector)
-        }
-        ("", "replicationcontrollers") => builtin(Selector::Map),
-        _ => {
+    match crate::strategy::of(rt).scale() {
+        Some(BuiltinScale::LabelSelector) => builtin(Selector::LabelSelector),
+        Some(BuiltinScale::Map) => builtin(Selector::Map),
+        None => {
+            // A custom resource's, as its CRD declares it.
             let scale = rt.version(version)?.scale_subresource.as_ref()?;
             Some(ScalePaths {
                 spec_replicas: path(scale["specReplicasPath"].as_str()?),
@@ -240,7 +241,7 @@ impl ApiServer {
     ) -> Result<Written, ApiError> {
         let paths = Self::scale_paths(t)?;
         let rt = t.resource.clone();
-        for _ in 0..super::write::MAX_RETRIES {
+        for _ in 0..super::options::MAX_RETRIES {
             let current = self.current(t)?;
             let old_scale = to_scale(&paths, &current);
             let (new_scale, explicit_rv) = match &change {
@@ -263,7 +264,7 @@ impl ApiServer {
                             ));
                         }
                     };
-                    (patched, super::write::body_sets_resource_version(body))
+                    (patched, super::options::body_sets_resource_version(body))
                 }
             };
             let replicas = validate(&t.name, &new_scale)?;
@@ -278,14 +279,14 @@ impl ApiServer {
                 .commit_update(t, &current, new, write, "UpdateOptions", true)
                 .await?
             {
-                super::write::Commit::Done(mut w) => {
+                super::options::Commit::Done(mut w) => {
                     w.object = to_scale(&paths, &w.object);
                     return Ok(w);
                 }
-                super::write::Commit::Raced if conditional && explicit_rv => {
+                super::options::Commit::Raced if conditional && explicit_rv => {
                     return Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name));
                 }
-                super::write::Commit::Raced => continue,
+                super::options::Commit::Raced => continue,
             }
         }
         Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))

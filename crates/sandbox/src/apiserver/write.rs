@@ -10,227 +10,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{ApiServer, Target, kinds, meta};
+use super::meta;
+use super::options::{
+    Commit, DeleteOptions, DeleteOutcome, FOREGROUND_FINALIZER, FieldValidation, MAX_RETRIES,
+    ORPHAN_FINALIZER, Propagation, WriteOptions, Written, body_sets_resource_version,
+};
+use super::server::{ApiServer, Target};
 use crate::admission::{Attributes, GroupVersionKind, GroupVersionResource, Operation};
-use crate::auth::UserInfo;
 use crate::error::{ApiError, Cause};
 use crate::patch::PatchKind;
 use crate::registry::ResourceType;
-
-/// `?fieldValidation=`: what to do with fields the schema does not know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FieldValidation {
-    Ignore,
-    #[default]
-    Warn,
-    Strict,
-}
-
-impl FieldValidation {
-    pub fn parse(s: &str) -> Result<Self, ApiError> {
-        match s {
-            "" | "Warn" => Ok(FieldValidation::Warn),
-            "Ignore" => Ok(FieldValidation::Ignore),
-            "Strict" => Ok(FieldValidation::Strict),
-            other => Err(ApiError::bad_request(format!(
-                "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got \"{other}\""
-            ))),
-        }
-    }
-}
-
-/// Who writes, and how.
-#[derive(Debug, Clone)]
-pub struct WriteOptions {
-    pub user: UserInfo,
-    pub dry_run: bool,
-    pub field_manager: String,
-    pub field_validation: FieldValidation,
-    /// Server-side apply: take ownership of conflicting fields.
-    pub force: bool,
-    /// A POST or PUT body as sent, for strict decoding in document order (duplicate fields
-    /// are visible only there).
-    pub raw_body: Option<bytes::Bytes>,
-}
-
-impl WriteOptions {
-    pub fn as_user(user: UserInfo) -> Self {
-        WriteOptions {
-            user,
-            dry_run: false,
-            field_manager: String::new(),
-            field_validation: FieldValidation::Warn,
-            force: false,
-            raw_body: None,
-        }
-    }
-
-    fn manager(&self) -> String {
-        if self.field_manager.is_empty() {
-            "unknown".to_string()
-        } else {
-            self.field_manager.clone()
-        }
-    }
-
-    pub(super) fn options_object(&self, kind: &str) -> Value {
-        let mut o = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
-        if self.dry_run {
-            o["dryRun"] = json!(["All"]);
-        }
-        if !self.field_manager.is_empty() {
-            o["fieldManager"] = json!(self.field_manager);
-        }
-        if kind == "PatchOptions" && self.force {
-            o["force"] = json!(true);
-        }
-        o
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Propagation {
-    Orphan,
-    Background,
-    Foreground,
-}
-
-impl Propagation {
-    pub fn parse(s: &str) -> Result<Self, ApiError> {
-        match s {
-            "Orphan" => Ok(Propagation::Orphan),
-            "Background" => Ok(Propagation::Background),
-            "Foreground" => Ok(Propagation::Foreground),
-            other => Err(ApiError::invalid(
-                "",
-                "DeleteOptions",
-                "",
-                vec![Cause::new(
-                    "FieldValueNotSupported",
-                    "propagationPolicy",
-                    format!(
-                        "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
-                    ),
-                )],
-            )),
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Propagation::Orphan => "Orphan",
-            Propagation::Background => "Background",
-            Propagation::Foreground => "Foreground",
-        }
-    }
-}
-
-pub const ORPHAN_FINALIZER: &str = "orphan";
-pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
-
-/// `DeleteOptions`.
-#[derive(Debug, Clone)]
-pub struct DeleteOptions {
-    pub write: WriteOptions,
-    pub propagation: Option<Propagation>,
-    pub precondition_uid: Option<String>,
-    pub precondition_resource_version: Option<String>,
-    /// The deprecated `orphanDependents` as the client sent it: `Some(false)` is what makes
-    /// kube-apiserver answer 202 Accepted to a delete that did not finish at once.
-    pub orphan_dependents: Option<bool>,
-}
-
-impl DeleteOptions {
-    pub fn new(user: UserInfo) -> Self {
-        DeleteOptions {
-            write: WriteOptions::as_user(user),
-            propagation: None,
-            precondition_uid: None,
-            precondition_resource_version: None,
-            orphan_dependents: None,
-        }
-    }
-
-    /// Reads a `DeleteOptions` body (kubectl and client-go send one), with query values
-    /// (`?propagationPolicy=`) already applied taking precedence only where the body is silent.
-    pub fn merge_body(&mut self, body: &Value) -> Result<(), ApiError> {
-        let orphan = body["orphanDependents"].as_bool();
-        if orphan.is_some() {
-            self.orphan_dependents = orphan;
-        }
-        if let Some(p) = body["propagationPolicy"].as_str() {
-            self.propagation = Some(Propagation::parse(p)?);
-        } else if let Some(orphan) = orphan {
-            // The deprecated field, as kube-apiserver still honours it.
-            self.propagation = Some(if orphan {
-                Propagation::Orphan
-            } else {
-                Propagation::Background
-            });
-        }
-        if let Some(uid) = body["preconditions"]["uid"].as_str() {
-            self.precondition_uid = Some(uid.to_string());
-        }
-        if let Some(rv) = body["preconditions"]["resourceVersion"].as_str() {
-            self.precondition_resource_version = Some(rv.to_string());
-        }
-        if body["dryRun"].as_array().is_some_and(|d| !d.is_empty()) {
-            self.write.dry_run = true;
-        }
-        Ok(())
-    }
-
-    fn options_object(&self) -> Value {
-        let mut o = self.write.options_object("DeleteOptions");
-        if let Some(p) = self.propagation {
-            o["propagationPolicy"] = json!(p.as_str());
-        }
-        if self.precondition_uid.is_some() || self.precondition_resource_version.is_some() {
-            o["preconditions"] = json!({
-                "uid": self.precondition_uid,
-                "resourceVersion": self.precondition_resource_version,
-            });
-        }
-        o
-    }
-}
-
-/// The result of a successful write.
-#[derive(Debug, Clone)]
-pub struct Written {
-    pub object: Value,
-    pub warnings: Vec<String>,
-    pub created: bool,
-}
-
-impl Written {
-    /// A review's answer (access reviews, SelfSubjectReview), typed at the version asked for.
-    fn review(rt: &ResourceType, version: &str, mut review: Value) -> Written {
-        review["apiVersion"] = json!(rt.api_version(version));
-        review["kind"] = json!(rt.kind);
-        Written {
-            object: review,
-            warnings: vec![],
-            created: true,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub enum DeleteOutcome {
-    /// The object is gone; here is its last state.
-    Deleted(Value),
-    /// The object is being deleted and waits for finalizers; here is its current state.
-    Pending(Value),
-}
-
-/// A commit lost a race with a concurrent write.
-pub(super) enum Commit<T> {
-    Done(T),
-    Raced,
-}
-
-pub(super) const MAX_RETRIES: usize = 16;
+use crate::strategy::AfterWrite;
 
 impl ApiServer {
     /// The stored webhook configurations of one kind (`validatingwebhookconfigurations` or
@@ -387,7 +177,7 @@ impl ApiServer {
         let scale = t.subresource == "scale";
         let default = move |o: &mut Value| {
             if !scale {
-                kinds::apply_defaults(&defaulted, o);
+                crate::strategy::of(&defaulted).defaults(o);
             }
         };
         self.admission
@@ -612,7 +402,7 @@ impl ApiServer {
             .unwrap_or_default()
             .to_string();
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
-        kinds::default_on_create(&rt, &mut body);
+        crate::strategy::default_on_create(&rt, &mut body);
         // Held until the Service is stored (or the create fails), then released.
         let _reserved = if rt.group.is_empty() && rt.plural == "services" {
             let in_use = super::services::InUse::of(&self.store().list(&rt.key(), None));
@@ -650,7 +440,7 @@ impl ApiServer {
         if let Some(mutated) = mutation.object.filter(|_| mutation.changed) {
             body = Self::settle_mutated_creation(t, mutated, write)?;
         }
-        kinds::validate(&rt, &t.version, &body, None)?;
+        crate::strategy::validate(&rt, &t.version, &body, None)?;
         // A mutating webhook may rename the object being created, as on a cluster.
         let mut addressed = t.clone();
         addressed.name = body["metadata"]["name"]
@@ -954,7 +744,7 @@ impl ApiServer {
         if let Some(mutated) = mutation.object.filter(|_| mutation.changed) {
             new = Self::settle_mutated_update(t, current, &new, mutated, write)?;
         }
-        kinds::validate(&rt, &t.version, &new, Some(current))?;
+        crate::strategy::validate(&rt, &t.version, &new, Some(current))?;
         warnings.extend(
             self.admit(
                 Operation::Update,
@@ -1019,11 +809,11 @@ impl ApiServer {
         let sub = t.subresource.as_str();
         meta::prepare_update(rt, current, new, if sub == "finalize" { "" } else { sub })?;
         if sub == "ephemeralcontainers" {
-            super::defaults::pod_spec(&mut new["spec"]);
+            crate::strategy::defaults::pod_spec(&mut new["spec"]);
             meta::validate_ephemeral_containers(current, new)?;
         }
         if sub.is_empty() {
-            kinds::apply_defaults(rt, new);
+            crate::strategy::of(rt).defaults(new);
             if rt.group.is_empty() && rt.plural == "services" {
                 super::services::keep_allocated(new, current)?;
             }
@@ -1245,8 +1035,11 @@ impl ApiServer {
 
     /// Hooks that follow a committed write: CRDs change what is served.
     fn after_write(&self, rt: &ResourceType, object: &Value) {
-        if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
-            crate::controllers::crds::on_crd_written(self, object);
+        match crate::strategy::of(rt).after_write() {
+            Some(AfterWrite::ServeDefinition) => {
+                crate::controllers::crds::on_crd_written(self, object)
+            }
+            None => {}
         }
     }
 }
@@ -1335,12 +1128,6 @@ fn without_rv(v: &Value) -> Value {
         m.remove("managedFields");
     }
     v
-}
-
-/// Whether a patch body names a resourceVersion (a JSON/merge patch can carry one as a
-/// precondition).
-pub(super) fn body_sets_resource_version(body: &[u8]) -> bool {
-    std::str::from_utf8(body).is_ok_and(|s| s.contains("resourceVersion"))
 }
 
 /// Drops the fields of a built-in object that its Go type does not declare, `metadata` included

@@ -5,9 +5,11 @@ mod discovery;
 mod negotiate;
 mod openapi;
 mod openapi_v2;
+pub(crate) mod query;
 mod stream;
 mod table;
 
+use query::query_bool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -703,7 +705,7 @@ fn delete_response(
             };
             (code, o)
         }
-        DeleteOutcome::Deleted(o) if crate::apiserver::kinds::returns_deleted_object(rt) => {
+        DeleteOutcome::Deleted(o) if crate::strategy::of(rt).returns_deleted_object() => {
             (StatusCode::OK, o)
         }
         DeleteOutcome::Deleted(o) => (StatusCode::OK, success_status(&rt.group, &rt.plural, &o)),
@@ -824,14 +826,6 @@ fn watch_options(
     })
 }
 
-/// A boolean query parameter as kube-apiserver reads it: the options' query decoding
-/// (`apimachinery/pkg/runtime/conversion.go`, `Convert_Slice_string_To_bool` and `_Pointer_bool`)
-/// and the request-info resolver's `watch` (`apiserver/pkg/endpoints/request/requestinfo.go`)
-/// take only `0` and `false` in any case as false, anything else (`True`, `1`, `yes`) as true.
-pub(crate) fn query_bool(v: &str) -> bool {
-    !(v == "0" || v.eq_ignore_ascii_case("false"))
-}
-
 fn delete_options(
     query: &std::collections::HashMap<String, String>,
     body: &Bytes,
@@ -932,16 +926,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_booleans_are_false_only_for_0_and_false() {
-        for v in ["0", "false", "False", "FALSE", "fAlSe"] {
-            assert!(!query_bool(v), "{v}");
-        }
-        for v in ["1", "true", "True", "t", "yes", ""] {
-            assert!(query_bool(v), "{v}");
-        }
-    }
 
     #[test]
     fn paths_parse_like_kube_apiserver_routes() {

@@ -22,7 +22,7 @@
 
 pub(crate) mod names;
 mod quantity;
-mod rules;
+pub(crate) mod rules;
 
 use serde_json::Value;
 
@@ -65,23 +65,25 @@ pub const TOTAL_ANNOTATION_SIZE_LIMIT: i64 = 256 * 1024;
 
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 
-/// Validates a built-in object (create, and update with `old` the stored object): `Err` with kube-apiserver's 400 when the
-/// body would not decode (a malformed quantity), otherwise the field errors, in kube's order
-/// (metadata, then the kind's checks, then the embedded types').
+/// Validates an object: `Err` with kube-apiserver's 400 when a built-in kind's body would not
+/// decode (a malformed quantity), otherwise the field errors in kube's order: metadata, then
+/// `kind_rules` (what the kind's strategy found, [`crate::strategy::Strategy::validate`]),
+/// then the rules derived for the built-in types it embeds.
 ///
 /// Every kind, custom ones included, gets the metadata checks kube's `ValidateObjectMeta`
-/// makes; only built-in kinds get the rest.
+/// makes; only built-in kinds get the derived rules.
 pub fn validate(
     rt: &ResourceType,
     version: &str,
     object: &Value,
-    old: Option<&Value>,
+    kind_rules: Vec<Cause>,
 ) -> Result<Vec<Cause>, ApiError> {
     let mut causes = metadata(object);
-    if rt.is_custom() {
-        return Ok(causes);
-    }
-    let Some(builtin) = crate::builtins::find(&rt.group, version, &rt.plural) else {
+    let builtin = (!rt.is_custom())
+        .then(|| crate::builtins::find(&rt.group, version, &rt.plural))
+        .flatten();
+    let Some(builtin) = builtin else {
+        causes.extend(kind_rules);
         return Ok(causes);
     };
     let mut walk = Walk::default();
@@ -98,11 +100,8 @@ pub fn validate(
             kind = rt.kind
         )));
     }
-    causes.extend(rules::kind(&rt.group, &rt.plural, object));
+    causes.extend(kind_rules);
     causes.extend(walk.causes);
-    if let Some(old) = old {
-        causes.extend(rules::update(&rt.group, &rt.plural, object, old));
-    }
     // `errors.NewAggregate` drops repeated messages; so does kube's `Invalid` message.
     let mut seen = std::collections::HashSet::new();
     causes.retain(|c| seen.insert((c.field.clone(), c.message.clone())));

@@ -38,58 +38,74 @@ pub fn of_type(definition: &str, value: &Value, path: &Path) -> Vec<Cause> {
     }
 }
 
-/// The rules of one kind on the whole object.
-pub fn kind(group: &str, plural: &str, object: &Value) -> Vec<Cause> {
-    let spec = &object["spec"];
+// The rules of one kind on the whole object, each called by its kind's strategy
+// (`crate::strategy`), as each k/k registry's `Validate` calls its `Validate<Kind>`.
+
+/// apps `ValidateDeploymentSpec` / `ValidateReplicaSetSpec` / `ValidateStatefulSetSpec`:
+/// replicas not negative, a selector that matches the template's labels.
+pub fn replicated(object: &Value) -> Vec<Cause> {
     let at = Path::root("spec");
-    match (group, plural) {
-        ("apps", "deployments" | "replicasets" | "statefulsets") => {
-            let mut causes = nonnegative(spec, &at, "replicas");
-            causes.extend(selector_and_template(spec, &at));
-            causes
-        }
-        ("apps", "daemonsets") => selector_and_template(spec, &at),
-        ("", "replicationcontrollers") => nonnegative(spec, &at, "replicas"),
-        ("batch", "jobs") => job_spec(spec, &at),
-        ("batch", "cronjobs") => cron_job_spec(spec, &at),
-        ("", "services") => service_spec(spec, &at),
-        ("", "configmaps") => config_map(object),
-        ("", "secrets") => secret(object),
-        ("", "persistentvolumeclaims") => pvc_spec(spec, &at),
-        _ => Vec::new(),
-    }
+    let mut causes = nonnegative(&object["spec"], &at, "replicas");
+    causes.extend(selector_and_template(&object["spec"], &at));
+    causes
 }
 
-/// The rules of an update, given the stored object: the apps strategies' `ValidateUpdate`
-/// (`pkg/registry/apps/{deployment,replicaset,daemonset}/strategy.go`) keep the selector
-/// immutable through `apivalidation.ValidateImmutableField` in apps/v1; a StatefulSet's spec
-/// changes only where `ValidateStatefulSetUpdate` allows.
-pub fn update(group: &str, plural: &str, object: &Value, old: &Value) -> Vec<Cause> {
-    match (group, plural) {
-        ("apps", "deployments" | "replicasets" | "daemonsets") => {
-            let (new_selector, old_selector) =
-                (&object["spec"]["selector"], &old["spec"]["selector"]);
-            if normalized(new_selector) != normalized(old_selector) {
-                vec![crate::error::Cause::new(
-                    crate::schema::field::INVALID,
-                    "spec.selector",
-                    format!(
-                        "Invalid value: {}: field is immutable",
-                        go_label_selector(new_selector)
-                    ),
-                )]
-            } else {
-                Vec::new()
-            }
-        }
-        ("apps", "statefulsets") => stateful_set_update(&object["spec"], &old["spec"]),
-        _ => Vec::new(),
+/// apps `ValidateDaemonSetSpec`: a selector that matches the template's labels.
+pub fn daemon_set(object: &Value) -> Vec<Cause> {
+    selector_and_template(&object["spec"], &Path::root("spec"))
+}
+
+/// core `ValidateReplicationControllerSpec`: replicas not negative.
+pub fn replication_controller(object: &Value) -> Vec<Cause> {
+    nonnegative(&object["spec"], &Path::root("spec"), "replicas")
+}
+
+/// batch `ValidateJobSpec`.
+pub fn job(object: &Value) -> Vec<Cause> {
+    job_spec(&object["spec"], &Path::root("spec"))
+}
+
+/// batch `ValidateCronJobSpec`.
+pub fn cron_job(object: &Value) -> Vec<Cause> {
+    cron_job_spec(&object["spec"], &Path::root("spec"))
+}
+
+/// core `ValidateService`'s spec checks.
+pub fn service(object: &Value) -> Vec<Cause> {
+    service_spec(&object["spec"], &Path::root("spec"))
+}
+
+/// core `ValidatePersistentVolumeClaimSpec`.
+pub fn persistent_volume_claim(object: &Value) -> Vec<Cause> {
+    pvc_spec(&object["spec"], &Path::root("spec"))
+}
+
+/// The apps strategies' `ValidateUpdate` (`pkg/registry/apps/{deployment,replicaset,daemonset}/
+/// strategy.go`) keep the selector immutable through `apivalidation.ValidateImmutableField`
+/// in apps/v1.
+pub fn selector_unchanged(object: &Value, old: &Value) -> Vec<Cause> {
+    let (new_selector, old_selector) = (&object["spec"]["selector"], &old["spec"]["selector"]);
+    if normalized(new_selector) == normalized(old_selector) {
+        return Vec::new();
     }
+    vec![Cause::new(
+        crate::schema::field::INVALID,
+        "spec.selector",
+        format!(
+            "Invalid value: {}: field is immutable",
+            go_label_selector(new_selector)
+        ),
+    )]
+}
+
+/// A StatefulSet's spec changes only where `ValidateStatefulSetUpdate` allows.
+pub fn stateful_set_update(object: &Value, old: &Value) -> Vec<Cause> {
+    stateful_set_spec_update(&object["spec"], &old["spec"])
 }
 
 /// apps `ValidateStatefulSetUpdate`: the spec may change only in the fields it copies from the
 /// old spec before comparing (`apiequality.Semantic.DeepEqual`, empty and absent alike).
-fn stateful_set_update(spec: &Value, old: &Value) -> Vec<Cause> {
+fn stateful_set_spec_update(spec: &Value, old: &Value) -> Vec<Cause> {
     const MUTABLE: [&str; 6] = [
         "replicas",
         "ordinals",
@@ -734,7 +750,7 @@ fn config_key(key: &str, at: &Path) -> Vec<Cause> {
 
 /// core `ValidateConfigMap`: keys of `data` and `binaryData`, no key in both, and at most 1 MiB
 /// of values, reported at the root path kube builds with `field.NewPath("")`, which prints `[]`.
-fn config_map(object: &Value) -> Vec<Cause> {
+pub fn config_map(object: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let mut size: i64 = 0;
     for (field, other) in [("data", "binaryData"), ("binaryData", "data")] {
@@ -770,7 +786,7 @@ fn decoded_len(text: &str) -> i64 {
 
 /// core `ValidateSecret`: keys and total size of `data` (`stringData` is merged into `data` by
 /// the conversion before validation, so its keys are reported under `data` too).
-fn secret(object: &Value) -> Vec<Cause> {
+pub fn secret(object: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let data = Path::root("data");
     let mut size: i64 = 0;

@@ -1,0 +1,149 @@
+//! The apiextensions group's strategy: CustomResourceDefinitions (k/k `apiextensions-apiserver/
+//! pkg/registry/customresourcedefinition/strategy.go`). A written CRD changes what is served.
+
+use serde_json::{Value, json};
+
+use super::types::{AfterWrite, Strategy};
+use crate::error::Cause;
+use crate::registry::ResourceType;
+
+/// The finalizer kube-apiserver puts on every CRD: its objects are deleted before it goes.
+pub const CRD_CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+pub(super) struct CustomResourceDefinitions;
+
+impl Strategy for CustomResourceDefinitions {
+    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+        let mut finalizers = crate::object::finalizers(object);
+        if !finalizers.iter().any(|f| f == CRD_CLEANUP_FINALIZER) {
+            finalizers.push(CRD_CLEANUP_FINALIZER.to_string());
+        }
+        object["metadata"]["finalizers"] = json!(finalizers);
+        object["status"] = json!({"conditions": [], "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": []});
+    }
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        validate_crd(object, None)
+    }
+    fn validate_update(
+        &self,
+        _rt: &ResourceType,
+        _v: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<Cause> {
+        validate_crd(object, Some(old))
+    }
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+    fn after_write(&self) -> Option<AfterWrite> {
+        Some(AfterWrite::ServeDefinition)
+    }
+}
+
+/// The CRD checks that decide whether it can be served: names, scope, versions, schemas.
+fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let spec = &object["spec"];
+    let group = spec["group"].as_str().unwrap_or_default();
+    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if group.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.group",
+            "Required value",
+        ));
+    } else if !group.contains('.') {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.group",
+            format!("Invalid value: \"{group}\": should be a domain with at least one dot"),
+        ));
+    }
+    if plural.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.plural",
+            "Required value",
+        ));
+    }
+    if spec["names"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.kind",
+            "Required value",
+        ));
+    }
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    match spec["scope"].as_str() {
+        Some("Namespaced" | "Cluster") => {}
+        other => causes.push(Cause::new(
+            "FieldValueNotSupported",
+            "spec.scope",
+            format!(
+                "Unsupported value: \"{}\": supported values: \"Cluster\", \"Namespaced\"",
+                other.unwrap_or_default()
+            ),
+        )),
+    }
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.versions",
+            "Required value: must have exactly one version marked as storage version",
+        ));
+    }
+    let storage = versions.iter().filter(|v| v["storage"] == true).count();
+    if !versions.is_empty() && storage != 1 {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.versions",
+            "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version",
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        match v["schema"]["openAPIV3Schema"].as_object() {
+            None => causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                "Required value: schemas are required",
+            )),
+            Some(_) => {
+                for mut c in crate::schema::validate_crd_schema(&v["schema"]["openAPIV3Schema"]) {
+                    if !c.field.starts_with("spec.") {
+                        c.field = format!(
+                            "spec.versions[{i}].schema.openAPIV3Schema{}{}",
+                            if c.field.is_empty() { "" } else { "." },
+                            c.field
+                        );
+                    }
+                    causes.push(c);
+                }
+            }
+        }
+    }
+    if let Some(old) = old {
+        for field in ["group", "scope"] {
+            if old["spec"][field] != spec[field] && !old["spec"][field].is_null() {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    format!("spec.{field}"),
+                    format!("Invalid value: {}: field is immutable", spec[field]),
+                ));
+            }
+        }
+    }
+    causes
+}

@@ -1,0 +1,233 @@
+//! The core group's strategies (k/k `pkg/registry/core/<resource>/strategy.go`).
+
+use serde_json::{Value, json};
+
+use super::defaults;
+use super::types::{BuiltinScale, FieldLabels, NameRule, Refusal, Strategy};
+use crate::error::Cause;
+use crate::registry::ResourceType;
+use crate::validation::rules;
+
+/// Kinds whose conversion function takes no field label of their own and names the kind when
+/// refusing one.
+pub(super) const NO_EXTRA_LABELS: FieldLabels = FieldLabels {
+    extra: &[],
+    refusal: Refusal::ForKind,
+};
+
+pub(super) struct Pods;
+
+impl Strategy for Pods {
+    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+        defaults::pod(object, &crate::object::name_suffix());
+    }
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+    fn field_labels(&self) -> FieldLabels {
+        FieldLabels {
+            extra: &[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ],
+            refusal: Refusal::Plain,
+        }
+    }
+}
+
+pub(super) struct PodTemplates;
+
+impl Strategy for PodTemplates {
+    fn defaults(&self, object: &mut Value) {
+        defaults::pod_template(&mut object["template"]);
+    }
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+}
+
+pub(super) struct Services;
+
+impl Strategy for Services {
+    fn defaults(&self, object: &mut Value) {
+        defaults::service(object);
+    }
+    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+        object["status"] = json!({"loadBalancer": {}});
+    }
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        rules::service(object)
+    }
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1123Label
+    }
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+    fn field_labels(&self) -> FieldLabels {
+        NO_EXTRA_LABELS
+    }
+}
+
+/// `data`, `binaryData` and `stringData` of a ConfigMap or Secret are maps of strings.
+fn string_maps(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for field in ["data", "binaryData", "stringData"] {
+        if let Some(map) = object.get(field).filter(|v| !v.is_null()) {
+            let ok = map
+                .as_object()
+                .is_some_and(|m| m.values().all(Value::is_string));
+            if !ok {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    field,
+                    "Invalid value: must be a map of strings",
+                ));
+            }
+        }
+    }
+    causes
+}
+
+pub(super) struct Secrets;
+
+impl Strategy for Secrets {
+    fn defaults(&self, object: &mut Value) {
+        defaults::secret_string_data(object);
+        if object["type"].is_null() {
+            object["type"] = json!("Opaque");
+        }
+    }
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        let mut causes = rules::secret(object);
+        causes.extend(string_maps(object));
+        causes
+    }
+    fn field_labels(&self) -> FieldLabels {
+        FieldLabels {
+            extra: &["type"],
+            refusal: Refusal::Plain,
+        }
+    }
+}
+
+pub(super) struct ConfigMaps;
+
+impl Strategy for ConfigMaps {
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        let mut causes = rules::config_map(object);
+        causes.extend(string_maps(object));
+        causes
+    }
+    fn field_labels(&self) -> FieldLabels {
+        NO_EXTRA_LABELS
+    }
+}
+
+pub(super) struct Namespaces;
+
+impl Strategy for Namespaces {
+    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+        let name = object["metadata"]["name"].clone();
+        object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        object["spec"]["finalizers"] = json!(["kubernetes"]);
+        object["status"] = json!({"phase": "Active"});
+    }
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1123Label
+    }
+    fn field_labels(&self) -> FieldLabels {
+        FieldLabels {
+            extra: &["status.phase"],
+            refusal: Refusal::Plain,
+        }
+    }
+}
+
+pub(super) struct PersistentVolumeClaims;
+
+impl Strategy for PersistentVolumeClaims {
+    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+        object["status"] = json!({"phase": "Pending"});
+    }
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        rules::persistent_volume_claim(object)
+    }
+    fn field_labels(&self) -> FieldLabels {
+        NO_EXTRA_LABELS
+    }
+}
+
+pub(super) struct PersistentVolumes;
+
+impl Strategy for PersistentVolumes {
+    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+        object["status"] = json!({"phase": "Pending"});
+    }
+}
+
+pub(super) struct ReplicationControllers;
+
+impl Strategy for ReplicationControllers {
+    fn defaults(&self, object: &mut Value) {
+        defaults::replication_controller(object);
+    }
+    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+        object["status"] = json!({"replicas": 0});
+    }
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        rules::replication_controller(object)
+    }
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+    fn field_labels(&self) -> FieldLabels {
+        FieldLabels {
+            extra: &["status.replicas"],
+            refusal: Refusal::Plain,
+        }
+    }
+    fn scale(&self) -> Option<BuiltinScale> {
+        Some(BuiltinScale::Map)
+    }
+}
+
+pub(super) struct Events;
+
+impl Strategy for Events {
+    fn field_labels(&self) -> FieldLabels {
+        FieldLabels {
+            extra: &[
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ],
+            refusal: Refusal::Plain,
+        }
+    }
+}
+
+pub(super) struct Nodes;
+
+impl Strategy for Nodes {
+    fn field_labels(&self) -> FieldLabels {
+        FieldLabels {
+            extra: &["spec.unschedulable"],
+            refusal: Refusal::Plain,
+        }
+    }
+}

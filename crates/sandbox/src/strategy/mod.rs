@@ -1,0 +1,270 @@
+//! Per-resource strategy: what kube-apiserver's registry knows of one resource beyond its
+//! schema, written once per resource and registered per resource in [`of`] — as k/k has a
+//! `pkg/registry/<group>/<resource>/strategy.go` and a `genericregistry.Store` for each:
+//!
+//! - the defaulting functions run whenever an object is decoded ([`Strategy::defaults`]);
+//! - `PrepareForCreate` ([`Strategy::prepare_for_create`]);
+//! - `Validate` and `ValidateUpdate` ([`Strategy::validate`], [`Strategy::validate_update`]);
+//! - whether `metadata.generation` is tracked, how names are checked;
+//! - what a DELETE answers (`ReturnDeletedObject`), which field selectors a list takes;
+//! - the `scale` subresource, and what follows a committed write (`AfterCreate`…).
+//!
+//! The API server ([`crate::apiserver`]) asks the strategy and never matches on
+//! `(group, plural)` itself. Pure functions over JSON: no I/O, no server state.
+//!
+//! A new built-in kind with behaviour of its own: a unit struct implementing [`Strategy`] in
+//! its group's file, and one line in [`of`].
+
+mod admissionregistration;
+mod apiextensions;
+mod apps;
+mod batch;
+mod core;
+mod custom;
+pub mod defaults;
+mod rbac;
+mod types;
+
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::registry::ResourceType;
+
+pub use apiextensions::CRD_CLEANUP_FINALIZER;
+pub use types::{AfterWrite, BuiltinScale, FieldLabels, NameRule, Refusal, Strategy};
+
+/// A resource whose strategy differs from kube's generic one only in these facts.
+struct Facts {
+    generation: bool,
+    returns_deleted_object: bool,
+    field_labels: FieldLabels,
+}
+
+impl Facts {
+    const GENERIC: Facts = Facts {
+        generation: false,
+        returns_deleted_object: false,
+        field_labels: FieldLabels::DEFAULT,
+    };
+}
+
+impl Strategy for Facts {
+    fn tracks_generation(&self) -> bool {
+        self.generation
+    }
+    fn returns_deleted_object(&self) -> bool {
+        self.returns_deleted_object
+    }
+    fn field_labels(&self) -> FieldLabels {
+        self.field_labels
+    }
+}
+
+/// The registration table: every resource's strategy.
+pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
+    if rt.is_custom() {
+        return &custom::CustomResources;
+    }
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => &core::Pods,
+        ("", "podtemplates") => &core::PodTemplates,
+        ("", "services") => &core::Services,
+        ("", "secrets") => &core::Secrets,
+        ("", "configmaps") => &core::ConfigMaps,
+        ("", "namespaces") => &core::Namespaces,
+        ("", "persistentvolumeclaims") => &core::PersistentVolumeClaims,
+        ("", "persistentvolumes") => &core::PersistentVolumes,
+        ("", "replicationcontrollers") => &core::ReplicationControllers,
+        ("", "events") => &core::Events,
+        ("", "nodes") => &core::Nodes,
+        ("", "serviceaccounts") => &Facts {
+            returns_deleted_object: true,
+            field_labels: core::NO_EXTRA_LABELS,
+            ..Facts::GENERIC
+        },
+        ("", "endpoints" | "resourcequotas") => &Facts {
+            field_labels: core::NO_EXTRA_LABELS,
+            ..Facts::GENERIC
+        },
+        ("apps", "deployments") => &apps::Deployments,
+        ("apps", "replicasets") => &apps::ReplicaSets,
+        ("apps", "statefulsets") => &apps::StatefulSets,
+        ("apps", "daemonsets") => &apps::DaemonSets,
+        ("batch", "jobs") => &batch::Jobs,
+        ("batch", "cronjobs") => &batch::CronJobs,
+        ("policy", "poddisruptionbudgets")
+        | ("networking.k8s.io", "networkpolicies" | "ingresses") => &Facts {
+            generation: true,
+            ..Facts::GENERIC
+        },
+        ("certificates.k8s.io", "certificatesigningrequests") => &Facts {
+            field_labels: FieldLabels {
+                extra: &["spec.signerName"],
+                refusal: Refusal::Plain,
+            },
+            ..Facts::GENERIC
+        },
+        (
+            "storage.k8s.io",
+            "storageclasses"
+            | "csidrivers"
+            | "csinodes"
+            | "volumeattachments"
+            | "csistoragecapacities"
+            | "volumeattributesclasses",
+        )
+        | ("resource.k8s.io", "resourceclaims") => &Facts {
+            returns_deleted_object: true,
+            ..Facts::GENERIC
+        },
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            &apiextensions::CustomResourceDefinitions
+        }
+        ("admissionregistration.k8s.io", _) => &admissionregistration::Configurations,
+        (crate::authz::RBAC_GROUP, _) => &rbac::Rbac,
+        _ => &Facts::GENERIC,
+    }
+}
+
+/// Defaults and `PrepareForCreate`, in kube's order: what a create does to a decoded object.
+pub fn default_on_create(rt: &ResourceType, object: &mut Value) {
+    let strategy = of(rt);
+    strategy.defaults(object);
+    strategy.prepare_for_create(rt, object);
+}
+
+/// Validates a create (`old` none) or an update: metadata, the kind's rules, the rules derived
+/// for the built-in types it embeds; `Err` with kube-apiserver's 422 (or 400 for a body that
+/// would not decode).
+pub fn validate(
+    rt: &ResourceType,
+    version: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let strategy = of(rt);
+    let kind_rules = match old {
+        None => strategy.validate(rt, version, object),
+        Some(old) => strategy.validate_update(rt, version, object, old),
+    };
+    let causes = crate::validation::validate(rt, version, object, kind_rules)?;
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(&rt.group, &rt.kind, name, causes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    fn strategy(group: &str, plural: &str) -> &'static dyn Strategy {
+        of(Registry::with_builtins()
+            .get(group, plural)
+            .unwrap_or_else(|| panic!("{group}/{plural} is built in")))
+    }
+
+    #[test]
+    fn workloads_track_generation_and_plain_kinds_do_not() {
+        for (group, plural) in [
+            ("apps", "deployments"),
+            ("apps", "statefulsets"),
+            ("", "replicationcontrollers"),
+            ("batch", "cronjobs"),
+            ("policy", "poddisruptionbudgets"),
+            ("networking.k8s.io", "ingresses"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            (
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations",
+            ),
+        ] {
+            assert!(
+                strategy(group, plural).tracks_generation(),
+                "{group}/{plural}"
+            );
+        }
+        for (group, plural) in [("", "configmaps"), ("", "pods"), ("", "services")] {
+            assert!(
+                !strategy(group, plural).tracks_generation(),
+                "{group}/{plural}"
+            );
+        }
+    }
+
+    #[test]
+    fn deletes_answer_with_the_object_only_where_the_store_says_so() {
+        for (group, plural) in [
+            ("", "pods"),
+            ("", "services"),
+            ("", "serviceaccounts"),
+            ("storage.k8s.io", "storageclasses"),
+        ] {
+            assert!(
+                strategy(group, plural).returns_deleted_object(),
+                "{group}/{plural}"
+            );
+        }
+        for (group, plural) in [("", "configmaps"), ("apps", "deployments")] {
+            assert!(
+                !strategy(group, plural).returns_deleted_object(),
+                "{group}/{plural}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_labels_for_namespaces_and_services_and_path_segments_for_rbac() {
+        assert_eq!(
+            strategy("", "namespaces").name_rule(),
+            NameRule::Dns1123Label
+        );
+        assert_eq!(strategy("", "services").name_rule(), NameRule::Dns1123Label);
+        assert_eq!(
+            strategy("rbac.authorization.k8s.io", "clusterroles").name_rule(),
+            NameRule::PathSegment
+        );
+        assert_eq!(
+            strategy("", "configmaps").name_rule(),
+            NameRule::Dns1123Subdomain
+        );
+    }
+
+    #[test]
+    fn scale_is_built_in_for_replicated_workloads() {
+        assert_eq!(
+            strategy("apps", "deployments").scale(),
+            Some(BuiltinScale::LabelSelector)
+        );
+        assert_eq!(
+            strategy("", "replicationcontrollers").scale(),
+            Some(BuiltinScale::Map)
+        );
+        assert_eq!(strategy("apps", "daemonsets").scale(), None);
+    }
+
+    #[test]
+    fn a_create_defaults_then_prepares() {
+        let reg = Registry::with_builtins();
+        let ns = reg.get("", "namespaces").expect("namespaces");
+        let mut object = serde_json::json!({"metadata": {"name": "shop"}});
+        default_on_create(ns, &mut object);
+        assert_eq!(
+            object["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "shop"
+        );
+        assert_eq!(
+            object["spec"]["finalizers"],
+            serde_json::json!(["kubernetes"])
+        );
+        assert_eq!(object["status"]["phase"], "Active");
+        let secrets = reg.get("", "secrets").expect("secrets");
+        let mut secret = serde_json::json!({"metadata": {"name": "s"}, "stringData": {"a": "b"}});
+        default_on_create(secrets, &mut secret);
+        assert_eq!(secret["type"], "Opaque");
+        assert_eq!(secret["data"]["a"], "Yg==");
+        assert!(secret.get("stringData").is_none());
+    }
+}
