@@ -214,7 +214,7 @@ async fn from_cluster(typed: &Typed, want: &Want, current: &str) -> Vec<(String,
     let ask = async {
         let (client, default_ns) = read::connect(&conn).await.ok()?;
         let namespace = typed.namespace.clone().unwrap_or(default_ns);
-        let discovery = Discovery::run(&client).await.ok()?;
+        let discovery = Discovery::read(&client).await.ok()?;
         let names = |ty: &str| {
             let client = client.clone();
             let resource = discovery.resolve_type(ty).ok().cloned();

@@ -221,7 +221,7 @@ struct Session {
 async fn session(kube: &KubeArgs) -> Result<Session, ReadError> {
     let started = std::time::Instant::now();
     let (client, default_ns) = read::connect(&kube.connection()).await?;
-    let discovery = Discovery::run(&client).await?;
+    let discovery = Discovery::read(&client).await?;
     tracing::debug!(elapsed = ?started.elapsed(), "connected, discovery read");
     Ok(Session {
         client,

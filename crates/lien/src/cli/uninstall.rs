@@ -34,7 +34,7 @@ use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams,
 };
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::discovery::{Discovery, verbs};
+use kube::discovery::verbs;
 use serde_json::{Value, json};
 
 /// The annotation a refused DELETE is recorded in.
@@ -81,12 +81,13 @@ async fn api_for(
     gvk: &GroupVersionKind,
     namespace: Option<&str>,
 ) -> anyhow::Result<Api<DynamicObject>> {
-    let (ar, _) = kube::discovery::pinned_kind(client, gvk)
+    let gk = lien_core::GroupKind::new(&gvk.group, &gvk.kind);
+    let found = lien_watch::discover(client, &gk, &gvk.api_version())
         .await
         .with_context(|| format!("discovering {}", gvk.kind))?;
     Ok(match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &found.ar),
+        None => Api::all_with(client.clone(), &found.ar),
     })
 }
 
@@ -131,19 +132,14 @@ async fn protecting(client: &kube::Client) -> anyhow::Result<Vec<String>> {
 
 /// Every listable and patchable resource the API server serves.
 async fn resources(client: &kube::Client) -> anyhow::Result<Vec<ApiResource>> {
-    let discovery = Discovery::new(client.clone())
-        .run()
+    let served = lien_watch::served_resources(client, lien_watch::Versions::Preferred)
         .await
         .context("discovering the API server's resources")?;
-    let mut out = Vec::new();
-    for group in discovery.groups() {
-        for (ar, caps) in group.recommended_resources() {
-            if caps.supports_operation(verbs::LIST) && caps.supports_operation(verbs::PATCH) {
-                out.push(ar);
-            }
-        }
-    }
-    Ok(out)
+    Ok(served
+        .into_iter()
+        .filter(|r| r.supports(verbs::LIST) && r.supports(verbs::PATCH))
+        .map(|r| r.ar)
+        .collect())
 }
 
 /// What step 4 changes on one object: a merge patch, or `None` when Lien left nothing there.

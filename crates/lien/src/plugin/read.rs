@@ -1,7 +1,8 @@
 //! The plugin's reads, through the user's kubeconfig and permissions: the client (as kubectl
-//! picks it: `--kubeconfig`, `KUBECONFIG`, `--context`, `-n`), discovery (to name kinds as kubectl
-//! does: kind, plural, singular, short name, each optionally `.group`), and the [`Snapshot`] —
-//! every Usage, ClusterUsage and DependencyRule and the objects of the kinds they name.
+//! picks it: `--kubeconfig`, `KUBECONFIG`, `--context`, `-n`), discovery (the watch-and-discovery
+//! service's snapshot, to name kinds as kubectl does: kind, plural, singular, short name, each
+//! optionally `.group`), and the [`Snapshot`] — every Usage, ClusterUsage and DependencyRule and
+//! the objects of the kinds they name.
 //!
 //! Lists are cluster-wide, because a ClusterUsage or a `Cluster`-scoped rule may relate objects
 //! of any namespace; a user who may list only their namespace gets that namespace (said on
@@ -11,7 +12,6 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use futures::future::try_join_all;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::{Api, DynamicObject, ListParams, ObjectList, TypeMeta};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, Status};
@@ -169,69 +169,29 @@ pub struct Discovery {
     resources: Vec<Resource>,
 }
 
-fn push_list(out: &mut Vec<Resource>, list: APIResourceList) {
-    let (group, version) = match list.group_version.split_once('/') {
-        Some((g, v)) => (g.to_owned(), v.to_owned()),
-        None => (String::new(), list.group_version.clone()),
-    };
-    for r in list.resources {
-        // Subresources (`pods/log`) are not types.
-        if r.name.contains('/') {
-            continue;
-        }
-        let api = ApiResource {
-            group: group.clone(),
-            version: version.clone(),
-            api_version: list.group_version.clone(),
-            kind: r.kind.clone(),
-            plural: r.name.clone(),
-        };
-        out.push(Resource {
-            api,
+impl From<lien_watch::ServedResource> for Resource {
+    fn from(r: lien_watch::ServedResource) -> Self {
+        Self {
+            api: r.ar,
             namespaced: r.namespaced,
-            singular: if r.singular_name.is_empty() {
-                r.kind.to_lowercase()
-            } else {
-                r.singular_name.clone()
-            },
-            short_names: r.short_names.unwrap_or_default(),
-        });
+            singular: r.singular,
+            short_names: r.short_names,
+        }
     }
 }
 
 impl Discovery {
-    /// Reads the server's discovery documents (one request per group, concurrently).
-    pub async fn run(client: &Client) -> Result<Self, ReadError> {
-        let doing = "reading the API server's discovery";
-        let core = client
-            .list_core_api_resources("v1")
+    /// Asks the watch-and-discovery service (`lien_watch`, the controller's too) for every
+    /// served resource at its group's preferred version, core first.
+    pub async fn read(client: &Client) -> Result<Self, ReadError> {
+        let served = lien_watch::served_resources(client, lien_watch::Versions::Preferred)
             .await
-            .map_err(|e| ReadError::from_kube(doing, e))?;
-        let groups = client
-            .list_api_groups()
-            .await
-            .map_err(|e| ReadError::from_kube(doing, e))?;
-        let lists = try_join_all(groups.groups.iter().filter_map(|g| {
-            let gv = g
-                .preferred_version
-                .as_ref()
-                .or(g.versions.first())?
-                .group_version
-                .clone();
-            Some(async move {
-                client
-                    .list_api_group_resources(&gv)
-                    .await
-                    .map_err(|e| ReadError::from_kube(doing, e))
-            })
-        }))
-        .await?;
-        let mut resources = Vec::new();
-        push_list(&mut resources, core);
-        for list in lists {
-            push_list(&mut resources, list);
-        }
-        Ok(Self { resources })
+            .map_err(|e| {
+                ReadError::from_kube("reading the API server's discovery", e.into_kube())
+            })?;
+        Ok(Self {
+            resources: served.into_iter().map(Resource::from).collect(),
+        })
     }
 
     /// Every served resource, core first (for completion).
