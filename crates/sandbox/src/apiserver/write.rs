@@ -20,7 +20,7 @@ use crate::admission::{Attributes, GroupVersionKind, GroupVersionResource, Opera
 use crate::error::{ApiError, Cause};
 use crate::patch::PatchKind;
 use crate::registry::ResourceType;
-use crate::strategy::AfterWrite;
+use crate::strategy::{AfterWrite, Storage};
 
 impl ApiServer {
     /// The stored webhook configurations of one kind (`validatingwebhookconfigurations` or
@@ -52,7 +52,7 @@ impl ApiServer {
         write: &WriteOptions,
     ) -> Attributes {
         let rt = &t.resource;
-        let namespace_labels = if rt.group.is_empty() && rt.plural == "namespaces" {
+        let namespace_labels = if crate::strategy::of(rt).storage() == Storage::Namespace {
             object.or(old).map(crate::labels::labels_of)
         } else if rt.namespaced {
             self.namespace_labels(&t.namespace)
@@ -101,8 +101,7 @@ impl ApiServer {
             // kube-apiserver addresses a namespace's own requests (other than create) in itself.
             namespace: if rt.namespaced {
                 t.namespace.clone()
-            } else if rt.group.is_empty()
-                && rt.plural == "namespaces"
+            } else if crate::strategy::of(rt).storage() == Storage::Namespace
                 && operation != Operation::Create
             {
                 t.name.clone()
@@ -387,13 +386,16 @@ impl ApiServer {
         }
         Self::check_type(t, &body)?;
         // Reviews are answered, not stored.
-        if rt.group == "authorization.k8s.io" {
-            let review = self.review_access(&rt.kind, body, &write.user)?;
-            return Ok(Written::review(&rt, &t.version, review));
-        }
-        if rt.group == "authentication.k8s.io" && rt.kind == "SelfSubjectReview" {
-            let review = self.review_self(&write.user);
-            return Ok(Written::review(&rt, &t.version, review));
+        match crate::strategy::of(&rt).storage() {
+            Storage::AccessReview => {
+                let review = self.review_access(&rt.kind, body, &write.user)?;
+                return Ok(Written::review(&rt, &t.version, review));
+            }
+            Storage::SelfReview => {
+                let review = self.review_self(&write.user);
+                return Ok(Written::review(&rt, &t.version, review));
+            }
+            Storage::Plain | Storage::Namespace | Storage::ClusterIps => {}
         }
         self.check_namespace_open(&rt, &t.namespace, &body)?;
         // Admission sees the name as the request gave it: empty when generateName is used.
@@ -404,7 +406,7 @@ impl ApiServer {
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
         crate::strategy::default_on_create(&rt, &mut body);
         // Held until the Service is stored (or the create fails), then released.
-        let _reserved = if rt.group.is_empty() && rt.plural == "services" {
+        let _reserved = if crate::strategy::of(&rt).storage() == Storage::ClusterIps {
             let in_use = super::services::InUse::of(&self.store().list(&rt.key(), None));
             Some(self.service_allocator.allocate(&mut body, in_use)?)
         } else {
@@ -814,7 +816,7 @@ impl ApiServer {
         }
         if sub.is_empty() {
             crate::strategy::of(rt).defaults(new);
-            if rt.group.is_empty() && rt.plural == "services" {
+            if crate::strategy::of(rt).storage() == Storage::ClusterIps {
                 super::services::keep_allocated(new, current)?;
             }
         }
@@ -1053,7 +1055,7 @@ fn plan_deletion(
 ) -> Option<Value> {
     let mut obj = current.clone();
     let mut finalizers = crate::object::finalizers(current);
-    let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+    let is_namespace = crate::strategy::of(rt).storage() == Storage::Namespace;
     match propagation {
         Some(Propagation::Orphan) => {
             finalizers.retain(|f| f != FOREGROUND_FINALIZER);
@@ -1098,8 +1100,7 @@ fn plan_deletion(
 /// The `NamespaceLifecycle` admission plugin refuses to delete the namespaces every cluster
 /// relies on.
 fn check_namespace_mortal(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
-    let immortal = rt.group.is_empty()
-        && rt.plural == "namespaces"
+    let immortal = crate::strategy::of(rt).storage() == Storage::Namespace
         && ["default", "kube-system", "kube-public"].contains(&name);
     if immortal {
         return Err(ApiError::forbidden(
@@ -1114,8 +1115,7 @@ fn check_namespace_mortal(rt: &ResourceType, name: &str) -> Result<(), ApiError>
 
 /// A namespace still waits for its `spec.finalizers` (the namespace controller's `kubernetes`).
 fn namespace_pending(rt: &ResourceType, object: &Value) -> bool {
-    rt.group.is_empty()
-        && rt.plural == "namespaces"
+    crate::strategy::of(rt).storage() == Storage::Namespace
         && object["spec"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty())

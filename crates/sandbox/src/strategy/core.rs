@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::defaults;
-use super::types::{BuiltinScale, FieldLabels, NameRule, Refusal, Strategy};
+use super::types::{BuiltinScale, FieldLabels, NameRule, Refusal, Storage, Strategy};
 use crate::error::Cause;
 use crate::registry::ResourceType;
 use crate::validation::rules;
@@ -69,6 +69,9 @@ impl Strategy for Services {
     }
     fn returns_deleted_object(&self) -> bool {
         true
+    }
+    fn storage(&self) -> Storage {
+        Storage::ClusterIps
     }
     fn field_labels(&self) -> FieldLabels {
         NO_EXTRA_LABELS
@@ -141,6 +144,9 @@ impl Strategy for Namespaces {
     }
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1123Label
+    }
+    fn storage(&self) -> Storage {
+        Storage::Namespace
     }
     fn field_labels(&self) -> FieldLabels {
         FieldLabels {

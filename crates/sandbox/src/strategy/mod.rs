@@ -31,7 +31,7 @@ use crate::error::ApiError;
 use crate::registry::ResourceType;
 
 pub use apiextensions::CRD_CLEANUP_FINALIZER;
-pub use types::{AfterWrite, BuiltinScale, FieldLabels, NameRule, Refusal, Strategy};
+pub use types::{AfterWrite, BuiltinScale, FieldLabels, NameRule, Refusal, Storage, Strategy};
 
 /// A resource whose strategy differs from kube's generic one only in these facts.
 struct Facts {
@@ -57,6 +57,15 @@ impl Strategy for Facts {
     }
     fn field_labels(&self) -> FieldLabels {
         self.field_labels
+    }
+}
+
+/// A review: answered at create, never stored.
+struct Answered(Storage);
+
+impl Strategy for Answered {
+    fn storage(&self) -> Storage {
+        self.0
     }
 }
 
@@ -122,6 +131,8 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         }
         ("admissionregistration.k8s.io", _) => &admissionregistration::Configurations,
         (crate::authz::RBAC_GROUP, _) => &rbac::Rbac,
+        ("authorization.k8s.io", _) => &Answered(Storage::AccessReview),
+        ("authentication.k8s.io", "selfsubjectreviews") => &Answered(Storage::SelfReview),
         _ => &Facts::GENERIC,
     }
 }
@@ -230,6 +241,21 @@ mod tests {
             strategy("", "configmaps").name_rule(),
             NameRule::Dns1123Subdomain
         );
+    }
+
+    #[test]
+    fn namespaces_services_and_reviews_have_storage_of_their_own() {
+        assert_eq!(strategy("", "namespaces").storage(), Storage::Namespace);
+        assert_eq!(strategy("", "services").storage(), Storage::ClusterIps);
+        assert_eq!(
+            strategy("authorization.k8s.io", "subjectaccessreviews").storage(),
+            Storage::AccessReview
+        );
+        assert_eq!(
+            strategy("authentication.k8s.io", "selfsubjectreviews").storage(),
+            Storage::SelfReview
+        );
+        assert_eq!(strategy("", "configmaps").storage(), Storage::Plain);
     }
 
     #[test]

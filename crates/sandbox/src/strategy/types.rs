@@ -66,6 +66,26 @@ pub enum AfterWrite {
     ServeDefinition,
 }
 
+/// What a resource's storage does beyond keeping objects: the REST wrappers some registries put
+/// around the generic store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// Objects are stored as written.
+    Plain,
+    /// A Namespace (`pkg/registry/core/namespace/storage`): its own requests are addressed in
+    /// itself; a DELETE turns it `Terminating` until its `spec.finalizers` are done, and the
+    /// namespaces every cluster relies on cannot be deleted.
+    Namespace,
+    /// A Service (`pkg/registry/core/service/storage`): cluster IPs are allocated on create and
+    /// kept on update.
+    ClusterIps,
+    /// An access review (`pkg/registry/authorization/*`): answered, never stored.
+    AccessReview,
+    /// A SelfSubjectReview (`pkg/registry/authentication/selfsubjectreview`): answered with
+    /// the requester, never stored.
+    SelfReview,
+}
+
 /// One resource's strategy. Every method has kube's generic behaviour as its default, so a
 /// kind states only where it differs.
 pub trait Strategy: Sync {
@@ -124,5 +144,10 @@ pub trait Strategy: Sync {
     /// What follows a committed write.
     fn after_write(&self) -> Option<AfterWrite> {
         None
+    }
+
+    /// What its storage does beyond keeping objects.
+    fn storage(&self) -> Storage {
+        Storage::Plain
     }
 }
