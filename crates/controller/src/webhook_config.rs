@@ -247,7 +247,7 @@ impl Reconciler {
             .as_str()
             .map(str::to_owned);
         let _watch_task = crate::watch::AbortOnDrop(crate::watch::spawn_forward(
-            watcher(api.clone(), watcher::Config::default()),
+            api.clone(),
             changes_tx,
             move |ev| match ev {
                 watcher::Event::Apply(o)

@@ -496,7 +496,7 @@ async fn refresh_kinds(
     let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
     let (tx, mut changes) = mpsc::unbounded_channel();
     let watch = lien_watch::forward(
-        watcher(crds, watcher::Config::default()),
+        crds,
         &tx,
         // A change, or a (re)list done: after a failed watch the relist is how a change made
         // meanwhile shows.

@@ -14,20 +14,23 @@
 //!   snapshot, the plugin's `TYPE` names, the dependents of a foreground deletion, what
 //!   `lien uninstall` strips): core first, then the groups in the server's order, each at its
 //!   preferred version first; with names (singular, short names) and verbs.
-//! - [`forward`] / [`spawn_forward`]: the one "watcher with kube's default backoff, forwarded
-//!   into an event loop's channel" loop: a failed list or watch is retried, never fatal; the
-//!   loop ends when the channel closes (its event loop stopped) or the task is aborted.
+//! - [`forward`] / [`spawn_forward`]: the one "watch an `Api` with kube's default backoff,
+//!   forwarded into an event loop's channel" loop, the only place a watcher is made: a failed
+//!   list or watch is retried, never fatal; the loop ends when the channel closes (its event
+//!   loop stopped) or the task is aborted.
 
+use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::try_join_all;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList};
-use kube::Client;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 use lien_core::GroupKind;
+use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -240,18 +243,18 @@ pub async fn served_resources(
         .collect())
 }
 
-/// Forwards a watch's events into `tx`, mapped by `map` (`None`: not forwarded), with kube's
-/// default backoff on failures (each reported to `failed`). Returns when `tx` closes or the
-/// stream ends.
-pub async fn forward<K, S, M>(
-    stream: S,
+/// Watches every object of `api` (a list, then a watch, as kube's watcher does) and forwards
+/// the events into `tx`, mapped by `map` (`None`: not forwarded), with kube's default backoff
+/// on failures (each reported to `failed`). Returns when `tx` closes.
+pub async fn forward<K, M>(
+    api: Api<K>,
     tx: &mpsc::UnboundedSender<M>,
     mut map: impl FnMut(watcher::Event<K>) -> Option<M>,
     failed: impl Fn(&watcher::Error),
 ) where
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let stream = kube::runtime::WatchStreamExt::default_backoff(stream);
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     while let Some(ev) = stream.next().await {
         match ev {
@@ -268,18 +271,17 @@ pub async fn forward<K, S, M>(
 }
 
 /// [`forward`] in a task of its own.
-pub fn spawn_forward<K, S, M>(
-    stream: S,
+pub fn spawn_forward<K, M>(
+    api: Api<K>,
     tx: mpsc::UnboundedSender<M>,
     map: impl FnMut(watcher::Event<K>) -> Option<M> + Send + 'static,
     failed: impl Fn(&watcher::Error) + Send + 'static,
 ) -> JoinHandle<()>
 where
-    K: Send + 'static,
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     M: Send + 'static,
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
-    tokio::spawn(async move { forward(stream, &tx, map, failed).await })
+    tokio::spawn(async move { forward(api, &tx, map, failed).await })
 }
 
 /// A task aborted when this is dropped: a [`spawn_forward`] whose listener returns on more than

@@ -59,7 +59,7 @@ use kube::api::{
 };
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use lien_api::{CASCADE_FINALIZER, CascadeRule, PropagationPolicy};
 use lien_core::GroupKind;
@@ -168,7 +168,7 @@ fn spawn_kind_watch(
             return;
         }
         crate::watch::forward(
-            watcher(api, watcher::Config::default()),
+            api,
             &tx,
             |ev| Some(wrap(gk.clone(), ev)),
             |e| tracing::warn!(error = %e, kind = %gk, "cascade watch failed; retrying"),
@@ -215,10 +215,7 @@ impl CascadeRuntime {
         let (tx, rx) = mpsc::unbounded_channel();
         let calls = Arc::new(Calls::default());
         let rules_task = crate::watch::spawn_forward(
-            watcher(
-                Api::<CascadeRule>::all(client.clone()),
-                watcher::Config::default(),
-            ),
+            Api::<CascadeRule>::all(client.clone()),
             tx.clone(),
             |ev| Some(Msg::Rule(ev)),
             |e| tracing::warn!(error = %e, "CascadeRule watch failed; retrying"),

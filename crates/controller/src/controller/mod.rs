@@ -67,7 +67,7 @@ use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
 use kube::core::ApiResource;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use lien_api::{ClusterUsage, DependencyRule, Usage};
 use lien_core::RelationIndex;
 use parking_lot::RwLock;
@@ -293,28 +293,19 @@ impl Controller {
         let (stop_tx, stop_rx) = watch::channel(false);
         let tasks: Vec<JoinHandle<()>> = vec![
             spawn_watch(
-                watcher(
-                    Api::<Usage>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
+                Api::<Usage>::all(client.clone()),
                 tx.clone(),
                 |ev| Some(Msg::Usage(ev)),
                 shared.metrics.clone(),
             ),
             spawn_watch(
-                watcher(
-                    Api::<ClusterUsage>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
+                Api::<ClusterUsage>::all(client.clone()),
                 tx.clone(),
                 |ev| Some(Msg::ClusterUsage(ev)),
                 shared.metrics.clone(),
             ),
             spawn_watch(
-                watcher(
-                    Api::<DependencyRule>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
+                Api::<DependencyRule>::all(client.clone()),
                 tx.clone(),
                 |ev| Some(Msg::Rule(ev)),
                 shared.metrics.clone(),
@@ -322,10 +313,7 @@ impl Controller {
             // Metadata only: any change of a CRD (created, established, deleted) is a hint
             // that a kind a source names may have started or stopped being served.
             spawn_watch(
-                watcher(
-                    Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
+                Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
                 tx.clone(),
                 // A (re)list replays what exists; only a change is news.
                 |ev| match ev {

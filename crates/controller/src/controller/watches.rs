@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::core::ApiResource;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -123,17 +123,16 @@ pub(super) fn retry_unknown_kinds(
 }
 
 /// A source watch (`crate::watch`'s one loop), counted in the metrics when it restarts.
-pub(super) fn spawn_watch<K, S>(
-    stream: S,
+pub(super) fn spawn_watch<K>(
+    api: Api<K>,
     tx: mpsc::UnboundedSender<Msg>,
     wrap: fn(watcher::Event<K>) -> Option<Msg>,
     metrics: Metrics,
 ) -> JoinHandle<()>
 where
-    K: Send + 'static,
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    crate::watch::spawn_forward(stream, tx, wrap, move |e| {
+    crate::watch::spawn_forward(api, tx, wrap, move |e| {
         metrics.watch_restarted("usage");
         tracing::warn!(error = %e, "watch failed; retrying");
     })
@@ -240,7 +239,7 @@ async fn watch_metadata(
     // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, ar);
     crate::watch::forward(
-        watcher(api, watcher::Config::default()),
+        api,
         &tx,
         |ev| {
             let ev = map_event(ev, |m| slim(m.metadata, true));
@@ -267,7 +266,7 @@ async fn watch_full(
 ) {
     let api: Api<DynamicObject> = Api::all_with(client, ar);
     crate::watch::forward(
-        watcher(api, watcher::Config::default()),
+        api,
         &tx,
         |ev| {
             let ev = match ev {
