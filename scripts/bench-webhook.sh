@@ -7,12 +7,16 @@
 #
 # PIN=1 pins the server to CPU 0 and oha to CPU 1 (taskset); PIN=0 (default) lets both float
 # over the 2 cores. Every run is bounded in time (oha -z, serve_bench --seconds, timeout).
+# FLOOR=1 (default) also drives the same server's static /healthz the same ways: the floor of
+# TLS + HTTP + the load generator on this machine, to read Lien's figures against; FLOOR=0
+# skips it.
 set -euo pipefail
 
 SERVE=${SERVE:-${CARGO_TARGET_DIR:-target}/release/examples/serve_bench}
 DUR=${DUR:-20s}
 RATE=${RATE:-5000}
 PIN=${PIN:-0}
+FLOOR=${FLOOR:-1}
 OUT=${OUT:-$(mktemp -d /tmp/lien-webhook-bench.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -48,6 +52,15 @@ run() { # name, oha arguments...
     grep -E 'Success rate|Requests/sec|Slowest|Fastest|Average|50.00%|90.00%|99.00%|99.90%|\[[0-9]+\]|Error|aborted'
 }
 
+floor() { # name, oha arguments... (GET /healthz: a static "ok", no decision)
+  local name=$1
+  shift
+  echo "== $name: oha $* GET /healthz (loadavg $(cut -d' ' -f1-3 /proc/loadavg))"
+  timeout 120 "${CLIENT_CPU[@]}" oha --no-tui --cacert "$OUT/ca.pem" "$@" \
+    "https://127.0.0.1:$PORT/healthz" | tee "$OUT/$name.txt" |
+    grep -E 'Success rate|Requests/sec|Slowest|Fastest|Average|50.00%|90.00%|99.00%|99.90%|\[[0-9]+\]|Error|aborted'
+}
+
 # A warm-up, so the first timed run does not pay for page faults and connection set-up.
 run warmup -z 3s -c 50 -D "$OUT/denied-5k.json" >/dev/null
 
@@ -55,6 +68,11 @@ run denied-5k-const -z "$DUR" -c 50 -q "$RATE" --latency-correction -D "$OUT/den
 run allowed-5k-const -z "$DUR" -c 50 -q "$RATE" --latency-correction -D "$OUT/allowed-5k.json"
 run denied-5k-sat -z "$DUR" -c 50 -D "$OUT/denied-5k.json"
 run allowed-5k-sat -z "$DUR" -c 50 -D "$OUT/allowed-5k.json"
+
+if [ "$FLOOR" = 1 ]; then
+  floor healthz-const -z "$DUR" -c 50 -q "$RATE" --latency-correction
+  floor healthz-sat -z "$DUR" -c 50
+fi
 
 # The answers are what they should be (one request each, outside the timings).
 for body in denied allowed; do

@@ -758,6 +758,25 @@ impl JoinMut<'_> {
         }
     }
 
+    /// Makes room for `of` and `by` objects (a previous generation's
+    /// [`JoinRef::object_counts`], say) so that feeding them grows no table: a table of
+    /// 100,000 objects doubling rehashes them all in one update, 2-8 ms under the write lock
+    /// (docs/benchmarks.md, "Issue 20, continued"). A hint too small or too large only costs
+    /// that growth, or the unused room.
+    pub fn reserve(&mut self, of: usize, by: usize) {
+        self.with(|j, _| {
+            let hasher = j.hasher.clone();
+            for (objects, n) in [(&mut j.of, of), (&mut j.by, by)] {
+                let recs = &objects.recs;
+                objects
+                    .table
+                    .reserve(n.saturating_sub(objects.live), |&id| {
+                        hasher.hash_one(recs[id as usize].key)
+                    });
+            }
+        });
+    }
+
     /// [`JoinMut::attach`] in steps of about `budget` relations each (linked, or removed of the
     /// previous generation), so that the caller can release the index's write lock between
     /// them: at 100,000 relations one `attach` holds it for 10–25 ms (docs/benchmarks.md).

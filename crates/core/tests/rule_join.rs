@@ -619,6 +619,8 @@ proptest! {
         let mut ids = Vec::new();
         for index in [&mut at_once, &mut stepped] {
             let two = index.add_join(c2.clone()).expect("room");
+            // Room for the objects (a capacity hint: it changes nothing else).
+            index.join_mut(two).expect("join").reserve(ofs.len(), bys.len());
             for (k, (uid, ks, ok)) in &ofs {
                 let mut join = index.join_mut(two).expect("join");
                 if *ok {

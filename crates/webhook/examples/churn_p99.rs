@@ -38,6 +38,13 @@
 //!
 //! `--step N` attaches in steps of N relations (`JoinMut::attach_step`, the write lock released
 //! between steps, as the controller does); `--step 0` attaches in one hold, as it did before.
+//! With steps, the previous generation's join is also removed as the controller does now:
+//! `remove_join_in_steps` (O(1)), the new join given room for as many objects (`reserve`), and
+//! the old join's objects released `--step` at a time (`release_step`). `--feed N` feeds the
+//! new join N objects per write hold, as the controller's `State::flush_feed` does for a
+//! listed generation (default 512); `--feed 1` is one hold per object, as before. `--fair 1`
+//! (default) ends every write hold with `unlock_fair`, as the controller's steps do; `--fair 0`
+//! with a plain unlock, as before.
 //! `--every-ms M` starts at most one generation every M ms (default: back to back).
 
 #[path = "../../core/benches/fixture/mod.rs"]
@@ -56,7 +63,7 @@ use lien_core::{
     Source, find_cycles,
 };
 use lien_webhook::Webhook;
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -224,19 +231,34 @@ fn held<T>(
     let t = Instant::now();
     let out = f(&mut idx);
     *longest = (*longest).max(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+    if FAIR.load(Ordering::Relaxed) {
+        RwLockWriteGuard::unlock_fair(idx);
+    }
     out
 }
 
+/// `--fair 1` (default): every write hold ends with `unlock_fair`, as the controller's steps
+/// do, handing the lock to a waiting reader instead of letting the writer take it again at
+/// once; `--fair 0`: a plain unlock, as before.
+static FAIR: AtomicBool = AtomicBool::new(true);
+
 /// Replaces the rule's generation until `stop`, as the controller does; returns how many
 /// generations were attached. The first is attached before the phase starts.
+/// How the rule churn writes (see the module docs).
+#[derive(Clone, Copy)]
+struct RuleChurn {
+    step: usize,
+    feed: usize,
+    every: Duration,
+}
+
 fn churn_rules(
     index: &RwLock<RelationIndex>,
     mut id: JoinId,
     inputs: &RuleInputs,
     stop: &AtomicBool,
     holds: &mut RuleHolds,
-    step: usize,
-    every: Duration,
+    RuleChurn { step, feed, every }: RuleChurn,
 ) -> (usize, JoinId) {
     let mut generations = 0;
     let started = Instant::now();
@@ -247,10 +269,20 @@ fn churn_rules(
             std::thread::sleep(wait);
         }
         id = held(index, &mut holds.generation, |ix| {
-            ix.remove_join(id);
-            ix.add_join(rule_config(generations + 2)).expect("room")
+            if step == 0 {
+                ix.remove_join(id);
+                return ix.add_join(rule_config(generations + 2)).expect("room");
+            }
+            let (of, by) = ix.join(id).expect("join").object_counts();
+            ix.remove_join_in_steps(id);
+            let next = ix.add_join(rule_config(generations + 2)).expect("room");
+            ix.join_mut(next).expect("join").reserve(of, by);
+            next
         });
-        feed_rule(index, id, inputs, &mut holds.feed);
+        while !held(index, &mut holds.generation, |ix| {
+            ix.release_step(step.max(1))
+        }) {}
+        feed_rule(index, id, inputs, feed, &mut holds.feed);
         let n = if step == 0 {
             held(index, &mut holds.attach, |ix| {
                 ix.join_mut(id).expect("join").attach().expect("room")
@@ -274,26 +306,30 @@ fn churn_rules(
     (generations, id)
 }
 
+/// Feeds every pool then every PV to join `id`, `batch` objects per write hold.
 fn feed_rule(
     index: &RwLock<RelationIndex>,
     id: JoinId,
     (pools, pvs): &RuleInputs,
+    batch: usize,
     longest: &mut u64,
 ) {
-    for (key, uid, keys) in pools {
+    let inputs: Vec<(bool, &RuleInput)> = pools
+        .iter()
+        .map(|i| (true, i))
+        .chain(pvs.iter().map(|i| (false, i)))
+        .collect();
+    for chunk in inputs.chunks(batch.max(1)) {
         held(index, longest, |ix| {
-            ix.join_mut(id)
-                .expect("join")
-                .upsert_of(key, Some(uid), Some(keys.clone()))
-                .expect("kind")
-        });
-    }
-    for (key, uid, keys) in pvs {
-        held(index, longest, |ix| {
-            ix.join_mut(id)
-                .expect("join")
-                .upsert_by(key, Some(uid), Some(keys.clone()), true)
-                .expect("kind")
+            let mut join = ix.join_mut(id).expect("join");
+            for (of, (key, uid, keys)) in chunk {
+                if *of {
+                    join.upsert_of(key, Some(uid), Some(keys.clone()))
+                } else {
+                    join.upsert_by(key, Some(uid), Some(keys.clone()), true)
+                }
+                .expect("kind");
+            }
         });
     }
 }
@@ -319,7 +355,7 @@ fn run_phase(
     body: &[u8],
     seconds: u64,
     churn_with: Option<(u32, Locking)>,
-    rules: Option<(JoinId, Arc<RuleInputs>, usize, Duration)>,
+    rules: Option<(JoinId, Arc<RuleInputs>, RuleChurn)>,
 ) -> Phase {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -333,11 +369,11 @@ fn run_phase(
             changes.store(churn(&index, rate, locking, &stop), Ordering::Relaxed);
         })
     });
-    let rule_writer = rules.map(|(id, inputs, step, every)| {
+    let rule_writer = rules.map(|(id, inputs, how)| {
         let (index, stop) = (index.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut holds = RuleHolds::default();
-            let (generations, _) = churn_rules(&index, id, &inputs, &stop, &mut holds, step, every);
+            let (generations, _) = churn_rules(&index, id, &inputs, &stop, &mut holds, how);
             (generations, holds)
         })
     });
@@ -359,7 +395,8 @@ fn run_phase(
         changes.store(generations, Ordering::Relaxed);
         println!(
             "rule churn: {generations} generations attached; longest write holds: new generation \
-             (remove_join + add_join) {} µs, one object fed {} µs, attach (one hold, or the longest step) {} µs",
+             (remove_join + add_join, or the longest step of it) {} µs, feed (the longest hold) {} µs, \
+             attach (one hold, or the longest step) {} µs",
             holds.generation, holds.feed, holds.attach
         );
     }
@@ -374,6 +411,7 @@ fn run_phase(
 
 fn main() -> Result<(), Error> {
     let (mut seconds, mut rate, mut rules, mut step) = (10u64, 500u32, false, 1024usize);
+    let mut feed = 512usize;
     let mut every = Duration::ZERO;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -382,6 +420,11 @@ fn main() -> Result<(), Error> {
             "--rate" => rate = it.next().ok_or("--rate needs a number")?.parse()?,
             "--rules" => rules = true,
             "--step" => step = it.next().ok_or("--step needs a number")?.parse()?,
+            "--feed" => feed = it.next().ok_or("--feed needs a number")?.parse()?,
+            "--fair" => {
+                let fair: u8 = it.next().ok_or("--fair needs 0 or 1")?.parse()?;
+                FAIR.store(fair != 0, Ordering::Relaxed);
+            }
             "--every-ms" => {
                 every =
                     Duration::from_millis(it.next().ok_or("--every-ms needs a number")?.parse()?);
@@ -412,7 +455,7 @@ fn main() -> Result<(), Error> {
         let id = held(&index, &mut unused, |ix| {
             ix.add_join(rule_config(1)).expect("room")
         });
-        feed_rule(&index, id, &inputs, &mut unused);
+        feed_rule(&index, id, &inputs, feed, &mut unused);
         held(&index, &mut unused, |ix| {
             ix.join_mut(id).expect("join").attach().expect("room")
         });
@@ -426,7 +469,7 @@ fn main() -> Result<(), Error> {
                 &body,
                 seconds,
                 None,
-                Some((id, inputs, step, every)),
+                Some((id, inputs, RuleChurn { step, feed, every })),
             ),
         ];
         report(&phases);

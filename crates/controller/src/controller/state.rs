@@ -24,7 +24,9 @@
 //! never across work in the size of the caches, and never while taking another lock.
 //! Work in the size of a rule (a generation attached, a rule deleted, a replaced join freed,
 //! a listed generation fed to its detached join) is done in steps of ~0.1-0.5 ms, the lock
-//! released between them.
+//! released between them with `unlock_fair`: a webhook decision waiting for the lock gets it
+//! then, instead of the next step taking it again at once (parking_lot lets a writer barge)
+//! and the decision waiting until fairness is forced or the writer is preempted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -41,7 +43,7 @@ const ATTACH_STEP: usize = 1024;
 /// Objects a detached join is fed per write-lock hold during a list (`State::flush_feed`):
 /// ~0.3-0.5 ms at ~0.6-1 µs each (docs/benchmarks.md, "Issue 20, continued").
 const FEED_STEP: usize = 512;
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use super::Msg;
 use crate::cache::{CachedObject, Caches, GroupKind, NsName};
@@ -395,13 +397,24 @@ impl State {
         let config = r.join_config();
         let added = {
             let mut index = shared.index.write();
+            // The next generation is fed about the objects the previous one holds: room for
+            // them up front, so that no table doubles (rehashing them all) under one hold.
+            let counts = previous.and_then(|p| index.join(p).map(|j| j.object_counts()));
             if let Some(previous) = previous {
                 // What it pins goes, in steps (below); the relations it put in the index
                 // stay the rule's.
                 index.remove_join_in_steps(previous);
             }
             match config {
-                Some(config) => Some(index.add_join(config)),
+                Some(config) => {
+                    let added = index.add_join(config);
+                    if let (Ok(id), Some((of, by))) = (&added, counts)
+                        && let Some(mut join) = index.join_mut(*id)
+                    {
+                        join.reserve(of, by);
+                    }
+                    Some(added)
+                }
                 None => {
                     // A rule that does not compile holds nothing (the webhook refuses it
                     // normally; one stored before that check, or under an older Lien, is
@@ -551,6 +564,7 @@ impl State {
                     failures.push((f.join, f.key, e));
                 }
             }
+            RwLockWriteGuard::unlock_fair(index);
         }
         for (id, key, e) in failures {
             let rule = self
@@ -694,11 +708,9 @@ impl State {
             // ATTACH_STEP with the lock released between them: one `attach` of 100,000
             // relations held it 10-25 ms, stalling every webhook decision meanwhile.
             let attached = loop {
-                let step = shared
-                    .index
-                    .write()
-                    .join_mut(id)
-                    .map(|mut j| j.attach_step(ATTACH_STEP));
+                let mut index = shared.index.write();
+                let step = index.join_mut(id).map(|mut j| j.attach_step(ATTACH_STEP));
+                RwLockWriteGuard::unlock_fair(index);
                 match step {
                     Some(Ok(AttachStep::More)) => {}
                     Some(Ok(AttachStep::Done(n))) => break Some(Ok(n)),
@@ -735,7 +747,14 @@ fn report_feed_failure(rule: &str, key: &ObjectKey, e: &JoinError, metrics: &Met
 /// Frees what a rule's deletion or a replaced join left (`RelationIndex::release_step`),
 /// ATTACH_STEP at a time with the write lock released between steps.
 fn release_in_steps(index: &RwLock<RelationIndex>) {
-    while !index.write().release_step(ATTACH_STEP) {}
+    loop {
+        let mut guard = index.write();
+        let done = guard.release_step(ATTACH_STEP);
+        RwLockWriteGuard::unlock_fair(guard);
+        if done {
+            return;
+        }
+    }
 }
 
 /// Applies one event to the state and the index; returns the kinds to watch.
