@@ -1,50 +1,32 @@
 //! The batch group's strategies (k/k `pkg/registry/batch/{job,cronjob}/strategy.go`).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::defaults;
-use super::types::{FieldLabels, Refusal, Strategy};
-use crate::error::Cause;
-use crate::registry::ResourceType;
+use super::types::{FieldLabels, Refusal};
+use super::workload::{Workload, no_update_rules};
 use crate::validation::rules;
 
-pub(super) struct Jobs;
-
-impl Strategy for Jobs {
-    fn defaults(&self, object: &mut Value) {
-        defaults::job(object);
-    }
-    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+pub(super) const JOBS: Workload = Workload {
+    defaults: defaults::job,
+    prepare_for_create: |object| {
         defaults::job_selector(object);
         object["status"] = json!({});
-    }
-    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
-        rules::job(object)
-    }
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-    fn field_labels(&self) -> FieldLabels {
-        FieldLabels {
-            extra: &["status.successful"],
-            refusal: Refusal::ForKind,
-        }
-    }
-}
+    },
+    validate: rules::job,
+    validate_update: no_update_rules,
+    field_labels: FieldLabels {
+        extra: &["status.successful"],
+        refusal: Refusal::ForKind,
+    },
+    scale: None,
+};
 
-pub(super) struct CronJobs;
-
-impl Strategy for CronJobs {
-    fn defaults(&self, object: &mut Value) {
-        defaults::cron_job(object);
-    }
-    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
-        object["status"] = json!({});
-    }
-    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
-        rules::cron_job(object)
-    }
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-}
+pub(super) const CRON_JOBS: Workload = Workload {
+    defaults: defaults::cron_job,
+    prepare_for_create: |object| object["status"] = json!({}),
+    validate: rules::cron_job,
+    validate_update: no_update_rules,
+    field_labels: FieldLabels::DEFAULT,
+    scale: None,
+};

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::defaults;
 use super::types::{BuiltinScale, FieldLabels, NameRule, Refusal, Storage, Strategy};
+use super::workload::{Workload, no_update_rules};
 use crate::error::Cause;
 use crate::registry::ResourceType;
 use crate::validation::rules;
@@ -178,31 +179,17 @@ impl Strategy for PersistentVolumes {
     }
 }
 
-pub(super) struct ReplicationControllers;
-
-impl Strategy for ReplicationControllers {
-    fn defaults(&self, object: &mut Value) {
-        defaults::replication_controller(object);
-    }
-    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
-        object["status"] = json!({"replicas": 0});
-    }
-    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
-        rules::replication_controller(object)
-    }
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-    fn field_labels(&self) -> FieldLabels {
-        FieldLabels {
-            extra: &["status.replicas"],
-            refusal: Refusal::Plain,
-        }
-    }
-    fn scale(&self) -> Option<BuiltinScale> {
-        Some(BuiltinScale::Map)
-    }
-}
+pub(super) const REPLICATION_CONTROLLERS: Workload = Workload {
+    defaults: defaults::replication_controller,
+    prepare_for_create: |object| object["status"] = json!({"replicas": 0}),
+    validate: rules::replication_controller,
+    validate_update: no_update_rules,
+    field_labels: FieldLabels {
+        extra: &["status.replicas"],
+        refusal: Refusal::Plain,
+    },
+    scale: Some(BuiltinScale::Map),
+};
 
 pub(super) struct Events;
 

@@ -24,6 +24,7 @@ mod custom;
 pub mod defaults;
 mod rbac;
 mod types;
+mod workload;
 
 use serde_json::Value;
 
@@ -83,7 +84,7 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         ("", "namespaces") => &core::Namespaces,
         ("", "persistentvolumeclaims") => &core::PersistentVolumeClaims,
         ("", "persistentvolumes") => &core::PersistentVolumes,
-        ("", "replicationcontrollers") => &core::ReplicationControllers,
+        ("", "replicationcontrollers") => &core::REPLICATION_CONTROLLERS,
         ("", "events") => &core::Events,
         ("", "nodes") => &core::Nodes,
         ("", "serviceaccounts") => &Facts {
@@ -95,12 +96,12 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
             field_labels: core::NO_EXTRA_LABELS,
             ..Facts::GENERIC
         },
-        ("apps", "deployments") => &apps::Deployments,
-        ("apps", "replicasets") => &apps::ReplicaSets,
-        ("apps", "statefulsets") => &apps::StatefulSets,
-        ("apps", "daemonsets") => &apps::DaemonSets,
-        ("batch", "jobs") => &batch::Jobs,
-        ("batch", "cronjobs") => &batch::CronJobs,
+        ("apps", "deployments") => &apps::DEPLOYMENTS,
+        ("apps", "replicasets") => &apps::REPLICA_SETS,
+        ("apps", "statefulsets") => &apps::STATEFUL_SETS,
+        ("apps", "daemonsets") => &apps::DAEMON_SETS,
+        ("batch", "jobs") => &batch::JOBS,
+        ("batch", "cronjobs") => &batch::CRON_JOBS,
         ("policy", "poddisruptionbudgets")
         | ("networking.k8s.io", "networkpolicies" | "ingresses") => &Facts {
             generation: true,
