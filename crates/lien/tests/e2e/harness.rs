@@ -706,7 +706,7 @@ where
 }
 
 /// The machine's `kubectl` as a user types it: the built `lien` is on PATH as `kubectl-lien`
-/// (a symlink in a temporary directory, so kubectl finds it as a plugin and it runs in plugin
+/// (a link in a temporary directory, so kubectl finds it as a plugin and it runs in plugin
 /// mode, chosen by argv[0]), reading the scenario's kubeconfig. The directory goes on drop.
 pub struct Kubectl {
     dir: std::path::PathBuf,
@@ -726,8 +726,13 @@ impl Kubectl {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let link = dir.join("kubectl-lien");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(std::path::Path::new(env!("CARGO_BIN_EXE_lien")), &link)
-            .expect("symlink kubectl-lien");
+        // A hard link keeps the binary this test started with, even if a build relinks
+        // `target/debug/lien` meanwhile (a symlink would dangle for that moment: kubectl then
+        // says `unknown command "lien"`); a symlink where the temp dir is another filesystem.
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_lien"));
+        std::fs::hard_link(bin, &link)
+            .or_else(|_| std::os::unix::fs::symlink(bin, &link))
+            .expect("link kubectl-lien");
         let kubeconfig = dir.join("kubeconfig");
         env.write_kubeconfig(&kubeconfig);
         Self { dir, kubeconfig }
