@@ -46,6 +46,10 @@
 //! (default) ends every write hold with `unlock_fair`, as the controller's steps do; `--fair 0`
 //! with a plain unlock, as before.
 //! `--every-ms M` starts at most one generation every M ms (default: back to back).
+//! `--work-us W` spends W µs of CPU per object outside the lock before it is fed (default 0):
+//! a model of what the controller does per listed object besides feeding it — decoding the
+//! watch event's JSON and evaluating the rule's CEL — which the back-to-back default leaves
+//! out, so that there the writer holds the lock nearly all the time it runs.
 
 #[path = "../../core/benches/fixture/mod.rs"]
 mod fixture;
@@ -250,6 +254,7 @@ struct RuleChurn {
     step: usize,
     feed: usize,
     every: Duration,
+    work: Duration,
 }
 
 fn churn_rules(
@@ -258,7 +263,12 @@ fn churn_rules(
     inputs: &RuleInputs,
     stop: &AtomicBool,
     holds: &mut RuleHolds,
-    RuleChurn { step, feed, every }: RuleChurn,
+    RuleChurn {
+        step,
+        feed,
+        every,
+        work,
+    }: RuleChurn,
 ) -> (usize, JoinId) {
     let mut generations = 0;
     let started = Instant::now();
@@ -282,7 +292,7 @@ fn churn_rules(
         while !held(index, &mut holds.generation, |ix| {
             ix.release_step(step.max(1))
         }) {}
-        feed_rule(index, id, inputs, feed, &mut holds.feed);
+        feed_rule(index, id, inputs, feed, work, &mut holds.feed);
         let n = if step == 0 {
             held(index, &mut holds.attach, |ix| {
                 ix.join_mut(id).expect("join").attach().expect("room")
@@ -312,6 +322,7 @@ fn feed_rule(
     id: JoinId,
     (pools, pvs): &RuleInputs,
     batch: usize,
+    work: Duration,
     longest: &mut u64,
 ) {
     let inputs: Vec<(bool, &RuleInput)> = pools
@@ -320,6 +331,12 @@ fn feed_rule(
         .chain(pvs.iter().map(|i| (false, i)))
         .collect();
     for chunk in inputs.chunks(batch.max(1)) {
+        for _ in chunk {
+            let until = Instant::now() + work;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
         held(index, longest, |ix| {
             let mut join = ix.join_mut(id).expect("join");
             for (of, (key, uid, keys)) in chunk {
@@ -412,6 +429,7 @@ fn run_phase(
 fn main() -> Result<(), Error> {
     let (mut seconds, mut rate, mut rules, mut step) = (10u64, 500u32, false, 1024usize);
     let mut feed = 512usize;
+    let mut work = Duration::ZERO;
     let mut every = Duration::ZERO;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -421,6 +439,9 @@ fn main() -> Result<(), Error> {
             "--rules" => rules = true,
             "--step" => step = it.next().ok_or("--step needs a number")?.parse()?,
             "--feed" => feed = it.next().ok_or("--feed needs a number")?.parse()?,
+            "--work-us" => {
+                work = Duration::from_micros(it.next().ok_or("--work-us needs a number")?.parse()?);
+            }
             "--fair" => {
                 let fair: u8 = it.next().ok_or("--fair needs 0 or 1")?.parse()?;
                 FAIR.store(fair != 0, Ordering::Relaxed);
@@ -455,7 +476,7 @@ fn main() -> Result<(), Error> {
         let id = held(&index, &mut unused, |ix| {
             ix.add_join(rule_config(1)).expect("room")
         });
-        feed_rule(&index, id, &inputs, feed, &mut unused);
+        feed_rule(&index, id, &inputs, feed, Duration::ZERO, &mut unused);
         held(&index, &mut unused, |ix| {
             ix.join_mut(id).expect("join").attach().expect("room")
         });
@@ -469,7 +490,16 @@ fn main() -> Result<(), Error> {
                 &body,
                 seconds,
                 None,
-                Some((id, inputs, RuleChurn { step, feed, every })),
+                Some((
+                    id,
+                    inputs,
+                    RuleChurn {
+                        step,
+                        feed,
+                        every,
+                        work,
+                    },
+                )),
             ),
         ];
         report(&phases);
