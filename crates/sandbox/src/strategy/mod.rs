@@ -7,13 +7,19 @@
 //! - `Validate` and `ValidateUpdate` ([`Strategy::validate`], [`Strategy::validate_update`]);
 //! - whether `metadata.generation` is tracked, how names are checked;
 //! - what a DELETE answers (`ReturnDeletedObject`), which field selectors a list takes;
-//! - the `scale` subresource, and what follows a committed write (`AfterCreate`…).
+//! - the `scale` subresource, and what follows a committed write (`AfterCreate`…);
+//! - what its storage does beyond keeping objects ([`Storage`]: a Namespace's lifecycle, a
+//!   Service's cluster IPs, reviews answered and never stored).
+//!
+//! Status subresources are kube's generic status strategy for every kind (spec kept, status
+//! taken); which kinds have one comes from the generated built-in table.
 //!
 //! The API server ([`crate::apiserver`]) asks the strategy and never matches on
 //! `(group, plural)` itself. Pure functions over JSON: no I/O, no server state.
 //!
 //! A new built-in kind with behaviour of its own: a unit struct implementing [`Strategy`] in
-//! its group's file, and one line in [`of`].
+//! its group's file (a workload: a `Workload` value; facts only: a `Facts` value), and one
+//! line in [`of`].
 
 mod admissionregistration;
 mod apiextensions;
