@@ -572,3 +572,232 @@ fn a_webhook_max_concurrency_of_zero_is_refused_naming_the_flag() {
         "{stderr}"
     );
 }
+
+/// A folder for a shell test in `dir`: `lien` and `kubectl-lien` (as krew installs it) linked
+/// in `bin/` (returned as a PATH putting them first), and `files/manifest.yaml` for file-name
+/// completion.
+fn shell_home(dir: &Path) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    for name in ["lien", "kubectl-lien"] {
+        std::os::unix::fs::symlink(BIN, bin.join(name)).expect("link");
+    }
+    std::fs::create_dir_all(dir.join("files")).expect("files");
+    std::fs::write(dir.join("files/manifest.yaml"), "").expect("file");
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// A candidate as a shell shows it: the value, and the description (empty when none).
+fn value_and_description(line: &str) -> (String, String) {
+    let (value, description) = line.split_once('\t').unwrap_or((line, ""));
+    (value.to_owned(), description.to_owned())
+}
+
+/// What fish offers at <TAB> after `line`, with the script of `bin completion fish` (`bin` on
+/// PATH as `shell_home` links it; `dir` the working directory), as `complete -C` lists it.
+fn fish_completes(
+    dir: &Path,
+    path: &str,
+    kubeconfig: &Path,
+    bin: &str,
+    line: &str,
+) -> Vec<(String, String)> {
+    let mut cmd = Command::new("fish");
+    cmd.args([
+        "--no-config",
+        "-c",
+        &format!("{bin} completion fish | source; and complete -C '{line}'"),
+    ])
+    .current_dir(dir)
+    .env("PATH", path)
+    .env("KUBECONFIG", kubeconfig)
+    // fish keeps history and universal variables there: not in the user's home.
+    .env("XDG_DATA_HOME", dir)
+    .env("XDG_CONFIG_HOME", dir)
+    .stdout(Stdio::piped());
+    let out = finish(cmd);
+    assert!(out.status.success(), "fish: {}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(value_and_description)
+        .collect()
+}
+
+/// Drives an interactive zsh in a pseudo-terminal (zsh's own `zpty`), types `$2` and <TAB>,
+/// and prints what the completion system added between the two NUL lines `init.zsh` marks.
+const ZSH_DRIVER: &str = r#"zmodload zsh/zpty || exit 2
+zpty z zsh -f -i
+zpty -w z "source ${(q)1}"
+typeset line
+repeat 20; do
+    zpty -r z line || exit 2
+    [[ $line == ok* ]] && break
+done
+[[ $line == ok* ]] || { print -u2 'zsh did not start'; exit 2 }
+zpty -w -n z "$2"$'\t'
+integer seen=0
+while zpty -r z line; do
+    if [[ $line == *$'\0'* ]]; then
+        (( seen++ )) && exit 0 || continue
+    fi
+    line=${line%$'\n'}
+    (( seen )) && print -r -- "${line%$'\r'}"
+done
+exit 2
+"#;
+
+/// The interactive zsh's setup: the real completion system (compinit) with the script of
+/// `$COMPLETE_AS completion zsh`; <TAB> completes; each completion is marked by a NUL line
+/// before and after, and ends the shell; `compadd` prints each match it adds (with the
+/// description `_describe` shows) and adds it, while `_describe`'s own queries (-O/-A/-D) pass
+/// through.
+const ZSH_INIT: &str = r#"PROMPT=
+autoload -U compinit && compinit -u -D
+source <("$COMPLETE_AS" completion zsh)
+bindkey '^I' complete-word
+null-line() { print -n $'\0\r\n' }
+compprefuncs=( null-line )
+comppostfuncs=( null-line exit )
+compadd() {
+    if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then
+        builtin compadd "$@"
+        return $?
+    fi
+    typeset -a __hits __dscr
+    if (( $@[(I)-d] )); then
+        local __tmp=${@[$[${@[(i)-d]}+1]]}
+        if [[ $__tmp == \(* ]]; then eval "__dscr=$__tmp"; else __dscr=( "${(@P)__tmp}" ); fi
+    fi
+    builtin compadd -A __hits -D __dscr "$@"
+    local i
+    for i in {1..$#__hits}; do
+        print -r -- "$__hits[$i]${__dscr[$i]:+	$__dscr[$i]}"
+    done
+}
+echo ok
+"#;
+
+/// What zsh's completion system offers at <TAB> after `line`, with the script of `bin
+/// completion zsh` sourced after compinit; descriptions as `_describe` shows them (`value --
+/// description`, cut at the terminal's width) reduced to the description.
+fn zsh_completes(
+    dir: &Path,
+    path: &str,
+    kubeconfig: &Path,
+    bin: &str,
+    line: &str,
+) -> Vec<(String, String)> {
+    let (driver, init) = (dir.join("driver.zsh"), dir.join("init.zsh"));
+    std::fs::write(&driver, ZSH_DRIVER).expect("driver");
+    std::fs::write(&init, ZSH_INIT).expect("init");
+    let mut cmd = Command::new("zsh");
+    cmd.arg("-f")
+        .arg(&driver)
+        .arg(&init)
+        .arg(line)
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("KUBECONFIG", kubeconfig)
+        .env("COMPLETE_AS", bin)
+        .stdout(Stdio::piped());
+    let out = finish(cmd);
+    assert!(out.status.success(), "zsh: {}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (value, shown) = value_and_description(l);
+            let description = shown.split_once(" -- ").map_or("", |(_, d)| d).to_owned();
+            (value, description)
+        })
+        .collect()
+}
+
+/// A sandbox holding namespace `shop` and ConfigMap `shop/settings`, its kubeconfig.
+async fn sandbox_with_settings(dir: &Path) -> (Sandbox, PathBuf) {
+    let (sandbox, kubeconfig) = sandbox(dir).await;
+    let client = sandbox_client(&sandbox).await.expect("client");
+    create_namespace(&client, "shop").await;
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "shop")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "settings"}}))
+                .expect("configmap"),
+        )
+        .await
+        .expect("configmap");
+    (sandbox, kubeconfig)
+}
+
+type Completes = fn(&Path, &str, &Path, &str, &str) -> Vec<(String, String)>;
+
+/// What `lien completion zsh|fish` gives at <TAB>, in that shell, against a cluster with
+/// `shop/settings`: commands with their descriptions, types, object names (`TYPE/NAME` and
+/// `TYPE NAME`), namespaces after `-n`, file names where the command takes a file (directive
+/// 0), nothing where it takes nothing (NoFileComp, with files in the folder), and the same names
+/// through the script `kubectl-lien completion …` makes.
+fn assert_completes_from_the_cluster(dir: &Path, kubeconfig: &Path, completes: Completes) {
+    let path = shell_home(dir);
+    let ask = |bin: &str, line: &str| completes(dir, &path, kubeconfig, bin, line);
+    let values = |bin: &str, line: &str| -> Vec<String> {
+        let mut v: Vec<String> = ask(bin, line).into_iter().map(|(v, _)| v).collect();
+        v.sort();
+        v
+    };
+    let commands = ask("lien", "lien wh");
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    assert_eq!(commands[0].0, "why");
+    assert!(commands[0].1.starts_with("Every relation"), "{commands:?}");
+    assert_eq!(
+        values("lien", "lien why -n shop configmap/se"),
+        ["configmap/settings"]
+    );
+    assert_eq!(values("lien", "lien why -n shop cm se"), ["settings"]);
+    assert_eq!(values("lien", "lien plan -n sh"), ["shop"]);
+    let types = values("lien", "lien graph -n shop config");
+    assert!(types.iter().any(|t| t == "configmaps"), "{types:?}");
+    let files = values("lien", "lien plan -f files/man");
+    assert!(
+        files.iter().any(|f| f.ends_with("manifest.yaml")),
+        "{files:?}"
+    );
+    assert_eq!(
+        values("lien", "lien why -n shop cm settings "),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        values("kubectl-lien", "kubectl-lien why -n shop cm se"),
+        ["settings"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lien_completion_fish_completes_names_from_the_cluster() {
+    let dir = TempDir::new("fish");
+    let (sandbox, kubeconfig) = sandbox_with_settings(&dir.0).await;
+    let d = dir.0.clone();
+    tokio::task::spawn_blocking(move || {
+        assert_completes_from_the_cluster(&d, &kubeconfig, fish_completes)
+    })
+    .await
+    .expect("joined");
+    drop(sandbox);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lien_completion_zsh_completes_names_from_the_cluster() {
+    let dir = TempDir::new("zsh");
+    let (sandbox, kubeconfig) = sandbox_with_settings(&dir.0).await;
+    let d = dir.0.clone();
+    tokio::task::spawn_blocking(move || {
+        assert_completes_from_the_cluster(&d, &kubeconfig, zsh_completes)
+    })
+    .await
+    .expect("joined");
+    drop(sandbox);
+}
