@@ -778,24 +778,21 @@ fn assert_completes_from_the_cluster(dir: &Path, kubeconfig: &Path, completes: C
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lien_completion_fish_completes_names_from_the_cluster() {
-    let dir = TempDir::new("fish");
-    let (sandbox, kubeconfig) = sandbox_with_settings(&dir.0).await;
-    let d = dir.0.clone();
-    tokio::task::spawn_blocking(move || {
-        assert_completes_from_the_cluster(&d, &kubeconfig, fish_completes)
-    })
-    .await
-    .expect("joined");
-    drop(sandbox);
+    completes_from_the_cluster_in("fish", fish_completes).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lien_completion_zsh_completes_names_from_the_cluster() {
-    let dir = TempDir::new("zsh");
+    completes_from_the_cluster_in("zsh", zsh_completes).await;
+}
+
+/// [`assert_completes_from_the_cluster`] through one shell, against a sandbox of its own.
+async fn completes_from_the_cluster_in(shell: &'static str, completes: Completes) {
+    let dir = TempDir::new(shell);
     let (sandbox, kubeconfig) = sandbox_with_settings(&dir.0).await;
     let d = dir.0.clone();
     tokio::task::spawn_blocking(move || {
-        assert_completes_from_the_cluster(&d, &kubeconfig, zsh_completes)
+        assert_completes_from_the_cluster(&d, &kubeconfig, completes)
     })
     .await
     .expect("joined");
