@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::queue::{self, Reconciler, Synced, WorkQueue};
-use crate::strategy::CRD_CLEANUP_FINALIZER;
 use crate::apiserver::options::{DeleteOptions, WriteOptions};
 use crate::apiserver::server::{ApiServer, Target, system_admin};
 use crate::error::ApiError;
 use crate::object::{finalizers, has_finalizer, is_deleting, now};
 use crate::registry::{PrinterColumn, ResourceType, VersionInfo};
 use crate::store::{Change, EventType};
+use crate::strategy::CRD_CLEANUP_FINALIZER;
 
 const CRD_KEY: (&str, &str) = ("apiextensions.k8s.io", "customresourcedefinitions");
 
