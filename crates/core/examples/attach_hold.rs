@@ -11,7 +11,8 @@
 //!   100,000 relations;
 //! - a third generation as the controller makes it now: the previous join removed in O(1)
 //!   and its objects released in steps (`remove_join_in_steps`, `release_step`), the new join
-//!   fed `feed` objects per hold (`State::flush_feed`), attached in steps
+//!   fed `feed` objects per hold (default 1, as the controller's `rules_upsert` does; more
+//!   measures batches, which were not kept), attached in steps
 //!   (`JoinMut::attach_step`, the lock released between steps), `step` relations per step;
 //! - the rule deleted as the controller does now: `remove_join_in_steps` and
 //!   `delete_in_steps` (O(1): the relations stop counting at once), then `release_step`
@@ -161,7 +162,7 @@ fn feed(lock: &RwLock<RelationIndex>, id: JoinId, pools: &[Input], pvs: &[Input]
     holds
 }
 
-/// Feeds every pool then every PV, `batch` objects per hold, as `State::flush_feed` does.
+/// Feeds every pool then every PV, `batch` objects per hold.
 fn feed_batched(
     lock: &RwLock<RelationIndex>,
     id: JoinId,
@@ -207,7 +208,7 @@ fn main() {
         .map_or(2048, |a| a.parse().expect("step: a number"));
     let batch: usize = std::env::args()
         .nth(3)
-        .map_or(512, |a| a.parse().expect("feed: a number"));
+        .map_or(1, |a| a.parse().expect("feed: a number"));
     let pools: Vec<Input> = (0..POOLS).map(pool).collect();
     let pvs: Vec<Input> = (0..PVS).map(pv).collect();
     for run in 1..=runs {
@@ -255,7 +256,7 @@ fn main() {
             "generation 3: previous join released in steps of {step}"
         ));
         feed_batched(&lock, id3, &pools, &pvs, batch).line(&format!(
-            "generation 3: feed, {batch} objects per hold (flush_feed)"
+            "generation 3: feed, {batch} object(s) per hold, room reserved"
         ));
         let mut steps = Holds::default();
         loop {

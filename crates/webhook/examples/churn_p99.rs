@@ -41,10 +41,11 @@
 //! With steps, the previous generation's join is also removed as the controller does now:
 //! `remove_join_in_steps` (O(1)), the new join given room for as many objects (`reserve`), and
 //! the old join's objects released `--step` at a time (`release_step`). `--feed N` feeds the
-//! new join N objects per write hold, as the controller's `State::flush_feed` does for a
-//! listed generation (default 512); `--feed 1` is one hold per object, as before. `--fair 1`
-//! (default) ends every write hold with `unlock_fair`, as the controller's steps do; `--fair 0`
-//! with a plain unlock, as before.
+//! new join N objects per write hold (default 1, one hold per object, as the controller does;
+//! batches were measured and not kept: docs/benchmarks.md, "Issue 20, continued"). `--fair 1`
+//! (default) ends the steps' holds with `unlock_fair`, as the controller does (see `FAIR`);
+//! `--fair 0` every hold with a plain unlock, as before. `--bump N` (with `--feed` > 1)
+//! hands the lock to a parked reader every N objects of a feed hold.
 //! `--every-ms M` starts at most one generation every M ms (default: back to back).
 //! `--work-us W` spends W µs of CPU per object outside the lock before it is fed (default 0):
 //! a model of what the controller does per listed object besides feeding it — decoding the
@@ -226,25 +227,34 @@ struct RuleHolds {
     attach: u64,
 }
 
+/// Runs `f` under the write lock, recording the hold's length in `longest`; ends with
+/// `unlock_fair` when `fair`.
 fn held<T>(
     index: &RwLock<RelationIndex>,
     longest: &mut u64,
+    fair: bool,
     f: impl FnOnce(&mut RelationIndex) -> T,
 ) -> T {
     let mut idx = index.write();
     let t = Instant::now();
     let out = f(&mut idx);
     *longest = (*longest).max(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
-    if FAIR.load(Ordering::Relaxed) {
+    if fair {
         RwLockWriteGuard::unlock_fair(idx);
     }
     out
 }
 
-/// `--fair 1` (default): every write hold ends with `unlock_fair`, as the controller's steps
-/// do, handing the lock to a waiting reader instead of letting the writer take it again at
-/// once; `--fair 0`: a plain unlock, as before.
+/// `--fair 1` (default): every step's hold (new generation, release, attach) and every feed
+/// hold of more than one object ends with `unlock_fair`, as the controller's steps do, handing
+/// the lock to a waiting reader instead of letting the writer take it again at once; a feed
+/// hold of one object (the controller's per-event feed) ends with a plain unlock. `--fair 0`:
+/// every hold ends with a plain unlock, as before.
 static FAIR: AtomicBool = AtomicBool::new(true);
+
+fn fair() -> bool {
+    FAIR.load(Ordering::Relaxed)
+}
 
 /// Replaces the rule's generation until `stop`, as the controller does; returns how many
 /// generations were attached. The first is attached before the phase starts.
@@ -278,7 +288,7 @@ fn churn_rules(
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        id = held(index, &mut holds.generation, |ix| {
+        id = held(index, &mut holds.generation, fair(), |ix| {
             if step == 0 {
                 ix.remove_join(id);
                 return ix.add_join(rule_config(generations + 2)).expect("room");
@@ -289,17 +299,17 @@ fn churn_rules(
             ix.join_mut(next).expect("join").reserve(of, by);
             next
         });
-        while !held(index, &mut holds.generation, |ix| {
+        while !held(index, &mut holds.generation, fair(), |ix| {
             ix.release_step(step.max(1))
         }) {}
         feed_rule(index, id, inputs, feed, work, &mut holds.feed);
         let n = if step == 0 {
-            held(index, &mut holds.attach, |ix| {
+            held(index, &mut holds.attach, fair(), |ix| {
                 ix.join_mut(id).expect("join").attach().expect("room")
             })
         } else {
             loop {
-                let done = held(index, &mut holds.attach, |ix| {
+                let done = held(index, &mut holds.attach, fair(), |ix| {
                     ix.join_mut(id)
                         .expect("join")
                         .attach_step(step)
@@ -337,19 +347,43 @@ fn feed_rule(
                 std::hint::spin_loop();
             }
         }
-        held(index, longest, |ix| {
-            let mut join = ix.join_mut(id).expect("join");
-            for (of, (key, uid, keys)) in chunk {
-                if *of {
-                    join.upsert_of(key, Some(uid), Some(keys.clone()))
-                } else {
-                    join.upsert_by(key, Some(uid), Some(keys.clone()), true)
+        let bump = BUMP.load(Ordering::Relaxed);
+        if bump == 0 {
+            held(index, longest, fair() && batch > 1, |ix| {
+                let mut join = ix.join_mut(id).expect("join");
+                for (of, (key, uid, keys)) in chunk {
+                    if *of {
+                        join.upsert_of(key, Some(uid), Some(keys.clone()))
+                    } else {
+                        join.upsert_by(key, Some(uid), Some(keys.clone()), true)
+                    }
+                    .expect("kind");
                 }
-                .expect("kind");
+            });
+            continue;
+        }
+        let mut ix = index.write();
+        let t = Instant::now();
+        for (i, (of, (key, uid, keys))) in chunk.iter().enumerate() {
+            if i > 0 && i % bump == 0 {
+                RwLockWriteGuard::bump(&mut ix);
             }
-        });
+            let mut join = ix.join_mut(id).expect("join");
+            if *of {
+                join.upsert_of(key, Some(uid), Some(keys.clone()))
+            } else {
+                join.upsert_by(key, Some(uid), Some(keys.clone()), true)
+            }
+            .expect("kind");
+        }
+        *longest = (*longest).max(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+        RwLockWriteGuard::unlock_fair(ix);
     }
 }
+
+/// `--bump N` (default 0: off): within a feed hold, every N objects, `RwLockWriteGuard::bump`
+/// hands the lock to a reader parked waiting for it (if any) and takes it back.
+static BUMP: AtomicUsize = AtomicUsize::new(0);
 
 struct Phase {
     name: &'static str,
@@ -428,7 +462,7 @@ fn run_phase(
 
 fn main() -> Result<(), Error> {
     let (mut seconds, mut rate, mut rules, mut step) = (10u64, 500u32, false, 1024usize);
-    let mut feed = 512usize;
+    let mut feed = 1usize;
     let mut work = Duration::ZERO;
     let mut every = Duration::ZERO;
     let mut it = std::env::args().skip(1);
@@ -441,6 +475,12 @@ fn main() -> Result<(), Error> {
             "--feed" => feed = it.next().ok_or("--feed needs a number")?.parse()?,
             "--work-us" => {
                 work = Duration::from_micros(it.next().ok_or("--work-us needs a number")?.parse()?);
+            }
+            "--bump" => {
+                BUMP.store(
+                    it.next().ok_or("--bump needs a number")?.parse()?,
+                    Ordering::Relaxed,
+                );
             }
             "--fair" => {
                 let fair: u8 = it.next().ok_or("--fair needs 0 or 1")?.parse()?;
@@ -473,11 +513,11 @@ fn main() -> Result<(), Error> {
     if rules {
         let inputs = Arc::new(rule_inputs());
         let mut unused = 0;
-        let id = held(&index, &mut unused, |ix| {
+        let id = held(&index, &mut unused, false, |ix| {
             ix.add_join(rule_config(1)).expect("room")
         });
         feed_rule(&index, id, &inputs, feed, Duration::ZERO, &mut unused);
-        held(&index, &mut unused, |ix| {
+        held(&index, &mut unused, false, |ix| {
             ix.join_mut(id).expect("join").attach().expect("room")
         });
         println!("with the rule: {} relations", index.read().len());

@@ -22,27 +22,22 @@
 //! lives in the index, so each join operation takes the write lock for itself alone (one object
 //! event: one lock for every rule the object feeds; a relist's end: one per object gone) —
 //! never across work in the size of the caches, and never while taking another lock.
-//! Work in the size of a rule (a generation attached, a rule deleted, a replaced join freed,
-//! a listed generation fed to its detached join) is done in steps of ~0.1-0.5 ms, the lock
-//! released between them with `unlock_fair`: a webhook decision waiting for the lock gets it
-//! then, instead of the next step taking it again at once (parking_lot lets a writer barge)
-//! and the decision waiting until fairness is forced or the writer is preempted.
+//! Work in the size of a rule (a generation attached, a rule deleted, a replaced join freed)
+//! is done in steps of ~0.1-0.5 ms, the lock released between them with `unlock_fair`: a
+//! webhook decision waiting for the lock gets it then, instead of the next step taking it
+//! again at once (parking_lot lets a writer barge) and the decision waiting until fairness is
+//! forced or the writer is preempted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 use lien_api::{ClusterUsage, DependencyRule, Usage};
-use lien_core::{
-    AttachStep, JoinChange, JoinError, JoinId, ObjectKey, Relation, RelationIndex, Source,
-};
+use lien_core::{AttachStep, JoinChange, JoinError, ObjectKey, Relation, RelationIndex, Source};
 
 /// Relations linked (or, of the previous generation, removed) per write-lock hold while a
 /// rule's join is attached: ~0.1 ms each at 100,000 relations (docs/benchmarks.md, "Issue 20").
 const ATTACH_STEP: usize = 1024;
-/// Objects a detached join is fed per write-lock hold during a list (`State::flush_feed`):
-/// ~0.3-0.5 ms at ~0.6-1 µs each (docs/benchmarks.md, "Issue 20, continued").
-const FEED_STEP: usize = 512;
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 use super::Msg;
@@ -132,21 +127,6 @@ pub struct State {
     pub(super) broken: BTreeMap<String, Vec<Vec<ObjectKey>>>,
     /// Whether the index or a Namespace changed since `broken` was computed.
     pub(super) broken_stale: bool,
-    /// What listed objects feed the detached joins (a rule's next generation), not fed yet:
-    /// fed `FEED_STEP` at a time under one write lock (`State::flush_feed`) instead of one
-    /// lock per object. Only a list's objects wait here, and only for joins whose relations
-    /// are not in the index, so no decision depends on them; any other event feeds them first.
-    feed: Vec<Feed>,
-}
-
-/// One object to feed to a detached join (see `State::feed`).
-#[derive(Debug)]
-struct Feed {
-    join: JoinId,
-    of: bool,
-    key: ObjectKey,
-    uid: Option<String>,
-    eval: SideEval,
 }
 
 /// A kind's list in progress.
@@ -456,19 +436,12 @@ impl State {
 
     /// An object of `gk` was added or changed: feed each rule reading the kind with what its
     /// current program made of it. The write lock is taken once, for every rule it feeds.
+    ///
+    /// One hold per object, not a batch of objects per hold: a webhook decision arriving
+    /// during a hold waits for the rest of it, and with generations fed back to back batches
+    /// of 512 objects (~0.4 ms) put the decisions' p99 at 58-82× idle where one object per
+    /// hold kept it at 1.1× (docs/benchmarks.md, "Issue 20, continued").
     fn rules_upsert(&mut self, gk: &GroupKind, o: &Observed, shared: &mut Shared<'_>) {
-        self.rules_upsert_listed(gk, o, false, shared);
-    }
-
-    /// `rules_upsert`; `listing`: the object comes from a list in progress, and what it feeds
-    /// detached joins waits in `State::feed`.
-    fn rules_upsert_listed(
-        &mut self,
-        gk: &GroupKind,
-        o: &Observed,
-        listing: bool,
-        shared: &mut Shared<'_>,
-    ) {
         let Some(name) = o.meta.name.as_deref() else {
             return;
         };
@@ -487,16 +460,6 @@ impl State {
                 let Some(e) = e else { continue };
                 r.note_evaluation(side, e, &key.to_string());
                 let Some(join) = r.join else { continue };
-                if listing && !r.in_index {
-                    self.feed.push(Feed {
-                        join,
-                        of: side,
-                        key: key.clone(),
-                        uid: uid.map(str::to_owned),
-                        eval: e.clone(),
-                    });
-                    continue;
-                }
                 let index = index.get_or_insert_with(|| lock.write());
                 let Some(mut join) = index.join_mut(join) else {
                     continue;
@@ -527,52 +490,7 @@ impl State {
         }
         drop(index);
         for (rule, e) in failures {
-            report_feed_failure(&rule, &key, &e, shared.metrics);
-        }
-        if self.feed.len() >= FEED_STEP {
-            self.flush_feed(shared);
-        }
-    }
-
-    /// Feeds the detached joins what `State::feed` holds, `FEED_STEP` objects per write-lock
-    /// hold: one hold per object was ~600,000 acquisitions a second while a generation of
-    /// 100,000 objects was listed, and a webhook decision queued behind them.
-    fn flush_feed(&mut self, shared: &mut Shared<'_>) {
-        if self.feed.is_empty() {
-            return;
-        }
-        let mut failures: Vec<(JoinId, ObjectKey, JoinError)> = Vec::new();
-        let mut feed = std::mem::take(&mut self.feed).into_iter().peekable();
-        while feed.peek().is_some() {
-            let mut index = shared.index.write();
-            for f in feed.by_ref().take(FEED_STEP) {
-                let Some(mut join) = index.join_mut(f.join) else {
-                    continue;
-                };
-                let uid = f.uid.as_deref();
-                let result = match (f.eval, f.of) {
-                    (SideEval::Ok { keys, .. }, true) => join.upsert_of(&f.key, uid, Some(keys)),
-                    (SideEval::Ok { keys, when }, false) => {
-                        join.upsert_by(&f.key, uid, Some(keys), when)
-                    }
-                    (SideEval::Failed { .. }, true) => join.error_of(&f.key, uid),
-                    (SideEval::Failed { .. }, false) => join.error_by(&f.key, uid),
-                };
-                // A detached join changes no relation, so it cannot be detached (or change
-                // what `shared.changed` tracks): only the failure is left to report.
-                if let Err(e) = result {
-                    failures.push((f.join, f.key, e));
-                }
-            }
-            RwLockWriteGuard::unlock_fair(index);
-        }
-        for (id, key, e) in failures {
-            let rule = self
-                .rules
-                .values()
-                .find(|r| r.join == Some(id))
-                .map_or("", |r| r.view.name.as_str());
-            report_feed_failure(rule, &key, &e, shared.metrics);
+            report_join_failure(&rule, &key, &e, shared.metrics);
         }
     }
 
@@ -681,18 +599,6 @@ impl State {
     /// relations replace what their previous generation held, and from then on it changes
     /// the index itself.
     fn rules_complete(&mut self, shared: &mut Shared<'_>) {
-        if !self.feed.is_empty() {
-            // A join about to attach must have been fed everything listed.
-            let ready = self.rules.values().any(|r| {
-                r.join.is_some()
-                    && !r.in_index
-                    && (r.of_listed || self.caches.is_unknown(&r.view.of()))
-                    && (r.by_listed || self.caches.is_unknown(&r.view.by()))
-            });
-            if ready {
-                self.flush_feed(shared);
-            }
-        }
         for r in self.rules.values_mut() {
             // No join: the program does not compile, or the index had no room for one.
             let Some(id) = r.join else { continue };
@@ -735,7 +641,7 @@ impl State {
 }
 
 /// Logs a join's refusal of an object (and counts it, unless the object was of the wrong kind).
-fn report_feed_failure(rule: &str, key: &ObjectKey, e: &JoinError, metrics: &Metrics) {
+fn report_join_failure(rule: &str, key: &ObjectKey, e: &JoinError, metrics: &Metrics) {
     if matches!(e, JoinError::WrongKind { .. }) {
         tracing::error!(%rule, object = %key, error = %e, "deriving relations");
     } else {
@@ -774,16 +680,6 @@ pub(super) fn handle(
         metrics,
         changed: false,
     };
-    // Only a list's objects wait to be fed to detached joins; anything else may read or
-    // change those joins (a deletion, the list's end, the rule itself), so they are fed first.
-    let listing = matches!(
-        &msg,
-        Msg::Object(_, watcher::Event::InitApply(_))
-            | Msg::Read(_, _, watcher::Event::InitApply(_))
-    );
-    if !listing {
-        st.flush_feed(&mut shared);
-    }
     let touched: Vec<Source> = match msg {
         Msg::Usage(ev) => usage_event(st, ev, false, UsageView::from_usage, |st| {
             &mut st.usage_buffer
@@ -887,8 +783,8 @@ fn object_event(
         }
         watcher::Event::InitApply(o) => {
             // Relations appear as the list goes (protection early is safe); what the list
-            // no longer has goes at its end. A detached join is fed in batches.
-            st.rules_upsert_listed(gk, &o, true, shared);
+            // no longer has goes at its end.
+            st.rules_upsert(gk, &o, shared);
             if let Some(name) = o.meta.name.clone() {
                 let keep = st.caches.keeps(gk, &o.meta);
                 let buffer = st.object_buffers.entry(gk.clone()).or_default();
