@@ -43,8 +43,8 @@
 //! the old join's objects released `--step` at a time (`release_step`). `--feed N` feeds the
 //! new join N objects per write hold (default 1, one hold per object, as the controller does;
 //! batches were measured and not kept: docs/benchmarks.md, "Issue 20, continued"). `--fair 1`
-//! (default) ends the steps' holds with `unlock_fair`, as the controller does (see `FAIR`);
-//! `--fair 0` every hold with a plain unlock, as before. `--bump N` (with `--feed` > 1)
+//! ends the steps' holds with `unlock_fair` (see `FAIR`); `--fair 0` (default, as the
+//! controller does) every hold with a plain unlock. `--bump N` (with `--feed` > 1)
 //! hands the lock to a parked reader every N objects of a feed hold.
 //! `--every-ms M` starts at most one generation every M ms (default: back to back).
 //! `--work-us W` spends W µs of CPU per object outside the lock before it is fed (default 0):
@@ -245,12 +245,12 @@ fn held<T>(
     out
 }
 
-/// `--fair 1` (default): every step's hold (new generation, release, attach) and every feed
-/// hold of more than one object ends with `unlock_fair`, as the controller's steps do, handing
-/// the lock to a waiting reader instead of letting the writer take it again at once; a feed
-/// hold of one object (the controller's per-event feed) ends with a plain unlock. `--fair 0`:
-/// every hold ends with a plain unlock, as before.
-static FAIR: AtomicBool = AtomicBool::new(true);
+/// `--fair 1`: every step's hold (new generation, release, attach) and every feed hold of more
+/// than one object ends with `unlock_fair`, handing the lock to a waiting reader instead of
+/// letting the writer take it again at once; a feed hold of one object ends with a plain
+/// unlock. `--fair 0` (default, as the controller does): every hold ends with a plain unlock.
+/// (Measured and not kept: docs/benchmarks.md, "Issue 20, continued".)
+static FAIR: AtomicBool = AtomicBool::new(false);
 
 fn fair() -> bool {
     FAIR.load(Ordering::Relaxed)

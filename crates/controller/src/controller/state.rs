@@ -23,10 +23,7 @@
 //! event: one lock for every rule the object feeds; a relist's end: one per object gone) —
 //! never across work in the size of the caches, and never while taking another lock.
 //! Work in the size of a rule (a generation attached, a rule deleted, a replaced join freed)
-//! is done in steps of ~0.1-0.5 ms, the lock released between them with `unlock_fair`: a
-//! webhook decision waiting for the lock gets it then, instead of the next step taking it
-//! again at once (parking_lot lets a writer barge) and the decision waiting until fairness is
-//! forced or the writer is preempted.
+//! is done in steps of ~0.1-0.5 ms, the lock released between them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -38,7 +35,7 @@ use lien_core::{AttachStep, JoinChange, JoinError, ObjectKey, Relation, Relation
 /// Relations linked (or, of the previous generation, removed) per write-lock hold while a
 /// rule's join is attached: ~0.1 ms each at 100,000 relations (docs/benchmarks.md, "Issue 20").
 const ATTACH_STEP: usize = 1024;
-use parking_lot::{RwLock, RwLockWriteGuard};
+use parking_lot::RwLock;
 
 use super::Msg;
 use crate::cache::{CachedObject, Caches, GroupKind, NsName};
@@ -614,9 +611,11 @@ impl State {
             // ATTACH_STEP with the lock released between them: one `attach` of 100,000
             // relations held it 10-25 ms, stalling every webhook decision meanwhile.
             let attached = loop {
-                let mut index = shared.index.write();
-                let step = index.join_mut(id).map(|mut j| j.attach_step(ATTACH_STEP));
-                RwLockWriteGuard::unlock_fair(index);
+                let step = shared
+                    .index
+                    .write()
+                    .join_mut(id)
+                    .map(|mut j| j.attach_step(ATTACH_STEP));
                 match step {
                     Some(Ok(AttachStep::More)) => {}
                     Some(Ok(AttachStep::Done(n))) => break Some(Ok(n)),
@@ -653,14 +652,7 @@ fn report_join_failure(rule: &str, key: &ObjectKey, e: &JoinError, metrics: &Met
 /// Frees what a rule's deletion or a replaced join left (`RelationIndex::release_step`),
 /// ATTACH_STEP at a time with the write lock released between steps.
 fn release_in_steps(index: &RwLock<RelationIndex>) {
-    loop {
-        let mut guard = index.write();
-        let done = guard.release_step(ATTACH_STEP);
-        RwLockWriteGuard::unlock_fair(guard);
-        if done {
-            return;
-        }
-    }
+    while !index.write().release_step(ATTACH_STEP) {}
 }
 
 /// Applies one event to the state and the index; returns the kinds to watch.
