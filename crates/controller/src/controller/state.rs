@@ -436,8 +436,8 @@ impl State {
     ///
     /// One hold per object, not a batch of objects per hold: a webhook decision arriving
     /// during a hold waits for the rest of it, and with generations fed back to back batches
-    /// of 512 objects (~0.4 ms) put the decisions' p99 at 58-82× idle where one object per
-    /// hold kept it at 1.1× (docs/benchmarks.md, "Issue 20, continued").
+    /// of 512 objects (~0.4 ms) put the decisions' p99 at 58-82× idle, where one object per
+    /// hold gave 1.0-1.6× in half the runs (docs/benchmarks.md, "Issue 20, continued").
     fn rules_upsert(&mut self, gk: &GroupKind, o: &Observed, shared: &mut Shared<'_>) {
         let Some(name) = o.meta.name.as_deref() else {
             return;
