@@ -150,6 +150,14 @@ impl Env {
     }
 
     pub async fn start_with(name: &str, options: Options) -> Env {
+        // `LIEN_TEST_LOG=lien_controller=debug` (an EnvFilter): Lien's log in each failing
+        // test's output, to diagnose a failure seen once in many runs.
+        if std::env::var_os("LIEN_TEST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_env("LIEN_TEST_LOG"))
+                .with_test_writer()
+                .try_init();
+        }
         let (client, local, kubeconfig) = match std::env::var("LIEN_E2E_KUBECONFIG") {
             Ok(path) if !path.is_empty() => (external_client(&path).await, None, Some(path)),
             _ => {
@@ -652,18 +660,24 @@ pub async fn wait_label(api: &Api<ConfigMap>, name: &str, want: bool) {
     .await;
 }
 
-/// Waits until `name` is gone.
+/// Waits until `name` is gone; if it is not, the failure shows the object as last read (its
+/// finalizers, owners, deletion mark and status say who was to remove it).
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, deadline: Duration)
 where
     K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    wait_for(&format!("{name} to be gone"), deadline, || async {
-        match api.get_opt(name).await {
-            Ok(None) => Some(()),
-            _ => None,
-        }
-    })
-    .await;
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        let last = match api.get_opt(name).await {
+            Ok(None) => return,
+            other => other,
+        };
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {name} to be gone; last read: {last:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// The condition `type_` of a Usage: (status, reason, message).
