@@ -183,7 +183,11 @@ pub struct MatchedObjects {
     #[schemars(length(max = MAX_SUMMARY_CHARS))]
     pub summary: String,
     /// The first matched objects, sorted by namespace and name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // Always serialized, empty too: Lien writes status as a merge patch, where an omitted list
+    // keeps the last one; the status then never equals what Lien wants, is rewritten on every
+    // pass, and each rewrite makes the same Usage's finalizer write stale (it stayed
+    // Terminating).
+    #[serde(default)]
     pub objects: Vec<MatchedObject>,
 }
 

@@ -539,6 +539,68 @@ mod tests {
         }
     }
 
+    /// RFC 7386 merge of `patch` into `target`, as the API server applies Lien's status
+    /// writes (`Patch::Merge`).
+    fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+        match (target.as_object_mut(), patch.as_object()) {
+            (Some(t), Some(p)) => {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+                    }
+                }
+            }
+            _ => *target = patch.clone(),
+        }
+    }
+
+    #[test]
+    fn a_status_written_as_a_merge_patch_becomes_the_status_lien_wants() {
+        // The users were seen, then went: the written status must end up with empty lists,
+        // or it never equals what Lien wants and is rewritten on every pass (each rewrite
+        // making the same Usage's finalizer write stale: the Usage stayed Terminating).
+        let mut view = usage_of_by();
+        let before = caches(&[("of", true), ("by", false)]);
+        view.status = status(
+            &view,
+            &resolve(&view, &before),
+            None,
+            None,
+            Timestamp::UNIX_EPOCH,
+        );
+        let after = caches(&[]);
+        let desired = status(
+            &view,
+            &resolve(&view, &after),
+            None,
+            None,
+            Timestamp::UNIX_EPOCH,
+        )
+        .expect("the status changes");
+        let mut stored =
+            serde_json::to_value(view.status.as_ref().expect("a status")).expect("serializes");
+        merge(
+            &mut stored,
+            &serde_json::to_value(&desired).expect("serializes"),
+        );
+        let stored: UsageStatus = serde_json::from_value(stored).expect("deserializes");
+        assert_eq!(stored, desired);
+        view.status = Some(stored);
+        assert_eq!(
+            status(
+                &view,
+                &resolve(&view, &after),
+                None,
+                None,
+                Timestamp::UNIX_EPOCH
+            ),
+            None,
+            "nothing left to write"
+        );
+    }
+
     fn caches(names: &[(&str, bool)]) -> Caches {
         let gk = GroupKind::new("", "ConfigMap");
         let mut c = Caches::new();
