@@ -1,6 +1,9 @@
 //! `kubectl apply -k deploy/` installs exactly what `lien manifests` prints (issue 12): the
 //! kustomization is rendered by the real kubectl and compared object by object.
 
+#[path = "support/helm.rs"]
+mod helm;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -86,33 +89,6 @@ fn lien_manifests(args: &[&str]) -> std::process::Output {
         .expect("runs lien")
 }
 
-/// deploy/helm/lien rendered by Helm's engine (scripts/helm-render.py, in the virtual
-/// environment scripts/helm-venv.sh makes) with these `--set` values.
-fn helm_template(sets: &[&str]) -> std::process::Output {
-    let venv = Command::new("bash")
-        .arg(workspace().join("scripts/helm-venv.sh"))
-        .output()
-        .expect("bash runs");
-    assert!(
-        venv.status.success(),
-        "scripts/helm-venv.sh failed (it installs helm-python-sdk from PyPI): {}",
-        String::from_utf8_lossy(&venv.stderr)
-    );
-    let python = String::from_utf8(venv.stdout).expect("UTF-8");
-    let mut cmd = Command::new(python.trim());
-    cmd.arg(workspace().join("scripts/helm-render.py"))
-        .arg(workspace().join("deploy/helm/lien"));
-    for set in sets {
-        // `--lint` and other options as they are; anything else is a value to set.
-        if set.starts_with("--") {
-            cmd.arg(set);
-        } else {
-            cmd.arg("--set").arg(set);
-        }
-    }
-    cmd.output().expect("the venv's python runs")
-}
-
 fn assert_same_objects(got: Vec<Value>, want: Vec<Value>, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: number of objects");
     for (got, want) in sorted(got).iter().zip(&sorted(want)) {
@@ -122,7 +98,7 @@ fn assert_same_objects(got: Vec<Value>, want: Vec<Value>, what: &str) {
 
 #[test]
 fn helm_chart_renders_what_lien_manifests_prints_by_default() {
-    let out = helm_template(&[]);
+    let out = helm::template(&[]);
     assert!(
         out.status.success(),
         "{}",
@@ -149,7 +125,7 @@ fn helm_chart_with_values_renders_what_the_same_flags_print() {
             "1",
         ),
     ] {
-        let out = helm_template(&[
+        let out = helm::template(&[
             &format!("image={image}"),
             &format!("namespace={namespace}"),
             &format!("replicas={replicas}"),
@@ -182,7 +158,7 @@ fn helm_chart_with_values_renders_what_the_same_flags_print() {
         assert_same_objects(rendered, printed, &format!("--set vs flags ({namespace})"));
     }
     // createNamespace=false: the same objects but the Namespace.
-    let out = helm_template(&["createNamespace=false"]);
+    let out = helm::template(&["createNamespace=false"]);
     assert!(out.status.success());
     let rendered = parse_stream(&String::from_utf8(out.stdout).expect("UTF-8"));
     let want: Vec<Value> = lien::manifests::objects()
@@ -200,7 +176,7 @@ fn helm_chart_and_flags_refuse_the_same_bad_values() {
         ("image", "lien:bad tag"),
         ("image", "lien/UPPER:1"),
     ] {
-        let out = helm_template(&[&format!("{key}={value}")]);
+        let out = helm::template(&[&format!("{key}={value}")]);
         assert!(!out.status.success(), "helm accepted {key}={value}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(&format!("/{key}")), "{stderr}");
@@ -217,7 +193,7 @@ fn helm_chart_and_flags_refuse_the_same_bad_values() {
 
 #[test]
 fn helm_lint_strict_finds_nothing_in_the_chart() {
-    let out = helm_template(&["--lint"]);
+    let out = helm::template(&["--lint"]);
     assert!(
         out.status.success(),
         "{}",

@@ -4,6 +4,8 @@
 
 #[path = "ha/cluster.rs"]
 mod cluster;
+#[path = "support/helm.rs"]
+mod helm;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -497,24 +499,8 @@ fn pathdiff(from: &Path, to: &Path) -> String {
 /// manifests`).
 #[test]
 fn the_helm_chart_installs_the_service_monitor_when_enabled() {
-    let venv = std::process::Command::new("bash")
-        .arg(workspace().join("scripts/helm-venv.sh"))
-        .output()
-        .expect("bash runs");
-    assert!(
-        venv.status.success(),
-        "scripts/helm-venv.sh failed (it installs helm-python-sdk from PyPI): {}",
-        String::from_utf8_lossy(&venv.stderr)
-    );
-    let python = String::from_utf8(venv.stdout).expect("UTF-8");
     let render = |sets: &[&str]| {
-        let mut cmd = std::process::Command::new(python.trim());
-        cmd.arg(workspace().join("scripts/helm-render.py"))
-            .arg(workspace().join("deploy/helm/lien"));
-        for set in sets {
-            cmd.arg("--set").arg(set);
-        }
-        let out = cmd.output().expect("the venv's python runs");
+        let out = helm::template(sets);
         assert!(
             out.status.success(),
             "helm render {sets:?}: {}",
