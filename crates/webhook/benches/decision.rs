@@ -13,10 +13,8 @@ use lien_webhook::Webhook;
 #[path = "../examples/support/mod.rs"]
 mod support;
 
-#[path = "../../core/benches/fixture/mod.rs"]
-mod fixture;
-
-use fixture::rook_pools;
+#[path = "../examples/support/rule.rs"]
+mod rule;
 
 /// p50 and p99 of 100,000 decisions timed one by one, rotating over `bodies`.
 fn percentiles(webhook: &Webhook, rt: &tokio::runtime::Runtime, bodies: &[Vec<u8>]) -> (f64, f64) {
@@ -62,20 +60,11 @@ fn bench(c: &mut Criterion) {
 /// A pool's DELETE refused because of a DependencyRule: 100 dependents looked up, 10 listed in
 /// the message under the rule's name and reason. Probes rotate over 143 of the 1,000 pools.
 fn rule_dependents(c: &mut Criterion) {
-    let mut index = lien_core::RelationIndex::new();
-    index
-        .apply(
-            &lien_core::Source::rule(rook_pools::RULE),
-            rook_pools::relations(),
-        )
-        .expect("valid");
-    let webhook = Webhook::builder(std::sync::Arc::new(parking_lot::RwLock::new(index)))
-        .ready(true)
-        .build();
+    let webhook = rule::webhook();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let bodies: Vec<Vec<u8>> = (0..rook_pools::POOLS).step_by(7).map(pool_review).collect();
+    let bodies = rule::bodies();
     // Sanity: each pool is refused with 409, naming the rule, its dependents bounded.
     for body in &bodies {
         let answer = rt.block_on(webhook.answer(body));
@@ -102,48 +91,6 @@ fn rule_dependents(c: &mut Criterion) {
         "webhook_decision/rule_pool_100_dependents: {} bytes, p50 {p50:.2} µs, p99 {p99:.2} µs (100k samples)",
         bodies[0].len()
     );
-}
-
-/// The DELETE review of CephBlockPool `rook-ceph/pool-<p>` as kube-apiserver sends it
-/// (compact JSON, the pool with Rook's status and one managedFields entry: ~1.5 KB).
-fn pool_review(p: usize) -> Vec<u8> {
-    let name = format!("pool-{p:04}");
-    let review = serde_json::json!({
-        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": format!("{p:08x}-1111-4000-8000-000000000000"),
-            "kind": {"group": "ceph.rook.io", "version": "v1", "kind": "CephBlockPool"},
-            "resource": {"group": "ceph.rook.io", "version": "v1", "resource": "cephblockpools"},
-            "requestKind": {"group": "ceph.rook.io", "version": "v1", "kind": "CephBlockPool"},
-            "requestResource": {"group": "ceph.rook.io", "version": "v1", "resource": "cephblockpools"},
-            "name": name, "namespace": "rook-ceph", "operation": "DELETE",
-            "userInfo": {"username": "alice", "uid": "alice-uid",
-                         "groups": ["platform", "system:authenticated"]},
-            "object": null,
-            "oldObject": {
-                "apiVersion": "ceph.rook.io/v1", "kind": "CephBlockPool",
-                "metadata": {
-                    "name": name, "namespace": "rook-ceph", "uid": rook_pools::uuid(p),
-                    "labels": {"lien.dev/in-use": "true"},
-                    "finalizers": ["cephblockpool.ceph.rook.io"],
-                    "creationTimestamp": "2026-11-23T17:03:41Z", "generation": 1,
-                    "resourceVersion": "123456",
-                    "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
-                        "apiVersion": "ceph.rook.io/v1", "time": "2026-11-23T17:03:41Z",
-                        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {".": {},
-                        "f:failureDomain": {}, "f:replicated": {".": {}, "f:size": {}}}}}]
-                },
-                "spec": {"failureDomain": "host", "replicated": {"size": 3,
-                         "requireSafeReplicaSize": true}, "mirroring": {"enabled": false}},
-                "status": {"phase": "Ready", "observedGeneration": 1,
-                           "info": {"type": "Replicated", "failureDomain": "host"}}
-            },
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions",
-                        "propagationPolicy": "Background"}
-        }
-    });
-    serde_json::to_vec(&review).expect("a review")
 }
 
 criterion_group!(benches, bench, rule_dependents);
