@@ -109,8 +109,11 @@ impl Holds {
         let mut guard = lock.write().expect("not poisoned");
         let (started, cpu) = (Instant::now(), thread_cpu());
         let out = f(&mut guard);
+        // As the controller does: a removed join finished with is freed after the lock.
+        let garbage = guard.take_garbage();
         let (took, cpu) = (started.elapsed(), thread_cpu().saturating_sub(cpu));
         drop(guard);
+        drop(garbage);
         self.cpu.push(cpu);
         self.n += 1;
         self.max = self.max.max(took);

@@ -36,7 +36,8 @@ pub use decision::{
 };
 pub use graph::{Cycle, cycles_in_namespace, deletion_order, find_cycles, sources_within};
 pub use index::{
-    Chain, FullError, IndexError, LIEN_GROUP, RELEASED_CAPACITY, RelationIndex, RelationRef,
+    Chain, FullError, Garbage, IndexError, LIEN_GROUP, RELEASED_CAPACITY, RelationIndex,
+    RelationRef,
 };
 pub use key::{GroupKind, KeyError, KeyRef, KubectlArg, ObjectKey};
 pub use relation::{Relation, Source, SourceKubectlArg, SourceRef};

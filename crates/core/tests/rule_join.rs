@@ -616,6 +616,10 @@ proptest! {
             (at_once.key_count(), at_once.string_count()),
             "the previous join is all released"
         );
+        // Its memory is handed over to be freed outside the lock, once.
+        prop_assert_eq!(stepped.take_garbage().len(), 1);
+        prop_assert!(stepped.take_garbage().is_empty());
+        prop_assert!(at_once.take_garbage().is_empty());
         let mut ids = Vec::new();
         for index in [&mut at_once, &mut stepped] {
             let two = index.add_join(c2.clone()).expect("room");
@@ -656,6 +660,7 @@ proptest! {
         }
         prop_assert_eq!(&seen(&stepped, &objects), &after);
         prop_assert!(!stepped.has_pending_release());
+        prop_assert_eq!(stepped.take_garbage().len(), 1);
         for index in [&mut at_once, &mut stepped] {
             index.delete(&usage);
         }

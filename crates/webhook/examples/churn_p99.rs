@@ -33,24 +33,29 @@
 //! hold of each kind, too:
 //!
 //! ```text
-//! cargo run --release -p lien-webhook --example churn_p99 -- --seconds 10 --rules --step 1024
+//! cargo run --release -p lien-webhook --example churn_p99 -- --seconds 10 --rules
 //! ```
 //!
 //! `--step N` attaches in steps of N relations (`JoinMut::attach_step`, the write lock released
-//! between steps, as the controller does); `--step 0` attaches in one hold, as it did before.
+//! between steps; default 64, as the controller does); `--step 0` attaches in one hold, as it
+//! did before.
 //! With steps, the previous generation's join is also removed as the controller does now:
 //! `remove_join_in_steps` (O(1)), the new join given room for as many objects (`reserve`), and
 //! the old join's objects released `--step` at a time (`release_step`). `--feed N` feeds the
 //! new join N objects per write hold (default 1, one hold per object, as the controller does;
 //! batches were measured and not kept: docs/benchmarks.md, "Issue 20, continued"). `--fair 1`
-//! ends the steps' holds with `unlock_fair` (see `FAIR`); `--fair 0` (default, as the
-//! controller does) every hold with a plain unlock. `--bump N` (with `--feed` > 1)
+//! ends the steps' holds with `unlock_fair` (see `FAIR`); `--fair 2` the feed's holds too;
+//! `--fair 0` (default, as the controller does) every hold with a plain unlock. A removed join
+//! finished with is always freed after the hold, as the controller does. `--bump N` (with `--feed` > 1)
 //! hands the lock to a parked reader every N objects of a feed hold.
 //! `--every-ms M` starts at most one generation every M ms (default: back to back).
 //! `--work-us W` spends W µs of CPU per object outside the lock before it is fed (default 0):
 //! a model of what the controller does per listed object besides feeding it — decoding the
 //! watch event's JSON and evaluating the rule's CEL — which the back-to-back default leaves
 //! out, so that there the writer holds the lock nearly all the time it runs.
+//! `--arrivals R` makes the reader an open loop: R decisions a second, each due at its own
+//! time and its latency counted from then (default: a closed loop, each decision started when
+//! the last one ends, where a stall counts once however many decisions it would delay).
 
 #[path = "../../core/benches/fixture/mod.rs"]
 mod fixture;
@@ -238,10 +243,15 @@ fn held<T>(
     let mut idx = index.write();
     let t = Instant::now();
     let out = f(&mut idx);
+    // As the controller does: a removed join finished with is freed after the lock.
+    let garbage = idx.take_garbage();
     *longest = (*longest).max(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
     if fair {
         RwLockWriteGuard::unlock_fair(idx);
+    } else {
+        drop(idx);
     }
+    drop(garbage);
     out
 }
 
@@ -249,8 +259,10 @@ fn held<T>(
 /// than one object ends with `unlock_fair`, handing the lock to a waiting reader instead of
 /// letting the writer take it again at once; a feed hold of one object ends with a plain
 /// unlock. `--fair 0` (default, as the controller does): every hold ends with a plain unlock.
-/// (Measured and not kept: docs/benchmarks.md, "Issue 20, continued".)
+/// (Measured and not kept: docs/benchmarks.md, "Issue 20, continued" and "third pass".)
 static FAIR: AtomicBool = AtomicBool::new(false);
+/// `--fair 2`: as `--fair 1`, and a feed hold of one object ends with `unlock_fair` too.
+static FAIR_FEED: AtomicBool = AtomicBool::new(false);
 
 fn fair() -> bool {
     FAIR.load(Ordering::Relaxed)
@@ -349,17 +361,22 @@ fn feed_rule(
         }
         let bump = BUMP.load(Ordering::Relaxed);
         if bump == 0 {
-            held(index, longest, fair() && batch > 1, |ix| {
-                let mut join = ix.join_mut(id).expect("join");
-                for (of, (key, uid, keys)) in chunk {
-                    if *of {
-                        join.upsert_of(key, Some(uid), Some(keys.clone()))
-                    } else {
-                        join.upsert_by(key, Some(uid), Some(keys.clone()), true)
+            held(
+                index,
+                longest,
+                fair() && (batch > 1 || FAIR_FEED.load(Ordering::Relaxed)),
+                |ix| {
+                    let mut join = ix.join_mut(id).expect("join");
+                    for (of, (key, uid, keys)) in chunk {
+                        if *of {
+                            join.upsert_of(key, Some(uid), Some(keys.clone()))
+                        } else {
+                            join.upsert_by(key, Some(uid), Some(keys.clone()), true)
+                        }
+                        .expect("kind");
                     }
-                    .expect("kind");
-                }
-            });
+                },
+            );
             continue;
         }
         let mut ix = index.write();
@@ -380,6 +397,10 @@ fn feed_rule(
         RwLockWriteGuard::unlock_fair(ix);
     }
 }
+
+/// `--arrivals R` (default 0: a closed loop, each decision started when the last one ends):
+/// R decisions a second, each due at its own time, its latency counted from then.
+static ARRIVALS_PER_SECOND: AtomicUsize = AtomicUsize::new(0);
 
 /// `--bump N` (default 0: off): within a feed hold, every N objects, `RwLockWriteGuard::bump`
 /// hands the lock to a reader parked waiting for it (if any) and takes it back.
@@ -431,8 +452,22 @@ fn run_phase(
     let started = Instant::now();
     let end = started + Duration::from_secs(seconds);
     let mut samples = Vec::with_capacity(1 << 20);
+    let gap = match ARRIVALS_PER_SECOND.load(Ordering::Relaxed) {
+        0 => None,
+        r => Some(Duration::from_secs(1) / u32::try_from(r).unwrap_or(u32::MAX)),
+    };
+    let mut due = started;
     while Instant::now() < end {
-        let t = Instant::now();
+        // Open loop (`--arrivals`): each decision is due at its own time and its latency counts
+        // from then, so a stall delays every decision due during it, as it would delay every
+        // AdmissionReview the API server sends meanwhile (no coordinated omission).
+        if let Some(gap) = gap {
+            due += gap;
+            while Instant::now() < due {
+                std::hint::spin_loop();
+            }
+        }
+        let t = if gap.is_some() { due } else { Instant::now() };
         let answer = rt.block_on(webhook.answer(black_box(body)));
         samples.push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
         assert!(!answer.allowed, "the fixture's Deployment is in use");
@@ -461,7 +496,7 @@ fn run_phase(
 }
 
 fn main() -> Result<(), Error> {
-    let (mut seconds, mut rate, mut rules, mut step) = (10u64, 500u32, false, 1024usize);
+    let (mut seconds, mut rate, mut rules, mut step) = (10u64, 500u32, false, 64usize);
     let mut feed = 1usize;
     let mut work = Duration::ZERO;
     let mut every = Duration::ZERO;
@@ -476,6 +511,12 @@ fn main() -> Result<(), Error> {
             "--work-us" => {
                 work = Duration::from_micros(it.next().ok_or("--work-us needs a number")?.parse()?);
             }
+            "--arrivals" => {
+                ARRIVALS_PER_SECOND.store(
+                    it.next().ok_or("--arrivals needs a number")?.parse()?,
+                    Ordering::Relaxed,
+                );
+            }
             "--bump" => {
                 BUMP.store(
                     it.next().ok_or("--bump needs a number")?.parse()?,
@@ -483,8 +524,9 @@ fn main() -> Result<(), Error> {
                 );
             }
             "--fair" => {
-                let fair: u8 = it.next().ok_or("--fair needs 0 or 1")?.parse()?;
+                let fair: u8 = it.next().ok_or("--fair needs 0, 1 or 2")?.parse()?;
                 FAIR.store(fair != 0, Ordering::Relaxed);
+                FAIR_FEED.store(fair == 2, Ordering::Relaxed);
             }
             "--every-ms" => {
                 every =

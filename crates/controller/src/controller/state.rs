@@ -32,10 +32,14 @@ use kube::runtime::watcher;
 use lien_api::{ClusterUsage, DependencyRule, Usage};
 use lien_core::{AttachStep, JoinChange, JoinError, ObjectKey, Relation, RelationIndex, Source};
 
-/// Relations linked (or, of the previous generation, removed) per write-lock hold while a
-/// rule's join is attached: ~0.1 ms each at 100,000 relations (docs/benchmarks.md, "Issue 20").
-const ATTACH_STEP: usize = 1024;
 use parking_lot::RwLock;
+
+/// Relations linked (or, of the previous generation, removed) per write-lock hold while a
+/// rule's join is attached or released: at 100,000 relations 64 hold the lock ~18 µs at p99
+/// and 0.06 ms at most, where 1,024 held it 0.3-0.4 ms and a webhook decision arriving during
+/// a step waited for it; smaller steps cost more in all (16: 2.3× the attach's total time)
+/// (docs/benchmarks.md, "Issue 20, third pass").
+const ATTACH_STEP: usize = 64;
 
 use super::Msg;
 use crate::cache::{CachedObject, Caches, GroupKind, NsName};
@@ -611,11 +615,9 @@ impl State {
             // ATTACH_STEP with the lock released between them: one `attach` of 100,000
             // relations held it 10-25 ms, stalling every webhook decision meanwhile.
             let attached = loop {
-                let step = shared
-                    .index
-                    .write()
-                    .join_mut(id)
-                    .map(|mut j| j.attach_step(ATTACH_STEP));
+                let step = write_step(shared.index, |index| {
+                    index.join_mut(id).map(|mut j| j.attach_step(ATTACH_STEP))
+                });
                 match step {
                     Some(Ok(AttachStep::More)) => {}
                     Some(Ok(AttachStep::Done(n))) => break Some(Ok(n)),
@@ -652,7 +654,23 @@ fn report_join_failure(rule: &str, key: &ObjectKey, e: &JoinError, metrics: &Met
 /// Frees what a rule's deletion or a replaced join left (`RelationIndex::release_step`),
 /// ATTACH_STEP at a time with the write lock released between steps.
 fn release_in_steps(index: &RwLock<RelationIndex>) {
-    while !index.write().release_step(ATTACH_STEP) {}
+    while !write_step(index, |index| index.release_step(ATTACH_STEP)) {}
+}
+
+/// One step of work done in steps (an attach, a release) under the write lock. A removed join
+/// the step finished releasing is freed after the lock is released
+/// (`RelationIndex::take_garbage`): its large blocks go back to the allocator, which unmaps
+/// their pages, while webhook decisions read the index. The lock ends with a plain unlock: a
+/// fair hand-over to a parked decision (`unlock_fair`) made steps and decisions take turns
+/// through the scheduler: under back-to-back steps the decisions' median went from ~6 to ~60 µs
+/// (docs/benchmarks.md, "Issue 20, third pass").
+fn write_step<T>(index: &RwLock<RelationIndex>, step: impl FnOnce(&mut RelationIndex) -> T) -> T {
+    let mut guard = index.write();
+    let out = step(&mut guard);
+    let garbage = guard.take_garbage();
+    drop(guard);
+    drop(garbage);
+    out
 }
 
 /// Applies one event to the state and the index; returns the kinds to watch.
