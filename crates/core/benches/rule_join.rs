@@ -16,7 +16,7 @@ use std::alloc::System;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use lien_core::{GroupKind, JoinId, ObjectKey, RelationIndex, RuleConfig, RuleScope, Source};
+use lien_core::{GroupKind, JoinId, RelationIndex, RuleConfig, RuleScope, Source};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 /// Counts the bytes live on the heap, so the bench reports what the join and the index really
@@ -31,9 +31,9 @@ fn live() -> isize {
     s.bytes_allocated as isize - s.bytes_deallocated as isize
 }
 
-const POOLS: usize = 1_000;
-const PVS: usize = 100_000;
-const NAMESPACES: usize = 10;
+mod fixture;
+
+use fixture::rook_join::{Input, POOLS, PVS, pool, pv};
 
 fn config() -> RuleConfig {
     RuleConfig {
@@ -48,36 +48,9 @@ fn config() -> RuleConfig {
     }
 }
 
-fn uid(kind: u32, i: usize) -> String {
-    format!("{kind:08x}-0000-4000-8000-{i:012x}")
-}
-
-fn pool(i: usize) -> (ObjectKey, String, Vec<String>) {
-    let ns = format!("rook-ceph-{}", i % NAMESPACES);
-    let name = format!("replicapool-{i}");
-    let key = format!("{ns}/{name}");
-    (
-        ObjectKey::new("ceph.rook.io", "CephBlockPool", Some(&ns), &name),
-        uid(1, i),
-        vec![key],
-    )
-}
-
-fn pv(i: usize) -> (ObjectKey, String, Vec<String>) {
-    // `pvc-<uuid>`, as the CSI provisioner names them; 100 per pool.
-    let name = format!("pvc-{}", uid(3, i));
-    let p = i % POOLS;
-    let key = format!("rook-ceph-{}/replicapool-{p}", p % NAMESPACES);
-    (
-        ObjectKey::new("", "PersistentVolume", None, name),
-        uid(2, i),
-        vec![key],
-    )
-}
-
 struct Inputs {
-    pools: Vec<(ObjectKey, String, Vec<String>)>,
-    pvs: Vec<(ObjectKey, String, Vec<String>)>,
+    pools: Vec<Input>,
+    pvs: Vec<Input>,
 }
 
 fn inputs() -> Inputs {
@@ -108,15 +81,12 @@ fn build_attached(inputs: &Inputs) -> (RelationIndex, JoinId) {
 }
 
 fn feed(index: &mut RelationIndex, id: JoinId, inputs: &Inputs) {
-    let mut join = index.join_mut(id).expect("join");
-    for (key, uid, keys) in &inputs.pools {
-        join.upsert_of(key, Some(uid), Some(keys.clone()))
-            .expect("kind");
-    }
-    for (key, uid, keys) in &inputs.pvs {
-        join.upsert_by(key, Some(uid), Some(keys.clone()), true)
-            .expect("kind");
-    }
+    let pools = inputs.pools.iter().map(|i| (true, i));
+    fixture::rook_join::feed(
+        index,
+        id,
+        pools.chain(inputs.pvs.iter().map(|i| (false, i))),
+    );
 }
 
 fn rule_join(c: &mut Criterion) {

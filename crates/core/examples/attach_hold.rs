@@ -33,13 +33,12 @@
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use lien_core::{
-    AttachStep, GroupKind, JoinId, ObjectKey, RelationIndex, RuleConfig, RuleScope, Source,
-};
+use lien_core::{AttachStep, GroupKind, JoinId, RelationIndex, RuleConfig, RuleScope, Source};
 
-const POOLS: usize = 1_000;
-const PVS: usize = 100_000;
-const NAMESPACES: usize = 10;
+#[path = "../benches/fixture/mod.rs"]
+mod fixture;
+
+use fixture::rook_join::{Input, PVS, inputs};
 
 fn config(reason: &str) -> RuleConfig {
     RuleConfig {
@@ -51,34 +50,6 @@ fn config(reason: &str) -> RuleConfig {
         reason: reason.to_owned(),
         replay: true,
     }
-}
-
-fn uid(kind: u32, i: usize) -> String {
-    format!("{kind:08x}-0000-4000-8000-{i:012x}")
-}
-
-type Input = (ObjectKey, String, Vec<String>);
-
-fn pool(i: usize) -> Input {
-    let ns = format!("rook-ceph-{}", i % NAMESPACES);
-    let name = format!("replicapool-{i}");
-    let key = format!("{ns}/{name}");
-    (
-        ObjectKey::new("ceph.rook.io", "CephBlockPool", Some(&ns), &name),
-        uid(1, i),
-        vec![key],
-    )
-}
-
-fn pv(i: usize) -> Input {
-    let name = format!("pvc-{}", uid(3, i));
-    let p = i % POOLS;
-    let key = format!("rook-ceph-{}/replicapool-{p}", p % NAMESPACES);
-    (
-        ObjectKey::new("", "PersistentVolume", None, name),
-        uid(2, i),
-        vec![key],
-    )
 }
 
 /// The longest and the total of a series of holds.
@@ -145,24 +116,7 @@ impl Holds {
 
 /// Feeds every pool then every PV, one hold per object, as `rules_upsert` does.
 fn feed(lock: &RwLock<RelationIndex>, id: JoinId, pools: &[Input], pvs: &[Input]) -> Holds {
-    let mut holds = Holds::default();
-    for (key, uid, keys) in pools {
-        holds.time(lock, |ix| {
-            ix.join_mut(id)
-                .expect("join")
-                .upsert_of(key, Some(uid), Some(keys.clone()))
-                .expect("kind")
-        });
-    }
-    for (key, uid, keys) in pvs {
-        holds.time(lock, |ix| {
-            ix.join_mut(id)
-                .expect("join")
-                .upsert_by(key, Some(uid), Some(keys.clone()), true)
-                .expect("kind")
-        });
-    }
-    holds
+    feed_batched(lock, id, pools, pvs, 1)
 }
 
 /// Feeds every pool then every PV, `batch` objects per hold.
@@ -181,15 +135,7 @@ fn feed_batched(
         .collect();
     for chunk in inputs.chunks(batch.max(1)) {
         holds.time(lock, |ix| {
-            let mut join = ix.join_mut(id).expect("join");
-            for (of, (key, uid, keys)) in chunk {
-                if *of {
-                    join.upsert_of(key, Some(uid), Some(keys.clone()))
-                } else {
-                    join.upsert_by(key, Some(uid), Some(keys.clone()), true)
-                }
-                .expect("kind");
-            }
+            fixture::rook_join::feed(ix, id, chunk.iter().copied());
         });
     }
     holds
@@ -212,8 +158,7 @@ fn main() {
     let batch: usize = std::env::args()
         .nth(3)
         .map_or(1, |a| a.parse().expect("feed: a number"));
-    let pools: Vec<Input> = (0..POOLS).map(pool).collect();
-    let pvs: Vec<Input> = (0..PVS).map(pv).collect();
+    let (pools, pvs) = inputs();
     for run in 1..=runs {
         println!("run {run}");
         let lock = RwLock::new(RelationIndex::new());

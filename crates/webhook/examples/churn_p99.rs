@@ -68,6 +68,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use fixture::rook_join::PVS;
 use lien_core::{
     AttachStep, GroupKind, JoinId, ObjectKey, Relation, RelationIndex, RuleConfig, RuleScope,
     Source, find_cycles,
@@ -181,9 +182,6 @@ fn churn(index: &RwLock<RelationIndex>, rate: u32, locking: Locking, stop: &Atom
     changes
 }
 
-const POOLS: usize = 1_000;
-const PVS: usize = 100_000;
-
 fn rule_config(generation: usize) -> RuleConfig {
     RuleConfig {
         source: Source::rule("rbd-pv-uses-pool"),
@@ -197,32 +195,9 @@ fn rule_config(generation: usize) -> RuleConfig {
     }
 }
 
-type RuleInput = (ObjectKey, String, Vec<String>);
+type RuleInput = fixture::rook_join::Input;
 /// The rule's pools and PVs.
 type RuleInputs = (Vec<RuleInput>, Vec<RuleInput>);
-
-/// The rule's objects: pools then PVs (as `crates/core/benches/rule_join.rs`).
-fn rule_inputs() -> RuleInputs {
-    let uid = |kind: u32, i: usize| format!("{kind:08x}-0000-4000-8000-{i:012x}");
-    let pools = (0..POOLS)
-        .map(|i| {
-            let ns = format!("rook-ceph-{}", i % 10);
-            let name = format!("replicapool-{i}");
-            let key = format!("{ns}/{name}");
-            let of = ObjectKey::new("ceph.rook.io", "CephBlockPool", Some(&ns), &name);
-            (of, uid(1, i), vec![key])
-        })
-        .collect();
-    let pvs = (0..PVS)
-        .map(|i| {
-            let p = i % POOLS;
-            let key = format!("rook-ceph-{}/replicapool-{p}", p % 10);
-            let by = ObjectKey::new("", "PersistentVolume", None, format!("pvc-{}", uid(3, i)));
-            (by, uid(2, i), vec![key])
-        })
-        .collect();
-    (pools, pvs)
-}
 
 /// The longest write holds of each kind while rules churn, in µs.
 #[derive(Default)]
@@ -365,33 +340,17 @@ fn feed_rule(
                 index,
                 longest,
                 fair() && (batch > 1 || FAIR_FEED.load(Ordering::Relaxed)),
-                |ix| {
-                    let mut join = ix.join_mut(id).expect("join");
-                    for (of, (key, uid, keys)) in chunk {
-                        if *of {
-                            join.upsert_of(key, Some(uid), Some(keys.clone()))
-                        } else {
-                            join.upsert_by(key, Some(uid), Some(keys.clone()), true)
-                        }
-                        .expect("kind");
-                    }
-                },
+                |ix| fixture::rook_join::feed(ix, id, chunk.iter().copied()),
             );
             continue;
         }
         let mut ix = index.write();
         let t = Instant::now();
-        for (i, (of, (key, uid, keys))) in chunk.iter().enumerate() {
+        for (i, &object) in chunk.iter().enumerate() {
             if i > 0 && i % bump == 0 {
                 RwLockWriteGuard::bump(&mut ix);
             }
-            let mut join = ix.join_mut(id).expect("join");
-            if *of {
-                join.upsert_of(key, Some(uid), Some(keys.clone()))
-            } else {
-                join.upsert_by(key, Some(uid), Some(keys.clone()), true)
-            }
-            .expect("kind");
+            fixture::rook_join::feed(&mut ix, id, [object]);
         }
         *longest = (*longest).max(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
         RwLockWriteGuard::unlock_fair(ix);
@@ -553,7 +512,7 @@ fn main() -> Result<(), Error> {
     let body = support::fixture("delete-deployment-5k.json");
 
     if rules {
-        let inputs = Arc::new(rule_inputs());
+        let inputs = Arc::new(fixture::rook_join::inputs());
         let mut unused = 0;
         let id = held(&index, &mut unused, false, |ix| {
             ix.add_join(rule_config(1)).expect("room")
