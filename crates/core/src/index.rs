@@ -216,8 +216,33 @@ fn key_name<'a>(names: &'a TextArena, k: &Key) -> &'a str {
     names.get(k.name, usize::from(k.name_len))
 }
 
-fn key_hash(hasher: &DefaultHashBuilder, names: &TextArena, k: &Key) -> u64 {
-    hasher.hash_one((k.group, k.kind, k.namespace, key_name(names, k)))
+/// A key's 32-bit hash (see [`KeySlot`]).
+fn key_hash(hasher: &DefaultHashBuilder, names: &TextArena, k: &Key) -> u32 {
+    name_hash(hasher, (k.group, k.kind, k.namespace), key_name(names, k))
+}
+
+/// The 32-bit hash of a key given by its interned group, kind and namespace and its name.
+fn name_hash(hasher: &DefaultHashBuilder, syms: (u32, u32, u32), name: &str) -> u32 {
+    // The low half of a 64-bit hash: as good as the whole for a table of under 2^32 keys.
+    hasher.hash_one((syms.0, syms.1, syms.2, name)) as u32
+}
+
+/// A key's entry in the key table: its id and its hash, kept so that growing the table
+/// rehashes from the entries alone. Recomputing a key's hash reads its record and its name, out
+/// of cache: ~100 ns a key, 6 ms under the write lock for the doubling at 57,000 keys; from the
+/// entry, a few ns.
+#[derive(Debug, Clone, Copy)]
+struct KeySlot {
+    id: u32,
+    hash: u32,
+}
+
+impl KeySlot {
+    /// The table's 64-bit hash for a 32-bit one: hashbrown places an entry by the low bits and
+    /// tells entries in a group apart by the top 7, so both halves carry the hash.
+    fn table_hash(hash: u32) -> u64 {
+        (u64::from(hash) << 32) | u64::from(hash)
+    }
 }
 
 const SRC_USAGE: u8 = 0;
@@ -255,7 +280,7 @@ pub struct RelationIndex {
     /// The keys' names, back to back; compacted once dead bytes outweigh live ones.
     names: TextArena,
     names_live: usize,
-    key_table: HashTable<u32>,
+    key_table: HashTable<KeySlot>,
     key_free: u32,
     key_live: usize,
     srcs: Vec<Src>,
@@ -948,10 +973,10 @@ impl RelationIndex {
             self.key_free = self.keys[id as usize].of_head;
             self.keys[id as usize] = rec;
         }
-        let (keys, names, hasher) = (&self.keys, &self.names, &self.hasher);
+        let hash = key_hash(&self.hasher, &self.names, &rec);
         self.key_table
-            .insert_unique(key_hash(hasher, names, &rec), id, |&id| {
-                key_hash(hasher, names, &keys[id as usize])
+            .insert_unique(KeySlot::table_hash(hash), KeySlot { id, hash }, |slot| {
+                KeySlot::table_hash(slot.hash)
             });
         self.key_live += 1;
         Ok(id)
@@ -963,8 +988,8 @@ impl RelationIndex {
         if rec.group == NIL || rec.of_head != NIL || rec.by_head != NIL || rec.pins > 0 {
             return;
         }
-        let hash = key_hash(&self.hasher, &self.names, &rec);
-        if let Ok(entry) = self.key_table.find_entry(hash, |&k| k == id) {
+        let hash = KeySlot::table_hash(key_hash(&self.hasher, &self.names, &rec));
+        if let Ok(entry) = self.key_table.find_entry(hash, |slot| slot.id == id) {
             entry.remove();
         }
         for sym in [rec.group, rec.kind, rec.namespace] {
@@ -1380,15 +1405,16 @@ impl RelationIndex {
                 None => NIL,
             },
         );
-        let hash = self.hasher.hash_one((group, kind, namespace, key.name));
+        let hash = name_hash(&self.hasher, (group, kind, namespace), key.name);
         let (keys, names) = (&self.keys, &self.names);
         self.key_table
-            .find(hash, |&id| {
-                let k = &keys[id as usize];
-                (k.group, k.kind, k.namespace) == (group, kind, namespace)
+            .find(KeySlot::table_hash(hash), |slot| {
+                let k = &keys[slot.id as usize];
+                slot.hash == hash
+                    && (k.group, k.kind, k.namespace) == (group, kind, namespace)
                     && key_name(names, k) == key.name
             })
-            .copied()
+            .map(|slot| slot.id)
     }
 
     fn find_source(&self, source: SourceRef<'_>) -> Option<u32> {

@@ -16,8 +16,8 @@
 //! stores what a join would otherwise copy: an object is the index's key record (pinned while
 //! the join holds it, relations or not), its UID the index's counted UID, its join keys the
 //! index's interned strings. So an object costs the join a 20-byte record in a chunked arena
-//! (its only key inline; two keys or more in a side list), a slot in a table that finds it by
-//! key id, and its place in a bucket (a `Vec<u32>` of slots; a set past 512 members) — and a
+//! (its only key inline; two keys or more in a side list), an 8-byte entry (key id and slot) in
+//! a table that finds it by key id, and its place in a bucket (a `Vec<u32>` of slots; a set past 512 members) — and a
 //! `PersistentVolume` used by one pool is stored once for the join and its relation together.
 //!
 //! The join's relations are **not stored by the join**: the relations of an object are a pure
@@ -279,7 +279,10 @@ struct Objects {
     recs: Arena<Obj>,
     free: u32,
     live: usize,
-    table: HashTable<Id>,
+    /// Each object's slot, found by its key id. The key is kept beside the slot, so that a
+    /// lookup and a growing table's rehash read the table alone: through the record, one
+    /// cache miss per object, 1.3 ms under the write lock for the doubling at 57,000 objects.
+    table: HashTable<(u32, Id)>,
     /// Key lists of objects with two keys or more; free slots are empty and listed in
     /// `multi_free`.
     multi: Vec<Box<[u32]>>,
@@ -306,10 +309,9 @@ impl Objects {
     }
 
     fn find(&self, hasher: &DefaultHashBuilder, key: u32) -> Option<Id> {
-        let recs = &self.recs;
         self.table
-            .find(hasher.hash_one(key), |&id| recs[id as usize].key == key)
-            .copied()
+            .find(hasher.hash_one(key), |&(k, _)| k == key)
+            .map(|&(_, id)| id)
     }
 
     /// Stores a new object; `Err` when the arena cannot address another slot.
@@ -327,10 +329,9 @@ impl Objects {
             self.recs.push(obj);
             id
         };
-        let recs = &self.recs;
         self.table
-            .insert_unique(hasher.hash_one(obj.key), id, |&id| {
-                hasher.hash_one(recs[id as usize].key)
+            .insert_unique(hasher.hash_one(obj.key), (obj.key, id), |&(key, _)| {
+                hasher.hash_one(key)
             });
         self.live += 1;
         Ok(id)
@@ -340,7 +341,7 @@ impl Objects {
         let obj = self.recs[id as usize];
         if let Ok(entry) = self
             .table
-            .find_entry(hasher.hash_one(obj.key), |&m| m == id)
+            .find_entry(hasher.hash_one(obj.key), |&(_, m)| m == id)
         {
             entry.remove();
         }
@@ -767,11 +768,10 @@ impl JoinMut<'_> {
         self.with(|j, _| {
             let hasher = j.hasher.clone();
             for (objects, n) in [(&mut j.of, of), (&mut j.by, by)] {
-                let recs = &objects.recs;
                 objects
                     .table
-                    .reserve(n.saturating_sub(objects.live), |&id| {
-                        hasher.hash_one(recs[id as usize].key)
+                    .reserve(n.saturating_sub(objects.live), |&(key, _)| {
+                        hasher.hash_one(key)
                     });
             }
         });
