@@ -254,6 +254,7 @@ impl Lien {
         tasks.push(tokio::spawn(refresh_kinds(
             client.clone(),
             kinds.clone(),
+            controller.crd_changes(),
             stopped.clone(),
         )));
 
@@ -482,35 +483,18 @@ impl Drop for Lien {
 }
 
 /// Keeps the webhook's kind snapshot current until `stop`: CRDs come and go, and a Usage naming
-/// a kind installed later must be checked against it. The CRD watch is the watch service's one
-/// loop (metadata only: that a CRD changed is the whole news); changes that arrive while a
-/// discovery runs are all seen by the next one.
+/// a kind installed later must be checked against it. It follows the controller's CRD watch
+/// (`Controller::crd_changes`, the process's one), not a watch of its own; changes that arrive
+/// while a discovery runs are all seen by the next one.
 async fn refresh_kinds(
     client: kube::Client,
     kinds: Arc<lien_controller::live::DiscoveryKinds>,
+    mut changes: watch::Receiver<u64>,
     mut stop: watch::Receiver<bool>,
 ) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::PartialObjectMeta;
-    use kube::runtime::watcher;
-    let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
-    let (tx, mut changes) = mpsc::unbounded_channel();
-    let watch = lien_watch::forward(
-        crds,
-        &tx,
-        // A change, or a (re)list done: after a failed watch the relist is how a change made
-        // meanwhile shows.
-        |ev| match ev {
-            watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone => {
-                Some(())
-            }
-            watcher::Event::Init | watcher::Event::InitApply(_) => None,
-        },
-        |e| tracing::warn!(error = %e, "CRD watch failed; retrying"),
-    );
     let refresh = async {
-        while changes.recv().await.is_some() {
-            while changes.try_recv().is_ok() {}
+        // `changed` marks the newest count seen: changes during a refresh make one more.
+        while changes.changed().await.is_ok() {
             if let Err(e) = kinds.refresh(&client).await {
                 tracing::warn!(error = %e, "refreshing discovery");
             }
@@ -518,7 +502,6 @@ async fn refresh_kinds(
     };
     tokio::select! {
         _ = stop.changed() => {}
-        () = watch => {}
         () = refresh => {}
     }
 }

@@ -1,7 +1,8 @@
 //! The one watch-and-discovery service every part asks for kinds: the controller's source and
 //! kind watches, the CascadeRule reconciler's rule, parent and child watches, the live check,
-//! the webhook configuration's reconciler, the webhook's kind snapshot and its CRD watch
-//! (`lien::runtime`), `lien uninstall` and the kubectl plugin.
+//! the webhook configuration's reconciler, the webhook's kind snapshot (`lien::runtime`, which
+//! follows the controller's CRD watch, `Controller::crd_changes`: one CRD watch per process),
+//! `lien uninstall` and the kubectl plugin.
 //!
 //! A crate of its own, below both the controller and the plugin: the plugin asks it for kinds
 //! without linking the controller (it depends on `lien-decide` for the pure code, never on

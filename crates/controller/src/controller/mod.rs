@@ -211,6 +211,9 @@ struct Shared {
     /// Turns true once the caches first settle (every Usage list and every referenced kind
     /// listed): the index is complete, the webhook may report ready.
     settled_tx: watch::Sender<bool>,
+    /// Counts the CRD changes (and relists) the controller's CRD watch saw: the process's one
+    /// CRD watch, which the webhook's kind snapshot follows too ([`Controller::crd_changes`]).
+    crds_tx: watch::Sender<u64>,
 }
 
 impl Controller {
@@ -223,6 +226,7 @@ impl Controller {
         let (tx, rx) = mpsc::unbounded_channel();
         let (leader_tx, _) = watch::channel(false);
         let (settled_tx, _) = watch::channel(false);
+        let (crds_tx, _) = watch::channel(0);
         Self {
             client,
             config,
@@ -233,6 +237,7 @@ impl Controller {
                 metrics: Metrics::default(),
                 leader_tx,
                 settled_tx,
+                crds_tx,
             }),
             tx,
             rx,
@@ -255,6 +260,15 @@ impl Controller {
     /// Whether this replica is the leader, as it changes.
     pub fn leader(&self) -> watch::Receiver<bool> {
         self.shared.leader_tx.subscribe()
+    }
+
+    /// Changes each time the cluster's CRDs may have changed which kinds are served: a CRD
+    /// created, changed or deleted, or its watch relisted (after a failed watch, what changed
+    /// meanwhile shows only so). Changed as the watch sees it, not when the event loop gets to
+    /// it. One CRD watch per process: what else must follow the served kinds (the webhook's
+    /// snapshot) subscribes here instead of watching CRDs itself.
+    pub fn crd_changes(&self) -> watch::Receiver<u64> {
+        self.shared.crds_tx.subscribe()
     }
 
     /// Turns true once the index is complete for the first time (what `/readyz` waits for).
@@ -312,16 +326,29 @@ impl Controller {
             ),
             // Metadata only: any change of a CRD (created, established, deleted) is a hint
             // that a kind a source names may have started or stopped being served.
-            spawn_watch(
-                Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
-                tx.clone(),
-                // A (re)list replays what exists; only a change is news.
-                |ev| match ev {
-                    watcher::Event::Apply(_) | watcher::Event::Delete(_) => Some(Msg::CrdChanged),
-                    _ => None,
-                },
-                shared.metrics.clone(),
-            ),
+            {
+                let (crds, metrics) = (shared.clone(), shared.metrics.clone());
+                crate::watch::spawn_forward(
+                    Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
+                    tx.clone(),
+                    // A change, or a (re)list done: after a failed watch the relist is how a
+                    // change made meanwhile shows. The rest of a relist replays what exists.
+                    move |ev| match ev {
+                        watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_)
+                        | watcher::Event::InitDone => {
+                            crds.crds_tx.send_modify(|n| *n += 1);
+                            Some(Msg::CrdChanged)
+                        }
+                        watcher::Event::Init | watcher::Event::InitApply(_) => None,
+                    },
+                    move |e| {
+                        // Counted with Lien's own kinds' watches, as `spawn_watch` counts them.
+                        metrics.watch_restarted("usage");
+                        tracing::warn!(error = %e, "CRD watch failed; retrying");
+                    },
+                )
+            },
         ];
         let elector = match config.leader.clone() {
             Some(lc) => {

@@ -1,6 +1,7 @@
 //! Usages that cannot be enforced as written: cycles and invalid input.
 
-use kube::api::DeleteParams;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -122,6 +123,74 @@ async fn invalid_usages_are_refused_naming_the_field() {
         assert!(msg.contains(field), "{name}: names {field}: {msg}");
         assert!(msg.contains(text), "{name}: says {text:?}: {msg}");
     }
+    env.finish().await;
+}
+
+/// A Usage of a kind no CRD serves is refused; once the CRD is installed, the webhook's kind
+/// snapshot follows the cluster's CRDs (the CRD watch) and the same Usage is admitted, Lien
+/// running on; once the CRD is gone, refused again.
+#[tokio::test]
+async fn a_usage_of_a_kind_is_admitted_once_its_crd_is_installed_and_refused_once_it_goes() {
+    let mut env = Env::start("later-kind").await;
+    let group = format!("{}.example.org", env.ns);
+    let spec = json!({"of": {"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+                             "resourceRef": {"name": "g"}},
+                      "reason": "the gadget is in use"});
+    let not_served = format!("spec.of: kind Gadget is not served in {group}/v1");
+    let msg = refused_usage(&mut env, "before", spec.clone()).await;
+    assert!(msg.contains(&not_served), "{msg}");
+
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    });
+    let ar = api_resource(&crd);
+    env.create(crd).await;
+    // Each attempt a new Usage: the answer of one create, 201 or 422.
+    let (client, ns) = (env.client.clone(), env.ns.clone());
+    let attempt = |n: usize| {
+        let usage = json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+            "metadata": {"name": format!("attempt-{n}"), "namespace": ns}, "spec": spec});
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &api_resource(&usage));
+        async move {
+            let usage: DynamicObject = serde_json::from_value(usage).expect("a Usage");
+            api.create(&PostParams::default(), &usage).await
+        }
+    };
+    let mut n = 0;
+    wait_for("a Usage of a Gadget to be admitted", DEADLINE, || {
+        n += 1;
+        let created = attempt(n);
+        async move { created.await.ok().map(drop) }
+    })
+    .await;
+
+    let crds: Api<DynamicObject> = Api::all_with(env.client.clone(), &ar);
+    crds.delete(&format!("gadgets.{group}"), &DeleteParams::default())
+        .await
+        .expect("the CRD is deleted");
+    let refused = wait_for("a new Usage of a Gadget to be refused", DEADLINE, || {
+        n += 1;
+        let created = attempt(n);
+        async move {
+            match created.await {
+                Err(kube::Error::Api(e)) if e.code == 422 => Some(e.message),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    assert!(refused.contains(&not_served), "{refused}");
     env.finish().await;
 }
 
