@@ -215,25 +215,62 @@ pub fn render_denial(decision: &Decision, max_listed: usize) -> String {
     let Decision::Denied { object, blockers } = decision else {
         return String::new();
     };
-    let mut out = String::with_capacity(96 + 64 * blockers.len().min(max_listed));
+    denial(
+        object,
+        blockers,
+        max_listed,
+        &group_lines(blockers, max_listed),
+    )
+}
+
+/// [`render_refusal`] and [`render_denial`] of one decision (what the webhook answers, and the
+/// one line its Event records), the blockers' groups formatted once for both; two empty strings
+/// for [`Decision::Allowed`].
+pub fn render_refusal_and_denial(
+    decision: &Decision,
+    max_listed: usize,
+    recorded_replay: bool,
+) -> (String, String) {
+    let Decision::Denied { object, blockers } = decision else {
+        return (String::new(), String::new());
+    };
+    let lines = group_lines(blockers, max_listed);
+    (
+        refusal(object, blockers, max_listed, recorded_replay, &lines),
+        denial(object, blockers, max_listed, &lines),
+    )
+}
+
+/// The text of each group of the listed blockers — at most `max_listed`, and the only one if
+/// there is one, which the messages' first line shows whatever `max_listed` is.
+fn group_lines(blockers: &[Blocker], max_listed: usize) -> Vec<String> {
+    let shown = if blockers.len() == 1 {
+        1
+    } else {
+        blockers.len().min(max_listed)
+    };
+    groups(&blockers[..shown])
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// [`render_denial`]'s text, with [`group_lines`].
+fn denial(object: &ObjectKey, blockers: &[Blocker], max_listed: usize, lines: &[String]) -> String {
+    let mut out = String::with_capacity(96 + lines.iter().map(String::len).sum::<usize>());
     // Writing to a String cannot fail.
     let _ = write!(out, "cannot delete {object}: ");
     let listed = blockers.len().min(max_listed);
-    match blockers.as_slice() {
-        [only] if listed == 1 => {
-            let _ = write!(
-                out,
-                "it is {}",
-                Group {
-                    first: only,
-                    users: only.by.iter().collect(),
-                }
-            );
+    match lines {
+        [only] if blockers.len() == 1 && listed == 1 => {
+            let _ = write!(out, "it is {only}");
         }
         _ => {
             let n = blockers.len();
             let _ = write!(out, "it has {n} blocker{}", if n == 1 { "" } else { "s" });
-            for (i, g) in groups(&blockers[..listed]).iter().enumerate() {
+            // Of a lone blocker the line is there for the refusal, but not listed here.
+            let shown = if listed == 0 { &[][..] } else { lines };
+            for (i, g) in shown.iter().enumerate() {
                 let _ = write!(out, "{}{}", if i == 0 { ": " } else { "; " }, g);
             }
             if listed > 0 && n > listed {
@@ -292,6 +329,18 @@ pub fn render_refusal(decision: &Decision, max_listed: usize, recorded_replay: b
     let Decision::Denied { object, blockers } = decision else {
         return String::new();
     };
+    let lines = group_lines(blockers, max_listed);
+    refusal(object, blockers, max_listed, recorded_replay, &lines)
+}
+
+/// [`render_refusal`]'s text, with [`group_lines`].
+fn refusal(
+    object: &ObjectKey,
+    blockers: &[Blocker],
+    max_listed: usize,
+    recorded_replay: bool,
+    lines: &[String],
+) -> String {
     let mut out = String::with_capacity(256 + 96 * blockers.len().min(max_listed));
     // Who: the distinct users (blockers are sorted by user, so equal ones are adjacent) and the
     // protecting sources (sorted first, protections have no user).
@@ -308,15 +357,8 @@ pub fn render_refusal(decision: &Decision, max_listed: usize, recorded_replay: b
         }
     }
     let _ = write!(out, "cannot delete {object}: ");
-    if let [only] = blockers.as_slice() {
-        let _ = write!(
-            out,
-            "it is {}",
-            Group {
-                first: only,
-                users: only.by.iter().collect(),
-            }
-        );
+    if let ([_], [only]) = (blockers, lines) {
+        let _ = write!(out, "it is {only}");
     } else {
         out.push_str("it is ");
         match users.as_slice() {
@@ -387,7 +429,7 @@ pub fn render_refusal(decision: &Decision, max_listed: usize, recorded_replay: b
         let listed = blockers.len().min(max_listed);
         if listed > 0 {
             out.push_str("\nheld by:");
-            for g in groups(&blockers[..listed]) {
+            for g in lines {
                 let _ = write!(out, "\n  {g}");
             }
         }
@@ -559,6 +601,43 @@ mod tests {
                  `kubectl delete release.helm.example.io/a release.helm.example.io/b -n team-a`; \
                  for the other ways: `kubectl lien why cluster.eks.example.io/my-cluster`."
             ]
+        );
+    }
+
+    #[test]
+    fn the_refusal_and_its_one_line_denial_rendered_together_are_those_rendered_apart() {
+        let rule = Source::rule("rook-ceph-pv-uses-pool");
+        let pv = |i: usize| ObjectKey::new("", "PersistentVolume", None, format!("pvc-{i:03}"));
+        let one_user = index_with(vec![
+            Relation::uses(usage("app"), cluster(), release("a")).with_reason("runs on it"),
+        ]);
+        let protected = index_with(vec![Relation::protects(usage("keep"), cluster(), "kept")]);
+        let mixed = index_with(
+            (0..12)
+                .map(|i| Relation::uses(rule.clone(), cluster(), pv(i)).with_reason("data"))
+                .chain([Relation::protects(usage("keep"), cluster(), "kept")])
+                .chain([Relation::uses(usage("app"), cluster(), release("a"))])
+                .collect(),
+        );
+        for idx in [&one_user, &protected, &mixed] {
+            let d = decide_delete(idx, &cluster(), Some(UID));
+            assert!(matches!(d, Decision::Denied { .. }));
+            for max_listed in [0, 1, 2, 10, 100] {
+                for recorded in [false, true] {
+                    assert_eq!(
+                        render_refusal_and_denial(&d, max_listed, recorded),
+                        (
+                            render_refusal(&d, max_listed, recorded),
+                            render_denial(&d, max_listed)
+                        ),
+                        "{max_listed} listed, recorded {recorded}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            render_refusal_and_denial(&Decision::Allowed, 10, true),
+            (String::new(), String::new())
         );
     }
 

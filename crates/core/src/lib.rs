@@ -32,7 +32,8 @@ pub mod seams;
 mod uid;
 
 pub use decision::{
-    Blocker, Decision, decide_delete, render_denial, render_refusal, render_when_free,
+    Blocker, Decision, decide_delete, render_denial, render_refusal, render_refusal_and_denial,
+    render_when_free,
 };
 pub use graph::{Cycle, cycles_in_namespace, deletion_order, find_cycles, sources_within};
 pub use index::{

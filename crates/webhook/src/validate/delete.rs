@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use lien_api::IN_USE_LABEL;
 use lien_core::{
-    Decision, ObjectKey, RelationIndex, decide_delete, render_denial, render_refusal,
+    Decision, ObjectKey, RelationIndex, decide_delete, render_denial, render_refusal_and_denial,
     render_when_free,
 };
 
@@ -102,11 +102,11 @@ impl Refusal {
             };
         };
         let users_only = blockers.iter().all(|b| b.by.is_some());
+        let (message, denial) = render_refusal_and_denial(decision, policy.max_listed, recorded);
         Self {
-            message: render_refusal(decision, policy.max_listed, recorded),
+            message,
             summary: format!(
-                "{}; {}",
-                render_denial(decision, policy.max_listed),
+                "{denial}; {}",
                 render_when_free(object, recorded, users_only)
             ),
             replay,
