@@ -597,6 +597,30 @@ pub async fn post_without_client_certificate(env: &Env, path: &str, review: &Val
     serde_json::from_str(json).expect("an AdmissionReview")
 }
 
+/// The CustomResourceDefinition of a namespaced kind `kind` in `group` (plural and singular:
+/// the kind lower-cased, plural with an `s`), served and stored at `v1`, its `spec` free-form.
+pub fn namespaced_crd(group: &str, kind: &str) -> Value {
+    let singular = kind.to_lowercase();
+    let plural = format!("{singular}s");
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": singular, "kind": kind,
+                      "listKind": format!("{kind}List")},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                }}}
+            }]
+        }
+    })
+}
+
 pub fn api_resource(object: &Value) -> ApiResource {
     let api_version = object["apiVersion"].as_str().expect("apiVersion");
     let kind = object["kind"].as_str().expect("kind");

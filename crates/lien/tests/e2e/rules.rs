@@ -12,22 +12,7 @@ use crate::harness::*;
 
 /// A namespaced `WebApp` kind in `group`, whose `spec` is free-form.
 fn webapp_crd(group: &str) -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("webapps.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "webapps", "singular": "webapp", "kind": "WebApp", "listKind": "WebAppList"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-                }}}
-            }]
-        }
-    })
+    namespaced_crd(group, "WebApp")
 }
 
 /// Installs the WebApp kind and waits until it is served.

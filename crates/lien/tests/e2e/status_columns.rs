@@ -249,23 +249,7 @@ async fn kubectl_get_usages_shows_what_is_protected_and_why_it_is_not_ready() {
 
 /// A namespaced `WebApp` kind in `group` (free-form `spec`), served.
 async fn install_webapps(env: &mut Env, group: &str) {
-    env.create(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("webapps.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "webapps", "singular": "webapp", "kind": "WebApp", "listKind": "WebAppList"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-                }}}
-            }]
-        }
-    }))
-    .await;
+    env.create(namespaced_crd(group, "WebApp")).await;
     let k = Kubectl::new(env);
     wait_kubectl(
         &k,

@@ -140,19 +140,7 @@ async fn a_usage_of_a_kind_is_admitted_once_its_crd_is_installed_and_refused_onc
     let msg = refused_usage(&mut env, "before", spec.clone()).await;
     assert!(msg.contains(&not_served), "{msg}");
 
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("gadgets.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    });
+    let crd = namespaced_crd(&group, "Gadget");
     let ar = api_resource(&crd);
     env.create(crd).await;
     // Each attempt a new Usage: the answer of one create, 201 or 422.
