@@ -539,21 +539,15 @@ mod tests {
         }
     }
 
-    /// RFC 7386 merge of `patch` into `target`, as the API server applies Lien's status
-    /// writes (`Patch::Merge`).
-    fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
-        match (target.as_object_mut(), patch.as_object()) {
-            (Some(t), Some(p)) => {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
-                    }
-                }
-            }
-            _ => *target = patch.clone(),
-        }
+    /// The status Lien wants for `view` with `caches`: no cycle, enforced, at the epoch.
+    fn plain_status(view: &UsageView, caches: &Caches) -> Option<UsageStatus> {
+        status(
+            view,
+            &resolve(view, caches),
+            None,
+            None,
+            Timestamp::UNIX_EPOCH,
+        )
     }
 
     #[test]
@@ -562,43 +556,20 @@ mod tests {
         // or it never equals what Lien wants and is rewritten on every pass (each rewrite
         // making the same Usage's finalizer write stale: the Usage stayed Terminating).
         let mut view = usage_of_by();
-        let before = caches(&[("of", true), ("by", false)]);
-        view.status = status(
-            &view,
-            &resolve(&view, &before),
-            None,
-            None,
-            Timestamp::UNIX_EPOCH,
-        );
+        view.status = plain_status(&view, &caches(&[("of", true), ("by", false)]));
         let after = caches(&[]);
-        let desired = status(
-            &view,
-            &resolve(&view, &after),
-            None,
-            None,
-            Timestamp::UNIX_EPOCH,
-        )
-        .expect("the status changes");
+        let desired = plain_status(&view, &after).expect("the status changes");
         let mut stored =
             serde_json::to_value(view.status.as_ref().expect("a status")).expect("serializes");
-        merge(
+        // As the API server applies Lien's status write (`Patch::Merge`, RFC 7386).
+        json_patch::merge(
             &mut stored,
             &serde_json::to_value(&desired).expect("serializes"),
         );
         let stored: UsageStatus = serde_json::from_value(stored).expect("deserializes");
         assert_eq!(stored, desired);
         view.status = Some(stored);
-        assert_eq!(
-            status(
-                &view,
-                &resolve(&view, &after),
-                None,
-                None,
-                Timestamp::UNIX_EPOCH
-            ),
-            None,
-            "nothing left to write"
-        );
+        assert_eq!(plain_status(&view, &after), None, "nothing left to write");
     }
 
     fn caches(names: &[(&str, bool)]) -> Caches {
@@ -1042,26 +1013,12 @@ mod tests {
     fn status_carries_a_summary_per_side() {
         let c = caches(&[("of", false), ("by", false)]);
         let view = usage_of_by();
-        let s = status(
-            &view,
-            &resolve(&view, &c),
-            None,
-            None,
-            Timestamp::UNIX_EPOCH,
-        )
-        .expect("a status");
+        let s = plain_status(&view, &c).expect("a status");
         let summary = |m: &Option<MatchedObjects>| m.as_ref().map(|m| m.summary.clone());
         assert_eq!(summary(&s.of).as_deref(), Some("ConfigMap/of"));
         assert_eq!(summary(&s.by).as_deref(), Some("ConfigMap/by"));
         let view = reason_only();
-        let s = status(
-            &view,
-            &resolve(&view, &c),
-            None,
-            None,
-            Timestamp::UNIX_EPOCH,
-        )
-        .expect("a status");
+        let s = plain_status(&view, &c).expect("a status");
         assert!(s.by.is_none());
     }
 
@@ -1106,7 +1063,7 @@ mod tests {
         let c = caches(&[("of", false), ("by", false)]);
         let mut view = usage_of_by();
         let waiting = |v: &UsageView, c: &Caches| {
-            status(v, &resolve(v, c), None, None, Timestamp::UNIX_EPOCH)
+            plain_status(v, c)
                 .expect("a status")
                 .conditions
                 .into_iter()
