@@ -44,8 +44,7 @@
 //! the old join's objects released `--step` at a time (`release_step`). `--feed N` feeds the
 //! new join N objects per write hold (default 1, one hold per object, as the controller does;
 //! batches were measured and not kept: docs/benchmarks.md, "Issue 20, continued"). `--fair 1`
-//! ends the steps' holds with `unlock_fair` (see `FAIR`); `--fair 2` the feed's holds too;
-//! `--fair 0` (default, as the controller does) every hold with a plain unlock. A removed join
+//! ends the steps' holds with `unlock_fair` (see `FAIR`); `--fair 0` (default, as the controller does) every hold with a plain unlock. A removed join
 //! finished with is always freed after the hold, as the controller does. `--bump N` (with `--feed` > 1)
 //! hands the lock to a parked reader every N objects of a feed hold.
 //! `--every-ms M` starts at most one generation every M ms (default: back to back).
@@ -236,8 +235,6 @@ fn held<T>(
 /// unlock. `--fair 0` (default, as the controller does): every hold ends with a plain unlock.
 /// (Measured and not kept: docs/benchmarks.md, "Issue 20, continued" and "third pass".)
 static FAIR: AtomicBool = AtomicBool::new(false);
-/// `--fair 2`: as `--fair 1`, and a feed hold of one object ends with `unlock_fair` too.
-static FAIR_FEED: AtomicBool = AtomicBool::new(false);
 
 fn fair() -> bool {
     FAIR.load(Ordering::Relaxed)
@@ -336,12 +333,9 @@ fn feed_rule(
         }
         let bump = BUMP.load(Ordering::Relaxed);
         if bump == 0 {
-            held(
-                index,
-                longest,
-                fair() && (batch > 1 || FAIR_FEED.load(Ordering::Relaxed)),
-                |ix| fixture::rook_join::feed(ix, id, chunk.iter().copied()),
-            );
+            held(index, longest, fair() && batch > 1, |ix| {
+                fixture::rook_join::feed(ix, id, chunk.iter().copied())
+            });
             continue;
         }
         let mut ix = index.write();
@@ -483,9 +477,8 @@ fn main() -> Result<(), Error> {
                 );
             }
             "--fair" => {
-                let fair: u8 = it.next().ok_or("--fair needs 0, 1 or 2")?.parse()?;
+                let fair: u8 = it.next().ok_or("--fair needs 0 or 1")?.parse()?;
                 FAIR.store(fair != 0, Ordering::Relaxed);
-                FAIR_FEED.store(fair == 2, Ordering::Relaxed);
             }
             "--every-ms" => {
                 every =

@@ -327,7 +327,7 @@ impl Controller {
             // Metadata only: any change of a CRD (created, established, deleted) is a hint
             // that a kind a source names may have started or stopped being served.
             {
-                let (crds, metrics) = (shared.clone(), shared.metrics.clone());
+                let (crds_tx, metrics) = (shared.crds_tx.clone(), shared.metrics.clone());
                 crate::watch::spawn_forward(
                     Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
                     tx.clone(),
@@ -337,7 +337,7 @@ impl Controller {
                         watcher::Event::Apply(_)
                         | watcher::Event::Delete(_)
                         | watcher::Event::InitDone => {
-                            crds.crds_tx.send_modify(|n| *n += 1);
+                            crds_tx.send_modify(|n| *n += 1);
                             Some(Msg::CrdChanged)
                         }
                         watcher::Event::Init | watcher::Event::InitApply(_) => None,
