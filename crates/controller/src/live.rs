@@ -14,8 +14,10 @@
 //!   authorizers…) decide, exactly as they would for the update itself.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::watch::Discovered;
+use arc_swap::ArcSwap;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
@@ -28,7 +30,6 @@ use lien_core::seams::{
     LiveCheck, LiveCheckError, Scope,
 };
 use lien_core::{Decision, IndexError, JoinError, ObjectKey, RelationIndex, decide_delete};
-use parking_lot::RwLock;
 
 use crate::cache::{Caches, GroupKind};
 use crate::resolve::{UsageView, resolve};
@@ -319,19 +320,21 @@ impl LiveCheck for ApiLiveCheck {
     }
 }
 
+/// `apiVersion` → `kind` → (scope, resource plural): looked up by two `&str`, no key built.
+type KindMap = HashMap<String, HashMap<String, (Scope, String)>>;
+
 /// [`KindResolver`] from a discovery snapshot; call [`DiscoveryKinds::refresh`] at start and
-/// whenever CRDs change.
+/// whenever CRDs change. The snapshot is replaced whole, so readers (the webhook's Usage checks)
+/// load it without a lock and a refresh never waits for them, nor they for it.
 #[derive(Default)]
 pub struct DiscoveryKinds {
-    /// `(apiVersion, kind)` → (scope, resource plural).
-    kinds: RwLock<HashMap<(String, String), (Scope, String)>>,
+    kinds: ArcSwap<KindMap>,
 }
 
 impl std::fmt::Debug for DiscoveryKinds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscoveryKinds")
-            .field("kinds", &self.kinds.read().len())
-            .finish()
+        let n: usize = self.kinds.load().values().map(HashMap::len).sum();
+        f.debug_struct("DiscoveryKinds").field("kinds", &n).finish()
     }
 }
 
@@ -346,33 +349,36 @@ impl DiscoveryKinds {
         let resources = crate::watch::served_resources(client, crate::watch::Versions::All)
             .await
             .map_err(LiveError::Discovery)?;
-        let mut kinds = HashMap::new();
+        let mut kinds = KindMap::new();
+        let mut n = 0;
         for r in resources {
             let scope = if r.namespaced {
                 Scope::Namespaced
             } else {
                 Scope::Cluster
             };
-            kinds.insert((r.ar.api_version, r.ar.kind), (scope, r.ar.plural));
+            let previous = kinds
+                .entry(r.ar.api_version)
+                .or_default()
+                .insert(r.ar.kind, (scope, r.ar.plural));
+            n += usize::from(previous.is_none());
         }
-        let n = kinds.len();
-        *self.kinds.write() = kinds;
+        self.kinds.store(Arc::new(kinds));
         Ok(n)
     }
 }
 
 impl KindResolver for DiscoveryKinds {
     fn scope(&self, api_version: &str, kind: &str) -> Option<Scope> {
-        self.kinds
-            .read()
-            .get(&(api_version.to_owned(), kind.to_owned()))
-            .map(|(scope, _)| *scope)
+        let kinds = self.kinds.load();
+        kinds.get(api_version)?.get(kind).map(|(scope, _)| *scope)
     }
 
     fn resource(&self, api_version: &str, kind: &str) -> Option<String> {
-        self.kinds
-            .read()
-            .get(&(api_version.to_owned(), kind.to_owned()))
+        let kinds = self.kinds.load();
+        kinds
+            .get(api_version)?
+            .get(kind)
             .map(|(_, plural)| plural.clone())
     }
 }
