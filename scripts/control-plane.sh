@@ -58,6 +58,9 @@ build_launcher() {
   mkdir -p "$(dirname "$launcher")"
   (cd "$tools/launcher" && go build -trimpath -o "$out" .)
   mv "$out" "$launcher"
+  # Earlier sources' launchers (10 MB each) go; a checkout still using one rebuilds it in
+  # seconds, and a running one keeps running.
+  find "$cache_root" -maxdepth 1 -name 'launcher-*' ! -name "launcher-$launcher_hash" -exec rm -rf {} +
 }
 
 # Builds what is missing. Two test processes may get here at once on a fresh machine: the lock
