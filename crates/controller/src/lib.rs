@@ -48,7 +48,8 @@ pub use lien_decide::{cache, desired, replay, resolve, rules};
 
 pub use audit::{BreakGlass, BreakGlassAction};
 pub use controller::{
-    CYCLE_BROKEN_REASON, Controller, ControllerConfig, ControllerError, DenialSink, State,
+    CYCLE_BROKEN_REASON, Controller, ControllerConfig, ControllerError, DenialSink,
+    NAMESPACE_HELD_CONDITION, NAMESPACE_HELD_REASON, State,
 };
 pub use leader::{LeaderConfig, LeaderElector};
 pub use metrics::Metrics;

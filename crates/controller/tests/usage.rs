@@ -9,7 +9,7 @@ use lien_api::{USAGE_FINALIZER, Usage};
 use serde_json::json;
 
 #[tokio::test]
-async fn reason_only_usage_labels_its_object_and_has_no_finalizer() {
+async fn reason_only_usage_labels_its_object_and_goes_at_once_when_deleted() {
     let (sandbox, client) = sandbox().await;
     let ctl = start(&client, test_config());
     let cm = create_cm(&client, "default", "db", json!({})).await;
@@ -28,19 +28,31 @@ async fn reason_only_usage_labels_its_object_and_has_no_finalizer() {
     assert_eq!(of.count, 1);
     assert_eq!(of.objects[0].uid, cm.metadata.uid.clone().expect("uid"));
     assert_eq!(status.observed_generation, u.metadata.generation);
-    assert!(
-        !u.metadata
-            .finalizers
-            .unwrap_or_default()
+    // Lien's finalizer, so that deleting its namespace does not lift it (issue 27)...
+    wait_for("the Usage's finalizer", DEADLINE, || async {
+        let u = usages.get("protect-db").await.ok()?;
+        u.metadata
+            .finalizers?
             .iter()
-            .any(|f| f == USAGE_FINALIZER),
-        "a reason-only usage has no finalizer"
-    );
-    // Deleting the usage lifts the protection at once: it goes, and so does the label.
+            .any(|f| f == USAGE_FINALIZER)
+            .then_some(())
+    })
+    .await;
+    // ...which Lien removes at once when a person deletes it: the Usage goes, its protection
+    // and the label with it.
     usages
         .delete("protect-db", &DeleteParams::default())
         .await
         .expect("delete usage");
+    wait_for("the Usage to go", DEADLINE, || async {
+        usages
+            .get_opt("protect-db")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
     wait_label(&client, "default", "db", false).await;
     ctl.stop().await;
     sandbox.shutdown().await;

@@ -43,6 +43,25 @@ pub struct Blocker {
     pub reason: Option<Arc<str>>,
     /// Whether a blocked DELETE is to be replayed when this relation goes.
     pub replay: bool,
+    /// The source is a Usage being deleted that Lien's finalizer keeps (its namespace is being
+    /// deleted and it protects an object there, or its users remain), with the finalizer's
+    /// position in its list ([`RelationIndex::set_kept`]): deleting the Usage again lifts
+    /// nothing, removing that finalizer does ([`finalizer_removal_command`]).
+    pub kept: Option<u8>,
+}
+
+/// Lien's finalizer on Usages (`lien_api::USAGE_FINALIZER`; core does not depend on the API
+/// crate, and a test in lien-decide holds the two equal).
+pub const USAGE_FINALIZER: &str = "lien.dev/usage";
+
+/// The command that removes Lien's finalizer from `source` (a Usage being deleted) where it
+/// stands at position `at`: a JSON patch whose `test` op makes it fail, rather than remove
+/// another controller's finalizer, if the list changed since. One line, as typed in a shell.
+pub fn finalizer_removal_command(source: &Source, at: usize) -> String {
+    format!(
+        "kubectl patch {} --type=json -p '[{{\"op\":\"test\",\"path\":\"/metadata/finalizers/{at}\",\"value\":\"{USAGE_FINALIZER}\"}},{{\"op\":\"remove\",\"path\":\"/metadata/finalizers/{at}\"}}]'",
+        source.kubectl_arg()
+    )
 }
 
 /// The answer to one DELETE.
@@ -129,6 +148,7 @@ pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str
             source,
             reason,
             replay: r.replay(),
+            kept: r.source_kept(),
         });
     }
     Decision::Denied {
@@ -414,11 +434,23 @@ fn refusal(
         (users, []) => {
             let _ = write!(out, "delete its {} users first (listed below)", users.len());
         }
-        ([], [one]) => {
-            out.push_str("remove the protection: `kubectl delete ");
-            let _ = write!(out, "{}", one.source.kubectl_arg());
-            out.push('`');
-        }
+        ([], [one]) => match one.kept {
+            // Deleting a Usage that is being deleted already does nothing: its finalizer is
+            // what keeps the protection (its namespace is being deleted, issue 27).
+            Some(at) => {
+                let _ = write!(
+                    out,
+                    "lift the protection: {} is being deleted and Lien keeps it while this object exists, so remove its finalizer: `{}`",
+                    one.source,
+                    finalizer_removal_command(&one.source, usize::from(at))
+                );
+            }
+            None => {
+                out.push_str("remove the protection: `kubectl delete ");
+                let _ = write!(out, "{}", one.source.kubectl_arg());
+                out.push('`');
+            }
+        },
         ([], _) => out.push_str("remove its protections (listed below)"),
         (_, _) => out.push_str("delete its users and remove its protections (listed below)"),
     }

@@ -15,9 +15,9 @@ use std::fmt;
 
 use hashbrown::{HashMap, HashSet};
 
-use crate::index::RelationIndex;
+use crate::index::{RelationIndex, RelationRef};
 use crate::key::ObjectKey;
-use crate::relation::Source;
+use crate::relation::{Source, SourceRef};
 
 /// Objects that use each other, so that none of them can be deleted first.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +78,24 @@ pub fn cycles_in_namespace(index: &RelationIndex, namespace: &str) -> Vec<Vec<Ob
         .filter(|&id| index.key_is_live(id) && index.key_namespace(id) == ns)
         .collect();
     cyclic_components(index, &nodes, |id| index.key_namespace(id) == ns)
+}
+
+/// The groups of [`cycles_in_namespace`] that still hold once the relations made by Usages of
+/// `namespace` itself are dropped: cycles (in part) of DependencyRule or ClusterUsage relations,
+/// which a namespace's deletion does not break ([`RelationIndex::set_broken_cycles`]), so the
+/// namespace waits until a person breaks them. Deterministic, as [`find_cycles`].
+pub fn unbreakable_cycles_in_namespace(
+    index: &RelationIndex,
+    namespace: &str,
+) -> Vec<Vec<ObjectKey>> {
+    let Some(ns) = index.namespace_symbol(namespace) else {
+        return Vec::new();
+    };
+    let nodes: Vec<u32> = (0..index.key_slots() as u32)
+        .filter(|&id| index.key_is_live(id) && index.key_namespace(id) == ns)
+        .collect();
+    let not_own = |r: &RelationRef<'_>| !matches!(r.source(), SourceRef::Usage { namespace: n, .. } if n == namespace);
+    components(index, &nodes, |id| index.key_namespace(id) == ns, not_own)
 }
 
 /// The sources of the relations between members of `group` (both ends in it) — the Usages and
@@ -188,6 +206,17 @@ fn cyclic_components(
     nodes: &[u32],
     inside: impl Fn(u32) -> bool,
 ) -> Vec<Vec<ObjectKey>> {
+    components(index, nodes, inside, |_| true)
+}
+
+/// Tarjan's strongly connected components of the `by → of` graph over `nodes`, following only
+/// edges to nodes `inside` through relations `edge` keeps; those with a cycle, as sorted keys.
+fn components(
+    index: &RelationIndex,
+    nodes: &[u32],
+    inside: impl Fn(u32) -> bool,
+    edge: impl Fn(&RelationRef<'_>) -> bool,
+) -> Vec<Vec<ObjectKey>> {
     struct Frame {
         node: u32,
         succ: Vec<u32>,
@@ -199,7 +228,14 @@ fn cyclic_components(
     let mut stack: Vec<u32> = Vec::new();
     let mut counter = 0u32;
     let mut out: Vec<Vec<ObjectKey>> = Vec::new();
-    let succ_of = |id: u32| -> Vec<u32> { index.used_ids(id).filter(|&s| inside(s)).collect() };
+    let succ_of = |id: u32| -> Vec<u32> {
+        index
+            .uses_by_id(id)
+            .filter(|r| edge(r))
+            .map(|r| r.of_id())
+            .filter(|&s| inside(s))
+            .collect()
+    };
 
     for &root in nodes {
         if order.contains_key(&root) {

@@ -266,7 +266,14 @@ struct Src {
     /// ([`RelationIndex::delete_in_steps`]): hidden, and its relations no longer count for
     /// anything (every lookup skips them) though they are still on their keys' lists.
     dead: bool,
+    /// [`NOT_KEPT`], or the source is a Usage being deleted that Lien's finalizer keeps, at
+    /// this position of its finalizers ([`RelationIndex::set_kept`]). A byte in what was
+    /// padding: the record stays 20 bytes.
+    kept: u8,
 }
+
+/// [`Src::kept`] of a source that is not being kept.
+const NOT_KEPT: u8 = u8::MAX;
 
 /// The symbol ids of a source, used as its hash input.
 type SrcSyms = (u32, u32, u32, u32);
@@ -290,8 +297,8 @@ pub struct RelationIndex {
     rels: Arena<Rel>,
     rel_free: u32,
     rel_live: usize,
-    /// Per namespace (by symbol), the relations that leave it; see [`Leaving`].
-    leaving: hashbrown::HashMap<u32, Leaving>,
+    /// Per namespace (by symbol), the relations that hold its deletion; see [`Holding`].
+    holding: hashbrown::HashMap<u32, Holding>,
     hasher: DefaultHashBuilder,
     /// Keys whose last relation this index removed and that have none since (see the module
     /// documentation), with their order of release for the bound.
@@ -326,15 +333,18 @@ pub struct RelationIndex {
 /// released within a write pass of a busy cluster, small enough (a few hundred KiB) to ignore.
 pub const RELEASED_CAPACITY: usize = 4096;
 
-/// The relations that hold an object of one namespace from outside it: `of` is in the
-/// namespace (and not one of Lien's own kinds, which are never protected) and `by` is not —
-/// in another namespace or cluster-scoped — or, for a protection, its source is not a Usage of
-/// that namespace (a Usage goes with its namespace, and its protection with it). These are what
-/// make a Namespace DELETE hang in `Terminating`; relations with both ends inside go with the
-/// namespace. Kept as a set of relation ids per namespace, maintained where relations are
-/// inserted and freed, so "what leaves namespace X" costs its answer, never a scan of the index.
+/// The relations that hold a namespace's deletion: those that would keep a deleted namespace
+/// `Terminating`, or that its deletion would silently end. A relation whose `of` is in the
+/// namespace (and not one of Lien's own kinds, which are never protected) and whose `by` is not
+/// — in another namespace or cluster-scoped —; and every protection (no `by`) of an object in
+/// the namespace, whatever its source, plus a protection of a cluster-scoped object by a Usage
+/// of the namespace: a protection has no user to go first, so the namespace's deletion would
+/// delete what it protects, or take its Usage and lift it (issue 27). Relations whose user is
+/// inside go with the namespace and only order its deletion. Kept as a set of relation ids per
+/// namespace, maintained where relations are inserted and freed, so "what holds namespace X"
+/// costs its answer, never a scan of the index.
 #[derive(Debug, Clone, Default)]
-struct Leaving {
+struct Holding {
     rels: hashbrown::HashSet<u32>,
     /// How many of `rels` ask for a blocked DELETE to be replayed.
     replay: u32,
@@ -367,7 +377,7 @@ impl RelationIndex {
             rels: Arena::default(),
             rel_free: NIL,
             rel_live: 0,
-            leaving: hashbrown::HashMap::new(),
+            holding: hashbrown::HashMap::new(),
             hasher: DefaultHashBuilder::default(),
             released: HashSet::new(),
             released_order: VecDeque::new(),
@@ -391,10 +401,13 @@ impl RelationIndex {
     /// A namespace being deleted takes everything in it, so relations whose both ends are
     /// inside it protect nothing that will stay: they only order the deletions. A cycle of them
     /// cannot be ordered, and would keep the namespace `Terminating` forever. A relation between
-    /// two members of one broken cycle no longer blocks a DELETE ([`crate::decide_delete`]);
-    /// every other relation — from outside the namespace, a protection, between members of
-    /// different cycles — still does. The relations themselves stay in the index: they go when
-    /// their sources do.
+    /// two members of one broken cycle made by a Usage of that namespace no longer blocks a
+    /// DELETE ([`crate::decide_delete`]); every other relation — a DependencyRule's or a
+    /// ClusterUsage's (an administrator's order, which the namespace's deletion must not drop),
+    /// from outside the namespace, a protection, between members of different cycles — still
+    /// does: a cycle of those keeps the namespace waiting, named
+    /// ([`crate::unbreakable_cycles_in_namespace`]). The relations themselves stay in the index:
+    /// they go when their sources do.
     pub fn set_broken_cycles(&mut self, namespace: &str, cycles: &[Vec<ObjectKey>]) {
         let old: Vec<u32> = self
             .broken_namespaces
@@ -427,7 +440,11 @@ impl RelationIndex {
         let (Some(cycle), Some(by)) = (self.broken.get(of), r.by()) else {
             return false;
         };
-        self.broken.get(&by.to_key()) == Some(cycle)
+        // Only the namespace's own Usages give way: a DependencyRule or a ClusterUsage is an
+        // administrator's order, which a namespace's deletion must not drop (issue 28).
+        let own = matches!(r.source(), SourceRef::Usage { namespace, .. }
+            if self.broken_namespaces.get(cycle).map(String::as_str) == Some(namespace));
+        own && self.broken.get(&by.to_key()) == Some(cycle)
     }
 
     /// Whether this index itself can tell why `key` is free though it may still carry Lien's
@@ -866,6 +883,7 @@ impl RelationIndex {
             len: 0,
             hidden,
             dead: false,
+            kept: NOT_KEPT,
         };
         let id = if self.src_free != NIL {
             let id = self.src_free;
@@ -905,6 +923,7 @@ impl RelationIndex {
             len: 0,
             hidden: false,
             dead: false,
+            kept: NOT_KEPT,
         };
         self.src_free = src;
     }
@@ -1206,8 +1225,8 @@ impl RelationIndex {
         s.head = id;
         s.len += 1;
         self.rel_live += 1;
-        if let Some(ns) = self.leaves(&rec) {
-            let entry = self.leaving.entry(ns).or_default();
+        if let Some(ns) = self.holds_namespace(&rec) {
+            let entry = self.holding.entry(ns).or_default();
             entry.rels.insert(id);
             entry.replay += u32::from(rec.replay());
         }
@@ -1244,19 +1263,26 @@ impl RelationIndex {
         found.is_some()
     }
 
-    /// The namespace (symbol) relation `rel` holds from outside, if any; see [`Leaving`].
-    fn leaves(&self, rel: &Rel) -> Option<u32> {
+    /// The namespace (symbol) whose deletion relation `rel` holds, if any; see [`Holding`].
+    fn holds_namespace(&self, rel: &Rel) -> Option<u32> {
         let of = &self.keys[rel.of as usize];
-        if of.namespace == NIL || self.strs.get(Sym(of.group)) == LIEN_GROUP {
+        if self.strs.get(Sym(of.group)) == LIEN_GROUP {
             return None;
         }
-        let inside = if rel.by != NIL {
-            self.keys[rel.by as usize].namespace == of.namespace
-        } else {
-            let src = &self.srcs[rel.source as usize];
-            src.tag == SRC_USAGE && src.namespace == of.namespace
-        };
-        (!inside).then_some(of.namespace)
+        if rel.by != NIL {
+            // A user inside the namespace goes with it; the relation only orders the two.
+            let by = self.keys[rel.by as usize].namespace;
+            return (of.namespace != NIL && by != of.namespace).then_some(of.namespace);
+        }
+        // A protection has no user to go first: whatever its source, deleting the namespace
+        // would delete (or, for its own Usage's, lift) it. A Usage's protection of a
+        // cluster-scoped object holds the Usage's namespace: the namespace's deletion would
+        // take the Usage, and the protection with it.
+        if of.namespace != NIL {
+            return Some(of.namespace);
+        }
+        let src = &self.srcs[rel.source as usize];
+        (src.tag == SRC_USAGE).then_some(src.namespace)
     }
 
     /// Removes every relation of source `src`, and the source. Returns how many relations went.
@@ -1313,13 +1339,13 @@ impl RelationIndex {
         if self.srcs[rel.source as usize].dead {
             self.dead_rels -= 1;
         }
-        // Before the keys can be freed: `leaves` reads them.
-        if let Some(ns) = self.leaves(&rel) {
-            if let hashbrown::hash_map::Entry::Occupied(mut entry) = self.leaving.entry(ns) {
-                let leaving = entry.get_mut();
-                leaving.rels.remove(&id);
-                leaving.replay -= u32::from(rel.replay());
-                if leaving.rels.is_empty() {
+        // Before the keys can be freed: `holds_namespace` reads them.
+        if let Some(ns) = self.holds_namespace(&rel) {
+            if let hashbrown::hash_map::Entry::Occupied(mut entry) = self.holding.entry(ns) {
+                let holding = entry.get_mut();
+                holding.rels.remove(&id);
+                holding.replay -= u32::from(rel.replay());
+                if holding.rels.is_empty() {
                     entry.remove();
                 }
             }
@@ -1564,38 +1590,65 @@ impl RelationIndex {
             .map_or(0, |id| self.srcs[id as usize].len as usize)
     }
 
-    /// How many relations hold an object of `namespace` from outside it, in O(1): `of` in the
-    /// namespace and not a `lien.dev` kind, `by` elsewhere (another namespace, or
-    /// cluster-scoped), or a protection whose source is not a Usage of the namespace. These
-    /// would leave a deleted namespace `Terminating`; relations with both ends inside do not.
-    pub fn leaving_count(&self, namespace: &str) -> usize {
-        if self.dead_rels > 0 {
-            return self.leaving(namespace).count();
-        }
-        self.leaving_of(namespace).map_or(0, |l| l.rels.len())
+    /// Marks `source` (a Usage) as being deleted while Lien's finalizer keeps it, at position
+    /// `finalizer_at` of its finalizers — or not (`None`). Deleting such a Usage again lifts
+    /// nothing; removing that finalizer does, so a refusal names that command instead
+    /// ([`crate::Blocker::kept`]). The mark lives on the source's record: a source with no
+    /// relations has none to mark, and one created afresh starts unmarked, so the controller
+    /// sets it again after applying the source's relations. Returns whether it changed. A
+    /// position past 254 is not recorded (the refusal then names `kubectl lien why`).
+    pub fn set_kept(&mut self, source: &Source, finalizer_at: Option<usize>) -> bool {
+        let Some(id) = self.find_source(source.as_source_ref()) else {
+            return false;
+        };
+        let kept = finalizer_at
+            .and_then(|i| u8::try_from(i).ok())
+            .filter(|&i| i != NOT_KEPT)
+            .unwrap_or(NOT_KEPT);
+        let rec = &mut self.srcs[id as usize];
+        let changed = rec.kept != kept;
+        rec.kept = kept;
+        changed
     }
 
-    /// How many of [`RelationIndex::leaving_count`]'s relations ask for replay, in O(1).
-    pub fn leaving_replay_count(&self, namespace: &str) -> usize {
-        if self.dead_rels > 0 {
-            return self.leaving(namespace).filter(|r| r.replay()).count();
-        }
-        self.leaving_of(namespace).map_or(0, |l| l.replay as usize)
+    /// What [`RelationIndex::set_kept`] recorded for `source`.
+    pub fn kept(&self, source: &Source) -> Option<u8> {
+        let id = self.find_source(source.as_source_ref())?;
+        Some(self.srcs[id as usize].kept).filter(|&k| k != NOT_KEPT)
     }
 
-    /// The relations counted by [`RelationIndex::leaving_count`], in no particular order. Each
+    /// How many relations hold `namespace`'s deletion, in O(1): a relation of an object in it
+    /// (not a `lien.dev` kind) with a user elsewhere (another namespace, or cluster-scoped), any
+    /// protection of an object in it, and a protection of a cluster-scoped object by a Usage of
+    /// the namespace (see [`Holding`]). Relations with both ends inside do not count.
+    pub fn holding_count(&self, namespace: &str) -> usize {
+        if self.dead_rels > 0 {
+            return self.holding(namespace).count();
+        }
+        self.holding_of(namespace).map_or(0, |l| l.rels.len())
+    }
+
+    /// How many of [`RelationIndex::holding_count`]'s relations ask for replay, in O(1).
+    pub fn holding_replay_count(&self, namespace: &str) -> usize {
+        if self.dead_rels > 0 {
+            return self.holding(namespace).filter(|r| r.replay()).count();
+        }
+        self.holding_of(namespace).map_or(0, |l| l.replay as usize)
+    }
+
+    /// The relations counted by [`RelationIndex::holding_count`], in no particular order. Each
     /// step is O(1): take as many as you need.
-    pub fn leaving(&self, namespace: &str) -> impl Iterator<Item = RelationRef<'_>> {
-        self.leaving_of(namespace)
+    pub fn holding(&self, namespace: &str) -> impl Iterator<Item = RelationRef<'_>> {
+        self.holding_of(namespace)
             .into_iter()
             .flat_map(|l| l.rels.iter())
             .filter(move |&&id| !self.is_dead(id))
             .map(move |&id| RelationRef { index: self, id })
     }
 
-    fn leaving_of(&self, namespace: &str) -> Option<&Leaving> {
+    fn holding_of(&self, namespace: &str) -> Option<&Holding> {
         let ns = self.strs.find(namespace)?;
-        self.leaving.get(&ns.0)
+        self.holding.get(&ns.0)
     }
 
     /// Every relation, in no particular order.
@@ -1684,10 +1737,10 @@ impl RelationIndex {
             ("UIDs", self.uids.heap_bytes()),
             ("other strings", self.strs.heap_bytes()),
             (
-                "namespaces' leaving sets",
-                self.leaving.capacity() * (size_of::<(u32, Leaving)>() + 1)
+                "namespaces' holding sets",
+                self.holding.capacity() * (size_of::<(u32, Holding)>() + 1)
                     + self
-                        .leaving
+                        .holding
                         .values()
                         .map(|l| l.rels.capacity() * (size_of::<u32>() + 1))
                         .sum::<usize>(),
@@ -1740,6 +1793,15 @@ impl RelationIndex {
     }
 
     /// `(by, of)` key ids of the relations with `by` as the user — the graph's out-edges.
+    /// The relations whose user is key `by`.
+    pub(crate) fn uses_by_id(&self, by: u32) -> Chain<'_> {
+        Chain {
+            index: self,
+            next: self.keys[by as usize].by_head,
+            link: Link::By,
+        }
+    }
+
     pub(crate) fn used_ids(&self, by: u32) -> impl Iterator<Item = u32> + '_ {
         let head = self.keys[by as usize].by_head;
         Chain {
@@ -1872,6 +1934,11 @@ pub struct RelationRef<'a> {
 }
 
 impl<'a> RelationRef<'a> {
+    /// The key id of its `of` object.
+    pub(crate) fn of_id(&self) -> u32 {
+        self.rel().of
+    }
+
     fn rel(&self) -> &'a Rel {
         &self.index.rels[self.id as usize]
     }
@@ -1897,6 +1964,12 @@ impl<'a> RelationRef<'a> {
     pub fn reason(&self) -> Option<&'a str> {
         let reason = self.rel().reason();
         (reason != NIL).then(|| self.index.strs.get(Sym(reason)))
+    }
+
+    /// Where its source's finalizer `lien.dev/usage` stands while Lien keeps the source
+    /// being deleted ([`RelationIndex::set_kept`]); `None` otherwise.
+    pub fn source_kept(&self) -> Option<u8> {
+        Some(self.index.srcs[self.rel().source as usize].kept).filter(|&k| k != NOT_KEPT)
     }
 
     /// Whether a blocked DELETE of `of` is replayed when the last blocker goes.

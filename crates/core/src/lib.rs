@@ -23,6 +23,7 @@
 mod arena;
 mod decision;
 mod graph;
+mod holds;
 mod index;
 mod intern;
 mod key;
@@ -32,10 +33,14 @@ pub mod seams;
 mod uid;
 
 pub use decision::{
-    Blocker, Decision, decide_delete, render_denial, render_refusal, render_refusal_and_denial,
-    render_when_free,
+    Blocker, Decision, USAGE_FINALIZER, decide_delete, finalizer_removal_command, render_denial,
+    render_refusal, render_refusal_and_denial, render_when_free,
 };
-pub use graph::{Cycle, cycles_in_namespace, deletion_order, find_cycles, sources_within};
+pub use graph::{
+    Cycle, cycles_in_namespace, deletion_order, find_cycles, sources_within,
+    unbreakable_cycles_in_namespace,
+};
+pub use holds::{HoldLine, namespace_holds};
 pub use index::{
     Chain, FullError, Garbage, IndexError, LIEN_GROUP, RELEASED_CAPACITY, RelationIndex,
     RelationRef,

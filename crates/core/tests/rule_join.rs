@@ -513,7 +513,7 @@ struct Seen {
     keys: BTreeSet<ObjectKey>,
     sources: BTreeSet<Source>,
     source_count: usize,
-    leaving: Vec<(usize, usize, BTreeSet<Relation>)>,
+    holding: Vec<(usize, usize, BTreeSet<Relation>)>,
 }
 
 fn seen(index: &RelationIndex, objects: &[ObjectKey]) -> Seen {
@@ -536,13 +536,13 @@ fn seen(index: &RelationIndex, objects: &[ObjectKey]) -> Seen {
         keys: index.keys().map(|k| k.to_key()).collect(),
         sources: index.sources().map(|s| s.to_source()).collect(),
         source_count: index.source_count(),
-        leaving: ["a", "b"]
+        holding: ["a", "b"]
             .iter()
             .map(|ns| {
                 (
-                    index.leaving_count(ns),
-                    index.leaving_replay_count(ns),
-                    index.leaving(ns).map(|r| r.to_relation()).collect(),
+                    index.holding_count(ns),
+                    index.holding_replay_count(ns),
+                    index.holding(ns).map(|r| r.to_relation()).collect(),
                 )
             })
             .collect(),

@@ -162,6 +162,21 @@ impl Caches {
         self.is_unknown(gk) || self.kinds.get(gk).is_some_and(|k| k.synced)
     }
 
+    /// Whether Namespace `name` is being deleted: `Some(true)` while it is `Terminating` (or
+    /// already gone), `Some(false)` while it lives, `None` before the Namespace list completed —
+    /// a restarted controller must not take "not seen yet" for "not being deleted".
+    pub fn namespace_deleting(&self, name: &str) -> Option<bool> {
+        let kind = self
+            .kinds
+            .get(&GroupKind::new("", "Namespace"))
+            .filter(|k| k.synced)?;
+        Some(
+            kind.objects
+                .get(&(None, name.to_owned()))
+                .is_none_or(|ns| ns.deleting),
+        )
+    }
+
     /// The cache of one kind, if it is cached.
     pub fn kind(&self, gk: &GroupKind) -> Option<&KindCache> {
         self.kinds.get(gk)

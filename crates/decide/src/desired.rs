@@ -13,7 +13,9 @@
 //!   waits until everything is *settled* (every usage list and every referenced kind listed),
 //!   so that a restarting controller never unprotects an object it has not yet re-derived.
 //! - **Finalizer**: a Usage with `by` keeps `lien.dev/usage` until every `by` object is gone; a
-//!   reason-only Usage has none, so deleting it lifts the protection at once.
+//!   reason-only Usage carries it too and loses it at once when deleted — which lifts the
+//!   protection — unless its namespace is being deleted as well ([`kept_for_namespace`]): then
+//!   it keeps protecting, so that deleting a namespace never deletes an object under a lien.
 //! - **Owner references**: every matched `by` object becomes an owner (never the controller, and
 //!   without `blockOwnerDeletion`, which would deadlock a foreground delete of the user against
 //!   the Usage's finalizer) where scope allows, so the garbage collector removes the Usage when
@@ -136,8 +138,10 @@ pub fn label_writes(
                 name,
             });
             let labelled = is_labelled(o);
-            // An object being deleted keeps whatever label it has: it is past admission.
-            if in_use == labelled || (!in_use && !settled) || o.deleting {
+            // An object being deleted keeps whatever label it has; one in use gets it all the
+            // same: removing its last finalizer would complete a deletion Lien refuses, and the
+            // label is what routes that update to the tamper guard (issue 27).
+            if in_use == labelled || (!in_use && !settled) || (!in_use && o.deleting) {
                 continue;
             }
             out.push(LabelWrite {
@@ -216,13 +220,45 @@ pub fn owner_references(
     (owners, record)
 }
 
+/// Whether Lien keeps this reason-only Usage, which is being deleted, because its namespace is
+/// being deleted too and what it protects still exists (issue 27): the namespace controller
+/// deletes everything in a deleted namespace, the Usage first among them, and a protection that
+/// went with its namespace would let the namespace controller delete the very object it
+/// protects. So the Usage stays `Terminating` (Lien's finalizer), keeps protecting, and holds
+/// the namespace `Terminating`, until what it protects is gone or a person removes that
+/// finalizer. Unknown (the Namespace list not complete, or the `of` side still being listed)
+/// keeps it too: absence proves nothing.
+pub fn kept_for_namespace(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
+    let Some(ns) = view.namespace.as_deref() else {
+        return false;
+    };
+    if view.by.is_some() || !view.deleting {
+        return false;
+    }
+    let protects_something = !(res.complete && res.of.is_empty());
+    protects_something && caches.namespace_deleting(ns) != Some(false)
+}
+
 /// The finalizer and owner-reference write a usage needs, if any.
+///
+/// Every Usage (namespaced) carries Lien's finalizer `lien.dev/usage`; a ClusterUsage only
+/// with `by`. It goes when the Usage is deleted and:
+/// - with `by`: the `by` side is known to match nothing any more — a user is a user until it
+///   is gone;
+/// - without: at once, unless its namespace is being deleted too and what it protects still
+///   exists ([`kept_for_namespace`]) — so that deleting a namespace never deletes (nor
+///   unprotects) an object under a lien.
 pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option<UsageMetaWrite> {
     let has = view.finalizers.iter().any(|f| f == USAGE_FINALIZER);
     // The finalizer goes only when the `by` side is known to match nothing any more; while a
     // kind is still being listed, absence proves nothing.
     let all_users_gone = res.complete && res.by.is_empty();
-    let want = view.by.is_some() && !(view.deleting && all_users_gone);
+    let want = match &view.by {
+        Some(_) => !(view.deleting && all_users_gone),
+        None => {
+            view.namespace.is_some() && (!view.deleting || kept_for_namespace(view, res, caches))
+        }
+    };
     let mut finalizers = view.finalizers.clone();
     if want && !has && !view.deleting {
         // kube-apiserver refuses new finalizers on an object being deleted.
@@ -369,6 +405,35 @@ pub fn side_summary(side: &ResourceSpec, count: usize) -> String {
     cut + &tail
 }
 
+/// The `Kept` condition's message of a Usage [`kept_for_namespace`]: what it still protects, why
+/// it stays, and the command that lifts it (the finalizer's removal, as `kubectl lien why` and the
+/// refusals print it).
+pub fn kept_for_namespace_message(view: &UsageView, res: &Resolution) -> String {
+    let own = view.namespace.as_deref();
+    let objects: Vec<String> = res
+        .of
+        .iter()
+        .take(WAITING_USERS_NAMED)
+        .map(|m| kubectl_name(&m.key, own))
+        .collect();
+    let more = res.of.len().saturating_sub(WAITING_USERS_NAMED);
+    let mut list = objects.join(", ");
+    if more > 0 {
+        list = format!("{list} and {more} more");
+    }
+    let at = view
+        .finalizers
+        .iter()
+        .position(|f| f == USAGE_FINALIZER)
+        .unwrap_or_default();
+    format!(
+        "being deleted with its namespace; Lien keeps it, and its protection of {list}, so that \
+         deleting the namespace does not delete what it protects: the namespace stays \
+         Terminating until that is gone or the protection is lifted with `{}`",
+        lien_core::finalizer_removal_command(&view.source(), at)
+    )
+}
+
 /// How many users the `WaitingForUsers` condition names; the rest are counted.
 pub const WAITING_USERS_NAMED: usize = 3;
 
@@ -435,12 +500,14 @@ pub(crate) fn condition(
     }
 }
 
-/// The status a usage should have; `None` when it already has it. `unenforced`: why Lien's
+/// The status a usage should have; `None` when it already has it. `kept`: Lien keeps this Usage,
+/// which is being deleted, for its namespace ([`kept_for_namespace`]). `unenforced`: why Lien's
 /// webhook configuration is missing or differs (`lien_controller::webhook_config`), in which case
 /// kube-apiserver is not asking Lien and nothing is protected, whatever the relations say.
 pub fn status(
     view: &UsageView,
     res: &Resolution,
+    kept: bool,
     cycle: Option<&Problem>,
     unenforced: Option<&str>,
     now: Timestamp,
@@ -494,6 +561,12 @@ pub fn status(
         let message = waiting_for_users_message(&res.by, view.namespace.as_deref());
         conditions.push(cond("WaitingForUsers", true, "UsersRemain", message));
     }
+    // A reason-only Usage deleted with its namespace stays and keeps protecting (issue 27):
+    // say so, with the one command that lifts it.
+    if kept {
+        let message = kept_for_namespace_message(view, res);
+        conditions.push(cond("Kept", true, "NamespaceDeleting", message));
+    }
     let desired = UsageStatus {
         conditions,
         of: Some(matched_objects(&view.of, &res.of)),
@@ -544,6 +617,7 @@ mod tests {
         status(
             view,
             &resolve(view, caches),
+            false,
             None,
             None,
             Timestamp::UNIX_EPOCH,
@@ -649,7 +723,7 @@ mod tests {
         assert!(!users_gone(&view, &resolve(&view, &gone), &gone));
         // The user is seen (status lists it), then deleted before it became an owner.
         let res = resolve(&view, &c);
-        view.status = status(&view, &res, None, None, Timestamp::now());
+        view.status = status(&view, &res, false, None, None, Timestamp::now());
         assert!(!users_gone(&view, &res, &c), "the user is still there");
         let res = resolve(&view, &gone);
         assert!(users_gone(&view, &res, &gone));
@@ -682,16 +756,45 @@ mod tests {
     }
 
     #[test]
-    fn reason_only_usage_has_no_finalizer_and_status_reports_matches() {
+    fn core_and_the_api_name_the_same_usage_finalizer() {
+        // lien-core renders the finalizer's removal and cannot depend on lien-api.
+        assert_eq!(lien_core::USAGE_FINALIZER, USAGE_FINALIZER);
+    }
+
+    /// `c` with the Namespace `ns` listed, being deleted or not.
+    fn with_namespace(mut c: Caches, deleting: bool) -> Caches {
+        let gk = GroupKind::new("", "Namespace");
+        c.add_kind(gk.clone(), false, "v1", "namespaces");
+        c.reset(
+            &gk,
+            &[ObjectMeta {
+                name: Some("ns".into()),
+                uid: Some("uid-ns".into()),
+                deletion_timestamp: deleting.then_some(Time(Timestamp::UNIX_EPOCH)),
+                ..Default::default()
+            }],
+        );
+        c
+    }
+
+    #[test]
+    fn reason_only_usage_has_the_finalizer_and_status_reports_matches() {
         let c = caches(&[("of", false)]);
         let view = UsageView {
             generation: Some(3),
             ..reason_only()
         };
         let res = resolve(&view, &c);
-        assert_eq!(usage_meta(&view, &res, &c), None);
+        let w = usage_meta(&view, &res, &c).expect("the finalizer");
+        assert_eq!(w.finalizers, [USAGE_FINALIZER]);
+        assert!(w.owner_references.is_empty());
+        let view = UsageView {
+            finalizers: w.finalizers,
+            ..view
+        };
+        assert_eq!(usage_meta(&view, &res, &c), None, "stable");
         let now = Timestamp::UNIX_EPOCH;
-        let s = status(&view, &res, None, None, now).expect("a status");
+        let s = status(&view, &res, false, None, None, now).expect("a status");
         assert_eq!(s.observed_generation, Some(3));
         assert_eq!(s.conditions[0].type_, "Ready");
         assert_eq!(s.conditions[0].status, "True");
@@ -706,10 +809,65 @@ mod tests {
             ..view
         };
         assert_eq!(
-            status(&view, &res, None, None, Timestamp::now()),
+            status(&view, &res, false, None, None, Timestamp::now()),
             None,
             "stable: no rewrite"
         );
+        // A ClusterUsage without `by` has nothing to wait for and no namespace to go with.
+        let cluster = UsageView {
+            namespace: None,
+            ..reason_only()
+        };
+        assert_eq!(usage_meta(&cluster, &resolve(&cluster, &c), &c), None);
+    }
+
+    /// Issue 27: deleting a reason-only Usage lifts the protection at once — unless its
+    /// namespace is being deleted too (the namespace controller deletes the Usage along with
+    /// everything else), and then only once what it protects is gone.
+    #[test]
+    fn a_reason_only_usage_is_kept_while_its_namespace_is_deleted_and_its_object_exists() {
+        let deleting = UsageView {
+            deleting: true,
+            finalizers: vec!["example.org/gitops".into(), USAGE_FINALIZER.into()],
+            ..reason_only()
+        };
+        let lifted = |c: &Caches| {
+            let res = resolve(&deleting, c);
+            let w = usage_meta(&deleting, &res, c);
+            w.map(|w| w.finalizers)
+        };
+        // Deleted by a person, its namespace alive: the finalizer goes (only Lien's).
+        let alive = with_namespace(caches(&[("of", false)]), false);
+        assert_eq!(lifted(&alive), Some(vec!["example.org/gitops".to_owned()]));
+        assert!(!kept_for_namespace(
+            &deleting,
+            &resolve(&deleting, &alive),
+            &alive
+        ));
+        // Its namespace is being deleted and the object exists: kept, still protecting.
+        let terminating = with_namespace(caches(&[("of", false)]), true);
+        assert_eq!(lifted(&terminating), None);
+        assert!(kept_for_namespace(
+            &deleting,
+            &resolve(&deleting, &terminating),
+            &terminating
+        ));
+        // The Namespace list has not completed (a restarted Lien): kept, absence proves nothing.
+        let unknown = caches(&[("of", false)]);
+        assert_eq!(lifted(&unknown), None);
+        // What it protects is gone: nothing to keep.
+        let gone = with_namespace(caches(&[]), true);
+        assert_eq!(lifted(&gone), Some(vec!["example.org/gitops".to_owned()]));
+        // A Usage with `by` is not kept for its namespace: its users decide (they go with it).
+        let with_by = UsageView {
+            by: Some(spec("by")),
+            ..deleting.clone()
+        };
+        assert!(!kept_for_namespace(
+            &with_by,
+            &resolve(&with_by, &terminating),
+            &terminating
+        ));
     }
 
     fn owner(kind: &str, uid: &str, controller: Option<bool>) -> OwnerReference {
@@ -777,14 +935,17 @@ mod tests {
         let mut view = usage_of_by();
         view.controller_uid = Some("uid-parent".into());
         let res = resolve(&view, &c);
-        let s = status(&view, &res, None, None, Timestamp::UNIX_EPOCH).expect("a status");
+        let s = status(&view, &res, false, None, None, Timestamp::UNIX_EPOCH).expect("a status");
         assert_eq!(s.controller_uid.as_deref(), Some("uid-parent"));
         // The garbage collector strips the reference: the status read back still has it, and
         // the next status keeps it.
         view.controller_uid = None;
         view.recorded_controller_uid = s.controller_uid.clone();
         view.status = Some(s);
-        assert_eq!(status(&view, &res, None, None, Timestamp::now()), None);
+        assert_eq!(
+            status(&view, &res, false, None, None, Timestamp::now()),
+            None
+        );
     }
 
     /// A user being deleted (Terminating, held by its own finalizer) counts until it is gone:
@@ -812,7 +973,7 @@ mod tests {
         c.reset(&gk, &[of.clone(), by]);
         let mut view = usage_of_by();
         let res = resolve(&view, &c);
-        view.status = status(&view, &res, None, None, Timestamp::now());
+        view.status = status(&view, &res, false, None, None, Timestamp::now());
         let count = |v: &UsageView| {
             v.status
                 .as_ref()
@@ -1094,7 +1255,8 @@ mod tests {
         let view = reason_only();
         let res = resolve(&view, &c);
         let why = "ValidatingWebhookConfiguration lien is missing";
-        let s = status(&view, &res, None, Some(why), Timestamp::UNIX_EPOCH).expect("a status");
+        let s =
+            status(&view, &res, false, None, Some(why), Timestamp::UNIX_EPOCH).expect("a status");
         for (c, type_) in s.conditions.iter().zip(["Ready", "InUse"]) {
             assert_eq!(
                 (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),

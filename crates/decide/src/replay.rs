@@ -374,7 +374,7 @@ pub fn replay_actions(
                     why: RECORD_EXPIRED,
                 });
             } else if index.is_in_use(&gk.key(ns.as_deref(), name))
-                || (gk.group.is_empty() && gk.kind == "Namespace" && index.leaving_count(name) > 0)
+                || (gk.group.is_empty() && gk.kind == "Namespace" && index.holding_count(name) > 0)
             {
                 // A Namespace is "in use" also while objects in it are used from outside it
                 // (the webhook refused its DELETE for them): replayed once the last one goes.

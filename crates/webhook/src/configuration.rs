@@ -2,17 +2,18 @@
 //!
 //! # Data model
 //!
-//! One configuration, seven webhooks, all answered by `/validate`:
+//! One configuration, eight webhooks, all answered by `/validate`:
 //!
 //! | webhook | operations | resources | selection | failurePolicy |
 //! | --- | --- | --- | --- | --- |
 //! | `delete.lien.dev` | DELETE | `*/*`, both scopes | objectSelector `lien.dev/in-use: "true"`; not Namespaces | Fail |
-//! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"`; matchConditions: the update removes that label | Fail |
+//! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"`; matchConditions: the update removes that label, or the last finalizer of the object being deleted | Fail |
 //! | `break-glass.lien.dev` | CREATE, UPDATE | `*` | matchConditions: the break-glass annotation is set or changed | Fail |
 //! | `usages.lien.dev` | CREATE, UPDATE | `lien.dev` `usages`, `clusterusages` | — | Fail |
 //! | `rules.lien.dev` | CREATE, UPDATE | `lien.dev` `dependencyrules`, `cascaderules` | — | Fail |
 //! | `namespaces.lien.dev` | DELETE | `namespaces` | objectSelector `lien.dev/in-use: "true"` | Fail |
 //! | `namespace-contents.lien.dev` | DELETE | `namespaces` | objectSelector: not `lien.dev/in-use: "true"` | Ignore |
+//! | `evictions.lien.dev` | CREATE | `pods/eviction` | — (the object is the Eviction, not the pod) | Fail |
 //!
 //! The object selector keeps the cluster's cost proportional to what is in use: kube-apiserver
 //! only calls Lien for labelled objects. The break-glass hook has no object selector (the
@@ -117,6 +118,8 @@ pub mod names {
     /// DELETE of a Namespace that is not itself in use, for its contents used from outside
     /// (fails open).
     pub const NAMESPACE_CONTENTS: &str = "namespace-contents.lien.dev";
+    /// CREATE of `pods/eviction` (the Eviction API, which admits no DELETE).
+    pub const EVICTIONS: &str = "evictions.lien.dev";
     /// The mutating hook: deletion requests sealed, hand-written replay records refused.
     pub const SEAL: &str = "seal.lien.dev";
 }
@@ -242,9 +245,18 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
             "(has({o}.metadata.labels) && '{l}' in {o}.metadata.labels && {o}.metadata.labels['{l}'] == 'true')"
         )
     };
+    // Or updates that remove the last finalizer of an object in use being deleted: that
+    // completes a deletion Lien refuses (`validate::write`).
+    let completes = "(has(object.metadata.deletionTimestamp) && \
+         has(oldObject.metadata.finalizers) && size(oldObject.metadata.finalizers) > 0 && \
+         (!has(object.metadata.finalizers) || size(object.metadata.finalizers) == 0))";
     tamper["matchConditions"] = json!([{
-        "name": "removes-in-use-label",
-        "expression": format!("{} && !{}", labelled("oldObject"), labelled("object")),
+        "name": "removes-in-use-label-or-last-finalizer",
+        "expression": format!(
+            "{old} && (!{new} || {completes})",
+            old = labelled("oldObject"),
+            new = labelled("object")
+        ),
     }]);
     let mut break_glass = hook(
         names::BREAK_GLASS,
@@ -292,6 +304,22 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
     // stays Terminating until their users go — nothing is lost, and the cluster's namespace
     // churn (CI, previews) does not stop with Lien.
     namespaces["failurePolicy"] = json!("Ignore");
+    // The Eviction API deletes a pod without admitting a DELETE; its CREATE carries the
+    // Eviction, whose labels are not the pod's, so no object selector can narrow it: every
+    // eviction comes here and is decided from the index (`validate::evict`). It fails closed:
+    // an eviction let through while Lien is down would delete a pod in use, and a drain then
+    // waits for Lien as it waits for a PodDisruptionBudget. Nothing is recorded.
+    let mut evictions = hook(
+        names::EVICTIONS,
+        json!([{
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods/eviction"],
+            "scope": "Namespaced",
+        }]),
+    );
+    evictions["sideEffects"] = json!("None");
     let mut webhooks = vec![
         delete,
         tamper,
@@ -300,6 +328,7 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
         rules,
         in_use_namespaces,
         namespaces,
+        evictions,
     ];
     if let Some(label) = &opts.ignore_namespaces_label {
         let selector = json!({"matchExpressions": [
@@ -322,7 +351,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seven_hooks_failing_closed_where_protection_needs_it() {
+    fn eight_hooks_failing_closed_where_protection_needs_it() {
         let opts = ConfigurationOptions::new(ClientConfig::Service {
             namespace: "lien-system".into(),
             name: "lien-webhook".into(),
@@ -340,13 +369,18 @@ mod tests {
                 names::USAGES,
                 names::RULES,
                 names::NAMESPACES,
-                names::NAMESPACE_CONTENTS
+                names::NAMESPACE_CONTENTS,
+                names::EVICTIONS
             ]
         );
         for h in hooks {
             let open = h["name"] == names::NAMESPACE_CONTENTS;
             assert_eq!(h["failurePolicy"], if open { "Ignore" } else { "Fail" });
-            assert_eq!(h["sideEffects"], "NoneOnDryRun");
+            let records = h["name"] != names::EVICTIONS;
+            assert_eq!(
+                h["sideEffects"],
+                if records { "NoneOnDryRun" } else { "None" }
+            );
             assert_eq!(h["admissionReviewVersions"], json!(["v1"]));
             assert_eq!(h["clientConfig"]["caBundle"], "Q0E=");
             assert_eq!(h["clientConfig"]["service"]["path"], "/validate");
@@ -380,6 +414,10 @@ mod tests {
                 .as_str()
                 .is_some_and(|e| e.contains("lien.dev/break-glass"))
         );
+        // Evictions: the subresource only, and every one of them (no object selector).
+        assert_eq!(hooks[7]["rules"][0]["resources"], json!(["pods/eviction"]));
+        assert_eq!(hooks[7]["rules"][0]["operations"], json!(["CREATE"]));
+        assert!(hooks[7].get("objectSelector").is_none());
     }
 
     #[test]

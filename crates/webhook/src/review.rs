@@ -272,6 +272,11 @@ pub struct Metadata<'a> {
     pub labels: StrMap<'a>,
     /// Annotations.
     pub annotations: StrMap<'a>,
+    /// Whether `deletionTimestamp` is set: the object is being deleted.
+    pub deleting: bool,
+    /// How many finalizers it carries (the tamper guard refuses removing the last one of an
+    /// object in use that is being deleted: that would complete its deletion).
+    pub finalizers: usize,
 }
 
 impl<'a> Metadata<'a> {
@@ -294,6 +299,18 @@ impl<'a> Metadata<'a> {
                     &mut meta.annotations,
                     string_map(body, at, "metadata.annotations")?,
                 ),
+                b"deletionTimestamp" => {
+                    let span = scan::value(body, at)?;
+                    meta.deleting = &body[span.clone()] != b"null";
+                    span.end
+                }
+                b"finalizers" => {
+                    // Counted, not kept: no string is decoded.
+                    let (list, end) =
+                        decode::<Vec<serde::de::IgnoredAny>>(body, at, "metadata.finalizers")?;
+                    meta.finalizers = list.map_or(0, |l| l.len());
+                    end
+                }
                 _ => return Ok(None),
             };
             Ok::<_, ReviewError>(Some(end))

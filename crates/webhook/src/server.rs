@@ -60,9 +60,9 @@ use crate::mutate::{LIEN_SERVICE_ACCOUNT, Mutation, decide_mutation};
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
 use crate::rules::{CelCompiler, RuleCompiler, is_rule_kind, validate_rule};
 use crate::validate::{
-    BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, decide_namespace,
-    finish_delete, finish_namespace_delete, is_lien_kind, object_key, validate_usage,
-    validate_write,
+    BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, decide_eviction,
+    decide_namespace, finish_delete, finish_eviction, finish_namespace_delete, is_eviction,
+    is_lien_kind, object_key, validate_usage, validate_write,
 };
 
 /// kube-apiserver caps request bodies at 3 MiB of object, sent twice for an UPDATE plus the
@@ -921,6 +921,11 @@ impl Webhook {
                 }
                 Err(e) => Outcome::invalid(e),
             },
+            // The Eviction API deletes the pod without admitting a DELETE (`validate::evict`).
+            Operation::Create if is_eviction(req) => {
+                let decision = decide_eviction(&inner.index.read(), req);
+                finish_eviction(decision, &inner.policy)
+            }
             Operation::Create | Operation::Update if is_rule_kind(req) => validate_rule(
                 inner.kinds.as_ref(),
                 inner.rules.as_ref(),

@@ -394,6 +394,57 @@ async fn stripping_the_label_of_an_object_in_use_is_refused() {
     assert_eq!(post(&h.router, &rv).await["allowed"], true);
 }
 
+/// Issue 27: a reason-only Usage in the namespace of the object it protects. Deleting the
+/// namespace would take the Usage and the object with it, so the DELETE is refused up front,
+/// naming the object, the Usage, the reason and the command that lifts it.
+#[tokio::test]
+async fn namespace_holding_an_object_protected_by_its_own_usage_is_refused() {
+    let rv = review("delete-namespace.json");
+    let idx = Arc::new(RwLock::new(RelationIndex::new()));
+    let keep = Source::usage(NS, "keep-data");
+    idx.write()
+        .apply(
+            &keep,
+            [Relation::protects(
+                keep.clone(),
+                settings(),
+                "never delete: customer data",
+            )],
+        )
+        .expect("apply");
+    let h = harness_with(idx.clone(), policy(), Arc::new(lien_webhook::NoLiveCheck));
+    let r = post(&h.router, &rv).await;
+    assert_eq!(
+        r["status"],
+        json!({"code": 409, "reason": "Conflict", "message":
+            "cannot delete Namespace fixtures: a lien holds what is in it: ConfigMap \
+             fixtures/settings is protected (Usage fixtures/keep-data: never delete: customer \
+             data).\n\
+             not replayed: to have Lien delete it once free, run \
+             `kubectl lien delete --when-free namespace/fixtures`.\n\
+             To free it now, lift it: `kubectl delete usage.lien.dev/keep-data -n fixtures`; \
+             users inside the namespace go with it and do not count; for the other ways: \
+             `kubectl lien why namespace/fixtures`."})
+    );
+    // Being deleted already, and kept by Lien's finalizer: deleting it again lifts nothing,
+    // so the command is the finalizer's removal.
+    assert!(idx.write().set_kept(&keep, Some(1)));
+    let r = post(&h.router, &rv).await;
+    let message = r["status"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains(
+            "To free it now, lift it: `kubectl patch usage.lien.dev/keep-data -n fixtures \
+             --type=json -p '[{\"op\":\"test\",\"path\":\"/metadata/finalizers/1\",\
+             \"value\":\"lien.dev/usage\"},{\"op\":\"remove\",\"path\":\
+             \"/metadata/finalizers/1\"}]'`;"
+        ),
+        "{message}"
+    );
+    // Lifted: the namespace may go.
+    idx.write().delete(&keep);
+    assert_eq!(post(&h.router, &rv).await["allowed"], true);
+}
+
 #[tokio::test]
 async fn namespace_with_objects_used_from_outside_is_refused() {
     let rv = review("delete-namespace.json");
@@ -417,17 +468,18 @@ async fn namespace_with_objects_used_from_outside_is_refused() {
     assert_eq!(
         r["status"],
         json!({"code": 409, "reason": "Conflict", "message":
-            "cannot delete Namespace fixtures: 2 relations hold objects in it from outside the \
-             namespace, so it would hang in Terminating.\n\
+            "cannot delete Namespace fixtures: 2 liens hold what is in it (protections, or users \
+             outside the namespace).\n\
              not replayed: to have Lien delete it once free, run \
              `kubectl lien delete --when-free namespace/fixtures`.\n\
-             To free it now, delete those users (or remove those protections) first, listed \
-             below — relations with both ends inside the namespace do not count; \
-             `kubectl lien why TYPE/NAME -n fixtures` says how for each object.\n\
+             To free it now, lift each one listed below (its command follows it); users inside \
+             the namespace go with it and do not count; `kubectl lien why namespace/fixtures` \
+             lists them all.\n\
              held by:\n  \
-             ConfigMap fixtures/flags is protected (ClusterUsage keep-flags: audit)\n  \
+             ConfigMap fixtures/flags is protected (ClusterUsage keep-flags: audit) — lift it: \
+             `kubectl delete clusterusage.lien.dev/keep-flags`\n  \
              ConfigMap fixtures/settings is in use by apps/Deployment other/api (Usage \
-             other/uses-settings)"})
+             other/uses-settings) — lift it: `kubectl delete deployment.apps/api -n other`"})
     );
     let Ok(Record::Denied(d)) = h.records.try_recv() else {
         panic!("a denial record");
@@ -738,4 +790,99 @@ async fn rbac_names_are_path_segments() {
     });
     let r = post(&router, &rv).await;
     assert_eq!(r["allowed"], true, "{r}");
+}
+
+/// Issue 27: the Eviction API deletes a pod without admitting a DELETE; its CREATE (the
+/// Eviction as the object, the pod's name and namespace in the request) is refused with 429
+/// while the pod is in use, as a PodDisruptionBudget refuses, and records nothing.
+#[tokio::test]
+async fn an_eviction_of_a_pod_in_use_is_refused_with_429() {
+    let pod = ObjectKey::new("", "Pod", Some(NS), "db-0");
+    let idx = Arc::new(RwLock::new(RelationIndex::new()));
+    let keep = Source::usage(NS, "keep-db-0");
+    idx.write()
+        .apply(
+            &keep,
+            [Relation::protects(keep.clone(), pod, "the primary")],
+        )
+        .expect("apply");
+    let mut h = harness_with(idx.clone(), policy(), Arc::new(lien_webhook::NoLiveCheck));
+    let eviction = |name: &str| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "e-1",
+            "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "eviction",
+            "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestSubResource": "eviction",
+            "name": name, "namespace": NS, "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:cluster-autoscaler"},
+            "object": {"apiVersion": "policy/v1", "kind": "Eviction",
+                       "metadata": {"name": name, "namespace": NS}},
+            "oldObject": null, "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}})
+    };
+    let r = post(&h.router, &eviction("db-0")).await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(r["status"]["code"], 429);
+    assert_eq!(r["status"]["reason"], "TooManyRequests");
+    let message = r["status"]["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with(
+            "cannot evict: cannot delete Pod fixtures/db-0: it is protected (Usage fixtures/keep-db-0: the primary)."
+        ),
+        "{message}"
+    );
+    assert!(h.records.try_recv().is_err(), "an eviction records nothing");
+    // Another pod, and the same pod once the lien is lifted: evicted.
+    assert_eq!(post(&h.router, &eviction("web-0")).await["allowed"], true);
+    idx.write().delete(&keep);
+    assert_eq!(post(&h.router, &eviction("db-0")).await["allowed"], true);
+}
+
+/// Issue 27: an object whose deletion began before it was protected goes when its last
+/// finalizer goes; the tamper guard refuses removing it while the object is in use.
+#[tokio::test]
+async fn removing_the_last_finalizer_of_an_object_in_use_being_deleted_is_refused() {
+    let h = harness();
+    let mut rv = review("update-strip-label.json");
+    let labelled = json!({"app": "web", "lien.dev/in-use": "true"});
+    for side in ["object", "oldObject"] {
+        rv["request"][side]["metadata"]["labels"] = labelled.clone();
+        rv["request"][side]["metadata"]["deletionTimestamp"] = json!("2026-11-27T10:00:00Z");
+    }
+    rv["request"]["oldObject"]["metadata"]["finalizers"] = json!(["example.org/hold"]);
+    rv["request"]["object"]["metadata"]["finalizers"] = json!([]);
+    let r = post(&h.router, &rv).await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(r["status"]["code"], 409);
+    let message = r["status"]["message"].as_str().expect("a message");
+    assert!(
+        message.starts_with(
+            "cannot remove the last finalizer of ConfigMap fixtures/flags: it is being deleted and \
+             it is in use by apps/Deployment fixtures/web (Usage fixtures/web-uses-settings)"
+        ),
+        "{message}"
+    );
+    // One finalizer of two: nothing completes.
+    rv["request"]["oldObject"]["metadata"]["finalizers"] = json!(["a", "b"]);
+    rv["request"]["object"]["metadata"]["finalizers"] = json!(["b"]);
+    assert_eq!(post(&h.router, &rv).await["allowed"], true);
+    // Not being deleted: removing finalizers deletes nothing.
+    for side in ["object", "oldObject"] {
+        rv["request"][side]["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("deletionTimestamp");
+    }
+    rv["request"]["oldObject"]["metadata"]["finalizers"] = json!(["a"]);
+    rv["request"]["object"]["metadata"]["finalizers"] = json!([]);
+    assert_eq!(post(&h.router, &rv).await["allowed"], true);
+    // Not in use: the deletion may complete.
+    let h = harness_with(empty_index(), policy(), Arc::new(lien_webhook::NoLiveCheck));
+    for side in ["object", "oldObject"] {
+        rv["request"][side]["metadata"]["deletionTimestamp"] = json!("2026-11-27T10:00:00Z");
+    }
+    assert_eq!(post(&h.router, &rv).await["allowed"], true);
 }

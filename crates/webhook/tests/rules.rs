@@ -500,15 +500,14 @@ async fn a_namespace_whose_pool_is_used_by_volumes_outside_it_is_refused_and_rec
     assert_eq!(
         lines[..2],
         [
-            "cannot delete Namespace rook-ceph: 150 relations hold objects in it from outside the \
-             namespace, so it would hang in Terminating.",
+            "cannot delete Namespace rook-ceph: 150 liens hold what is in it (protections, or \
+             users outside the namespace).",
             "Lien will delete it once nothing holds it.",
         ],
         "{m}"
     );
     assert!(
-        lines[2]
-            .starts_with("To free it now, delete those users (or remove those protections) first"),
+        lines[2].starts_with("To free it now, lift each one listed below (its command follows it)"),
         "{m}"
     );
     // The detail: the policy's ten, one line each, and the count of the rest.
@@ -516,7 +515,8 @@ async fn a_namespace_whose_pool_is_used_by_volumes_outside_it_is_refused_and_rec
     assert_eq!(
         lines[4],
         "  ceph.rook.io/CephBlockPool rook-ceph/replicapool is in use by PersistentVolume pvc-000 \
-         (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool)"
+         (DependencyRule rook-ceph-pv-uses-blockpool: its data lives in the pool) — lift it: \
+         `kubectl delete persistentvolume/pvc-000`"
     );
     assert_eq!(lines[14..], ["  and 140 more"], "{m}");
     let Ok(Record::Denied(d)) = h.records.try_recv() else {

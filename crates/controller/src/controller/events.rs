@@ -13,7 +13,10 @@ use parking_lot::RwLock;
 
 use super::Shared;
 use super::state::State;
-use super::terminating::{BrokenCycle, CYCLE_BROKEN_REASON};
+use super::terminating::{
+    BrokenCycle, CYCLE_BROKEN_REASON, HeldNamespace, NAMESPACE_HELD_CONDITION,
+    NAMESPACE_HELD_REASON,
+};
 use crate::audit::{self, BreakGlass};
 use crate::cache::GroupKind;
 use crate::desired::ObjectTarget;
@@ -275,6 +278,61 @@ pub(super) async fn cycles_broken(recorder: &Recorder, shared: &Shared, cycles: 
             ..Default::default()
         };
         publish(recorder, shared, &event, &namespace).await;
+    }
+}
+
+/// Says what holds each namespace being deleted (`super::terminating`, issue 27): a Warning
+/// Event `NamespaceHeld` on the Namespace, and the condition `LienContentHeld` in its status —
+/// which `kubectl describe namespace` shows beside the namespace controller's conditions —
+/// cleared once nothing Lien enforces holds it. The condition is written with a strategic merge
+/// patch of `namespaces/status` keyed by its type, so the namespace controller's conditions,
+/// written concurrently, are neither overwritten nor rewritten; Lien writes only its own type.
+pub(super) async fn namespaces_held(
+    client: &kube::Client,
+    recorder: &Recorder,
+    shared: &Shared,
+    held: &[HeldNamespace],
+) {
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    for h in held {
+        let namespace = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Namespace".into()),
+            name: Some(h.namespace.clone()),
+            uid: Some(h.namespace_uid.clone()),
+            ..Default::default()
+        };
+        let condition = if h.count > 0 {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: NAMESPACE_HELD_REASON.into(),
+                note: Some(h.note()),
+                action: "Delete".into(),
+                secondary: None,
+            };
+            publish(recorder, shared, &event, &namespace).await;
+            serde_json::json!({
+                "type": NAMESPACE_HELD_CONDITION,
+                "status": "True",
+                "reason": NAMESPACE_HELD_REASON,
+                "message": h.note(),
+                "lastTransitionTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+            })
+        } else {
+            serde_json::json!({"type": NAMESPACE_HELD_CONDITION, "$patch": "delete"})
+        };
+        let patch = serde_json::json!({"status": {"conditions": [condition]}});
+        if let Err(e) = api
+            .patch_status(
+                &h.namespace,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Strategic(patch),
+            )
+            .await
+        {
+            shared.metrics.write_error("namespace_condition");
+            tracing::warn!(namespace = %h.namespace, error = %e, "writing the Namespace's condition");
+        }
     }
 }
 

@@ -76,7 +76,7 @@ use tokio::task::JoinHandle;
 
 use self::state::Observed;
 pub use self::state::State;
-pub use self::terminating::CYCLE_BROKEN_REASON;
+pub use self::terminating::{CYCLE_BROKEN_REASON, NAMESPACE_HELD_CONDITION, NAMESPACE_HELD_REASON};
 use self::watches::{KindTask, spawn_watch, sync_kind_watches};
 use self::write::{Plan, plan, write_loop};
 use crate::audit::BreakGlass;
@@ -507,12 +507,15 @@ impl Controller {
             );
             // Cycles inside a namespace being deleted no longer hold (every replica: each
             // webhook answers from its own index); the leader says so on the Namespace.
-            let broken = terminating::break_terminating_cycles(&mut st, &shared.index);
-            if !broken.is_empty() && *shared.leader_tx.borrow() {
+            // What holds a namespace being deleted: the leader says it on the Namespace.
+            let news = terminating::break_terminating_cycles(&mut st, &shared.index);
+            if !news.is_empty() && *shared.leader_tx.borrow() {
                 let recorder = recorder.clone();
                 let shared2 = shared.clone();
+                let client = client.clone();
                 tokio::spawn(async move {
-                    events::cycles_broken(&recorder, &shared2, &broken).await;
+                    events::cycles_broken(&recorder, &shared2, &news.broken).await;
+                    events::namespaces_held(&client, &recorder, &shared2, &news.held).await;
                 });
             }
             shared.wake.notify_one();

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
-use lien_api::{ClusterUsage, DependencyRule, Usage};
+use lien_api::{ClusterUsage, DependencyRule, USAGE_FINALIZER, Usage};
 use lien_core::{AttachStep, JoinChange, JoinError, ObjectKey, Relation, RelationIndex, Source};
 
 use parking_lot::RwLock;
@@ -128,6 +128,8 @@ pub struct State {
     pub(super) broken: BTreeMap<String, Vec<Vec<ObjectKey>>>,
     /// Whether the index or a Namespace changed since `broken` was computed.
     pub(super) broken_stale: bool,
+    /// What holds each namespace being deleted, as last announced (`super::terminating`).
+    pub(super) held: BTreeMap<String, super::terminating::HeldNamespace>,
 }
 
 /// A kind's list in progress.
@@ -327,6 +329,33 @@ impl State {
                     }
                 },
             }
+        }
+    }
+
+    /// Marks in the index which of `sources` are Usages being deleted that Lien's finalizer
+    /// keeps, with the finalizer's position (`RelationIndex::set_kept`): a refusal then names
+    /// that finalizer's removal instead of deleting the Usage again, which would lift nothing
+    /// (issue 27). After the sources' relations were applied, since a source record created
+    /// afresh starts unmarked. The write lock only when a mark changes.
+    fn mark_kept(&self, sources: &[Source], index: &RwLock<RelationIndex>) {
+        let wanted = |source: &Source| {
+            let view = self.usages.get(source).filter(|v| v.deleting)?;
+            view.finalizers.iter().position(|f| f == USAGE_FINALIZER)
+        };
+        let stale: Vec<(&Source, Option<usize>)> = {
+            let index = index.read();
+            sources
+                .iter()
+                .map(|s| (s, wanted(s)))
+                .filter(|(s, at)| index.kept(s).map(usize::from) != *at)
+                .collect()
+        };
+        if stale.is_empty() {
+            return;
+        }
+        let mut index = index.write();
+        for (source, at) in stale {
+            index.set_kept(source, at);
         }
     }
 
@@ -735,6 +764,7 @@ pub(super) fn handle(
     }
     st.rules_complete(&mut shared);
     st.apply_updates(updates, &mut shared);
+    st.mark_kept(&touched, shared.index);
     if shared.changed || namespace_event {
         st.broken_stale = true;
     }

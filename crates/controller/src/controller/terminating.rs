@@ -1,4 +1,5 @@
-//! Cycles never deadlock a namespace being deleted.
+//! A namespace being deleted: cycles of its own Usages are broken, and what Lien holds in it is
+//! said on the Namespace.
 //!
 //! When a Namespace is deleted, kube-apiserver's namespace controller deletes everything in it
 //! and retries what was refused until the namespace is empty. Relations whose both ends are
@@ -10,24 +11,38 @@
 //!
 //! So, while a namespace is being deleted, the event loop finds the cycles whose every relation
 //! is inside it (`lien_core::cycles_in_namespace`) and breaks them in the index
-//! (`RelationIndex::set_broken_cycles`): a relation between two members of one such cycle no
-//! longer blocks a DELETE. Nothing else changes — a relation from outside the namespace, a
-//! protection by reason, a cycle through an object elsewhere all hold as before (the first two
-//! keep the namespace `Terminating` on purpose, and say so in the Namespace DELETE's refusal).
-//! The relations stay in the index until their sources go with the namespace.
+//! (`RelationIndex::set_broken_cycles`): a relation between two members of one such cycle made
+//! by a **Usage of that namespace** no longer blocks a DELETE. A DependencyRule's or a
+//! ClusterUsage's relation is an administrator's order (seed 002: a finalizer's Deployment
+//! outlives every object carrying the finalizer) and holds: a tenant's Usage that closes a
+//! cycle with it gives way, never the rule (issue 28). A cycle that still holds without the
+//! namespace's own Usages (`lien_core::unbreakable_cycles_in_namespace`) keeps the namespace
+//! waiting, and is named. Nothing else changes — a relation from outside the namespace, a
+//! protection by reason, a cycle through an object elsewhere all hold as before (they keep the
+//! namespace `Terminating` on purpose, and the Namespace DELETE's refusal said so up front).
+//!
+//! What holds a namespace being deleted — a protection, a user outside, a cycle Lien does not
+//! break — is said on the Namespace (issue 27): a Warning Event `NamespaceHeld` and the
+//! condition `LienContentHeld` in its status, which `kubectl describe namespace` shows beside
+//! the namespace controller's own conditions (kube-controller-manager updates only its own
+//! condition types and keeps others'), each naming the objects, their Usages or rules and
+//! reasons, and the command that lifts each.
 //!
 //! Every replica breaks the cycles in its own index, because each replica's webhook answers
-//! DELETEs; the leader announces each newly broken cycle once, as a Warning Event on the
-//! Namespace naming its objects and the Usages and rules that made it.
+//! DELETEs; the leader announces each change once, as Warning Events on the Namespace (and the
+//! condition), naming the objects and the Usages and rules involved.
 //!
 //! Cost: one scan of the index's keys (an interned-namespace comparison each) plus Tarjan over
-//! the namespace's keys, under the read lock — only while some namespace is being deleted,
-//! and only after the index or a Namespace changed. The write lock is taken only when the
-//! broken set changes, for the members of the cycles.
+//! the namespace's keys, twice, under the read lock — only while some namespace is being
+//! deleted, and only after the index or a Namespace changed. The write lock is taken only when
+//! the broken set changes, for the members of the cycles.
 
 use std::collections::BTreeMap;
 
-use lien_core::{ObjectKey, RelationIndex, Source, cycles_in_namespace, sources_within};
+use lien_core::{
+    HoldLine, ObjectKey, RelationIndex, Source, cycles_in_namespace, namespace_holds,
+    sources_within, unbreakable_cycles_in_namespace,
+};
 use parking_lot::RwLock;
 
 use super::state::State;
@@ -35,8 +50,15 @@ use crate::cache::GroupKind;
 
 /// Why an Event announces a broken cycle.
 pub const CYCLE_BROKEN_REASON: &str = "CycleBroken";
+/// Why an Event says what holds a namespace being deleted.
+pub const NAMESPACE_HELD_REASON: &str = "NamespaceHeld";
+/// The condition Lien sets in a Namespace's status while it holds what is in it.
+pub const NAMESPACE_HELD_CONDITION: &str = "LienContentHeld";
+/// How many holds a Namespace's Event and condition name; the rest are counted.
+pub const HELD_LISTED: usize = 5;
 
-/// A cycle just broken inside a namespace being deleted.
+/// A cycle inside a namespace being deleted: broken (its own Usages give way), or not (it holds
+/// through rules or ClusterUsages, and the namespace waits).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokenCycle {
     /// The namespace.
@@ -55,11 +77,86 @@ impl BrokenCycle {
         let objects: Vec<String> = self.objects.iter().map(ToString::to_string).collect();
         let sources: Vec<String> = self.sources.iter().map(ToString::to_string).collect();
         format!(
-            "namespace {ns} is being deleted and these objects in it use each other, so none could go first: {objects} (through {sources}); Lien no longer enforces the relations between them so that the namespace can finish",
+            "namespace {ns} is being deleted and these objects in it use each other, so none could go first: {objects} (through {sources}); Lien no longer enforces the namespace's own Usages between them (DependencyRules and ClusterUsages still hold) so that the namespace can finish",
             ns = self.namespace,
             objects = objects.join(", "),
             sources = sources.join(", "),
         )
+    }
+
+    /// What holds a namespace: this cycle, which its own Usages do not make alone.
+    fn hold_line(&self) -> HoldLine {
+        let objects: Vec<String> = self.objects.iter().map(ToString::to_string).collect();
+        let sources: Vec<String> = self.sources.iter().map(ToString::to_string).collect();
+        let first = self
+            .sources
+            .iter()
+            .find(|s| !matches!(s, Source::Usage { namespace, .. } if *namespace == self.namespace))
+            .unwrap_or(&self.sources[0]);
+        HoldLine {
+            text: format!(
+                "{} use each other through {}, which Lien does not break",
+                objects.join(", "),
+                sources.join(", ")
+            ),
+            command: format!("kubectl delete {}", first.kubectl_arg()),
+        }
+    }
+}
+
+/// What holds a namespace being deleted, as the leader says it on the Namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldNamespace {
+    /// The namespace.
+    pub namespace: String,
+    /// Its UID, for the Event's reference.
+    pub namespace_uid: String,
+    /// How many holds there are (protections, users outside, cycles Lien does not break); 0
+    /// once nothing Lien enforces holds it any more (the condition is then cleared).
+    pub count: usize,
+    /// The first [`HELD_LISTED`] of them, sorted.
+    pub lines: Vec<HoldLine>,
+}
+
+impl HeldNamespace {
+    /// The Event's note and the condition's message.
+    pub fn note(&self) -> String {
+        let ns = &self.namespace;
+        if self.count == 0 {
+            return format!("namespace {ns} is being deleted; Lien holds nothing in it any more");
+        }
+        let mut out = format!(
+            "namespace {ns} is being deleted but stays Terminating: Lien holds what is in it, which deleting the namespace must not delete: "
+        );
+        for (i, l) in self.lines.iter().enumerate() {
+            if i > 0 {
+                out.push_str("; ");
+            }
+            out.push_str(&l.to_string());
+        }
+        if self.count > self.lines.len() {
+            out.push_str(&format!("; and {} more", self.count - self.lines.len()));
+        }
+        out.push_str(&format!(
+            "; `kubectl lien why namespace/{ns}` lists them all"
+        ));
+        out
+    }
+}
+
+/// What changed about the namespaces being deleted, for the leader to announce.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Announcements {
+    /// Cycles broken now that were not before.
+    pub broken: Vec<BrokenCycle>,
+    /// Namespaces whose holds changed (with `count == 0` once none is left).
+    pub held: Vec<HeldNamespace>,
+}
+
+impl Announcements {
+    /// Whether there is nothing to announce.
+    pub fn is_empty(&self) -> bool {
+        self.broken.is_empty() && self.held.is_empty()
     }
 }
 
@@ -77,59 +174,112 @@ fn terminating_namespaces(st: &State) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// What holds `ns` (being deleted): the relations of `RelationIndex::holding` — a protection,
+/// a user outside — each with the command that lifts it, then the cycles Lien does not break.
+/// Sorted; the count is exact, the lines bounded by [`HELD_LISTED`].
+fn holds(index: &RelationIndex, ns: &str, stuck: &[BrokenCycle]) -> (usize, Vec<HoldLine>) {
+    // Every holding relation is read, to sort them: only while a namespace is being deleted,
+    // after a change, and a namespace held by thousands of relations was refused up front.
+    let (count, mut lines) = namespace_holds(index, ns, usize::MAX);
+    lines.extend(stuck.iter().map(BrokenCycle::hold_line));
+    lines.sort();
+    lines.truncate(HELD_LISTED);
+    (count + stuck.len(), lines)
+}
+
 /// Brings the index's broken cycles up to date with the namespaces being deleted, if the index
-/// or a Namespace changed since the last time; returns the cycles broken now that were not
-/// before (for the leader to announce).
+/// or a Namespace changed since the last time; returns what changed, for the leader to
+/// announce: cycles broken now that were not before, and namespaces whose holds changed.
 pub(super) fn break_terminating_cycles(
     st: &mut State,
     index: &RwLock<RelationIndex>,
-) -> Vec<BrokenCycle> {
+) -> Announcements {
     if !st.broken_stale {
-        return Vec::new();
+        return Announcements::default();
     }
     st.broken_stale = false;
     let terminating = terminating_namespaces(st);
-    if terminating.is_empty() && st.broken.is_empty() {
-        return Vec::new();
+    if terminating.is_empty() && st.broken.is_empty() && st.held.is_empty() {
+        return Announcements::default();
     }
-    let found: BTreeMap<String, Vec<Vec<ObjectKey>>> = {
+    let (found, held) = {
         let index = index.read();
-        terminating
+        let found: BTreeMap<String, Vec<Vec<ObjectKey>>> = terminating
             .keys()
             .map(|ns| (ns.clone(), cycles_in_namespace(&index, ns)))
             .filter(|(_, cycles)| !cycles.is_empty())
-            .collect()
+            .collect();
+        let held: BTreeMap<String, HeldNamespace> = terminating
+            .iter()
+            .map(|(ns, uid)| {
+                let stuck: Vec<BrokenCycle> = unbreakable_cycles_in_namespace(&index, ns)
+                    .into_iter()
+                    .map(|objects| BrokenCycle {
+                        namespace: ns.clone(),
+                        namespace_uid: uid.clone(),
+                        sources: sources_within(&index, &objects),
+                        objects,
+                    })
+                    .collect();
+                let (count, lines) = holds(&index, ns, &stuck);
+                let held = HeldNamespace {
+                    namespace: ns.clone(),
+                    namespace_uid: uid.clone(),
+                    count,
+                    lines,
+                };
+                (ns.clone(), held)
+            })
+            .filter(|(ns, h)| h.count > 0 || st.held.contains_key(ns))
+            .collect();
+        (found, held)
     };
-    if found == st.broken {
-        return Vec::new();
-    }
-    let mut index = index.write();
-    for ns in st.broken.keys() {
-        if !found.contains_key(ns) {
-            index.set_broken_cycles(ns, &[]);
+    let mut out = Announcements::default();
+    // A namespace whose holds changed: said again; one no longer held (or gone), once more
+    // with nothing, so that the condition is cleared.
+    for (ns, h) in &held {
+        if st.held.get(ns) != Some(h) {
+            out.held.push(h.clone());
         }
     }
-    let mut announce = Vec::new();
-    for (ns, cycles) in &found {
-        let before = st.broken.get(ns);
-        if before == Some(cycles) {
-            continue;
+    st.held = held.into_iter().filter(|(_, h)| h.count > 0).collect();
+    if found != st.broken {
+        let mut index = index.write();
+        for ns in st.broken.keys() {
+            if !found.contains_key(ns) {
+                index.set_broken_cycles(ns, &[]);
+            }
         }
-        index.set_broken_cycles(ns, cycles);
-        for cycle in cycles {
-            if before.is_some_and(|b| b.contains(cycle)) {
+        for (ns, cycles) in &found {
+            let before = st.broken.get(ns);
+            if before == Some(cycles) {
                 continue;
             }
-            announce.push(BrokenCycle {
-                namespace: ns.clone(),
-                namespace_uid: terminating.get(ns).cloned().unwrap_or_default(),
-                objects: cycle.clone(),
-                sources: sources_within(&index, cycle),
-            });
+            index.set_broken_cycles(ns, cycles);
+            for cycle in cycles {
+                if before.is_some_and(|b| b.contains(cycle)) {
+                    continue;
+                }
+                let sources = sources_within(&index, cycle);
+                // Only a cycle its own Usages are part of gives way; one of rules alone is named
+                // among the namespace's holds instead.
+                if !sources
+                    .iter()
+                    .any(|s| matches!(s, Source::Usage { namespace, .. } if namespace == ns))
+                {
+                    continue;
+                }
+                out.broken.push(BrokenCycle {
+                    namespace: ns.clone(),
+                    namespace_uid: terminating.get(ns).cloned().unwrap_or_default(),
+                    objects: cycle.clone(),
+                    sources,
+                });
+            }
         }
+        st.broken = found;
     }
-    st.broken = found;
-    announce
+    out
 }
 
 #[cfg(test)]
@@ -185,7 +335,9 @@ mod tests {
         assert!(!allowed(&index, &cm("shop", "a")));
 
         namespace(&mut st, "shop", true);
-        let broken = break_terminating_cycles(&mut st, &index);
+        let news = break_terminating_cycles(&mut st, &index);
+        assert!(news.held.is_empty(), "nothing holds shop: {news:?}");
+        let broken = news.broken;
         assert_eq!(
             broken,
             [BrokenCycle {
@@ -200,7 +352,7 @@ mod tests {
         );
         assert_eq!(
             broken[0].note(),
-            "namespace shop is being deleted and these objects in it use each other, so none could go first: ConfigMap shop/a, ConfigMap shop/b (through Usage shop/a-uses-b, Usage shop/b-uses-a); Lien no longer enforces the relations between them so that the namespace can finish"
+            "namespace shop is being deleted and these objects in it use each other, so none could go first: ConfigMap shop/a, ConfigMap shop/b (through Usage shop/a-uses-b, Usage shop/b-uses-a); Lien no longer enforces the namespace's own Usages between them (DependencyRules and ClusterUsages still hold) so that the namespace can finish"
         );
         assert!(allowed(&index, &cm("shop", "a")) && allowed(&index, &cm("shop", "b")));
         // The same cycle in a namespace that is not being deleted still holds.
@@ -216,5 +368,111 @@ mod tests {
         namespace(&mut st, "shop", false);
         assert!(break_terminating_cycles(&mut st, &index).is_empty());
         assert!(!allowed(&index, &cm("shop", "a")));
+    }
+
+    /// `by` uses `of` in namespace `ns`, through the DependencyRule `rule`.
+    fn rule_uses(index: &RwLock<RelationIndex>, rule: &str, ns: &str, by: &str, of: &str) {
+        let s = Source::rule(rule);
+        index
+            .write()
+            .apply(&s, [Relation::uses(s.clone(), cm(ns, of), cm(ns, by))])
+            .expect("valid");
+    }
+
+    /// Issue 28, finding 3 (seed 002): a rule says the Deployment outlives every object that
+    /// carries its finalizer; a tenant's Usage says the opposite, closing a cycle. Deleting the
+    /// namespace breaks the cycle by dropping the tenant's Usage only: the rule still holds the
+    /// Deployment until the object is gone, so they go in the rule's order.
+    #[test]
+    fn only_the_namespaces_own_usages_give_way_in_a_cycle() {
+        let index = RwLock::new(RelationIndex::new());
+        // The rule: `cool` (carrying the finalizer) uses `served-by` (the Deployment).
+        rule_uses(&index, "finalizer-served", "shop", "cool", "served-by");
+        // The tenant's Usage: `served-by` uses `cool`.
+        uses(&index, "shop", "served-by", "cool");
+        let mut st = State::default();
+        namespace(&mut st, "shop", true);
+        let news = break_terminating_cycles(&mut st, &index);
+        assert_eq!(news.broken.len(), 1, "{news:?}");
+        // The Usage's relation gives way: the object carrying the finalizer may go first.
+        assert!(allowed(&index, &cm("shop", "cool")));
+        // The rule's holds: the Deployment waits for it.
+        assert!(!allowed(&index, &cm("shop", "served-by")));
+        assert!(news.held.is_empty(), "the rule alone is no cycle: {news:?}");
+    }
+
+    /// A cycle of rules alone is an administrator's order Lien does not break: the namespace
+    /// waits, and says why (issue 28: "named, as before").
+    #[test]
+    fn a_cycle_of_rules_holds_the_namespace_and_is_named() {
+        let index = RwLock::new(RelationIndex::new());
+        rule_uses(&index, "r1", "shop", "a", "b");
+        rule_uses(&index, "r2", "shop", "b", "a");
+        let mut st = State::default();
+        namespace(&mut st, "shop", true);
+        let news = break_terminating_cycles(&mut st, &index);
+        assert!(news.broken.is_empty(), "{news:?}");
+        assert!(!allowed(&index, &cm("shop", "a")) && !allowed(&index, &cm("shop", "b")));
+        assert_eq!(news.held.len(), 1, "{news:?}");
+        assert_eq!(
+            news.held[0].note(),
+            "namespace shop is being deleted but stays Terminating: Lien holds what is in it, which deleting the namespace must not delete: ConfigMap shop/a, ConfigMap shop/b use each other through DependencyRule r1, DependencyRule r2, which Lien does not break — lift it: `kubectl delete dependencyrule.lien.dev/r1`; `kubectl lien why namespace/shop` lists them all"
+        );
+    }
+
+    /// Issue 27: a protection in a namespace being deleted holds it; the leader says what and
+    /// how to lift it, once per change, and once more when nothing holds it any more.
+    #[test]
+    fn a_protection_holds_a_namespace_being_deleted_and_is_named_until_lifted() {
+        let index = RwLock::new(RelationIndex::new());
+        let keep = Source::usage("vault", "keep-data");
+        index
+            .write()
+            .apply(
+                &keep,
+                [Relation::protects(
+                    keep.clone(),
+                    cm("vault", "data"),
+                    "never delete: customer data",
+                )],
+            )
+            .expect("valid");
+        let mut st = State::default();
+        namespace(&mut st, "vault", false);
+        assert!(break_terminating_cycles(&mut st, &index).is_empty());
+        namespace(&mut st, "vault", true);
+        // The namespace controller deleted the Usage; Lien keeps it (its finalizer at 0).
+        index.write().set_kept(&keep, Some(0));
+        let news = break_terminating_cycles(&mut st, &index);
+        assert_eq!(
+            news.held,
+            [HeldNamespace {
+                namespace: "vault".into(),
+                namespace_uid: "uid-vault".into(),
+                count: 1,
+                lines: vec![HoldLine {
+                    text: "ConfigMap vault/data is protected (Usage vault/keep-data: never delete: customer data)".into(),
+                    command: "kubectl patch usage.lien.dev/keep-data -n vault --type=json -p '[{\"op\":\"test\",\"path\":\"/metadata/finalizers/0\",\"value\":\"lien.dev/usage\"},{\"op\":\"remove\",\"path\":\"/metadata/finalizers/0\"}]'".into(),
+                }],
+            }]
+        );
+        assert!(
+            news.held[0].note().starts_with(
+                "namespace vault is being deleted but stays Terminating: Lien holds what is in it"
+            ),
+            "{}",
+            news.held[0].note()
+        );
+        // Unchanged: nothing to say again.
+        st.broken_stale = true;
+        assert!(break_terminating_cycles(&mut st, &index).is_empty());
+        // Lifted: said once more with nothing (the condition is cleared), then nothing.
+        index.write().delete(&keep);
+        st.broken_stale = true;
+        let news = break_terminating_cycles(&mut st, &index);
+        assert_eq!(news.held.len(), 1);
+        assert_eq!(news.held[0].count, 0);
+        st.broken_stale = true;
+        assert!(break_terminating_cycles(&mut st, &index).is_empty());
     }
 }

@@ -265,9 +265,15 @@ pub(super) fn plan(
         if let Some(w) = desired::usage_meta(view, res, &st.caches) {
             metas.push(Write::UsageMeta(w));
         }
-        if let Some(status) =
-            desired::status(view, res, st.cycles.get(source), unenforced.as_deref(), now)
-        {
+        let kept = desired::kept_for_namespace(view, res, &st.caches);
+        if let Some(status) = desired::status(
+            view,
+            res,
+            kept,
+            st.cycles.get(source),
+            unenforced.as_deref(),
+            now,
+        ) {
             statuses.push(Write::Status {
                 source: source.clone(),
                 status,

@@ -57,6 +57,20 @@ pub struct Plan {
     pub protected: Vec<Held>,
     /// Objects left out of the steps by [`skip_held`], sorted.
     pub skipped: Vec<Skipped>,
+    /// Users outside a planned Namespace of objects in it: the plan does not delete them, and
+    /// Lien refuses the Namespace's DELETE until they are gone.
+    pub outside: Vec<Outside>,
+}
+
+/// A user outside a planned Namespace of an object in it (a relation holding the Namespace).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Outside {
+    /// The object in the Namespace.
+    pub object: ObjectKey,
+    /// Its user, in another namespace or cluster-scoped.
+    pub user: ObjectKey,
+    /// The Usage or rule.
+    pub source: Source,
 }
 
 impl Plan {
@@ -220,9 +234,49 @@ fn cycle_group(graph: &Graph, objects: Vec<ObjectKey>) -> CycleGroup {
 
 /// The order to delete `objects` in, with everything that uses them (transitively) first and
 /// each Namespace after what the plan deletes inside it.
+///
+/// A Namespace brings in what holds it (issue 27, `RelationIndex::holding`): an object in it
+/// under a protection joins the steps, so the protection is named (and `--apply` refuses up
+/// front, `--skip-held` keeps it and the Namespace); a protection of a cluster-scoped object by
+/// one of its Usages, which deleting the Namespace would lift, holds the Namespace itself; a user
+/// outside is named in [`Plan::outside`] but not deleted — planning a Namespace's deletion does
+/// not reach into other namespaces (plan that user to have it deleted first).
 pub fn plan(graph: &Graph, objects: &[ObjectKey]) -> Result<Plan, PlanCycle> {
     let index = &graph.index;
-    let steps = deletion_order(index, objects).map_err(|cycle| PlanCycle {
+    let mut objects = objects.to_vec();
+    let mut holds_namespace: Vec<Held> = Vec::new();
+    let mut outside: Vec<Outside> = Vec::new();
+    let namespaces: Vec<ObjectKey> = objects
+        .iter()
+        .filter(|k| is_namespace(k))
+        .cloned()
+        .collect();
+    for ns in &namespaces {
+        for r in index.holding(&ns.name) {
+            let of = r.of().to_key();
+            let source = r.source().to_source();
+            match r.by() {
+                Some(by) => outside.push(Outside {
+                    object: of,
+                    user: by.to_key(),
+                    source,
+                }),
+                None if of.namespace.as_deref() == Some(ns.name.as_str()) => objects.push(of),
+                None => holds_namespace.push(Held {
+                    object: ns.clone(),
+                    source,
+                    reason: r.reason().unwrap_or_default().to_owned(),
+                }),
+            }
+        }
+    }
+    objects.sort();
+    objects.dedup();
+    // A user outside that the plan deletes anyway (it was asked for) holds nothing after it.
+    outside.retain(|o| !objects.contains(&o.user));
+    outside.sort();
+    outside.dedup();
+    let steps = deletion_order(index, &objects).map_err(|cycle| PlanCycle {
         groups: cycle
             .cycles
             .into_iter()
@@ -238,7 +292,7 @@ pub fn plan(graph: &Graph, objects: &[ObjectKey]) -> Result<Plan, PlanCycle> {
     .map_err(|objects| PlanCycle {
         groups: vec![cycle_group(graph, objects)],
     })?;
-    let mut protected = Vec::new();
+    let mut protected = holds_namespace;
     for key in steps.iter().flatten() {
         for r in index.blockers(key) {
             if r.by().is_none() {
@@ -256,6 +310,7 @@ pub fn plan(graph: &Graph, objects: &[ObjectKey]) -> Result<Plan, PlanCycle> {
         steps,
         protected,
         skipped: Vec::new(),
+        outside,
     })
 }
 
@@ -354,6 +409,16 @@ pub fn to_text(plan: &Plan) -> String {
             object_label(&h.object),
             h.source,
             h.reason
+        );
+    }
+    for o in &plan.outside {
+        let _ = writeln!(
+            out,
+            "warning: {} is used by {} outside its namespace ({}): the plan does not delete it, and its Namespace's DELETE is refused until it is gone (plan it too: kubectl lien plan {})",
+            object_label(&o.object),
+            object_label(&o.user),
+            o.source,
+            o.user.kubectl_arg()
         );
     }
     if !plan.skipped.is_empty() {
@@ -525,10 +590,21 @@ struct JsonPlan<'a> {
     steps: Vec<JsonStep<'a>>,
     protected: Vec<JsonHeld<'a>>,
     skipped: Vec<JsonSkipped<'a>>,
+    /// Only for a planned Namespace held from outside.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    outside: Vec<JsonOutside<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonOutside<'a> {
+    object: JsonKey<'a>,
+    user: JsonKey<'a>,
+    source: String,
 }
 
 /// The plan as JSON: `{steps: [{step, objects: [{group, kind, namespace, name}]}], protected:
-/// [{object, source, reason}], skipped: [{object, because}]}`.
+/// [{object, source, reason}], skipped: [{object, because}]}`, and `outside: [{object, user,
+/// source}]` when a planned Namespace is held from outside.
 pub fn to_json(plan: &Plan) -> String {
     let doc = JsonPlan {
         steps: plan
@@ -555,6 +631,15 @@ pub fn to_json(plan: &Plan) -> String {
             .map(|s| JsonSkipped {
                 object: json_key(&s.object),
                 because: kept_label(plan, s),
+            })
+            .collect(),
+        outside: plan
+            .outside
+            .iter()
+            .map(|o| JsonOutside {
+                object: json_key(&o.object),
+                user: json_key(&o.user),
+                source: o.source.to_string(),
             })
             .collect(),
     };
@@ -625,5 +710,68 @@ mod tests {
         )
         .expect_err("a cycle");
         assert_eq!(err, vec![a, ns]);
+    }
+
+    /// Issue 27: a plan of a Namespace names what holds it — a protection inside (held, so
+    /// `--skip-held` keeps the Namespace), a user outside (named, not deleted) — and puts the
+    /// Namespace last.
+    #[test]
+    fn a_namespace_brings_in_what_holds_it() {
+        use lien_core::{Relation, RelationIndex};
+        let mut index = RelationIndex::new();
+        let keep = Source::usage("shop", "keep-orders");
+        index
+            .apply(
+                &keep,
+                [Relation::protects(
+                    keep.clone(),
+                    cm("shop", "orders"),
+                    "customer data",
+                )],
+            )
+            .expect("valid");
+        let uses = Source::usage("web", "reads-prices");
+        index
+            .apply(
+                &uses,
+                [Relation::uses(
+                    uses.clone(),
+                    cm("shop", "prices"),
+                    cm("web", "app"),
+                )],
+            )
+            .expect("valid");
+        let graph = Graph {
+            index,
+            nodes: Default::default(),
+            problems: Default::default(),
+            usages: Default::default(),
+        };
+        let ns = namespace_key("shop");
+        let p = plan(&graph, std::slice::from_ref(&ns)).expect("orderable");
+        // The protected object joins the steps; the user outside is named, not deleted.
+        assert_eq!(p.steps, vec![vec![cm("shop", "orders")], vec![ns.clone()]]);
+        assert_eq!(
+            p.outside,
+            vec![Outside {
+                object: cm("shop", "prices"),
+                user: cm("web", "app"),
+                source: uses,
+            }]
+        );
+        assert!(to_text(&p).contains(
+            "warning: ConfigMap shop/prices is used by ConfigMap web/app outside its namespace"
+        ));
+        assert_eq!(
+            p.protected,
+            vec![Held {
+                object: cm("shop", "orders"),
+                source: keep,
+                reason: "customer data".into(),
+            }]
+        );
+        let kept = skip_held(&graph, p);
+        assert!(kept.steps.is_empty(), "{:?}", kept.steps);
+        assert!(kept.skipped.iter().any(|s| s.object == ns));
     }
 }

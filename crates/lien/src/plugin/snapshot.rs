@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use kube::api::{DynamicObject, ObjectMeta};
-use lien_core::{IndexError, JoinError, ObjectKey, RelationIndex, Source};
+use lien_core::{IndexError, JoinError, ObjectKey, RelationIndex, Source, USAGE_FINALIZER};
 use lien_decide::cache::{Caches, GroupKind};
 use lien_decide::replay::{DELETION_ATTEMPT_ANNOTATION, DeletionAttempt};
 use lien_decide::resolve::{Problem, UsageView, resolve};
@@ -131,6 +131,8 @@ pub struct UsageFacts {
     pub has_by: bool,
     /// `metadata.finalizers`, in order.
     pub finalizers: Vec<String>,
+    /// It is being deleted (`deletionTimestamp` set).
+    pub deleting: bool,
 }
 
 /// Derives the relations of `snapshot` with the controller's code. Fails only when the index
@@ -168,6 +170,7 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
             UsageFacts {
                 has_by: view.by.is_some(),
                 finalizers: view.finalizers.clone(),
+                deleting: view.deleting,
             },
         );
         if !resolution.problems.is_empty() {
@@ -177,6 +180,14 @@ pub fn derive(snapshot: &Snapshot) -> Result<Graph, IndexError> {
             );
         }
         index.apply(&source, resolution.relations)?;
+        // As the controller marks it: a Usage being deleted that Lien's finalizer keeps is
+        // lifted by removing that finalizer, not by deleting it again.
+        if view.deleting {
+            index.set_kept(
+                &source,
+                view.finalizers.iter().position(|f| f == USAGE_FINALIZER),
+            );
+        }
     }
     let by_kind: BTreeMap<&GroupKind, &KindObjects> =
         snapshot.kinds.iter().map(|k| (&k.gk, k)).collect();

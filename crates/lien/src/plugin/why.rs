@@ -3,8 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use lien_api::USAGE_FINALIZER;
-use lien_core::{ObjectKey, Source};
+use lien_core::{ObjectKey, Source, USAGE_FINALIZER, finalizer_removal_command, namespace_holds};
 
 use super::graph::object_label;
 use super::snapshot::Graph;
@@ -13,14 +12,19 @@ use super::snapshot::Graph;
 /// (each one line, as typed in a shell).
 ///
 /// - A DependencyRule: delete it (or change it), which drops every relation it derives.
-/// - A Usage or ClusterUsage without `by`: delete it; it carries no finalizer, so it goes at
-///   once and its protection with it.
+/// - A ClusterUsage without `by`: delete it; it carries no finalizer, so it goes at once and
+///   its protection with it.
+/// - A Usage without `by`: delete it; Lien removes its finalizer at once — unless its
+///   namespace is being deleted (issue 27): then Lien keeps it, and removing that finalizer is
+///   what lifts it.
 /// - One with `by`: deleting it is not enough — it keeps Lien's finalizer (`lien.dev/usage`)
-///   until its users are gone, and holds until then. So delete it without waiting, then remove
-///   that finalizer with a JSON patch whose `test` op checks the finalizer's position (read
-///   from the live Usage), so the patch fails rather than remove another controller's
-///   finalizer if the list changed since. The controller adds no finalizer to a Usage being
-///   deleted, so it does not come back.
+///   until its users are gone, and holds until then.
+///
+/// Where deleting is not enough: delete it without waiting (unless it is being deleted
+/// already), then remove that finalizer with a JSON patch whose `test` op checks the
+/// finalizer's position (read from the live Usage), so the patch fails rather than remove
+/// another controller's finalizer if the list changed since. The controller adds no finalizer
+/// to a Usage being deleted, so it does not come back.
 pub(crate) fn source_fix_steps(graph: &Graph, source: &Source) -> (String, Vec<String>) {
     let target = source.kubectl_arg().to_string();
     let kind = match source {
@@ -34,20 +38,33 @@ pub(crate) fn source_fix_steps(graph: &Graph, source: &Source) -> (String, Vec<S
         }
     };
     let facts = graph.usages.get(source);
-    let finalizer = facts
-        .and_then(|f| f.finalizers.iter().position(|f| f == USAGE_FINALIZER))
-        .filter(|_| facts.is_some_and(|f| f.has_by));
-    match finalizer {
-        Some(i) => (
-            format!(
-                "drop the {kind}: it keeps Lien's finalizer {USAGE_FINALIZER} while its users exist, so delete it and remove that finalizer:"
-            ),
-            vec![
-                format!("kubectl delete {target} --wait=false"),
+    let finalizer = facts.and_then(|f| f.finalizers.iter().position(|f| f == USAGE_FINALIZER));
+    let has_by = facts.is_some_and(|f| f.has_by);
+    let deleting = facts.is_some_and(|f| f.deleting);
+    match finalizer.filter(|_| has_by || deleting) {
+        Some(i) => {
+            let why = if has_by {
+                format!("it keeps Lien's finalizer {USAGE_FINALIZER} while its users exist")
+            } else {
                 format!(
-                    "kubectl patch {target} --type=json -p '[{{\"op\":\"test\",\"path\":\"/metadata/finalizers/{i}\",\"value\":\"{USAGE_FINALIZER}\"}},{{\"op\":\"remove\",\"path\":\"/metadata/finalizers/{i}\"}}]'"
-                ),
-            ],
+                    "it is being deleted, and Lien keeps it (its finalizer {USAGE_FINALIZER}) while its namespace is being deleted"
+                )
+            };
+            let mut commands = Vec::new();
+            if !deleting {
+                commands.push(format!("kubectl delete {target} --wait=false"));
+            }
+            commands.push(finalizer_removal_command(source, i));
+            let what = if deleting {
+                "remove that finalizer"
+            } else {
+                "delete it and remove that finalizer"
+            };
+            (format!("drop the {kind}: {why}, so {what}:"), commands)
+        }
+        None if finalizer.is_some() => (
+            format!("remove the {kind} (Lien removes its finalizer at once):"),
+            vec![format!("kubectl delete {target}")],
         ),
         None => (
             format!("remove the {kind} (it carries no finalizer of Lien's, so it goes at once):"),
@@ -84,8 +101,13 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
     if held.is_empty() {
         let _ = writeln!(
             out,
-            "{} is not in use: no Usage, ClusterUsage or DependencyRule holds it.",
-            object_label(key)
+            "{} is not in use{}: no Usage, ClusterUsage or DependencyRule holds it.",
+            object_label(key),
+            if key.kind == "Namespace" && key.group.is_empty() {
+                " itself"
+            } else {
+                ""
+            }
         );
     } else {
         let n = held.len();
@@ -147,6 +169,9 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
             }
         }
     }
+    if key.group.is_empty() && key.kind == "Namespace" && key.namespace.is_none() {
+        namespace_holds_text(graph, &key.name, &mut out);
+    }
     let _ = writeln!(out);
     if info.is_some_and(|i| i.deleting) {
         let _ = writeln!(
@@ -188,4 +213,29 @@ pub fn why(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> String {
         );
     }
     out
+}
+
+/// What in namespace `ns` holds its deletion (issue 27): every protection of an object in it,
+/// every user outside, each with the command that lifts it — what the Namespace DELETE's
+/// refusal counts. Users inside go with the namespace and are not listed.
+fn namespace_holds_text(graph: &Graph, ns: &str, out: &mut String) {
+    let (count, mut lines) = namespace_holds(&graph.index, ns, usize::MAX);
+    lines.sort();
+    let _ = writeln!(out);
+    if count == 0 {
+        let _ = writeln!(
+            out,
+            "Nothing in it holds its deletion: no protection, no user outside (users inside go with it)."
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "What is in it holds its deletion ({count}); deleting the namespace is refused while any of them holds (users inside go with it and do not count):"
+    );
+    for (i, l) in lines.iter().enumerate() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  {}. {}", i + 1, l.text);
+        let _ = writeln!(out, "     to do: {}", l.command);
+    }
 }

@@ -169,6 +169,9 @@ async fn update_conditions(
             "All content successfully deleted, may be waiting on finalization".into(),
         )
     } else {
+        // Sorted, as kube-controller-manager's makeDeleteContentCondition does.
+        let mut failures = failures.to_vec();
+        failures.sort();
         condition(
             "NamespaceDeletionContentFailure",
             true,
@@ -241,22 +244,34 @@ async fn update_conditions(
         content_remaining,
         finalizers_remaining,
     ];
-    // Keep lastTransitionTime when a condition's status did not change.
+    // As kube-controller-manager's `updateConditions`
+    // (pkg/controller/namespace/deletion/status_condition_utils.go): each of its own types is
+    // updated in place — lastTransitionTime only when the status changes — or appended; every
+    // other condition (another controller's, e.g. Lien's) is kept as it is.
     let old = ns["status"]["conditions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let merged: Vec<Value> = conditions
-        .into_iter()
-        .map(|mut c| {
-            if let Some(prev) = old.iter().find(|o| o["type"] == c["type"]) {
-                if prev["status"] == c["status"] {
-                    c["lastTransitionTime"] = prev["lastTransitionTime"].clone();
+    let mut merged = old.clone();
+    for c in conditions {
+        match merged.iter_mut().find(|o| o["type"] == c["type"]) {
+            Some(prev) => {
+                let same = ["status", "reason", "message"]
+                    .iter()
+                    .all(|f| prev[*f] == c[*f]);
+                if same {
+                    continue;
+                }
+                if prev["status"] != c["status"] {
+                    prev["lastTransitionTime"] = c["lastTransitionTime"].clone();
+                }
+                for f in ["status", "reason", "message"] {
+                    prev[f] = c[f].clone();
                 }
             }
-            c
-        })
-        .collect();
+            None => merged.push(c),
+        }
+    }
     if merged == old {
         return Ok(());
     }

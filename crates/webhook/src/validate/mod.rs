@@ -21,7 +21,7 @@
 //!   and finishes with [`Authorize::resolve`]. Fail closed.
 //!
 //! One file per validator: [`delete`](validate_delete) (any object but a Namespace),
-//! [`namespace`](validate_namespace_delete), [`write`](validate_write) (the tamper and
+//! [`namespace`](validate_namespace_delete), [`evict`](finish_eviction) (the Eviction API), [`write`](validate_write) (the tamper and
 //! break-glass guards), [`usage`](validate_usage) (Usages and ClusterUsages); what they share
 //! (the verdict, the policy, reading the review's key and labels) is here.
 //!
@@ -36,11 +36,13 @@ use lien_core::{Decision, ObjectKey, Source};
 use crate::review::{Metadata, Request, Status};
 
 mod delete;
+mod evict;
 mod namespace;
 mod usage;
 mod write;
 
 pub use delete::{Confirm, decide, finish_delete, validate_delete};
+pub use evict::{decide_eviction, finish_eviction, is_eviction};
 pub use namespace::{
     NAMESPACE_BLOCKERS_COPIED, NamespaceDecision, decide_namespace, finish_namespace_delete,
     validate_namespace_delete,

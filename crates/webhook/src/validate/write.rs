@@ -1,5 +1,5 @@
 //! CREATE or UPDATE of any object other than a Usage: the tamper guard on the in-use label and
-//! the break-glass guard.
+//! on the last finalizer of an object in use being deleted, and the break-glass guard.
 
 use std::time::SystemTime;
 
@@ -26,7 +26,13 @@ pub fn validate_write(
     let stripped = has_in_use_label(old) && !has_in_use_label(new);
     let new_glass = break_glass(new);
     let armed = new_glass.is_some() && new_glass != break_glass(old);
-    if !stripped && !armed {
+    // The last finalizer of an object being deleted goes: the API server then removes it. On
+    // an object in use that completes a deletion Lien refuses — possible only for an object
+    // whose deletion began before it was protected (a PVC held by `kubernetes.io/pvc-protection`
+    // while a pod mounts it, then protected by a Usage): issue 27's "finalizer removed by hand".
+    let completes = old.is_some_and(|m| m.finalizers > 0)
+        && new.is_some_and(|m| m.deleting && m.finalizers == 0);
+    if !stripped && !armed && !completes {
         return Outcome::allow();
     }
     let key = match object_key(req) {
@@ -50,6 +56,19 @@ pub fn validate_write(
             "Conflict",
             format!(
                 "cannot remove label {IN_USE_LABEL} from {key}: Lien manages it and {why}; the label goes when the last relation does"
+            ),
+        );
+    }
+    if completes && !decision.is_allowed() {
+        let rendered = render_denial(&decision, policy.max_listed);
+        let prefix = format!("cannot delete {key}: ");
+        let why = rendered.strip_prefix(&prefix).unwrap_or(&rendered);
+        return Outcome::deny(
+            409,
+            "Conflict",
+            format!(
+                "cannot remove the last finalizer of {key}: it is being deleted and {why}; without a finalizer the deletion Lien refuses would complete — lift the lien first (`kubectl lien why {}`), then remove it",
+                key.kubectl_arg()
             ),
         );
     }

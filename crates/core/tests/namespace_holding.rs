@@ -1,4 +1,5 @@
-//! `RelationIndex::leaving*` ("which relations hold an object of namespace X from outside it")
+//! `RelationIndex::holding*` ("which relations hold namespace X's deletion": a user outside, or
+//! a protection)
 //! against a brute-force scan of every relation, after any sequence of `apply`, `apply_delta`,
 //! `delete` and `reset` over several sources of every kind.
 
@@ -63,12 +64,20 @@ fn brute_force(idx: &RelationIndex, ns: &str) -> Vec<Relation> {
         .relations()
         .map(|r| r.to_relation())
         .filter(|r| {
-            if r.of.namespace.as_deref() != Some(ns) || r.of.group == LIEN_GROUP {
+            if r.of.group == LIEN_GROUP {
                 return false;
             }
-            match &r.by {
-                Some(by) => by.namespace.as_deref() != Some(ns),
-                None => !matches!(&r.source, Source::Usage { namespace, .. } if namespace == ns),
+            match (&r.by, r.of.namespace.as_deref()) {
+                // A user outside keeps the namespace Terminating.
+                (Some(by), Some(of_ns)) => of_ns == ns && by.namespace.as_deref() != Some(ns),
+                (Some(_), None) => false,
+                // A protection has no user to go first.
+                (None, Some(of_ns)) => of_ns == ns,
+                // Nor has a protection of a cluster-scoped object by a Usage of the namespace,
+                // which the namespace's deletion would take.
+                (None, None) => {
+                    matches!(&r.source, Source::Usage { namespace, .. } if namespace == ns)
+                }
             }
         })
         .collect();
@@ -80,7 +89,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn leaving_relations_equal_a_brute_force_scan(ops in prop::collection::vec(op(), 1..24)) {
+    fn holding_relations_equal_a_brute_force_scan(ops in prop::collection::vec(op(), 1..24)) {
         let mut idx = RelationIndex::new();
         for op in ops {
             match op {
@@ -103,13 +112,13 @@ proptest! {
             }
             for ns in ["a", "b", "nowhere"] {
                 let expected = brute_force(&idx, ns);
-                let mut got: Vec<Relation> = idx.leaving(ns).map(|r| r.to_relation()).collect();
+                let mut got: Vec<Relation> = idx.holding(ns).map(|r| r.to_relation()).collect();
                 got.sort();
                 // A relation is a multiset member: `apply` may add the same relation twice.
                 prop_assert_eq!(&got, &expected, "namespace {}", ns);
-                prop_assert_eq!(idx.leaving_count(ns), expected.len());
+                prop_assert_eq!(idx.holding_count(ns), expected.len());
                 prop_assert_eq!(
-                    idx.leaving_replay_count(ns),
+                    idx.holding_replay_count(ns),
                     expected.iter().filter(|r| r.replay).count()
                 );
                 let distinct: BTreeSet<&Relation> = got.iter().collect();
@@ -120,7 +129,7 @@ proptest! {
 }
 
 #[test]
-fn a_relation_inside_the_namespace_does_not_leave_it() {
+fn a_user_inside_the_namespace_does_not_hold_it_and_a_protection_does() {
     let mut idx = RelationIndex::new();
     let cm = |ns: &str, name: &str| ObjectKey::new("", "ConfigMap", Some(ns), name);
     let pv = ObjectKey::new("", "PersistentVolume", None, "pv-1");
@@ -134,31 +143,45 @@ fn a_relation_inside_the_namespace_does_not_leave_it() {
         ],
     )
     .expect("valid");
-    assert_eq!(idx.leaving_count("a"), 2);
-    assert_eq!(idx.leaving_replay_count("a"), 1);
-    assert_eq!(idx.leaving_count("b"), 0);
+    assert_eq!(idx.holding_count("a"), 2);
+    assert_eq!(idx.holding_replay_count("a"), 1);
+    assert_eq!(idx.holding_count("b"), 0);
     let byes: BTreeSet<String> = idx
-        .leaving("a")
+        .holding("a")
         .filter_map(|r| r.by().map(|b| b.to_key().to_string()))
         .collect();
     assert_eq!(
         byes.into_iter().collect::<Vec<_>>(),
         ["ConfigMap b/user", "PersistentVolume pv-1"]
     );
-    // A Usage of the namespace protecting its own object goes with it; a ClusterUsage does not.
+    // A protection holds the namespace whatever its source: a Usage of the namespace itself
+    // would go with it and lift the protection (issue 27), a ClusterUsage would not go.
     let own = Source::usage("a", "keep");
     idx.apply(&own, [Relation::protects(own.clone(), cm("a", "x"), "why")])
         .expect("valid");
-    assert_eq!(idx.leaving_count("a"), 2);
+    assert_eq!(idx.holding_count("a"), 3);
     let cluster = Source::cluster_usage("keep");
     idx.apply(
         &cluster,
         [Relation::protects(cluster.clone(), cm("a", "x"), "why")],
     )
     .expect("valid");
-    assert_eq!(idx.leaving_count("a"), 3);
+    assert_eq!(idx.holding_count("a"), 4);
+    // A Usage of namespace b protecting a cluster-scoped object holds b (its deletion would
+    // take the Usage), and no other namespace.
+    let keep_pv = Source::usage("b", "keep-pv");
+    idx.apply(
+        &keep_pv,
+        [Relation::protects(keep_pv.clone(), pv.clone(), "data")],
+    )
+    .expect("valid");
+    assert_eq!(idx.holding_count("b"), 1);
+    assert_eq!(idx.holding_count("a"), 4);
     idx.delete(&rule);
     idx.delete(&cluster);
-    assert_eq!(idx.leaving_count("a"), 0);
-    assert_eq!(idx.leaving("a").count(), 0);
+    idx.delete(&own);
+    idx.delete(&keep_pv);
+    assert_eq!(idx.holding_count("a"), 0);
+    assert_eq!(idx.holding_count("b"), 0);
+    assert_eq!(idx.holding("a").count(), 0);
 }
