@@ -9,6 +9,8 @@ mod cascade;
 mod cascade_rbac;
 #[path = "e2e/composition.rs"]
 mod composition;
+#[path = "e2e/deletion_paths.rs"]
+mod deletion_paths;
 #[path = "e2e/events.rs"]
 mod events;
 #[path = "e2e/faults.rs"]
@@ -21,6 +23,8 @@ mod harness;
 mod hints;
 #[path = "e2e/latency.rs"]
 mod latency;
+#[path = "e2e/namespace_deletion.rs"]
+mod namespace_deletion;
 #[path = "e2e/ordering.rs"]
 mod ordering;
 #[path = "e2e/packs.rs"]

@@ -232,6 +232,15 @@ impl Env {
         kube::Client::try_from(self.admin_config().await).expect("client")
     }
 
+    /// A client of the scenario's admin that sees a 429 at once: kube-rs's default client
+    /// retries 429, 503 and 504 with a backoff of up to 15 attempts (minutes in all), as a
+    /// drain retries a refused eviction.
+    pub async fn client_without_retry(&self) -> kube::Client {
+        let mut config = self.admin_config().await;
+        config.default_retry = false;
+        kube::Client::try_from(config).expect("client")
+    }
+
     async fn admin_config(&self) -> kube::Config {
         let kubeconfig: Kubeconfig = match (&self.local, &self.kubeconfig) {
             (Some(local), _) => {
@@ -834,6 +843,39 @@ impl Drop for Kubectl {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Runs `line` as a person pastes it into a shell: `sh -c`, with the same kubectl, kubeconfig
+/// and `kubectl-lien` as `k`. Panics with the output if it fails.
+pub async fn run_hint(k: &Kubectl, line: &str) -> String {
+    let path = format!(
+        "{}:{}",
+        k.dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("sh")
+            .args(["-c", line])
+            .env("PATH", path)
+            .env("KUBECONFIG", k.dir().join("kubeconfig"))
+            .env("KUBECACHEDIR", k.dir().join("cache"))
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the hint's command finishes within 120 s")
+    .expect("sh runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "the hint's command failed: {line}\n{stdout}{stderr}"
+    );
+    stdout.into_owned()
 }
 
 /// A ClusterUsage relating two namespaces: ConfigMap `consumer`, in a second namespace of the

@@ -3,16 +3,14 @@
 //! report — runs exactly the command(s) it names, in a shell, and then sees the object freed: its
 //! DELETE, typed again, succeeds and it is gone. The text is the promise; these tests keep it.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams};
 use lien_controller::replay::DELETION_REPLAYED_REASON;
 use serde_json::json;
 
 use super::harness::{
-    DEADLINE, Env, Kubectl, api_resource, cluster_usage_across_namespaces, wait_for, wait_gone,
-    wait_label,
+    DEADLINE, Env, Kubectl, api_resource, cluster_usage_across_namespaces, run_hint, wait_for,
+    wait_gone, wait_label,
 };
 
 /// `app` uses `db` through the Usage `app-uses-db` (with `by`, so it carries Lien's finalizer),
@@ -46,39 +44,6 @@ async fn app_uses_db(env: &mut Env, replay: bool) {
             .map(drop)
     })
     .await;
-}
-
-/// Runs `line` as a person pastes it into a shell: `sh -c`, with the same kubectl, kubeconfig
-/// and `kubectl-lien` as `k`. Panics with the output if it fails.
-async fn run_hint(k: &Kubectl, line: &str) -> String {
-    let path = format!(
-        "{}:{}",
-        k.dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new("sh")
-            .args(["-c", line])
-            .env("PATH", path)
-            .env("KUBECONFIG", k.dir().join("kubeconfig"))
-            .env("KUBECACHEDIR", k.dir().join("cache"))
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the hint's command finishes within 120 s")
-    .expect("sh runs");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "the hint's command failed: {line}\n{stdout}{stderr}"
-    );
-    stdout.into_owned()
 }
 
 /// The commands of the piece of advice that starts on the first line containing `marker`: a

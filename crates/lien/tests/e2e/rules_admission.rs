@@ -76,7 +76,7 @@ async fn a_namespace_used_from_outside_is_refused_then_replayed() {
         match namespaces.delete(&ns_a, &DeleteParams::default()).await {
             Err(e) => {
                 let (code, message) = api_error(e);
-                (code == 409 && message.contains("from outside the namespace")).then_some(message)
+                (code == 409 && message.contains("what is in it")).then_some(message)
             }
             Ok(_) => panic!("namespace {ns_a} deleted while its ConfigMap is used from {ns_b}"),
         }
@@ -84,11 +84,10 @@ async fn a_namespace_used_from_outside_is_refused_then_replayed() {
     .await;
     assert!(
         message.contains(&format!(
-            "cannot delete Namespace {ns_a}: 1 relation holds objects in it from outside the namespace, \
-             so it would hang in Terminating.\n"
+            "cannot delete Namespace {ns_a}: a lien holds what is in it: ConfigMap {ns_a}/shared \
+             is in use by ConfigMap {ns_b}/consumer (ClusterUsage {outside}).\n"
         )) && message.contains(&format!(
-            "\nheld by:\n  ConfigMap {ns_a}/shared is in use by ConfigMap \
-             {ns_b}/consumer (ClusterUsage {outside})"
+            "To free it now, lift it: `kubectl delete configmap/consumer -n {ns_b}`;"
         )),
         "{message}"
     );

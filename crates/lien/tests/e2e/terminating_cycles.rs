@@ -109,7 +109,7 @@ async fn a_usage_cycle_inside_a_deleted_namespace_is_broken_and_the_namespace_go
     assert_eq!(
         note.1,
         format!(
-            "namespace {ns} is being deleted and these objects in it use each other, so none could go first: ConfigMap {ns}/a, ConfigMap {ns}/b (through Usage {ns}/a-uses-b, Usage {ns}/b-uses-a); Lien no longer enforces the relations between them so that the namespace can finish"
+            "namespace {ns} is being deleted and these objects in it use each other, so none could go first: ConfigMap {ns}/a, ConfigMap {ns}/b (through Usage {ns}/a-uses-b, Usage {ns}/b-uses-a); Lien no longer enforces the namespace's own Usages between them (DependencyRules and ClusterUsages still hold) so that the namespace can finish"
         )
     );
     drop(k);

@@ -1,0 +1,374 @@
+//! Issue 27's table of deletion paths (docs/ARCHITECTURE.md, "Every way an object is deleted"):
+//! one test per way Kubernetes deletes an object, each showing that an object under a lien
+//! survives it. The namespace controller's rows are in `namespace_deletion.rs`; Helm, Argo CD and
+//! Flux send the same DELETEs as `kubectl delete` (their rows name the test here that sends them).
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
+use serde_json::json;
+
+use super::harness::{DEADLINE, Env, Kubectl, wait_for, wait_gone, wait_label};
+
+/// ConfigMap `name` protected by the reason-only Usage `keep-NAME`; waits for its label.
+async fn protected(env: &mut Env, name: &str, labels: serde_json::Value) -> String {
+    let cm = env.configmap(name, labels).await;
+    env.usage(
+        &format!("keep-{name}"),
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": name}},
+               "reason": "kept for the deletion-path table"}),
+    )
+    .await;
+    wait_label(&env.configmaps(), name, true).await;
+    cm.metadata.uid.expect("a uid")
+}
+
+/// The ConfigMap is still there, the same object (`uid`).
+async fn still_there(env: &Env, name: &str, uid: &str) {
+    let cm = env
+        .configmaps()
+        .get_opt(name)
+        .await
+        .expect("get")
+        .unwrap_or_else(|| panic!("ConfigMap {name} was deleted under a lien"));
+    assert_eq!(cm.metadata.uid.as_deref(), Some(uid), "{name} was replaced");
+    assert!(
+        cm.metadata.deletion_timestamp.is_none(),
+        "{name} is being deleted under a lien"
+    );
+}
+
+/// `kubectl delete` with each propagation policy, and a forced one (grace period 0): the same
+/// DELETE Helm's uninstall (background), Argo CD's prune (foreground) and Flux's prune
+/// (background) send.
+#[tokio::test]
+async fn kubectl_delete_with_every_propagation_policy_is_refused() {
+    let mut env = Env::start("paths-kubectl").await;
+    let uid = protected(&mut env, "data", json!({})).await;
+    let k = Kubectl::new(&env);
+    let ns = env.ns.clone();
+    for extra in [
+        &["--cascade=background"][..],
+        &["--cascade=foreground"],
+        &["--cascade=orphan"],
+        &["--grace-period=0", "--force"],
+    ] {
+        let mut args = vec!["delete", "configmap", "data", "-n", &ns];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = k.run(&args).await;
+        assert!(!ok, "{extra:?}: {out}");
+        assert!(
+            err.contains("admission webhook \"delete.lien.dev\" denied the request"),
+            "{extra:?}: {err}"
+        );
+        still_there(&env, "data", &uid).await;
+    }
+    drop(k);
+    env.finish().await;
+}
+
+/// DELETE of a collection: kube-apiserver admits each item as a DELETE of its own; the
+/// protected one stays, the rest go, and the answer is the refusal.
+#[tokio::test]
+async fn a_delete_of_the_collection_keeps_what_is_protected() {
+    let mut env = Env::start("paths-collection").await;
+    let uid = protected(&mut env, "kept", json!({"app": "batch"})).await;
+    for name in ["free-1", "free-2"] {
+        env.configmap(name, json!({"app": "batch"})).await;
+    }
+    let cms = env.configmaps();
+    let err = cms
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app=batch"),
+        )
+        .await
+        .expect_err("the collection's DELETE reports the refusal");
+    assert!(
+        err.to_string().contains("delete.lien.dev"),
+        "the refusal is Lien's: {err}"
+    );
+    for name in ["free-1", "free-2"] {
+        wait_gone(&cms, name, DEADLINE).await;
+    }
+    still_there(&env, "kept", &uid).await;
+    env.finish().await;
+}
+
+/// An owner reference: the garbage collector deletes a dependent whose owner went (background),
+/// or holds the owner until its blocking dependents went (foreground); orphan leaves the
+/// dependent. None of them deletes a dependent under a lien.
+#[tokio::test]
+async fn the_garbage_collector_does_not_delete_a_protected_dependent() {
+    let mut env = Env::start("paths-gc").await;
+    let ns = env.ns.clone();
+    let cms = env.configmaps();
+    let owned = |owner: &ConfigMap, block: bool| {
+        json!([{"apiVersion": "v1", "kind": "ConfigMap",
+                "name": owner.metadata.name, "uid": owner.metadata.uid,
+                "blockOwnerDeletion": block}])
+    };
+    for (policy, block) in [
+        (PropagationPolicy::Background, false),
+        (PropagationPolicy::Foreground, true),
+        (PropagationPolicy::Orphan, false),
+    ] {
+        let tag = format!("{policy:?}").to_lowercase();
+        let owner_name = format!("release-{tag}");
+        let owner: ConfigMap = serde_json::from_value(
+            serde_json::to_value(env.configmap(&owner_name, json!({})).await).expect("json"),
+        )
+        .expect("a ConfigMap");
+        let dependent = format!("data-{tag}");
+        env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": dependent, "namespace": ns,
+                         "ownerReferences": owned(&owner, block)}}))
+            .await;
+        env.usage(
+            &format!("keep-{dependent}"),
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap",
+                          "resourceRef": {"name": dependent}},
+                   "reason": "the release's data outlives it"}),
+        )
+        .await;
+        wait_label(&cms, &dependent, true).await;
+        let uid = cms
+            .get(&dependent)
+            .await
+            .expect("get")
+            .metadata
+            .uid
+            .expect("uid");
+        let params = DeleteParams {
+            propagation_policy: Some(policy.clone()),
+            ..DeleteParams::default()
+        };
+        cms.delete(&owner_name, &params)
+            .await
+            .expect("the owner's DELETE is accepted");
+        match policy {
+            // The garbage collector tries the dependent and is refused; its retries are too.
+            PropagationPolicy::Background => {
+                wait_gone(&cms, &owner_name, DEADLINE).await;
+                env.wait_events("ConfigMap", &dependent, "DeletionRefused")
+                    .await;
+            }
+            // The owner waits for its blocking dependent, which the collector cannot delete.
+            PropagationPolicy::Foreground => {
+                let owner = wait_for("the owner waiting in foreground", DEADLINE, || async {
+                    cms.get_opt(&owner_name).await.ok().flatten()
+                })
+                .await;
+                assert!(owner.metadata.deletion_timestamp.is_some());
+                env.wait_events("ConfigMap", &dependent, "DeletionRefused")
+                    .await;
+            }
+            _ => wait_gone(&cms, &owner_name, DEADLINE).await,
+        }
+        // The collector's DELETE was refused (the Event says so): the dependent is the same.
+        still_there(&env, &dependent, &uid).await;
+    }
+    env.finish().await;
+}
+
+/// `kubectl apply --prune` deletes what the applied set no longer has; `kubectl replace
+/// --force` deletes and re-creates. Both are refused on an object under a lien, which stays
+/// the same object.
+#[tokio::test]
+async fn kubectl_apply_prune_and_replace_force_are_refused() {
+    let mut env = Env::start("paths-prune").await;
+    let ns = env.ns.clone();
+    let k = Kubectl::new(&env);
+    let cm = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}, labels: {{set: pruned}}}}\ndata: {{k: v}}\n"
+        )
+    };
+    let both = format!("{}---\n{}", cm("kept"), cm("other"));
+    let (ok, out, err) = k.run_with_stdin(&["apply", "-f", "-"], Some(&both)).await;
+    assert!(ok, "{out}{err}");
+    env.usage(
+        "keep-kept",
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "kept"}},
+               "reason": "kept for the deletion-path table"}),
+    )
+    .await;
+    wait_label(&env.configmaps(), "kept", true).await;
+    let uid = env
+        .configmaps()
+        .get("kept")
+        .await
+        .expect("get")
+        .metadata
+        .uid
+        .expect("uid");
+
+    // The applied set without `kept`: prune deletes it — refused.
+    let (ok, out, err) = k
+        .run_with_stdin(
+            &["apply", "--prune", "-l", "set=pruned", "-f", "-"],
+            Some(&cm("other")),
+        )
+        .await;
+    assert!(!ok, "{out}");
+    assert!(err.contains("delete.lien.dev"), "{err}");
+    still_there(&env, "kept", &uid).await;
+
+    // Replace by delete-and-create: the DELETE is refused, nothing is re-created.
+    let (ok, out, err) = k
+        .run_with_stdin(&["replace", "--force", "-f", "-"], Some(&cm("kept")))
+        .await;
+    assert!(!ok, "{out}");
+    assert!(err.contains("delete.lien.dev"), "{err}");
+    still_there(&env, "kept", &uid).await;
+    drop(k);
+    env.finish().await;
+}
+
+/// The Eviction API (`kubectl drain`, the cluster autoscaler) deletes a pod without admitting a
+/// DELETE: Lien refuses the eviction itself, with 429 as a PodDisruptionBudget does, so a drain
+/// waits. Lifted, the eviction goes through.
+#[tokio::test]
+async fn an_eviction_of_a_pod_in_use_is_refused_until_the_lien_is_lifted() {
+    let mut env = Env::start("paths-evict").await;
+    let ns = env.ns.clone();
+    env.create(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": ns},
+        "spec": {"containers": [{"name": "db", "image": "registry.example/db:1"}]}}))
+        .await;
+    env.usage(
+        "keep-db-0",
+        json!({"of": {"apiVersion": "v1", "kind": "Pod", "resourceRef": {"name": "db-0"}},
+               "reason": "the primary: fail over first"}),
+    )
+    .await;
+    // A 429 is what a drain retries on; this client shows it at once instead of retrying.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(env.client_without_retry().await, &ns);
+    wait_for("the pod's in-use label", DEADLINE, || async {
+        let pod = pods.get("db-0").await.ok()?;
+        (pod.metadata.labels?.get(lien_api::IN_USE_LABEL)? == "true").then_some(())
+    })
+    .await;
+    let uid = pods.get("db-0").await.expect("get").metadata.uid;
+    let err = pods
+        .evict("db-0", &kube::api::EvictParams::default())
+        .await
+        .expect_err("the eviction is refused");
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 429, "{s:?}");
+            assert!(
+                s.message.contains("evictions.lien.dev")
+                    && s.message.contains(&format!(
+                        "cannot evict: cannot delete Pod {ns}/db-0: it is protected (Usage {ns}/keep-db-0: the primary: fail over first)"
+                    )),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected the API's refusal, got {other:?}"),
+    }
+    let pod = pods.get("db-0").await.expect("the pod is still there");
+    assert_eq!(pod.metadata.uid, uid);
+    assert!(pod.metadata.deletion_timestamp.is_none());
+
+    // Lifted: the eviction goes through.
+    env.usages()
+        .delete("keep-db-0", &DeleteParams::default())
+        .await
+        .expect("the Usage deletes");
+    wait_for("the eviction to go through", DEADLINE, || async {
+        pods.evict("db-0", &kube::api::EvictParams::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    wait_gone(&pods, "db-0", DEADLINE).await;
+    env.finish().await;
+}
+
+/// A finalizer removed by hand: an object whose deletion began before it was protected (a PVC
+/// held by `kubernetes.io/pvc-protection` while a pod mounts it, then a Usage written to save
+/// it) would go the moment its last finalizer goes. Lien labels it all the same, and the tamper
+/// guard refuses removing that finalizer while the lien holds; `kubectl lien why` says how to
+/// lift it, after which the finalizer's removal completes the deletion.
+#[tokio::test]
+async fn removing_the_last_finalizer_of_an_object_in_use_is_refused() {
+    let mut env = Env::start("paths-finalizer").await;
+    let ns = env.ns.clone();
+    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "data", "namespace": ns, "finalizers": ["example.org/hold"]}}))
+        .await;
+    let cms = env.configmaps();
+    cms.delete("data", &DeleteParams::default())
+        .await
+        .expect("the DELETE is accepted: the deletion waits for the finalizer");
+    env.usage(
+        "keep-data",
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "data"}},
+               "reason": "restore it before it goes"}),
+    )
+    .await;
+    wait_label(&cms, "data", true).await;
+    let k = Kubectl::new(&env);
+    let remove = r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#;
+    let (ok, out, err) = k
+        .run(&[
+            "patch",
+            "configmap",
+            "data",
+            "-n",
+            &ns,
+            "--type=json",
+            "-p",
+            remove,
+        ])
+        .await;
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains(&format!(
+            "cannot remove the last finalizer of ConfigMap {ns}/data: it is being deleted and it is protected (Usage {ns}/keep-data: restore it before it goes)"
+        )),
+        "{err}"
+    );
+    let cm = cms.get("data").await.expect("still there");
+    assert_eq!(
+        cm.metadata.finalizers.as_deref(),
+        Some(&["example.org/hold".to_owned()][..])
+    );
+
+    // The refusal points at `why`; its advice lifts the lien, and the finalizer may go.
+    let (ok, why, err) = k.run(&["lien", "why", "configmap/data", "-n", &ns]).await;
+    assert!(ok, "{why}{err}");
+    let lift = why
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("kubectl delete usage.lien.dev/keep-data"))
+        .unwrap_or_else(|| panic!("no lifting command in:\n{why}"))
+        .to_owned();
+    super::harness::run_hint(&k, &lift).await;
+    wait_for(
+        "the finalizer's removal to go through",
+        DEADLINE,
+        || async {
+            let (ok, _, _) = k
+                .run(&[
+                    "patch",
+                    "configmap",
+                    "data",
+                    "-n",
+                    &ns,
+                    "--type=json",
+                    "-p",
+                    remove,
+                ])
+                .await;
+            ok.then_some(())
+        },
+    )
+    .await;
+    wait_gone(&cms, "data", DEADLINE).await;
+    drop(k);
+    env.finish().await;
+}
