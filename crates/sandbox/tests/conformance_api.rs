@@ -32,6 +32,8 @@ mod secrets;
 mod self_reviews;
 #[path = "conformance_api/status.rs"]
 mod status_errors;
+#[path = "conformance_api/status_metadata.rs"]
+mod status_metadata;
 #[path = "conformance_api/support.rs"]
 mod support;
 #[path = "conformance_api/tokens.rs"]

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::error::{ApiError, Cause};
 use crate::object::{finalizers, is_deleting, name_suffix, now};
 use crate::registry::ResourceType;
-use crate::strategy::NameRule;
+use crate::strategy::{NameRule, StatusMetadata};
 
 fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
@@ -168,7 +168,9 @@ fn spec_of(object: &Value) -> Map<String, Value> {
 }
 
 /// Carries system fields over from the stored object on update (`rest.BeforeUpdate`) and
-/// enforces what an update may not do. `subresource` is `""` or `"status"`.
+/// enforces what an update may not do. `subresource` is `""`, `"status"` (what it keeps is the
+/// kind's status strategy's: [`crate::strategy::Strategy::status_metadata`]) or
+/// `"ephemeralcontainers"`.
 pub fn prepare_update(
     rt: &ResourceType,
     old: &Value,
@@ -218,22 +220,48 @@ pub fn prepare_update(
         return Ok(());
     }
     if subresource == "status" {
-        // A status write changes status and nothing else.
-        let status = new.get("status").cloned();
-        let rv = new["metadata"]["resourceVersion"].clone();
+        // The status strategy's `PrepareForUpdate`: the written status on the stored spec, and
+        // the written metadata less what the kind's strategy resets — most reset only spec, so
+        // labels and annotations written through `pods/status` are stored, as kube-apiserver
+        // stores them. Then the system fields below, as `BeforeUpdate` does on any update.
+        let written = std::mem::take(new);
         *new = old.clone();
-        match status {
-            Some(s) => new["status"] = s,
+        match written.get("status") {
+            Some(s) => new["status"] = s.clone(),
             None => {
                 if let Some(m) = new.as_object_mut() {
                     m.remove("status");
                 }
             }
         }
-        new["metadata"]["resourceVersion"] = rv;
-        return Ok(());
-    }
-    if rt.has_status() {
+        match crate::strategy::of(rt).status_metadata() {
+            StatusMetadata::Reset => {
+                new["metadata"]["resourceVersion"] = written["metadata"]["resourceVersion"].clone();
+            }
+            StatusMetadata::KeptExcept(reset) => {
+                let mut metadata = match &written["metadata"] {
+                    Value::Object(m) => m.clone(),
+                    _ => Map::new(),
+                };
+                for field in reset {
+                    match old["metadata"].get(*field) {
+                        Some(v) => {
+                            metadata.insert((*field).to_string(), v.clone());
+                        }
+                        None => {
+                            metadata.remove(*field);
+                        }
+                    }
+                }
+                // Name and namespace were checked (or filled in) above.
+                metadata.insert("name".into(), new["metadata"]["name"].clone());
+                if rt.namespaced {
+                    metadata.insert("namespace".into(), new["metadata"]["namespace"].clone());
+                }
+                new["metadata"] = Value::Object(metadata);
+            }
+        }
+    } else if rt.has_status() {
         // Through the main resource, status is read-only when a status subresource exists.
         match old.get("status") {
             Some(s) => new["status"] = s.clone(),

@@ -820,12 +820,9 @@ impl ApiServer {
                 super::services::keep_allocated(new, current)?;
             }
         }
-        if sub == "finalize" {
-            // A namespace's finalize subresource changes spec.finalizers and nothing else.
-            let finalizers = new["spec"]["finalizers"].clone();
-            *new = current.clone();
-            new["spec"]["finalizers"] = finalizers;
-        }
+        // A namespace's `finalize` is the main update without its defaults: kube-apiserver's
+        // `namespaceFinalizeStrategy.PrepareForUpdate` resets status only (done above: status
+        // is read-only there), so the spec's finalizers and the metadata written are stored.
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::types::Strategy;
+use super::types::{StatusMetadata, Strategy};
 use crate::error::Cause;
 use crate::registry::ResourceType;
 
@@ -20,6 +20,11 @@ impl Strategy for Configurations {
     }
     fn tracks_generation(&self) -> bool {
         true
+    }
+    /// `validatingAdmissionPolicyStatusStrategy` (the group's one status):
+    /// `ResetObjectMetaForStatus`.
+    fn status_metadata(&self) -> StatusMetadata {
+        StatusMetadata::RESET_FOR_STATUS
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::types::{AfterWrite, Strategy};
+use super::types::{AfterWrite, StatusMetadata, Strategy};
 use crate::error::Cause;
 use crate::registry::ResourceType;
 
@@ -38,6 +38,13 @@ impl Strategy for CustomResourceDefinitions {
     }
     fn after_write(&self) -> Option<AfterWrite> {
         Some(AfterWrite::ServeDefinition)
+    }
+    /// The CRD's `statusStrategy.PrepareForUpdate` resets spec and calls
+    /// `ResetObjectMetaForStatus(&newObj.ObjectMeta, &newObj.ObjectMeta)` — the new metadata
+    /// reset to itself — so metadata written through `customresourcedefinitions/status` is
+    /// stored (v1.32 as written, not as its comment means).
+    fn status_metadata(&self) -> StatusMetadata {
+        StatusMetadata::KEPT
     }
 }
 

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::defaults;
-use super::types::{BuiltinScale, FieldLabels, Refusal};
+use super::types::{BuiltinScale, FieldLabels, Refusal, StatusMetadata};
 use super::workload::Workload;
 use crate::validation::rules;
 
@@ -15,6 +15,8 @@ pub(super) const DEPLOYMENTS: Workload = Workload {
     validate_update: rules::selector_unchanged,
     field_labels: FieldLabels::DEFAULT,
     scale: Some(BuiltinScale::LabelSelector),
+    // `deploymentStatusStrategy`: spec and labels; annotations are stored.
+    status_metadata: StatusMetadata::KeptExcept(&["labels"]),
 };
 
 pub(super) const REPLICA_SETS: Workload = Workload {
@@ -27,6 +29,7 @@ pub(super) const REPLICA_SETS: Workload = Workload {
         refusal: Refusal::ReplicaSet,
     },
     scale: Some(BuiltinScale::LabelSelector),
+    status_metadata: StatusMetadata::KEPT,
 };
 
 pub(super) const STATEFUL_SETS: Workload = Workload {
@@ -38,6 +41,7 @@ pub(super) const STATEFUL_SETS: Workload = Workload {
     validate_update: rules::stateful_set_update,
     field_labels: FieldLabels::DEFAULT,
     scale: Some(BuiltinScale::LabelSelector),
+    status_metadata: StatusMetadata::KEPT,
 };
 
 pub(super) const DAEMON_SETS: Workload = Workload {
@@ -54,4 +58,5 @@ pub(super) const DAEMON_SETS: Workload = Workload {
     validate_update: rules::selector_unchanged,
     field_labels: FieldLabels::DEFAULT,
     scale: None,
+    status_metadata: StatusMetadata::KEPT,
 };

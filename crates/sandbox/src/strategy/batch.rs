@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::defaults;
-use super::types::{FieldLabels, Refusal};
+use super::types::{FieldLabels, Refusal, StatusMetadata};
 use super::workload::{Workload, no_update_rules};
 use crate::validation::rules;
 
@@ -20,6 +20,7 @@ pub(super) const JOBS: Workload = Workload {
         refusal: Refusal::ForKind,
     },
     scale: None,
+    status_metadata: StatusMetadata::KEPT,
 };
 
 pub(super) const CRON_JOBS: Workload = Workload {
@@ -29,4 +30,5 @@ pub(super) const CRON_JOBS: Workload = Workload {
     validate_update: no_update_rules,
     field_labels: FieldLabels::DEFAULT,
     scale: None,
+    status_metadata: StatusMetadata::KEPT,
 };

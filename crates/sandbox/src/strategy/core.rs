@@ -3,7 +3,9 @@
 use serde_json::{Value, json};
 
 use super::defaults;
-use super::types::{BuiltinScale, FieldLabels, NameRule, Refusal, Storage, Strategy};
+use super::types::{
+    BuiltinScale, FieldLabels, NameRule, Refusal, StatusMetadata, Storage, Strategy,
+};
 use super::workload::{Workload, no_update_rules};
 use crate::error::Cause;
 use crate::registry::ResourceType;
@@ -21,6 +23,11 @@ pub(super) struct Pods;
 impl Strategy for Pods {
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         defaults::pod(object, &crate::object::name_suffix());
+    }
+    /// `podStatusStrategy`: spec, `deletionTimestamp` and owner references ("old kubelets
+    /// corrupt them"); labels and annotations written through `pods/status` are stored.
+    fn status_metadata(&self) -> StatusMetadata {
+        StatusMetadata::KeptExcept(&["deletionTimestamp", "ownerReferences"])
     }
     fn returns_deleted_object(&self) -> bool {
         true
@@ -180,6 +187,7 @@ impl Strategy for PersistentVolumes {
 }
 
 pub(super) const REPLICATION_CONTROLLERS: Workload = Workload {
+    status_metadata: StatusMetadata::KEPT,
     defaults: defaults::replication_controller,
     prepare_for_create: |object| object["status"] = json!({"replicas": 0}),
     validate: rules::replication_controller,

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::types::{FieldLabels, Refusal, Strategy};
+use super::types::{FieldLabels, Refusal, StatusMetadata, Strategy};
 use crate::error::Cause;
 use crate::registry::ResourceType;
 
@@ -51,5 +51,10 @@ impl Strategy for CustomResources {
             extra: &[],
             refusal: Refusal::Plain,
         }
+    }
+    /// `customresource.statusStrategy.PrepareForUpdate`: the stored object with the written
+    /// status (and managedFields).
+    fn status_metadata(&self) -> StatusMetadata {
+        StatusMetadata::Reset
     }
 }

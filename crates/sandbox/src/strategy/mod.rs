@@ -11,8 +11,10 @@
 //! - what its storage does beyond keeping objects ([`Storage`]: a Namespace's lifecycle, a
 //!   Service's cluster IPs, reviews answered and never stored).
 //!
-//! Status subresources are kube's generic status strategy for every kind (spec kept, status
-//! taken); which kinds have one comes from the generated built-in table.
+//! A status subresource takes the written status and keeps the stored spec; what it keeps of
+//! the written metadata is each kind's ([`Strategy::status_metadata`]): most of kube's status
+//! strategies reset only spec, so labels and annotations written through `pods/status` are
+//! stored. Which kinds have one comes from the generated built-in table.
 //!
 //! The API server ([`crate::apiserver`]) asks the strategy and never matches on
 //! `(group, plural)` itself. Pure functions over JSON: no I/O, no server state.
@@ -38,13 +40,16 @@ use crate::error::ApiError;
 use crate::registry::ResourceType;
 
 pub use apiextensions::CRD_CLEANUP_FINALIZER;
-pub use types::{AfterWrite, BuiltinScale, FieldLabels, NameRule, Refusal, Storage, Strategy};
+pub use types::{
+    AfterWrite, BuiltinScale, FieldLabels, NameRule, Refusal, StatusMetadata, Storage, Strategy,
+};
 
 /// A resource whose strategy differs from kube's generic one only in these facts.
 struct Facts {
     generation: bool,
     returns_deleted_object: bool,
     field_labels: FieldLabels,
+    status_metadata: StatusMetadata,
 }
 
 impl Facts {
@@ -52,6 +57,7 @@ impl Facts {
         generation: false,
         returns_deleted_object: false,
         field_labels: FieldLabels::DEFAULT,
+        status_metadata: StatusMetadata::KEPT,
     };
 }
 
@@ -64,6 +70,9 @@ impl Strategy for Facts {
     }
     fn field_labels(&self) -> FieldLabels {
         self.field_labels
+    }
+    fn status_metadata(&self) -> StatusMetadata {
+        self.status_metadata
     }
 }
 
@@ -125,12 +134,34 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
             "storageclasses"
             | "csidrivers"
             | "csinodes"
-            | "volumeattachments"
             | "csistoragecapacities"
             | "volumeattributesclasses",
-        )
-        | ("resource.k8s.io", "resourceclaims") => &Facts {
+        ) => &Facts {
             returns_deleted_object: true,
+            ..Facts::GENERIC
+        },
+        // `volumeAttachmentStatusStrategy`, `resourceclaimStatusStrategy`:
+        // `ResetObjectMetaForStatus`.
+        ("storage.k8s.io", "volumeattachments") | ("resource.k8s.io", "resourceclaims") => &Facts {
+            returns_deleted_object: true,
+            status_metadata: StatusMetadata::RESET_FOR_STATUS,
+            ..Facts::GENERIC
+        },
+        // `flowSchemaStatusStrategy`, `priorityLevelConfigurationStatusStrategy`: the whole
+        // ObjectMeta but managedFields.
+        ("flowcontrol.apiserver.k8s.io", "flowschemas" | "prioritylevelconfigurations") => &Facts {
+            status_metadata: StatusMetadata::Reset,
+            ..Facts::GENERIC
+        },
+        // kube-aggregator's `apiServerStatusStrategy`: labels, annotations, finalizers and owner
+        // references reset.
+        ("apiregistration.k8s.io", "apiservices") => &Facts {
+            status_metadata: StatusMetadata::KeptExcept(&[
+                "labels",
+                "annotations",
+                "finalizers",
+                "ownerReferences",
+            ]),
             ..Facts::GENERIC
         },
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
@@ -276,6 +307,106 @@ mod tests {
             Some(BuiltinScale::Map)
         );
         assert_eq!(strategy("apps", "daemonsets").scale(), None);
+    }
+
+    /// Every built-in with a status subresource, and what its status strategy's
+    /// `PrepareForUpdate` resets of the metadata written through it (kube-apiserver v1.32,
+    /// `pkg/registry/<group>/<resource>/strategy.go`; kube-aggregator's `apiservice`). A new
+    /// built-in with a status fails here until its strategy is read and listed.
+    #[test]
+    fn every_status_subresource_keeps_the_metadata_its_kube_strategy_keeps() {
+        const SPEC_ONLY: StatusMetadata = StatusMetadata::KEPT;
+        let expected: &[(&str, &str, StatusMetadata)] = &[
+            // `newX.Spec = oldX.Spec` and nothing else of metadata.
+            ("", "namespaces", SPEC_ONLY),
+            ("", "nodes", SPEC_ONLY),
+            ("", "persistentvolumes", SPEC_ONLY),
+            ("", "persistentvolumeclaims", SPEC_ONLY),
+            ("", "replicationcontrollers", SPEC_ONLY),
+            ("", "resourcequotas", SPEC_ONLY),
+            ("", "services", SPEC_ONLY),
+            ("apps", "daemonsets", SPEC_ONLY),
+            ("apps", "replicasets", SPEC_ONLY),
+            ("apps", "statefulsets", SPEC_ONLY),
+            ("autoscaling", "horizontalpodautoscalers", SPEC_ONLY),
+            ("batch", "cronjobs", SPEC_ONLY),
+            ("batch", "jobs", SPEC_ONLY),
+            (
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                SPEC_ONLY,
+            ),
+            ("networking.k8s.io", "ingresses", SPEC_ONLY),
+            ("policy", "poddisruptionbudgets", SPEC_ONLY),
+            // `ResetObjectMetaForStatus(&newObj.ObjectMeta, &newObj.ObjectMeta)`: a no-op.
+            (
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                SPEC_ONLY,
+            ),
+            // Spec, `DeletionTimestamp = nil` (then the stored one), owner references.
+            (
+                "",
+                "pods",
+                StatusMetadata::KeptExcept(&["deletionTimestamp", "ownerReferences"]),
+            ),
+            (
+                "apps",
+                "deployments",
+                StatusMetadata::KeptExcept(&["labels"]),
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicies",
+                StatusMetadata::RESET_FOR_STATUS,
+            ),
+            (
+                "storage.k8s.io",
+                "volumeattachments",
+                StatusMetadata::RESET_FOR_STATUS,
+            ),
+            (
+                "flowcontrol.apiserver.k8s.io",
+                "flowschemas",
+                StatusMetadata::Reset,
+            ),
+            (
+                "flowcontrol.apiserver.k8s.io",
+                "prioritylevelconfigurations",
+                StatusMetadata::Reset,
+            ),
+            (
+                "apiregistration.k8s.io",
+                "apiservices",
+                StatusMetadata::KeptExcept(&[
+                    "labels",
+                    "annotations",
+                    "finalizers",
+                    "ownerReferences",
+                ]),
+            ),
+        ];
+        let registry = Registry::with_builtins();
+        let mut with_status: Vec<(String, String)> = registry
+            .all()
+            .filter(|rt| rt.has_status())
+            .map(|rt| (rt.group.clone(), rt.plural.clone()))
+            .collect();
+        with_status.sort();
+        with_status.dedup();
+        let mut listed: Vec<(String, String)> = expected
+            .iter()
+            .map(|(g, p, _)| (g.to_string(), p.to_string()))
+            .collect();
+        listed.sort();
+        assert_eq!(with_status, listed, "built-ins with a status subresource");
+        for (group, plural, want) in expected {
+            assert_eq!(
+                strategy(group, plural).status_metadata(),
+                *want,
+                "{group}/{plural}"
+            );
+        }
     }
 
     #[test]

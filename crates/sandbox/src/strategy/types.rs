@@ -66,6 +66,39 @@ pub enum AfterWrite {
     ServeDefinition,
 }
 
+/// What a write through the `status` subresource keeps of the metadata it writes: the status
+/// strategy's `PrepareForUpdate` (kube-apiserver v1.32, `pkg/registry/<group>/<resource>/
+/// strategy.go`; custom resources: `apiextensions-apiserver/pkg/registry/customresource/
+/// status_strategy.go`). Spec (every field but metadata and status) is always the stored
+/// object's; `BeforeUpdate`'s rules for system fields (uid, creation and deletion timestamps,
+/// generation) apply after, as on any update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusMetadata {
+    /// Kept as written, except these `metadata` fields, reset to the stored object's. Most
+    /// built-ins reset only spec (`newX.Spec = oldX.Spec`): labels, annotations, finalizers and
+    /// owner references written through their status are stored.
+    KeptExcept(&'static [&'static str]),
+    /// All reset to the stored object's, except `managedFields` (which tracks the write):
+    /// custom resources (the whole object but status), FlowSchemas and
+    /// PriorityLevelConfigurations (`newX.ObjectMeta = oldX.ObjectMeta`).
+    Reset,
+}
+
+impl StatusMetadata {
+    /// Spec only: metadata kept.
+    pub const KEPT: StatusMetadata = StatusMetadata::KeptExcept(&[]);
+    /// `metav1.ResetObjectMetaForStatus`.
+    pub const RESET_FOR_STATUS: StatusMetadata = StatusMetadata::KeptExcept(&[
+        "deletionTimestamp",
+        "generation",
+        "selfLink",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+    ]);
+}
+
 /// What a resource's storage does beyond keeping objects: the REST wrappers some registries put
 /// around the generic store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,5 +182,12 @@ pub trait Strategy: Sync {
     /// What its storage does beyond keeping objects.
     fn storage(&self) -> Storage {
         Storage::Plain
+    }
+
+    /// What a write through its `status` subresource keeps of the metadata written (for a kind
+    /// with one). Kube's most common status strategy, spec reset only, is the default; every
+    /// built-in with a status subresource is held to its own in `strategy::tests`.
+    fn status_metadata(&self) -> StatusMetadata {
+        StatusMetadata::KEPT
     }
 }

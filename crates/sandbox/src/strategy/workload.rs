@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::types::{BuiltinScale, FieldLabels, Strategy};
+use super::types::{BuiltinScale, FieldLabels, StatusMetadata, Strategy};
 use crate::error::Cause;
 use crate::registry::ResourceType;
 
@@ -20,6 +20,8 @@ pub(super) struct Workload {
     pub validate_update: fn(&Value, &Value) -> Vec<Cause>,
     pub field_labels: FieldLabels,
     pub scale: Option<BuiltinScale>,
+    /// What its status strategy resets of the metadata written through `status`.
+    pub status_metadata: StatusMetadata,
 }
 
 /// No update rules beyond the create rules.
@@ -56,5 +58,8 @@ impl Strategy for Workload {
     }
     fn scale(&self) -> Option<BuiltinScale> {
         self.scale
+    }
+    fn status_metadata(&self) -> StatusMetadata {
+        self.status_metadata
     }
 }
