@@ -21,6 +21,7 @@ pub mod error;
 pub mod http;
 pub mod kubelet;
 pub mod labels;
+mod nesting;
 pub mod object;
 pub mod patch;
 pub mod protobuf;

@@ -200,6 +200,13 @@ pub fn merge_patch(target: &Value, body: &[u8]) -> Result<Value, ApiError> {
 
 /// Parses an `application/apply-patch+yaml` body (YAML, of which JSON is a subset) to an object.
 pub fn parse_apply_body(body: &[u8]) -> Result<Value, ApiError> {
+    // Refused before the YAML parser spends O(depth²) on it (`crate::nesting`).
+    if crate::nesting::too_deep(body) {
+        return Err(ApiError::bad_request(format!(
+            "error decoding YAML: recursion limit exceeded: the body is nested deeper than {} levels",
+            crate::nesting::MAX_DEPTH
+        )));
+    }
     let value: Value = serde_yaml_ng::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     match value {

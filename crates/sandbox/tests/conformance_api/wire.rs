@@ -295,3 +295,50 @@ async fn a_protobuf_delete_options_body_is_honoured() {
     let still = get(&client, &path, "application/json").await;
     assert_eq!(still.status, 200);
 }
+
+/// A body nested far deeper than any object (100,000 `[`, 200 KB) is refused 400 — as JSON, as
+/// the YAML it falls back to, and as a server-side apply body — in one pass over it: the YAML
+/// parser used to spend O(depth²) first (more than 30 s of a core here) only to refuse it at
+/// its depth limit all the same.
+#[tokio::test]
+async fn a_deeply_nested_body_is_refused_at_once() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+    let object = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"deep"}},"data":{deep}}}"#
+    );
+    let started = std::time::Instant::now();
+    let created = request(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[("content-type", "application/json")],
+        object.clone().into_bytes(),
+    )
+    .await;
+    assert_eq!(created.status, 400, "{}", created.json_or_null());
+    let message = created.json()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.starts_with("the object provided is unrecognized: recursion limit exceeded"),
+        "{message}"
+    );
+    let applied = request(
+        &client,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/deep?fieldManager=test",
+        &[("content-type", "application/apply-patch+yaml")],
+        object.into_bytes(),
+    )
+    .await;
+    assert_eq!(applied.status, 400, "{}", applied.json_or_null());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?} for two refusals",
+        started.elapsed()
+    );
+    sandbox.shutdown().await;
+}
