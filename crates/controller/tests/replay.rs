@@ -124,6 +124,7 @@ async fn an_expired_record_is_not_replayed() {
         user: "alice".into(),
         time: "2020-01-01T00:00:00Z".parse().expect("time"),
         replay: true,
+        source: lien_controller::replay::RecordSource::Refusal,
     }
     .seal(&replay_key(), &cluster_key());
     let old = old.as_str();
@@ -173,6 +174,7 @@ async fn a_forged_record_is_ignored_and_removed() {
         user: "someone-else".into(),
         time: jiff::Timestamp::now(),
         replay: true,
+        source: lien_controller::replay::RecordSource::Refusal,
     };
     let unsigned = serde_json::to_string(&attempt).expect("json");
     // Sealed with a key that is not Lien's.
@@ -363,6 +365,7 @@ async fn the_replay_key_secret_is_created_once_and_shared() {
         user: "alice".into(),
         time: jiff::Timestamp::now(),
         replay: true,
+        source: lien_controller::replay::RecordSource::Refusal,
     };
     let seal =
         |k: Result<lien_controller::ReplayKey, _>| attempt.seal(&k.expect("a key"), &cluster_key());

@@ -42,6 +42,18 @@
 //!
 //! Either way, the replay writes a Normal Event `DeletionReplayed` on the object naming the
 //! requester and the propagation policy ([`replayed_note`]).
+//!
+//! Which of the two a record is ([`RecordSource`]) is sealed with it. The difference matters
+//! because the webhook answers a deletion request to whoever posts one where the API server
+//! cannot authenticate itself (`/mutate` on a managed cluster): a sealed `Request` record can be
+//! had from a forged review. Such a value is useless written by hand: only the API server's own
+//! write may store one (it applies the webhook's patch to the requester's write), so the webhook
+//! refuses every write that carries a new or changed `Request` record — whoever sends it, Lien's
+//! own identity included, through the object or any subresource — and [`replay_actions`] never
+//! acts on a record found on a kind no admission webhook sees ([`unadmitted_kind`]). A
+//! `Refusal` record is made only by the controller, from a refusal the API server proved it
+//! sent (client certificate), and is never handed to anyone. See "Threat model: replay records
+//! and forged reviews" in `docs/ARCHITECTURE.md`.
 
 use std::time::Duration;
 
@@ -92,6 +104,27 @@ pub const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(24 * 3600);
 /// A refused DELETE, as the webhook reports it (the record type both share, from `lien_core`).
 pub use lien_core::seams::Denial;
 
+/// Where a record comes from (sealed with it: see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RecordSource {
+    /// The controller recorded a DELETE its webhook refused, heard from the API server. Lien's
+    /// own identity writes it, on the object itself.
+    Refusal,
+    /// The webhook sealed a deletion request (`kubectl lien delete --when-free`); only the API
+    /// server's write of that request stores it.
+    Request,
+}
+
+impl RecordSource {
+    fn signed(self) -> &'static [u8] {
+        match self {
+            Self::Refusal => b"refusal",
+            Self::Request => b"request",
+        }
+    }
+}
+
 /// The durable record of a refused DELETE.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -108,6 +141,8 @@ pub struct DeletionAttempt {
     /// Whether a blocking relation asked for the DELETE to be replayed.
     #[serde(default)]
     pub replay: bool,
+    /// Who made the record: the controller for a refusal, the webhook for a request.
+    pub source: RecordSource,
 }
 
 impl DeletionAttempt {
@@ -140,7 +175,9 @@ fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey) -> Vec<u8> {
         out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
         out.extend_from_slice(bytes);
     };
-    field(b"lien.dev/deletion-attempt/v1");
+    // v2: the source is signed. A v1 record has none and does not open ([`RecordError::Outdated`]):
+    // v1 sealed deletion requests for forged reviews alike, so none is trusted.
+    field(b"lien.dev/deletion-attempt/v2");
     field(object.group.as_bytes());
     field(object.kind.as_bytes());
     // Present-or-absent is signed too: a cluster-scoped object is not the namespace "".
@@ -163,6 +200,7 @@ fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey) -> Vec<u8> {
     field(attempt.user.as_bytes());
     field(&attempt.time.as_nanosecond().to_be_bytes());
     field(&[u8::from(attempt.replay)]);
+    field(attempt.source.signed());
     out
 }
 
@@ -199,6 +237,44 @@ pub enum RecordError {
     /// another key.
     #[error("the record's signature does not verify (forged, altered, or sealed with another key)")]
     BadSignature,
+    /// Sealed by a Lien before records said their source (v1), which sealed deletion requests
+    /// for forged reviews too: not trusted.
+    #[error("the record was sealed by an earlier Lien and says no source; it is not replayed")]
+    Outdated,
+    /// On a kind kube-apiserver sends to no admission webhook (webhook configurations,
+    /// admission policies and their bindings), so no write of it was vetted by Lien.
+    #[error(
+        "the record is on a kind no admission webhook sees, so Lien cannot have vetted its write"
+    )]
+    Unadmitted,
+}
+
+/// The source a record says it has, read without verifying anything: for the webhook, which
+/// refuses writes carrying `Request` records and lets Lien's identity write only `Refusal`
+/// ones. A lie here breaks the seal, since the source is signed. `None`: not a record that says.
+pub fn source_of(raw: &str) -> Option<RecordSource> {
+    #[derive(Deserialize)]
+    struct SourceOnly {
+        source: RecordSource,
+    }
+    serde_json::from_str::<SourceOnly>(raw)
+        .ok()
+        .map(|s| s.source)
+}
+
+/// Kinds kube-apiserver never sends to admission webhooks (so that a broken webhook cannot lock
+/// its own fix out): a record on one was written past every check Lien makes at admission.
+pub fn unadmitted_kind(group: &str, kind: &str) -> bool {
+    group == "admissionregistration.k8s.io"
+        && matches!(
+            kind,
+            "ValidatingWebhookConfiguration"
+                | "MutatingWebhookConfiguration"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding"
+                | "MutatingAdmissionPolicy"
+                | "MutatingAdmissionPolicyBinding"
+        )
 }
 
 /// Reads and verifies the record `raw` found on `object`.
@@ -207,7 +283,25 @@ pub fn open(
     key: &ReplayKey,
     object: &ObjectKey,
 ) -> Result<DeletionAttempt, RecordError> {
-    let wire: Wire = serde_json::from_str(raw).map_err(|_| RecordError::Malformed)?;
+    let wire: Wire = match serde_json::from_str(raw) {
+        Ok(wire) => wire,
+        Err(_) => {
+            // A v1 record: its fields and a signature, no source.
+            #[derive(Deserialize)]
+            #[allow(dead_code)]
+            struct V1 {
+                uid: String,
+                user: String,
+                signature: String,
+            }
+            let earlier = source_of(raw).is_none() && serde_json::from_str::<V1>(raw).is_ok();
+            return Err(if earlier {
+                RecordError::Outdated
+            } else {
+                RecordError::Malformed
+            });
+        }
+    };
     let signature = wire.signature.ok_or(RecordError::Unsigned)?;
     let tag = base64::engine::general_purpose::STANDARD
         .decode(signature)
@@ -241,6 +335,7 @@ impl lien_core::seams::RecordSealer for ReplayKey {
             user: request.user.clone(),
             time: Timestamp::try_from(request.time).unwrap_or_else(|_| Timestamp::now()),
             replay: true,
+            source: RecordSource::Request,
         };
         attempt.seal(self, &request.object).0
     }
@@ -352,6 +447,13 @@ pub fn replay_actions(
                 continue;
             }
             let target = || ObjectTarget::new(gk, kind, ns.as_deref(), name, o);
+            if unadmitted_kind(&gk.group, &gk.kind) {
+                out.push(ReplayAction::Forged {
+                    target: target(),
+                    why: RecordError::Unadmitted,
+                });
+                continue;
+            }
             let attempt = match open(raw, key, &gk.key(ns.as_deref(), name)) {
                 Ok(a) => a,
                 // Lien only writes well-formed, sealed records: anything else is someone else's.
@@ -439,6 +541,7 @@ mod tests {
             user: "alice".into(),
             time: now,
             replay: true,
+            source: RecordSource::Refusal,
         }
     }
 
@@ -565,7 +668,7 @@ mod tests {
         let now = Timestamp::now();
         let sealed = attempt(now).seal(&key(), &object());
         let good: serde_json::Value = serde_json::from_str(sealed.as_str()).expect("json");
-        let tampered: [(&str, serde_json::Value); 6] = [
+        let tampered: [(&str, serde_json::Value); 7] = [
             ("uid", "u2".into()),
             ("propagationPolicy", "Orphan".into()),
             ("propagationPolicy", serde_json::Value::Null),
@@ -577,6 +680,8 @@ mod tests {
                     .into(),
             ),
             ("replay", false.into()),
+            // A deletion request passed off as a refusal, or the other way round.
+            ("source", "request".into()),
         ];
         for (field, value) in tampered {
             let mut v = good.clone();
@@ -644,6 +749,7 @@ mod tests {
                 user: "alice".into(),
                 time: now,
                 replay: true,
+                source: RecordSource::Request,
             }
         );
         // Another object, or another key: not a record Lien wrote.
@@ -670,6 +776,108 @@ mod tests {
             replayed_note(&opened),
             "Lien re-issued the DELETE requested by alice (propagationPolicy Background): the object is no longer in use"
         );
+    }
+
+    #[test]
+    fn a_record_says_its_source_and_an_earlier_one_that_says_none_is_outdated() {
+        use lien_core::seams::{DeletionRequest, RecordSealer};
+        let now = Timestamp::now();
+        let refusal = attempt(now).seal(&key(), &object());
+        assert_eq!(source_of(refusal.as_str()), Some(RecordSource::Refusal));
+        let request = RecordSealer::seal(
+            &key(),
+            &DeletionRequest {
+                object: object(),
+                uid: "u1".into(),
+                propagation_policy: None,
+                user: "alice".into(),
+                time: std::time::SystemTime::from(now),
+            },
+        );
+        assert_eq!(source_of(&request), Some(RecordSource::Request));
+        assert_eq!(source_of("{not json"), None);
+        // A v1 record (no source, signed without one) opens as outdated, never as a record.
+        let mut v1: serde_json::Value = serde_json::from_str(refusal.as_str()).expect("json");
+        v1.as_object_mut().expect("object").remove("source");
+        assert_eq!(source_of(&v1.to_string()), None);
+        assert_eq!(
+            open(&v1.to_string(), &key(), &object()),
+            Err(RecordError::Outdated)
+        );
+        let c = with_raw("u1", &v1.to_string());
+        let actions = replay_actions(
+            &RelationIndex::new(),
+            &c,
+            true,
+            now,
+            DEFAULT_REPLAY_TTL,
+            &key(),
+        );
+        assert!(
+            matches!(
+                &actions[..],
+                [ReplayAction::Forged {
+                    why: RecordError::Outdated,
+                    ..
+                }]
+            ),
+            "{actions:?}"
+        );
+    }
+
+    /// kube-apiserver sends writes of its admission configuration objects to no webhook, so a
+    /// record there was written past every check: never replayed, even sealed.
+    #[test]
+    fn a_record_on_a_kind_no_webhook_sees_is_never_replayed() {
+        let now = Timestamp::now();
+        let gk = GroupKind::new(
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+        );
+        let key_of = ObjectKey::new(&gk.group, &gk.kind, None, "vwc");
+        let mut c = Caches::new();
+        c.add_kind(
+            gk.clone(),
+            false,
+            "admissionregistration.k8s.io/v1",
+            "validatingwebhookconfigurations",
+        );
+        let meta = ObjectMeta {
+            name: Some("vwc".into()),
+            uid: Some("u1".into()),
+            annotations: Some(
+                [(
+                    DELETION_ATTEMPT_ANNOTATION.to_string(),
+                    attempt(now).seal(&key(), &key_of).as_str().to_owned(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        c.reset(&gk, [&meta]);
+        let actions = replay_actions(
+            &RelationIndex::new(),
+            &c,
+            true,
+            now,
+            DEFAULT_REPLAY_TTL,
+            &key(),
+        );
+        assert!(
+            matches!(
+                &actions[..],
+                [ReplayAction::Forged {
+                    why: RecordError::Unadmitted,
+                    ..
+                }]
+            ),
+            "{actions:?}"
+        );
+        assert!(unadmitted_kind(
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration"
+        ));
+        assert!(!unadmitted_kind("", "ConfigMap"));
     }
 
     #[test]

@@ -66,7 +66,8 @@ fn cluster_usage(v: Value) -> UsageView {
 fn fixture() -> Snapshot {
     let attempt = json!({
         "uid": "u-settings", "propagationPolicy": "Background", "user": "alice",
-        "time": "2026-11-23T10:00:00Z", "replay": true, "signature": "c2lnbmVk"
+        "time": "2026-11-23T10:00:00Z", "replay": true, "source": "refusal",
+        "signature": "c2lnbmVk"
     })
     .to_string();
     let mut settings = meta(Some("shop"), "settings", "u-settings");

@@ -139,6 +139,7 @@ pub(super) async fn record_denial(
         user: denial.user.clone(),
         time: Timestamp::try_from(denial.time).unwrap_or_else(|_| Timestamp::now()),
         replay: denial.replay,
+        source: replay::RecordSource::Refusal,
     };
     match key {
         Some(_) if keep_pending && !denial.replay => {

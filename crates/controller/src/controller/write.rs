@@ -188,7 +188,7 @@ impl Write {
             Self::Replay(ReplayAction::Forged { target, why }) => {
                 // Who wrote it is unknown (the record's `user` is whatever the writer chose):
                 // the API server's audit log knows.
-                tracing::warn!(object = %target.gk.key(target.namespace.as_deref(), &target.name), %why, "ignoring and removing a deletion record Lien did not write");
+                tracing::warn!(object = %target.gk.key(target.namespace.as_deref(), &target.name), %why, "ignoring and removing a deletion record Lien cannot trust");
                 metrics.forged_record();
                 writer.record(target, None).await
             }

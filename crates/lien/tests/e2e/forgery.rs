@@ -77,9 +77,11 @@ async fn a_forged_replay_record_does_not_delete_under_rbac() {
             .expect_err("no delete rights"),
     );
     assert_eq!(code, 403);
-    // The record as Lien would write it, but not sealed by Lien.
+    // The record as Lien would write it (a refusal's: the only kind Lien's identity may write),
+    // but not sealed by Lien.
     let forged = json!({"uid": used.metadata.uid, "propagationPolicy": "Background",
-        "user": "an-admin", "time": jiff::Timestamp::now().to_string(), "replay": true})
+        "user": "an-admin", "time": jiff::Timestamp::now().to_string(), "replay": true,
+        "source": "refusal"})
     .to_string();
     let forge = || {
         Patch::Merge(json!({"metadata": {"annotations": {DELETION_ATTEMPT_ANNOTATION: forged}}}))
