@@ -582,3 +582,53 @@ impl SandboxWithLien {
         self.sandbox.shutdown().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use lien_webhook::{
+        ClientConfig, ConfigurationOptions, mutating_webhook_configuration,
+        validating_webhook_configuration,
+    };
+    use serde_json::json;
+
+    use lien_controller::webhook_config::drift;
+
+    /// What the reconcilers keep is the configuration generated now: one installed by a Lien
+    /// whose tamper, break-glass and seal hooks matched `*` (main resources only, so writes
+    /// through `status` went unseen) departs from it, and is replaced whole at the next round.
+    #[test]
+    fn hooks_installed_without_subresources_are_drift_and_restored() {
+        let opts = ConfigurationOptions::new(ClientConfig::Service {
+            namespace: "lien-system".into(),
+            name: "lien-webhook".into(),
+            port: 443,
+        });
+        let desired = validating_webhook_configuration(&opts, "Q0E=");
+        assert_eq!(drift(&desired, Some(&desired)), None);
+        let mut older = desired.clone();
+        for hook in older["webhooks"].as_array_mut().expect("webhooks") {
+            if matches!(
+                hook["name"].as_str(),
+                Some("tamper.lien.dev" | "break-glass.lien.dev")
+            ) {
+                hook["rules"][0]["resources"] = json!(["*"]);
+            }
+        }
+        let found = drift(&desired, Some(&older)).expect("drift");
+        assert!(
+            found.contains("webhooks[tamper.lien.dev].rules differs")
+                && found.contains("webhooks[break-glass.lien.dev].rules differs"),
+            "{found}"
+        );
+        let desired = mutating_webhook_configuration(&opts, "Q0E=");
+        let mut older = desired.clone();
+        older["webhooks"][0]["rules"] = json!([{"operations": ["UPDATE"], "apiGroups": ["*"],
+            "apiVersions": ["*"], "resources": ["*"], "scope": "*"}]);
+        let found = drift(&desired, Some(&older)).expect("drift");
+        assert!(
+            found.starts_with("MutatingWebhookConfiguration lien was changed")
+                && found.contains("webhooks[seal.lien.dev].rules differs"),
+            "{found}"
+        );
+    }
+}

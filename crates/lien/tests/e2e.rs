@@ -43,6 +43,8 @@ mod rules_admission;
 mod status_columns;
 #[path = "e2e/stress.rs"]
 mod stress;
+#[path = "e2e/subresources.rs"]
+mod subresources;
 #[path = "e2e/tampering.rs"]
 mod tampering;
 #[path = "e2e/terminating_cycles.rs"]

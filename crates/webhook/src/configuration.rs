@@ -7,8 +7,8 @@
 //! | webhook | operations | resources | selection | failurePolicy |
 //! | --- | --- | --- | --- | --- |
 //! | `delete.lien.dev` | DELETE | `*/*`, both scopes | objectSelector `lien.dev/in-use: "true"`; not Namespaces | Fail |
-//! | `tamper.lien.dev` | UPDATE | `*` | objectSelector `lien.dev/in-use: "true"`; matchConditions: the update removes that label, or the last finalizer of the object being deleted | Fail |
-//! | `break-glass.lien.dev` | CREATE, UPDATE | `*` | matchConditions: the break-glass annotation is set or changed | Fail |
+//! | `tamper.lien.dev` | UPDATE | `*/*` | objectSelector `lien.dev/in-use: "true"`; matchConditions: the update removes that label, or the last finalizer of the object being deleted (through a subresource: changes the label) | Fail |
+//! | `break-glass.lien.dev` | CREATE, UPDATE | `*/*` | matchConditions: the break-glass annotation is set or changed | Fail |
 //! | `usages.lien.dev` | CREATE, UPDATE | `lien.dev` `usages`, `clusterusages` | — | Fail |
 //! | `rules.lien.dev` | CREATE, UPDATE | `lien.dev` `dependencyrules`, `cascaderules` | — | Fail |
 //! | `namespaces.lien.dev` | DELETE | `namespaces` | objectSelector `lien.dev/in-use: "true"` | Fail |
@@ -36,13 +36,28 @@
 //!
 //! | webhook | operations | resources | selection | failurePolicy |
 //! | --- | --- | --- | --- | --- |
-//! | `seal.lien.dev` | UPDATE | `*` | matchConditions: `lien.dev/delete-when-free` set, or `lien.dev/deletion-attempt` added or changed | Fail |
+//! | `seal.lien.dev` | UPDATE, CREATE | `*/*` | matchConditions: on the object, an UPDATE with `lien.dev/delete-when-free` set, or `lien.dev/deletion-attempt` added or changed; through a subresource, either annotation added, changed or removed | Fail |
 //!
 //! Its match conditions keep it off every other write, so with Lien down only deletion
-//! requests and record writes fail. Resources are `*` (not `*/*`): the API server resets
-//! metadata written through a subresource (`status`, `scale`) to the stored object's, so an
-//! annotation can only be written through the object itself. `sideEffects: None`: sealing
-//! only answers a patch, so dry runs are sealed alike (and show what would be stored).
+//! requests and record writes fail.
+//!
+//! # Subresources: `*/*`
+//!
+//! Every hook that guards metadata (tamper, break-glass, seal) matches subresources too. A rule
+//! `*` matches main resources only, and kube-apiserver keeps metadata written through a
+//! subresource wherever the subresource's strategy resets only spec (v1.32
+//! `pkg/registry/<group>/<resource>/strategy.go`): `pods/status` (all but `ownerReferences`),
+//! `namespaces/status`, `services/status`, `persistentvolumeclaims/status`, `nodes/status`,
+//! the workloads' statuses, `customresourcedefinitions/status` and more; `namespaces/finalize`
+//! keeps metadata too, and `pods/binding` (a CREATE) copies the Binding's annotations onto the
+//! Pod. With `*`, whoever may write such a subresource but not delete the object could strip
+//! the in-use label, arm break-glass, or write a replay record, unseen. kube-apiserver sends a
+//! subresource's review with `subResource` set and, for `status`, the whole object as `object`
+//! and `oldObject`; the webhook refuses any change of Lien's label or annotations made that
+//! way, whoever asks (`validate::write`, `mutate`). A Scale, an Eviction or a TokenRequest
+//! carries none of them, so the match conditions (evaluated in kube-apiserver) keep those off
+//! Lien. `sideEffects: None`: sealing only answers a patch, so dry runs are sealed alike (and
+//! show what would be stored).
 
 use serde_json::{Value, json};
 
@@ -149,17 +164,16 @@ fn client_config(client: &ClientConfig, ca_bundle: &str, path: &str) -> Value {
 /// hook, `seal.lien.dev` (see the module docs).
 pub fn mutating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: &str) -> Value {
     use lien_core::seams::{DELETE_WHEN_FREE_ANNOTATION as W, DELETION_ATTEMPT_ANNOTATION as R};
-    let has = |o: &str, a: &str| {
-        format!("(has({o}.metadata.annotations) && '{a}' in {o}.metadata.annotations)")
-    };
     let mut hook = json!({
         "name": names::SEAL,
         "clientConfig": client_config(&opts.client, ca_bundle, MUTATE_PATH),
+        // CREATE for `pods/binding`, which copies its annotations onto the Pod; a CREATE of an
+        // object itself is kept off by the match condition (a record there names no UID yet).
         "rules": [{
-            "operations": ["UPDATE"],
+            "operations": ["UPDATE", "CREATE"],
             "apiGroups": ["*"],
             "apiVersions": ["*"],
-            "resources": ["*"],
+            "resources": ["*/*"],
             "scope": "*",
         }],
         "failurePolicy": "Fail",
@@ -172,13 +186,17 @@ pub fn mutating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: &s
         "reinvocationPolicy": "Never",
         "matchConditions": [{
             "name": "requests-or-writes-a-deletion-record",
-            // Removing the record is never sent: it cancels a pending replay, and anyone who
-            // may update the object may do that.
+            // Removing the record from the object itself is never sent: it cancels a pending
+            // replay, and anyone who may update the object may do that. Through a subresource
+            // every change of either annotation is sent (and refused).
             "expression": format!(
-                "{} || ({} && (!{} || oldObject.metadata.annotations['{R}'] != object.metadata.annotations['{R}']))",
-                has("object", W),
-                has("object", R),
-                has("oldObject", R),
+                "(!{sub} && request.operation == 'UPDATE' && ({} || ({} && {}))) || ({sub} && ({} || {}))",
+                has_annotation("object", W),
+                has_annotation("object", R),
+                annotation_changed(R),
+                annotation_changed(W),
+                annotation_changed(R),
+                sub = THROUGH_SUBRESOURCE,
             ),
         }],
     });
@@ -193,6 +211,28 @@ pub fn mutating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: &s
         "metadata": {"name": opts.name, "labels": {"app.kubernetes.io/managed-by": "lien"}},
         "webhooks": [hook],
     })
+}
+
+/// CEL: the write goes through a subresource. kube-apiserver's `request` omits an empty
+/// `subResource` (omitempty): reading it on a main resource's write is an error, which under
+/// `failurePolicy: Fail` refuses the write, so its presence is tested first.
+const THROUGH_SUBRESOURCE: &str = "(has(request.subResource) && request.subResource != '')";
+
+/// CEL: `o` (`object` or `oldObject`) has annotation `a`. Safe on a null `oldObject` (a CREATE)
+/// and on an object without metadata (a subresource's request body), where a failed evaluation
+/// would refuse the write under `failurePolicy: Fail`.
+fn has_annotation(o: &str, a: &str) -> String {
+    format!(
+        "({o} != null && has({o}.metadata) && has({o}.metadata.annotations) && '{a}' in {o}.metadata.annotations)"
+    )
+}
+
+/// CEL: annotation `a` is added, removed or changed by the write.
+fn annotation_changed(a: &str) -> String {
+    let (new, old) = (has_annotation("object", a), has_annotation("oldObject", a));
+    format!(
+        "({new} != {old} || ({new} && {old} && object.metadata.annotations['{a}'] != oldObject.metadata.annotations['{a}']))"
+    )
 }
 
 /// The configuration, with `ca_bundle` (base64 of the PEM bundle, see
@@ -231,18 +271,20 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
         "name": "not-a-namespace",
         "expression": "!(request.resource.group == '' && request.resource.resource == 'namespaces')",
     }]);
+    // `*/*`: a label or annotation written through a subresource is kept by kube-apiserver for
+    // many kinds (the module docs).
     let mut tamper = hook(
         names::TAMPER,
-        json!([rule(&["UPDATE"], &["*"], &["*"], "*")]),
+        json!([rule(&["UPDATE"], &["*"], &["*/*"], "*")]),
     );
     tamper["objectSelector"] = in_use.clone();
-    // Only updates that remove the label: every other update of an object in use (a scale, a
-    // status write) then never waits on Lien, nor fails while Lien is down. Arming break-glass
-    // is the break-glass hook's.
+    // Only updates that remove the label (through a subresource: that change it): every other
+    // update of an object in use (a scale, a status write) then never waits on Lien, nor fails
+    // while Lien is down. Arming break-glass is the break-glass hook's.
     let l = lien_api::IN_USE_LABEL;
     let labelled = |o: &str| {
         format!(
-            "(has({o}.metadata.labels) && '{l}' in {o}.metadata.labels && {o}.metadata.labels['{l}'] == 'true')"
+            "({o} != null && has({o}.metadata) && has({o}.metadata.labels) && '{l}' in {o}.metadata.labels && {o}.metadata.labels['{l}'] == 'true')"
         )
     };
     // Or updates that remove the last finalizer of an object in use being deleted: that
@@ -253,23 +295,22 @@ pub fn validating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: 
     tamper["matchConditions"] = json!([{
         "name": "removes-in-use-label-or-last-finalizer",
         "expression": format!(
-            "{old} && (!{new} || {completes})",
+            "({old} && (!{new} || {completes})) || ({sub} && {old} != {new})",
             old = labelled("oldObject"),
-            new = labelled("object")
+            new = labelled("object"),
+            sub = THROUGH_SUBRESOURCE,
         ),
     }]);
     let mut break_glass = hook(
         names::BREAK_GLASS,
-        json!([rule(&["CREATE", "UPDATE"], &["*"], &["*"], "*")]),
+        json!([rule(&["CREATE", "UPDATE"], &["*"], &["*/*"], "*")]),
     );
     let a = BREAK_GLASS_ANNOTATION;
+    let (new, old) = (has_annotation("object", a), has_annotation("oldObject", a));
     break_glass["matchConditions"] = json!([{
         "name": "sets-break-glass",
         "expression": format!(
-            "has(object.metadata.annotations) && '{a}' in object.metadata.annotations && \
-             (oldObject == null || !has(oldObject.metadata.annotations) || \
-              !('{a}' in oldObject.metadata.annotations) || \
-              oldObject.metadata.annotations['{a}'] != object.metadata.annotations['{a}'])"
+            "{new} && (!{old} || oldObject.metadata.annotations['{a}'] != object.metadata.annotations['{a}'])"
         ),
     }]);
     let usages = hook(
@@ -407,8 +448,14 @@ mod tests {
         assert!(
             hooks[1]["matchConditions"][0]["expression"]
                 .as_str()
-                .is_some_and(|e| e.contains("!(has(object.metadata.labels)"))
+                .is_some_and(|e| e.contains("!(object != null && has(object.metadata)")
+                    && e.contains(THROUGH_SUBRESOURCE))
         );
+        // The hooks that guard Lien's label and annotations see subresources: kube-apiserver
+        // keeps metadata written through `pods/status`, `namespaces/status`… (the module docs).
+        for h in &hooks[..3] {
+            assert_eq!(h["rules"][0]["resources"], json!(["*/*"]), "{}", h["name"]);
+        }
         assert!(
             hooks[2]["matchConditions"][0]["expression"]
                 .as_str()
@@ -438,7 +485,8 @@ mod tests {
         assert_eq!(h["sideEffects"], "None");
         assert_eq!(h["reinvocationPolicy"], "Never");
         assert_eq!(h["timeoutSeconds"], 5);
-        assert_eq!(h["rules"][0]["operations"], json!(["UPDATE"]));
+        assert_eq!(h["rules"][0]["operations"], json!(["UPDATE", "CREATE"]));
+        assert_eq!(h["rules"][0]["resources"], json!(["*/*"]));
         assert_eq!(h["clientConfig"]["service"]["path"], "/mutate");
         assert_eq!(h["clientConfig"]["caBundle"], "Q0E=");
         let e = h["matchConditions"][0]["expression"]
@@ -448,7 +496,13 @@ mod tests {
             e.contains("'lien.dev/delete-when-free' in object.metadata.annotations"),
             "{e}"
         );
-        assert!(e.contains("oldObject.metadata.annotations['lien.dev/deletion-attempt'] != object.metadata.annotations['lien.dev/deletion-attempt']"), "{e}");
+        assert!(e.contains("object.metadata.annotations['lien.dev/deletion-attempt'] != oldObject.metadata.annotations['lien.dev/deletion-attempt']"), "{e}");
+        assert!(e.contains(THROUGH_SUBRESOURCE), "{e}");
+        // Never read where kube-apiserver leaves it out (a main resource's write).
+        assert!(
+            !e.replace(THROUGH_SUBRESOURCE, "").contains("subResource"),
+            "{e}"
+        );
         let url =
             ConfigurationOptions::new(ClientConfig::Url("https://127.0.0.1:9/validate".into()));
         assert_eq!(

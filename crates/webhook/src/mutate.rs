@@ -21,9 +21,16 @@
 //!   [`AccessCheck`](crate::AccessCheck) seam as Usages — because Lien replays with its own rights: allowed → the patch; denied → 403 naming
 //!   the user, verb and object; no answer → 500 (fail closed).
 //! - [`DELETION_ATTEMPT_ANNOTATION`] added or changed by anyone but Lien's own identity → 403.
-//!   Otherwise a record obtained from a forged review here could be written by hand. Removing
-//!   it is always allowed (and never sent here: the configuration's match conditions): it
-//!   cancels a pending replay, as deleting the Usage would.
+//!   Otherwise a record obtained from a forged review here could be written by hand. Lien's
+//!   identity may write only a refusal's record (`RecordSource::Refusal`, what its controller
+//!   writes): a deletion request's record never arrives in a write's object (the API server
+//!   stores it by applying this endpoint's patch), so one that does is refused whoever sends it.
+//!   Removing the record from the object itself is allowed (and never sent here: the
+//!   configuration's match conditions): it cancels a pending replay, as deleting the Usage
+//!   would.
+//! - Through any subresource (`status`, `finalize`, `binding`…, which kube-apiserver lets
+//!   carry metadata for many kinds): adding, changing or removing the record → 403, setting
+//!   [`DELETE_WHEN_FREE_ANNOTATION`] → 400, whoever asks.
 //! - Dry runs are sealed like real requests: sealing has no side effect (the answer is only a
 //!   patch, and the access check only reads), so a dry run shows exactly what would be stored.
 
@@ -34,6 +41,7 @@ use lien_core::seams::{
     AccessDecision, AccessRequest, DELETE_WHEN_FREE_ANNOTATION, DELETION_ATTEMPT_ANNOTATION,
     DeletionRequest, RecordSealer, Requester,
 };
+use lien_decide::replay::{RecordSource, source_of};
 use serde::Deserialize;
 
 use crate::review::{Operation, Request, Status};
@@ -216,23 +224,56 @@ fn requester(body: &[u8]) -> Result<Requester, String> {
     Ok(b.request.user_info.unwrap_or_default().into())
 }
 
-/// Decides an UPDATE sent to `/mutate` (see the module docs). `own_user` is Lien's own
-/// identity, the only one that may write [`DELETION_ATTEMPT_ANNOTATION`]; `body` is the whole
-/// review (for the requester's full `userInfo`).
+/// Decides a write sent to `/mutate` (see the module docs). `own_user` is Lien's own identity,
+/// the only one that may write [`DELETION_ATTEMPT_ANNOTATION`] (and only a refusal's record);
+/// `body` is the whole review (for the requester's full `userInfo`).
 pub fn decide_mutation(
     req: &Request<'_>,
     body: &[u8],
     own_user: &str,
     now: SystemTime,
 ) -> Mutation {
-    if req.operation != Operation::Update {
-        return Mutation::allow();
-    }
     let new = req.new_metadata();
     let old = req.old_metadata();
     let annotation = |m: Option<&crate::review::Metadata<'_>>, key: &str| {
         m.and_then(|m| m.annotations.get(key)).map(str::to_owned)
     };
+    let record = annotation(new, DELETION_ATTEMPT_ANNOTATION);
+    let record_changed = record != annotation(old, DELETION_ATTEMPT_ANNOTATION);
+    if req.subresource().is_some() {
+        // kube-apiserver keeps metadata written through most status subresources (their
+        // strategies reset only spec), through `namespaces/finalize`, and copies a Binding's
+        // annotations onto its Pod (`pods/binding`): whoever may write those but not the object
+        // would otherwise write or strip Lien's annotations. Lien itself never writes them
+        // there, so nobody may.
+        if record_changed {
+            return Mutation::deny(
+                403,
+                "Forbidden",
+                format!(
+                    "cannot {} annotation {DELETION_ATTEMPT_ANNOTATION} through {}: Lien writes it on the object itself only (user {:?}); to have the object deleted when it is free, run `kubectl lien delete --when-free`, and to cancel, remove the annotation from the object itself",
+                    if record.is_some() { "set" } else { "remove" },
+                    req.addressed(),
+                    req.user_info.username
+                ),
+            );
+        }
+        let asked = annotation(new, DELETE_WHEN_FREE_ANNOTATION);
+        if asked.is_some() && asked != annotation(old, DELETE_WHEN_FREE_ANNOTATION) {
+            return Mutation::deny(
+                400,
+                "BadRequest",
+                format!(
+                    "metadata.annotations[{DELETE_WHEN_FREE_ANNOTATION}]: cannot be set through {}; set it on the object itself (`kubectl lien delete --when-free` does)",
+                    req.addressed()
+                ),
+            );
+        }
+        return Mutation::allow();
+    }
+    if req.operation != Operation::Update {
+        return Mutation::allow();
+    }
     let key = || object_key(req);
     if let Some(value) = annotation(new, DELETE_WHEN_FREE_ANNOTATION) {
         let key = match key() {
@@ -250,15 +291,6 @@ pub fn decide_mutation(
                 ),
             );
         }
-        if let Some(sub) = &req.sub_resource {
-            return Mutation::deny(
-                400,
-                "BadRequest",
-                format!(
-                    "metadata.annotations[{DELETE_WHEN_FREE_ANNOTATION}]: set it on {key} itself, not through its {sub} subresource"
-                ),
-            );
-        }
         let Some(uid) = annotation_uid(req) else {
             return Mutation::deny(
                 400,
@@ -272,18 +304,33 @@ pub fn decide_mutation(
         };
         return Mutation::Seal(Box::new(seal(req, key, uid, policy, user, now)));
     }
-    let record = annotation(new, DELETION_ATTEMPT_ANNOTATION);
-    if record.is_some() && record != annotation(old, DELETION_ATTEMPT_ANNOTATION) {
-        if req.user_info.username == own_user {
-            return Mutation::allow();
-        }
-        let object = key().map_or_else(|_| req.name.to_string(), |k| k.to_string());
+    let Some(record) = record.filter(|_| record_changed) else {
+        return Mutation::allow();
+    };
+    let object = || key().map_or_else(|_| req.name.to_string(), |k| k.to_string());
+    if req.user_info.username != own_user {
         return Mutation::deny(
             403,
             "Forbidden",
             format!(
-                "cannot set annotation {DELETION_ATTEMPT_ANNOTATION} on {object}: it is written by Lien only (user {:?} is not {own_user:?}); to have the object deleted when it is free, run `kubectl lien delete --when-free` (or set annotation {DELETE_WHEN_FREE_ANNOTATION}); removing the annotation cancels a pending deletion",
+                "cannot set annotation {DELETION_ATTEMPT_ANNOTATION} on {}: it is written by Lien only (user {:?} is not {own_user:?}); to have the object deleted when it is free, run `kubectl lien delete --when-free` (or set annotation {DELETE_WHEN_FREE_ANNOTATION}); removing the annotation cancels a pending deletion",
+                object(),
                 req.user_info.username
+            ),
+        );
+    }
+    // Lien's controller writes the records of refusals. A deletion request's record is stored
+    // only by the API server applying this endpoint's patch to the requester's own write, so
+    // it never arrives in a write's object: one that does was had from a forged review (where
+    // the API server cannot authenticate itself, `/mutate` answers anyone) and is being written
+    // by whoever can act as Lien. Refused, it is useless.
+    if source_of(&record) != Some(RecordSource::Refusal) {
+        return Mutation::deny(
+            403,
+            "Forbidden",
+            format!(
+                "cannot set annotation {DELETION_ATTEMPT_ANNOTATION} on {}: Lien's own identity ({own_user:?}) writes only the records of refused DELETEs; a deletion request's record is stored only by the API server's write of that request (`kubectl lien delete --when-free`), never written by hand",
+                object()
             ),
         );
     }

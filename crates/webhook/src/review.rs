@@ -448,6 +448,30 @@ impl Request<'_> {
         self.dry_run.unwrap_or(false)
     }
 
+    /// The subresource written through (`status`, `binding`…), `None` for the object itself.
+    pub fn subresource(&self) -> Option<&str> {
+        self.sub_resource.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// What the request addresses, as authorization names it: `pods "p" in namespace "ns"`
+    /// (`pods/binding` for a subresource). Unlike the object's key this never depends on
+    /// `kind`, which for some subresources is not the object's (a Binding, a Scale).
+    pub fn addressed(&self) -> String {
+        let mut resource = self.resource.resource.to_string();
+        if let Some(sub) = self.subresource() {
+            resource = format!("{resource}/{sub}");
+        }
+        if !self.resource.group.is_empty() {
+            resource = format!("{resource}.{}", self.resource.group);
+        }
+        match self.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+            Some(ns) if self.resource.resource != "namespaces" => {
+                format!("{resource} {:?} in namespace {ns:?}", self.name)
+            }
+            _ => format!("{resource} {:?}", self.name),
+        }
+    }
+
     /// The metadata of `oldObject`, or empty metadata.
     pub fn old_metadata(&self) -> Option<&Metadata<'_>> {
         self.old_object.as_ref().map(|o| &o.metadata)

@@ -926,6 +926,12 @@ impl Webhook {
                 let decision = decide_eviction(&inner.index.read(), req);
                 finish_eviction(decision, &inner.policy)
             }
+            // A write through a subresource (a Usage's status included) is only ever sent for
+            // Lien's label, an object's last finalizer or break-glass: the tamper and break-glass
+            // guards.
+            Operation::Create | Operation::Update if req.subresource().is_some() => {
+                validate_write(&inner.index.read(), &inner.policy, req, now)
+            }
             Operation::Create | Operation::Update if is_rule_kind(req) => validate_rule(
                 inner.kinds.as_ref(),
                 inner.rules.as_ref(),

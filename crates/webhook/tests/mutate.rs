@@ -325,7 +325,7 @@ async fn a_hand_written_deletion_record_is_refused_403() {
 #[tokio::test]
 async fn removing_a_record_and_lien_writing_one_are_allowed_without_a_patch() {
     let h = harness(Verdict::Deny);
-    let record = json!({DELETION_ATTEMPT_ANNOTATION: "{\"uid\":\"y\"}"});
+    let record = json!({DELETION_ATTEMPT_ANNOTATION: "{\"uid\":\"y\",\"source\":\"refusal\"}"});
     for (user, old, new) in [
         // Removal cancels a pending replay: anyone who may update the object may.
         ("mallory", record.clone(), json!({})),
@@ -339,6 +339,37 @@ async fn removing_a_record_and_lien_writing_one_are_allowed_without_a_patch() {
         assert!(r.get("patch").is_none(), "{r}");
     }
     assert!(h.access.asked.lock().is_empty());
+}
+
+/// A deletion request's record is stored only by the API server applying `/mutate`'s patch to
+/// the requester's own write; it never arrives in a write's object. One that does was had from
+/// a forged review and is being written by whoever can act as Lien: refused, whatever it says,
+/// and so is one that says no source (sealed by an earlier Lien).
+#[tokio::test]
+async fn lien_itself_may_not_write_a_deletion_requests_record() {
+    let h = harness(Verdict::Allow);
+    for record in [
+        "{\"uid\":\"y\",\"user\":\"admin\",\"replay\":true,\"source\":\"request\",\"signature\":\"AAAA\"}",
+        "{\"uid\":\"y\",\"user\":\"admin\",\"replay\":true,\"signature\":\"AAAA\"}",
+    ] {
+        let r = post(
+            &h.router,
+            &update(
+                LIEN,
+                json!({}),
+                json!({DELETION_ATTEMPT_ANNOTATION: record}),
+            ),
+        )
+        .await;
+        assert_eq!(r["allowed"], false, "{r}");
+        assert_eq!(r["status"]["code"], 403, "{r}");
+        let message = r["status"]["message"].as_str().expect("message");
+        assert!(
+            message.contains("writes only the records of refused DELETEs")
+                && message.contains("stored only by the API server's write"),
+            "{message}"
+        );
+    }
 }
 
 #[tokio::test]

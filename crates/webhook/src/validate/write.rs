@@ -12,9 +12,45 @@ use super::{
 };
 use crate::review::Request;
 
+/// A write through a subresource that changes the in-use label or arms break-glass: refused
+/// (`Some`), whoever asks and whatever the index says; anything else goes on as on the object. kube-apiserver keeps metadata written through most
+/// status subresources (their strategies reset only spec) and `namespaces/finalize`, and
+/// copies a Binding's annotations onto its Pod: whoever may write those but not the object
+/// could otherwise unprotect it (and have it deleted) or arm an override nobody vetted. Lien
+/// writes its label on the object itself, and break-glass belongs there too.
+fn through_subresource(
+    req: &Request<'_>,
+    sub: &str,
+    label_changed: bool,
+    armed: bool,
+) -> Option<Outcome> {
+    let target = req.addressed();
+    let user = req.user_info.username.as_ref();
+    if label_changed {
+        return Some(Outcome::deny(
+            403,
+            "Forbidden",
+            format!(
+                "cannot change label {IN_USE_LABEL} through {target} (user {user:?}): Lien manages it on the object itself, never through its {sub} subresource; leave the label as it is in the object you write"
+            ),
+        ));
+    }
+    if armed {
+        return Some(Outcome::deny(
+            403,
+            "Forbidden",
+            format!(
+                "cannot set annotation {BREAK_GLASS_ANNOTATION} through {target} (user {user:?}): break-glass is set on the object itself (e.g. kubectl annotate), where it is vetted and audited"
+            ),
+        ));
+    }
+    None
+}
+
 /// CREATE or UPDATE of any object other than a Usage: the tamper guard (the in-use label may
 /// not be removed while the object is in use) and the break-glass guard (only authorised
-/// groups may set the annotation).
+/// groups may set the annotation). Through a subresource the label and break-glass may not
+/// change at all ([`through_subresource`]); the last finalizer is guarded by state alike.
 pub fn validate_write(
     index: &RelationIndex,
     policy: &Policy,
@@ -30,8 +66,19 @@ pub fn validate_write(
     // an object in use that completes a deletion Lien refuses — possible only for an object
     // whose deletion began before it was protected (a PVC held by `kubernetes.io/pvc-protection`
     // while a pod mounts it, then protected by a Usage): issue 27's "finalizer removed by hand".
+    // Status strategies keep finalizers too, so this holds through a subresource as well.
     let completes = old.is_some_and(|m| m.finalizers > 0)
         && new.is_some_and(|m| m.deleting && m.finalizers == 0);
+    if let Some(sub) = req.subresource() {
+        if let Some(refused) = through_subresource(
+            req,
+            sub,
+            has_in_use_label(old) != has_in_use_label(new),
+            armed,
+        ) {
+            return refused;
+        }
+    }
     if !stripped && !armed && !completes {
         return Outcome::allow();
     }
