@@ -60,6 +60,10 @@ pub struct LienConfig {
     /// review waits up to a second for a slot, then is answered 429 with `Retry-After`
     /// ([`lien_webhook::WebhookBuilder::max_concurrency`]).
     pub webhook_max_concurrency: usize,
+    /// At most this many SubjectAccessReviews a second (a burst of twice that) for reviews from
+    /// callers the webhook cannot authenticate (`--unauthenticated-access-checks`; only without
+    /// a client CA: [`lien_webhook::WebhookBuilder::unauthenticated_access_checks`]).
+    pub webhook_unauthenticated_access_checks: u32,
 }
 
 /// Where the webhook's CA set lives.
@@ -326,6 +330,7 @@ impl Lien {
                 config.webhook_max_concurrency,
                 lien_webhook::DEFAULT_QUEUE_WAIT,
             )
+            .unauthenticated_access_checks(config.webhook_unauthenticated_access_checks)
             // One `/metrics` for the process: the controller's beside the webhook's.
             .register_metrics(controller.metrics_registrar());
         if config.usage_access_check {
@@ -572,6 +577,8 @@ impl SandboxWithLien {
             // The sandbox's admin, whom Lien runs as here (asked at start).
             own_username: None,
             webhook_max_concurrency: lien_webhook::DEFAULT_MAX_CONCURRENCY,
+            webhook_unauthenticated_access_checks:
+                lien_webhook::DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND,
         };
         let lien = Lien::start_with_listener(client, listener, config).await?;
         Ok(SandboxWithLien { sandbox, lien })

@@ -11,6 +11,7 @@
 //! - [`tls`]: Lien's own CA and rotating serving certificate.
 //! - [`mutate`]: `/mutate`, which seals deletion requests made through the API server
 //!   (`kubectl lien delete --when-free`) into replay records.
+//! - [`throttle`]: the bound on access checks asked for callers the webhook cannot authenticate.
 //! - [`configuration`]: the `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration`
 //!   that send reviews here.
 //! - [`wellformed`]: Kubernetes' syntax rules for names, label keys and values, kinds.
@@ -26,6 +27,7 @@ pub mod review;
 pub mod rules;
 pub mod scan;
 pub mod server;
+pub mod throttle;
 pub mod tls;
 pub mod validate;
 pub mod wellformed;
@@ -42,6 +44,7 @@ pub use server::{
     NoLiveCheck, RecordSealer, Requester, ReviewAuth, Server, SharedIndex, StaticKinds, Webhook,
     WebhookBuilder,
 };
+pub use throttle::DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND;
 pub use tls::{CertManager, ClientCa, Rotation, TlsError, TlsSettings};
 pub use validate::{
     Authorize, BREAK_GLASS_ANNOTATION, BreakGlassAction, BreakGlassUse, Confirm, Consent, Denial,

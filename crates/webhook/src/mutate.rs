@@ -11,7 +11,9 @@
 //! authorizes that UPDATE, sends it here, and applies the JSON Patch this endpoint answers —
 //! the annotation replaced by a record sealed with Lien's key (`DeletionRequest`,
 //! [`RecordSealer`]). A forged review POSTed to `/mutate` gets a patch that nobody applies: it
-//! persists nothing.
+//! persists nothing. With a client CA configured it gets 401 and nothing at all (`crate::server`);
+//! without one, the sealed record in its answer says `source: request`, and no write may carry
+//! such a record (below), so it is useless by hand.
 //!
 //! # Decisions (pure: [`decide_mutation`], then [`Seal::resolve`] with the access check)
 //!
@@ -93,6 +95,7 @@ impl Mutation {
             Self::Allow { patch: Some(_), .. } => "sealed",
             Self::Allow { patch: None, .. } => "allowed",
             Self::Deny(s) if s.code == 403 => "forbidden",
+            Self::Deny(s) if s.code == 429 => "throttled",
             Self::Deny(s) if s.code >= 500 => "error",
             Self::Deny(_) => "invalid",
             Self::Seal(_) => "pending",

@@ -28,11 +28,19 @@
 //! `kubeConfigFile` names it for the webhook's host. `/healthz`, `/readyz` and `/metrics` need
 //! no certificate (kubelet's probes present none).
 //!
-//! `/mutate` answers every caller alike, in every mode: what it answers is a patch that only
-//! takes effect when the API server applies it to the write it sent, so a forged review there
-//! persists nothing (and a sealed record it returns cannot be written by hand: the same
-//! endpoint refuses [`DELETION_ATTEMPT_ANNOTATION`](lien_core::seams::DELETION_ATTEMPT_ANNOTATION)
-//! writes by anyone but Lien).
+//! `/mutate` is held to the same rule as `/validate`: with a client CA, a caller without a
+//! verified certificate is refused (401) before anything is asked. Without one (managed
+//! clusters) it answers every caller, since the API server cannot be told apart: what it
+//! answers is a patch that only takes effect when the API server applies it to the write it
+//! sent, so a forged review there persists nothing, and the sealed record it returns is useless
+//! by hand — the same endpoint refuses every write that carries a deletion request's record,
+//! through the object or any subresource, whoever sends it ([`crate::mutate`]).
+//!
+//! A SubjectAccessReview asked for a caller that is not authenticated (no client CA configured)
+//! is one API call made with Lien's identity per forged request: those are bounded by a token
+//! bucket ([`WebhookBuilder::unauthenticated_access_checks`], [`crate::throttle`]); a review
+//! past it is refused 429 without asking, and counted
+//! (`lien_webhook_unauthenticated_reviews_total{action="throttled"}`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -59,6 +67,7 @@ use tokio::task::JoinHandle;
 use crate::mutate::{LIEN_SERVICE_ACCOUNT, Mutation, decide_mutation};
 use crate::review::{Answer, Operation, Request, Review, salvage_uid};
 use crate::rules::{CelCompiler, RuleCompiler, is_rule_kind, validate_rule};
+use crate::throttle::{DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND, TokenBucket};
 use crate::validate::{
     BreakGlassAction, KindResolver, Outcome, Policy, Record, Scope, decide, decide_eviction,
     decide_namespace, finish_delete, finish_eviction, finish_namespace_delete, is_eviction,
@@ -227,7 +236,8 @@ struct ModeLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UnauthenticatedLabels {
-    /// `refused` (client CA configured) or `unrecorded` (answered, records dropped).
+    /// `refused` (client CA configured), `unrecorded` (answered, records dropped) or
+    /// `throttled` (an access check it needed was over the bound: refused 429, not asked).
     action: &'static str,
 }
 
@@ -311,13 +321,13 @@ impl Metrics {
         let unauthenticated = Family::<UnauthenticatedLabels, Counter>::default();
         registry.register(
             "unauthenticated_reviews",
-            "Reviews from clients without a verified client certificate, by action: refused (a client CA is configured) or unrecorded (answered, but no replay record or event)",
+            "Reviews from clients without a verified client certificate, by action: refused (a client CA is configured), unrecorded (answered, but no replay record or event) or throttled (the SubjectAccessReview it needed was over --unauthenticated-access-checks: refused 429 without asking)",
             unauthenticated.clone(),
         );
         let mutations = Family::<ResultLabels, Counter>::default();
         registry.register(
             "mutations",
-            "Reviews answered on /mutate, by result: sealed (a deletion request sealed into a replay record), allowed (nothing to do), forbidden (the requester may not delete the object, or a hand-written replay record), invalid, error",
+            "Reviews answered on /mutate, by result: sealed (a deletion request sealed into a replay record), allowed (nothing to do), forbidden (the requester may not delete the object, or a hand-written replay record), throttled (its access check was over the bound for unauthenticated callers), invalid, error",
             mutations.clone(),
         );
         let waiting = prometheus_client::metrics::gauge::Gauge::default();
@@ -363,11 +373,18 @@ impl Metrics {
         for action in ["armed", "used"] {
             let _ = break_glass.get_or_create(&ActionLabels { action });
         }
-        for action in ["refused", "unrecorded"] {
+        for action in ["refused", "unrecorded", "throttled"] {
             let _ = unauthenticated.get_or_create(&UnauthenticatedLabels { action });
         }
         // `pending` is never counted: `resolve` always finishes a seal.
-        for result in ["sealed", "allowed", "forbidden", "invalid", "error"] {
+        for result in [
+            "sealed",
+            "allowed",
+            "forbidden",
+            "throttled",
+            "invalid",
+            "error",
+        ] {
             let _ = mutations.get_or_create(&ResultLabels { result });
         }
         Self {
@@ -444,6 +461,9 @@ struct Inner {
     metrics: Metrics,
     /// The break-glass overrides audited lately ([`Webhook::first_audit`]), most recent last.
     audited: parking_lot::Mutex<std::collections::VecDeque<String>>,
+    /// Access checks asked for callers that are not authenticated
+    /// ([`WebhookBuilder::unauthenticated_access_checks`]).
+    unauthenticated_checks: parking_lot::Mutex<TokenBucket>,
 }
 
 /// How many recent break-glass overrides [`Webhook::first_audit`] remembers: the hooks' calls
@@ -484,6 +504,7 @@ pub struct WebhookBuilder {
     max_concurrency: usize,
     queue_wait: Duration,
     metrics_hooks: Vec<MetricsHook>,
+    unauthenticated_checks: u32,
 }
 
 /// Registers more metrics on the webhook's `/metrics` (at the registry's root).
@@ -558,6 +579,18 @@ impl WebhookBuilder {
     pub fn max_concurrency(mut self, max: usize, queue_wait: Duration) -> Self {
         self.max_concurrency = max.max(1);
         self.queue_wait = queue_wait;
+        self
+    }
+
+    /// At most `per_second` SubjectAccessReviews a second (with a burst of twice that) asked
+    /// for callers that are not authenticated: every caller when no client CA is configured
+    /// ([`ReviewAuth::AnswerOnly`]), where a forged review would otherwise make Lien ask the API
+    /// server once per request. A review past the bound is refused 429 ("retry shortly")
+    /// without asking. Default [`DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND`]. Authenticated
+    /// callers and [`ReviewAuth::TrustAll`] are not bounded; with
+    /// [`ReviewAuth::ClientCertificate`] an unauthenticated caller is refused before asking.
+    pub fn unauthenticated_access_checks(mut self, per_second: u32) -> Self {
+        self.unauthenticated_checks = per_second;
         self
     }
 
@@ -641,6 +674,11 @@ impl WebhookBuilder {
                 queue_wait: self.queue_wait,
                 metrics,
                 audited: parking_lot::Mutex::new(std::collections::VecDeque::new()),
+                unauthenticated_checks: parking_lot::Mutex::new(TokenBucket::new(
+                    self.unauthenticated_checks,
+                    self.unauthenticated_checks.saturating_mul(2).max(1),
+                    Instant::now(),
+                )),
             }),
         }
     }
@@ -681,6 +719,7 @@ impl Webhook {
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             queue_wait: DEFAULT_QUEUE_WAIT,
             metrics_hooks: Vec::new(),
+            unauthenticated_checks: DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND,
         }
     }
 
@@ -746,9 +785,9 @@ impl Webhook {
                     Outcome::Authorize(authorize) => {
                         // A chain of questions (a CascadeRule's kinds): each allowed answer
                         // may ask the next.
-                        let mut outcome = self.authorize(authorize).await;
+                        let mut outcome = self.authorize(authorize, authenticated).await;
                         while let Outcome::Authorize(next) = outcome {
-                            outcome = self.authorize(next).await;
+                            outcome = self.authorize(next, authenticated).await;
                         }
                         outcome
                     }
@@ -770,10 +809,17 @@ impl Webhook {
         answer
     }
 
-    /// Answers one review sent to `/mutate` (already read and size-checked): parse, decide
-    /// ([`decide_mutation`]), ask the access check if a deletion request needs it, seal. Whoever
-    /// sent it, nothing is recorded: the answer is a patch for the API server to apply.
+    /// Answers one review sent to `/mutate` (already read and size-checked) from a caller taken
+    /// for the API server: parse, decide ([`decide_mutation`]), ask the access check if a
+    /// deletion request needs it, seal. Whoever sent it, nothing is recorded: the answer is a
+    /// patch for the API server to apply.
     pub async fn answer_mutation(&self, body: &[u8]) -> Answer {
+        self.answer_mutation_from(body, true).await
+    }
+
+    /// As [`Webhook::answer_mutation`]; unless `authenticated` (or every caller is trusted) the
+    /// access check is bounded ([`WebhookBuilder::unauthenticated_access_checks`]).
+    pub async fn answer_mutation_from(&self, body: &[u8], authenticated: bool) -> Answer {
         let started = Instant::now();
         let inner = &*self.inner;
         let (answer, label) = match Review::parse(body) {
@@ -794,6 +840,12 @@ impl Webhook {
                     })
                 });
                 let mutation = match decided {
+                    Mutation::Seal(seal) if !self.may_ask_for(authenticated) => {
+                        Mutation::Deny(self.throttled_status(&format!(
+                            "cannot have {} deleted when free",
+                            seal.request.object
+                        )))
+                    }
                     Mutation::Seal(seal) => {
                         let checked = match &inner.seal_access {
                             Some(access) => {
@@ -850,11 +902,26 @@ impl Webhook {
     }
 
     /// Asks the access check (validation only returns [`Outcome::Authorize`] when one is
-    /// configured) and finishes the Usage's decision.
-    async fn authorize(&self, authorize: crate::validate::Authorize) -> Outcome {
+    /// configured) and finishes the Usage's decision. For a caller that is not authenticated
+    /// the question is bounded ([`Webhook::may_ask_for`]).
+    async fn authorize(
+        &self,
+        authorize: crate::validate::Authorize,
+        authenticated: bool,
+    ) -> Outcome {
         let Some(access) = &self.inner.access else {
             return authorize.resolve(Err("no access check is configured"));
         };
+        if !self.may_ask_for(authenticated) {
+            let status = self.throttled_status(&format!(
+                "cannot check whether user {:?} may {} {}",
+                authorize.request.user.username, authorize.request.verb, authorize.request.resource
+            ));
+            return Outcome::Deny {
+                status,
+                record: None,
+            };
+        }
         let timeout = self.inner.access_timeout;
         let checked = tokio::time::timeout(timeout, access.check(&authorize.request))
             .await
@@ -1163,39 +1230,21 @@ async fn validate_handler(
         Ok(slot) => slot,
         Err(throttled) => return throttled,
     };
-    if webhook.inner.review_auth == ReviewAuth::ClientCertificate && !authenticated {
-        webhook
-            .inner
-            .metrics
-            .unauthenticated
-            .get_or_create(&UnauthenticatedLabels { action: "refused" })
-            .inc();
-        tracing::warn!(
-            "refused a review from a client without a verified client certificate (401): only \
-             the API server, with a certificate from --client-ca-file, may send reviews"
-        );
-        // The request's uid, so that a misconfigured API server shows this message rather
-        // than "expected response.uid".
-        let answer = Answer::deny(
-            salvage_uid(&bytes),
-            401,
-            "Unauthorized",
-            "lien: this webhook answers the API server only, which must present a client \
-             certificate issued by the CA in Lien's --client-ca-file (the AdmissionConfiguration's \
-             kubeConfigFile names it for the webhook's host)",
-        );
-        webhook.count_rejected(&answer);
-        return review_response(&answer);
+    if let Some(refused) = webhook.refuse_unauthenticated(authenticated, &bytes) {
+        return refused;
     }
     review_response(&webhook.answer_from(&bytes, authenticated).await)
 }
 
-/// `/mutate`: answered for every caller (see the module docs).
+/// `/mutate`: refused to a caller without a verified certificate where a client CA is
+/// configured, answered to every caller otherwise (see the module docs).
 async fn mutate_handler(
     State(webhook): State<Webhook>,
+    peer: Option<axum::Extension<lien_serve::ClientCertificates>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let authenticated = peer.is_some();
     let bytes = match read_review(&webhook, &headers, body).await {
         Ok(bytes) => bytes,
         Err(answered) => return answered,
@@ -1204,7 +1253,10 @@ async fn mutate_handler(
         Ok(slot) => slot,
         Err(throttled) => return throttled,
     };
-    review_response(&webhook.answer_mutation(&bytes).await)
+    if let Some(refused) = webhook.refuse_unauthenticated(authenticated, &bytes) {
+        return refused;
+    }
+    review_response(&webhook.answer_mutation_from(&bytes, authenticated).await)
 }
 
 fn too_large() -> Answer {
@@ -1217,6 +1269,72 @@ fn too_large() -> Answer {
 }
 
 impl Webhook {
+    /// With a client CA configured, the answer to a caller that presented no verified
+    /// certificate: 401, before anything is parsed, asked or recorded (a forged review must not
+    /// make Lien ask the API server anything). `None`: go on.
+    fn refuse_unauthenticated(&self, authenticated: bool, bytes: &[u8]) -> Option<Response> {
+        if self.inner.review_auth != ReviewAuth::ClientCertificate || authenticated {
+            return None;
+        }
+        self.inner
+            .metrics
+            .unauthenticated
+            .get_or_create(&UnauthenticatedLabels { action: "refused" })
+            .inc();
+        tracing::warn!(
+            "refused a review from a client without a verified client certificate (401): only \
+             the API server, with a certificate from --client-ca-file, may send reviews"
+        );
+        // The request's uid, so that a misconfigured API server shows this message rather
+        // than "expected response.uid".
+        let answer = Answer::deny(
+            salvage_uid(bytes),
+            401,
+            "Unauthorized",
+            "lien: this webhook answers the API server only, which must present a client \
+             certificate issued by the CA in Lien's --client-ca-file (the AdmissionConfiguration's \
+             kubeConfigFile names it for the webhook's host)",
+        );
+        self.count_rejected(&answer);
+        Some(review_response(&answer))
+    }
+
+    /// Whether an access check asked for this caller may go ahead: always for an authenticated
+    /// caller or when every caller is trusted; otherwise if the bucket has a token. A refusal
+    /// is counted.
+    fn may_ask_for(&self, authenticated: bool) -> bool {
+        if authenticated || self.inner.review_auth == ReviewAuth::TrustAll {
+            return true;
+        }
+        if self
+            .inner
+            .unauthenticated_checks
+            .lock()
+            .try_take(Instant::now())
+        {
+            return true;
+        }
+        self.inner
+            .metrics
+            .unauthenticated
+            .get_or_create(&UnauthenticatedLabels {
+                action: "throttled",
+            })
+            .inc();
+        false
+    }
+
+    /// The status of a review refused because its access check was over the bound.
+    fn throttled_status(&self, what: &str) -> crate::review::Status {
+        crate::review::Status {
+            code: 429,
+            reason: "TooManyRequests",
+            message: format!(
+                "lien: {what}: too many access checks asked for callers the webhook cannot authenticate (no --client-ca-file), so this one was not asked; retry shortly"
+            ),
+        }
+    }
+
     /// A slot for one review, taken once its body is read: a client still sending its body
     /// holds no slot, so slow senders cannot starve the API server (their bodies are bounded by
     /// [`BODY_TIMEOUT`]). Past the queue wait: 429 with `Retry-After: 1` (see

@@ -1,7 +1,9 @@
 //! `/mutate` in-process (`oneshot`, no sockets): deletion requests sealed after an access check
 //! (a fake [`AccessCheck`] that records what it is asked), hand-written replay records refused,
-//! on UPDATE reviews shaped as kube-apiserver sends them. And what a 409 says will happen, by
-//! how the webhook authenticates the API server.
+//! on UPDATE reviews shaped as kube-apiserver sends them. Callers without a client certificate:
+//! refused before any access check where a client CA is configured, their access checks bounded
+//! where none is. And what a 409 says will happen, by how the webhook authenticates the API
+//! server.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +78,14 @@ struct Harness {
 }
 
 fn harness(verdict: Verdict) -> Harness {
+    harness_with(verdict, ReviewAuth::ClientCertificate, |b| b)
+}
+
+fn harness_with(
+    verdict: Verdict,
+    auth: ReviewAuth,
+    tune: impl FnOnce(lien_webhook::WebhookBuilder) -> lien_webhook::WebhookBuilder,
+) -> Harness {
     let access = Arc::new(FakeAccess {
         verdict,
         asked: Mutex::new(Vec::new()),
@@ -85,12 +95,10 @@ fn harness(verdict: Verdict) -> Harness {
         .when_free(sealer.clone(), access.clone())
         .access_check(access.clone(), Duration::from_millis(100))
         .own_username(LIEN)
-        // A forged review is answered the same in every mode: /mutate asks no certificate.
-        .review_auth(ReviewAuth::ClientCertificate)
-        .ready(true)
-        .build();
+        .review_auth(auth)
+        .ready(true);
     Harness {
-        router: webhook.router(),
+        router: tune(webhook).build().router(),
         access,
         sealer,
     }
@@ -128,17 +136,28 @@ fn when_free(policy: &str) -> Value {
     json!({DELETE_WHEN_FREE_ANNOTATION: policy})
 }
 
+/// The API server, with the client certificate the TLS layer verified (the extension
+/// `lien_serve` puts on each request of such a connection).
 async fn post_raw(router: &Router, content_type: &str, body: Vec<u8>) -> Value {
-    let resp = router
-        .clone()
-        .oneshot(
-            Request::post("/mutate")
-                .header(header::CONTENT_TYPE, content_type)
-                .body(Body::from(body))
-                .expect("request"),
-        )
-        .await
-        .expect("infallible");
+    post_as(router, content_type, body, true).await
+}
+
+async fn post_as(
+    router: &Router,
+    content_type: &str,
+    body: Vec<u8>,
+    with_certificate: bool,
+) -> Value {
+    let mut request = Request::post("/mutate")
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from(body))
+        .expect("request");
+    if with_certificate {
+        request
+            .extensions_mut()
+            .insert(lien_serve::ClientCertificates(Arc::from(Vec::new())));
+    }
+    let resp = router.clone().oneshot(request).await.expect("infallible");
     assert_eq!(resp.status(), StatusCode::OK, "always HTTP 200");
     let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
         .await
@@ -370,6 +389,93 @@ async fn lien_itself_may_not_write_a_deletion_requests_record() {
             "{message}"
         );
     }
+}
+
+/// With a client CA configured, a caller without a verified certificate gets 401 before
+/// anything is asked: a forged review makes Lien ask the API server nothing, and gets no
+/// sealed record.
+#[tokio::test]
+async fn with_a_client_ca_an_unauthenticated_caller_is_refused_before_any_access_check() {
+    let h = harness(Verdict::Allow);
+    let review = update("alice", json!({}), when_free("Foreground"));
+    let r = post_as(
+        &h.router,
+        "application/json",
+        serde_json::to_vec(&review).expect("json"),
+        false,
+    )
+    .await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(r["status"]["code"], 401, "{r}");
+    assert_eq!(r["uid"], review["request"]["uid"], "uid echoed");
+    assert!(r.get("patch").is_none(), "{r}");
+    assert!(h.access.asked.lock().is_empty(), "no SubjectAccessReview");
+    assert!(h.sealer.0.lock().is_empty(), "nothing sealed");
+}
+
+/// Without a client CA every caller is answered, and each deletion request asks the API server
+/// a SubjectAccessReview: those are bounded (here 1 a second, a burst of 2), the rest refused
+/// 429 without asking and counted. A caller that presented a certificate is never bounded.
+#[tokio::test]
+async fn without_a_client_ca_access_checks_for_unauthenticated_callers_are_bounded() {
+    let h = harness_with(Verdict::Allow, ReviewAuth::AnswerOnly, |b| {
+        b.unauthenticated_access_checks(1)
+    });
+    let review = serde_json::to_vec(&update("alice", json!({}), when_free(""))).expect("json");
+    let started = std::time::Instant::now();
+    let mut throttled = 0;
+    for _ in 0..20 {
+        let r = post_as(&h.router, "application/json", review.clone(), false).await;
+        if r["status"]["code"] == 429 {
+            throttled += 1;
+            let message = r["status"]["message"].as_str().expect("message");
+            assert!(
+                message.contains("cannot have ConfigMap team-a/settings deleted when free")
+                    && message.contains("retry shortly"),
+                "{message}"
+            );
+        } else {
+            assert_eq!(r["allowed"], true, "{r}");
+        }
+    }
+    let asked = h.access.asked.lock().len();
+    // The burst, plus one a second for however long the loop took.
+    let allowed = 2 + started.elapsed().as_secs() as usize;
+    assert!(
+        asked <= allowed,
+        "{asked} access checks for 20 forged requests"
+    );
+    assert_eq!(asked + throttled, 20);
+    let metrics = get_metrics(&h.router).await;
+    assert!(
+        metrics.contains(&format!(
+            "lien_webhook_unauthenticated_reviews_total{{action=\"throttled\"}} {throttled}"
+        )),
+        "{metrics}"
+    );
+    // The API server, authenticated, is not bounded.
+    let before = h.access.asked.lock().len();
+    for _ in 0..5 {
+        let r = post_as(&h.router, "application/json", review.clone(), true).await;
+        assert_eq!(r["allowed"], true, "{r}");
+    }
+    assert_eq!(h.access.asked.lock().len(), before + 5);
+}
+
+async fn get_metrics(router: &Router) -> String {
+    let resp = router
+        .clone()
+        .oneshot(
+            Request::get("/metrics")
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    String::from_utf8(bytes.to_vec()).expect("utf-8")
 }
 
 #[tokio::test]

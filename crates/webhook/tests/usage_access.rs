@@ -377,3 +377,51 @@ async fn without_an_access_check_usages_are_not_asked_about() {
     );
     assert!(hook.answer(&body).await.allowed);
 }
+
+/// Without a client CA a forged Usage review makes Lien ask the API server too: those questions
+/// are bounded like `/mutate`'s (a burst of twice the rate), the rest refused 429 unasked. The
+/// API server, or any caller the webhook trusts, is never bounded.
+#[tokio::test]
+async fn access_checks_for_unauthenticated_callers_are_bounded() {
+    let access = FakeAccess::new(Answer::Allow);
+    let webhook = Webhook::builder(Arc::new(RwLock::new(RelationIndex::new())))
+        .kinds(Arc::new(kinds()))
+        .access_check(access.clone(), Duration::from_millis(100))
+        .review_auth(lien_webhook::ReviewAuth::AnswerOnly)
+        .unauthenticated_access_checks(1)
+        .ready(true)
+        .build();
+    let body = review(
+        "CREATE",
+        "Usage",
+        Some("team-a"),
+        json!({"of": cm_ref("settings", None), "by": by_web()}),
+        None,
+    );
+    let started = std::time::Instant::now();
+    let mut throttled = 0;
+    for _ in 0..10 {
+        let answer = webhook.answer_from(&body, false).await;
+        match answer.status.as_ref().map(|s| s.code) {
+            None => assert!(answer.allowed, "{answer:?}"),
+            Some(429) => {
+                throttled += 1;
+                let message = &answer.status.as_ref().expect("status").message;
+                assert!(
+                    message.contains("cannot check whether user \"alice\" may update configmaps")
+                        && message.contains("retry shortly"),
+                    "{message}"
+                );
+            }
+            Some(other) => panic!("{other}: {answer:?}"),
+        }
+    }
+    let asked = access.asked().len();
+    assert!(asked <= 2 + started.elapsed().as_secs() as usize, "{asked}");
+    assert_eq!(asked + throttled, 10);
+    let before = access.asked().len();
+    for _ in 0..3 {
+        assert!(webhook.answer_from(&body, true).await.allowed);
+    }
+    assert_eq!(access.asked().len(), before + 3);
+}

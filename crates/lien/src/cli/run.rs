@@ -77,6 +77,13 @@ pub struct RunArgs {
     /// checks are slow.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub webhook_max_concurrency: u32,
+    /// Without --client-ca-file anyone who reaches the webhook's port can post a review that
+    /// makes Lien ask the API server a SubjectAccessReview (a deletion request, a Usage or
+    /// rule): at most this many such questions a second (a burst of twice that); a review past
+    /// it is refused 429 ("retry shortly") without asking. With --client-ca-file such callers
+    /// are refused before anything is asked.
+    #[arg(long, default_value_t = lien_webhook::DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND, value_parser = clap::value_parser!(u32).range(1..), value_name = "PER_SECOND")]
+    pub unauthenticated_access_checks: u32,
     /// How often each replica re-reads the webhook CA's Secret (and the leader rotates it).
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub webhook_ca_sync: Duration,
@@ -207,6 +214,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         own_username: args.own_username.clone(),
         webhook_max_concurrency: usize::try_from(args.webhook_max_concurrency)
             .unwrap_or(usize::MAX),
+        webhook_unauthenticated_access_checks: args.unauthenticated_access_checks,
     };
     let lien = Lien::start(client, config).await?;
     tracing::info!(webhook = %lien.webhook_addr(), "lien is running");

@@ -107,6 +107,8 @@ async fn start_local_lien(
         // The sandbox's admin, whom Lien runs as (asked at start).
         own_username: None,
         webhook_max_concurrency: lien_webhook::DEFAULT_MAX_CONCURRENCY,
+        webhook_unauthenticated_access_checks:
+            lien_webhook::DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND,
     };
     Lien::start_with_listener(client, listener, config)
         .await
