@@ -272,3 +272,33 @@ async fn a_binding_cannot_carry_lien_annotations() {
     let r = post(&router, "/mutate", &binding(json!({"other": "x"}))).await;
     assert_eq!(r["allowed"], true, "{r}");
 }
+
+/// Status strategies keep finalizers too: removing the last one of an object in use being
+/// deleted through `status` would complete a deletion Lien refuses, and is refused by state as
+/// on the object itself (issue 27's guard, through a subresource).
+#[tokio::test]
+async fn the_last_finalizer_is_guarded_through_a_subresource_too() {
+    let router = router();
+    let deleting = |finalizers: Value| {
+        let mut s = service(json!({IN_USE: "true"}), json!({}));
+        s["metadata"]["deletionTimestamp"] = json!("2026-01-05T11:00:00Z");
+        s["metadata"]["finalizers"] = finalizers;
+        s
+    };
+    let r = post(
+        &router,
+        "/validate",
+        &status_update(
+            "status",
+            "mallory",
+            deleting(json!(["example.com/cleanup"])),
+            deleting(json!([])),
+        ),
+    )
+    .await;
+    refused(
+        &r,
+        409,
+        &["cannot remove the last finalizer of Service shop/db"],
+    );
+}
