@@ -142,7 +142,13 @@ mod tests {
             ("'system:authenticated' in request.userInfo.groups", true),
             ("!request.userInfo.username.startsWith('system:')", true),
             ("request.dryRun", false),
-            ("request.subResource == ''", true),
+            // Absent, not empty, on a main resource's write (omitempty, as kube-apiserver's
+            // unstructured `request` has it): test with has().
+            ("has(request.subResource)", false),
+            (
+                "!has(request.userInfo.uid) && !has(request.userInfo.extra)",
+                true,
+            ),
         ];
         for (expression, want) in cases {
             let h = hook(json!([cond("c", expression)]), "Fail");
@@ -177,6 +183,20 @@ mod tests {
         assert_eq!(
             matches(&hook(json!([cond("a", missing)]), "Ignore"), &create),
             Ok(false)
+        );
+        // kube-apiserver v1.32: "expression 'request.subResource == ...' resulted in error: no
+        // such key: subResource" on every write of a main resource.
+        let absent = matches(
+            &hook(json!([cond("a", "request.subResource == ''")]), "Fail"),
+            &create,
+        )
+        .err()
+        .map(|e| e.message);
+        assert!(
+            absent
+                .as_deref()
+                .is_some_and(|m| m.ends_with("resulted in error: No such key: subResource")),
+            "{absent:?}"
         );
         // A false condition skips the webhook even when another one errs.
         assert_eq!(

@@ -74,26 +74,34 @@ pub(super) fn admission_review(api_version: &str, uid: &str, attrs: &Attributes)
 }
 
 /// The `request` variable of CEL match conditions: kube-apiserver's `CreateAdmissionRequest`,
-/// which leaves out `uid`, `object` and `oldObject` (those are separate variables). CEL sees a
-/// typed struct, so unset fields read as their zero values rather than being absent.
+/// which leaves out `uid`, `object` and `oldObject` (those are separate variables), converted
+/// to a map by `runtime.DefaultUnstructuredConverter` (`cel/activation.go`), which honours
+/// `omitempty`: an empty `subResource`, `requestSubResource`, `name` or `namespace`, and the
+/// user's empty fields, are absent (`request.subResource` on a main resource's write is "no
+/// such key", `has(request.subResource)` false), not empty strings.
 pub(super) fn cel_request(attrs: &Attributes) -> Value {
-    json!({
-        "kind": attrs.kind,
-        "resource": attrs.resource,
-        "subResource": attrs.sub_resource,
-        "requestKind": attrs.kind,
-        "requestResource": attrs.resource,
-        "requestSubResource": attrs.sub_resource,
-        "name": attrs.name,
-        "namespace": attrs.namespace,
-        "operation": attrs.operation,
-        "userInfo": {
-            "username": attrs.user.username,
-            "uid": attrs.user.uid,
-            "groups": attrs.user.groups,
-            "extra": {},
-        },
-        "dryRun": attrs.dry_run,
-        "options": attrs.options,
-    })
+    let mut m = Map::new();
+    m.insert("kind".into(), json!(attrs.kind));
+    m.insert("resource".into(), json!(attrs.resource));
+    if !attrs.sub_resource.is_empty() {
+        m.insert("subResource".into(), json!(attrs.sub_resource));
+    }
+    m.insert("requestKind".into(), json!(attrs.kind));
+    m.insert("requestResource".into(), json!(attrs.resource));
+    if !attrs.sub_resource.is_empty() {
+        m.insert("requestSubResource".into(), json!(attrs.sub_resource));
+    }
+    if !attrs.name.is_empty() {
+        m.insert("name".into(), json!(attrs.name));
+    }
+    if !attrs.namespace.is_empty() {
+        m.insert("namespace".into(), json!(attrs.namespace));
+    }
+    m.insert("operation".into(), json!(attrs.operation));
+    m.insert("userInfo".into(), user_info(&attrs.user));
+    m.insert("dryRun".into(), json!(attrs.dry_run));
+    if !attrs.options.is_null() {
+        m.insert("options".into(), attrs.options.clone());
+    }
+    Value::Object(m)
 }
