@@ -647,10 +647,12 @@ mod tests {
     /// is empty"): the name is the old object's.
     #[test]
     fn a_collection_delete_is_reviewed_under_the_old_objects_name() {
-        let collection =
-            DELETE.replacen(r#""name":"cm","namespace""#, r#""name":"","namespace""#, 1);
+        // kube-apiserver omits the empty name (`omitempty`); an empty one reads the same.
+        let collection = DELETE.replacen(r#""name":"cm","namespace""#, r#""namespace""#, 1);
         let r = Review::parse(collection.as_bytes()).expect("parses");
         assert_eq!(r.name, "cm");
+        let empty = DELETE.replacen(r#""name":"cm","namespace""#, r#""name":"","namespace""#, 1);
+        assert_eq!(Review::parse(empty.as_bytes()).expect("parses").name, "cm");
         let unnamed = collection.replacen(r#""metadata":{"name":"cm","#, r#""metadata":{"#, 1);
         assert_eq!(Review::parse(unnamed.as_bytes()).expect("parses").name, "");
         let update = collection.replacen(r#""operation":"DELETE""#, r#""operation":"UPDATE""#, 1);
