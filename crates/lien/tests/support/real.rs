@@ -302,9 +302,27 @@ impl RealCluster {
 }
 
 impl Drop for RealCluster {
+    /// Stops the control plane (if still here) and removes the directory — after printing the
+    /// log of every `lien run` the test started, when the test is failing.
     fn drop(&mut self) {
-        // The control plane (if still here) stops as it drops.
         self.control_plane.take();
+        if std::thread::panicking() {
+            let mut logs: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect();
+            logs.sort();
+            for log in logs {
+                eprintln!(
+                    "---- last lines of {} ----\n{}",
+                    log.display(),
+                    log_tail(&log, 80)
+                );
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -386,10 +404,13 @@ impl LienProcess {
     /// 127.0.0.1 named by `--webhook-url`, with `args`; returns once it is ready (its webhook
     /// configuration names it and its `/readyz` answers 200: the index has synced).
     pub async fn start(cluster: &RealCluster, name: &str, args: &[String]) -> LienProcess {
+        static STARTS: AtomicU32 = AtomicU32::new(0);
         let mut last = String::new();
-        for attempt in 0..3 {
+        for _ in 0..3 {
             let addr = free_addr();
-            let log = cluster.dir().join(format!("{name}-{attempt}.log"));
+            // One log per process: a restarted Lien's does not overwrite its predecessor's.
+            let n = STARTS.fetch_add(1, Ordering::Relaxed);
+            let log = cluster.dir().join(format!("{name}-{n}.log"));
             let child = lien_command(&log)
                 .arg("run")
                 .arg(format!(
@@ -499,14 +520,8 @@ impl LienProcess {
 
 impl Drop for LienProcess {
     fn drop(&mut self) {
+        // Its log is printed by its cluster's drop when the test fails.
         if let Some(mut child) = self.child.take() {
-            if std::thread::panicking() {
-                eprintln!(
-                    "---- last lines of lien run's log ({}) ----\n{}",
-                    self.log.display(),
-                    log_tail(&self.log, 60)
-                );
-            }
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -316,14 +316,19 @@ fn bare_not_found(server: &ApiServer, path: &str) -> bool {
     if crate::builtins::BUILTINS.iter().any(|b| b.group == *group) {
         return false;
     }
-    let registry = server.registry();
     match rest {
-        [] => !registry.all().any(|rt| rt.group == *group),
-        [version] => !registry
-            .all()
+        // Discovery's own paths: as discovery lists the group.
+        [] => !server
+            .registry()
+            .discovered()
+            .iter()
+            .any(|rt| rt.group == *group),
+        [version] => !server
+            .registry()
+            .discovered()
+            .iter()
             .any(|rt| rt.group == *group && rt.version(version).is_some()),
         _ => {
-            drop(registry);
             let Some(info) = parse_path(path) else {
                 return true;
             };
