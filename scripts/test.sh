@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
 # The README's test command: what a fresh machine of this project's kind lacks, then the whole
-# suite. Extra arguments go to cargo nextest (e.g. `--locked --no-fail-fast`, `-E 'test(gc)'`).
+# suite against both targets. Extra arguments go to both cargo nextest runs (e.g. `--locked
+# --no-fail-fast`, `-E 'test(gc)'`).
 #
 # - cargo-nextest, if missing (it is not on every machine).
-# - The real Kubernetes control plane the control-plane tests start (scripts/control-plane.sh
-#   build: built once from the Go module proxy into a cache outside the checkout; ~10 CPU-minutes
-#   the first time, nothing afterwards). Built here, before the suite, so that its time is not
-#   spent inside a test's deadline.
-set -euo pipefail
+# - The real Kubernetes control plane (scripts/control-plane.sh build: built once from the Go
+#   module proxy into a cache outside the checkout; ~10 CPU-minutes the first time, nothing
+#   afterwards). Built here, before the suite, so that its time is not spent inside a test's
+#   deadline.
+# - Then every test against the sandbox (`cargo nextest run --workspace`), and the end-to-end
+#   tests again against a real control plane per test (LIEN_E2E_TARGET=real: etcd,
+#   kube-apiserver and kube-controller-manager with Lien as `lien run` processes; see
+#   docs/testing.md). Both tiers run even if the first fails; the script fails if either did.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! cargo nextest --version >/dev/null 2>&1; then
-  cargo install cargo-nextest --locked
+  cargo install cargo-nextest --locked || exit 1
 fi
-bash scripts/control-plane.sh build
-exec cargo nextest run --workspace "$@"
+bash scripts/control-plane.sh build || exit 1
+
+status=0
+started=$SECONDS
+echo "== tests: every test against the sandbox"
+cargo nextest run --workspace "$@" || status=1
+sandbox_took=$((SECONDS - started))
+
+started=$SECONDS
+echo "== tests: the end-to-end tests against a real control plane (LIEN_E2E_TARGET=real)"
+LIEN_E2E_TARGET=real cargo nextest run --workspace \
+  --test e2e --test ha --test uninstall --test plugin "$@" || status=1
+real_took=$((SECONDS - started))
+
+echo "== tests: sandbox tier ${sandbox_took} s, real control plane tier ${real_took} s"
+exit "$status"

@@ -44,7 +44,7 @@ pub mod writer;
 
 // The pure modules live in `lien-decide` (no client, no runtime); re-exported under their
 // old paths so that `crate::resolve`, `lien_controller::rules` and the like still name them.
-pub use lien_decide::{cache, desired, replay, resolve, rules};
+pub use lien_decide::{cache, desired, namespace_content, replay, resolve, rules};
 
 pub use audit::{BreakGlass, BreakGlassAction};
 pub use controller::{

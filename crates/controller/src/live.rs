@@ -346,6 +346,15 @@ impl DiscoveryKinds {
 
     /// Replaces the snapshot with a fresh discovery. Returns how many kinds are served.
     pub async fn refresh(&self, client: &Client) -> Result<usize, LiveError> {
+        self.refresh_changed(client).await.map(|(n, _)| n)
+    }
+
+    /// As [`DiscoveryKinds::refresh`]; also says whether the snapshot changed. kube-apiserver's
+    /// discovery follows a CRD's creation or deletion a moment after a watch of CRDs sees it
+    /// (apiextensions-apiserver's discovery controller runs on its own), so a refresh made on
+    /// a CRD watch's event may find the kinds as they were: the caller asks again until this
+    /// says `true` (`lien::runtime`'s refresh loop).
+    pub async fn refresh_changed(&self, client: &Client) -> Result<(usize, bool), LiveError> {
         let resources = crate::watch::served_resources(client, crate::watch::Versions::All)
             .await
             .map_err(LiveError::Discovery)?;
@@ -363,8 +372,9 @@ impl DiscoveryKinds {
                 .insert(r.ar.kind, (scope, r.ar.plural));
             n += usize::from(previous.is_none());
         }
+        let changed = **self.kinds.load() != kinds;
         self.kinds.store(Arc::new(kinds));
-        Ok(n)
+        Ok((n, changed))
     }
 }
 

@@ -49,6 +49,7 @@ const WRITE_KINDS: &[&str] = &[
     "cascade_status",
     "cascade_event",
     "cascade_report",
+    "namespace_content",
 ];
 
 /// Every error `category` counted (`WriteError::category` in `writer.rs`, and `event` for a
@@ -60,6 +61,7 @@ const ERROR_CATEGORIES: &[&str] = &[
     "status",
     "replay",
     "record",
+    "namespace_content",
     "timeout",
     "event",
 ];

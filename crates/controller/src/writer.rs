@@ -82,6 +82,15 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+    /// Deleting what a namespace being deleted is stuck behind (`namespace_content`).
+    #[error("deleting {target} in its namespace being deleted: {source}")]
+    NamespaceContent {
+        /// The object.
+        target: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
     /// A call did not finish in time.
     #[error("{what} timed out after {after:?}")]
     Timeout {
@@ -103,6 +112,7 @@ impl WriteError {
             Self::Status { .. } => "status",
             Self::Replay { .. } => "replay",
             Self::Record { .. } => "record",
+            Self::NamespaceContent { .. } => "namespace_content",
             Self::Timeout { .. } => "timeout",
         }
     }
@@ -116,7 +126,8 @@ impl WriteError {
             | Self::UsageDelete { source, .. }
             | Self::Status { source, .. }
             | Self::Replay { source, .. }
-            | Self::Record { source, .. } => source,
+            | Self::Record { source, .. }
+            | Self::NamespaceContent { source, .. } => source,
             Self::Timeout { .. } => return false,
         };
         matches!(source, kube::Error::Api(s) if s.code == 409 || s.code == 404)
@@ -332,6 +343,44 @@ impl Writer {
                     Ok(_) => Ok(true),
                     Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
                     Err(source) => Err(WriteError::Replay {
+                        target: describe(target),
+                        source,
+                    }),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Deletes an object in a namespace being deleted that the namespace controller is stuck
+    /// behind (`lien_decide::namespace_content`): background propagation, as the namespace
+    /// controller deletes; with a UID precondition when the UID is known (no other incarnation
+    /// can appear in a namespace being deleted). `Ok(false)`: already gone.
+    pub async fn delete_namespace_content(
+        &self,
+        target: &ObjectTarget,
+    ) -> Result<bool, WriteError> {
+        let params = DeleteParams {
+            preconditions: (!target.uid.is_empty()).then(|| Preconditions {
+                uid: Some(target.uid.clone()),
+                resource_version: None,
+            }),
+            propagation_policy: Some(kube::api::PropagationPolicy::Background),
+            ..Default::default()
+        };
+        let api = api_for(&self.client, target);
+        self.timed(
+            || {
+                format!(
+                    "deleting {} in its namespace being deleted",
+                    describe(target)
+                )
+            },
+            async {
+                match api.delete(&target.name, &params).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+                    Err(source) => Err(WriteError::NamespaceContent {
                         target: describe(target),
                         source,
                     }),

@@ -17,6 +17,7 @@
 pub mod cache;
 pub mod cascade;
 pub mod desired;
+pub mod namespace_content;
 pub mod program;
 pub mod replay;
 pub mod resolve;

@@ -487,10 +487,24 @@ impl Drop for Lien {
     }
 }
 
+/// How a CRD change is followed: discovery is asked again until it shows a change, the first
+/// time at once, then after these waits (doubling), ~6 s in all: kube-apiserver's discovery
+/// follows a CRD's creation or deletion a moment after the CRD watch sees it.
+const KIND_REFRESH_FIRST_RETRY: Duration = Duration::from_millis(50);
+const KIND_REFRESH_LAST_RETRY: Duration = Duration::from_millis(3200);
+
 /// Keeps the webhook's kind snapshot current until `stop`: CRDs come and go, and a Usage naming
 /// a kind installed later must be checked against it. It follows the controller's CRD watch
 /// (`Controller::crd_changes`, the process's one), not a watch of its own; changes that arrive
 /// while a discovery runs are all seen by the next one.
+///
+/// A refresh made as the watch reports a change may find discovery as it was: on
+/// kube-apiserver, apiextensions-apiserver's discovery controller adds or removes a CRD's
+/// kind on its own a moment later (found on the real control plane: after a CRD's deletion,
+/// Usages of its kind were still admitted a minute later, the snapshot having been refreshed
+/// before discovery dropped the kind, and nothing refreshing it again). So a refresh that
+/// changes nothing is retried, with backoff, until one does or [`KIND_REFRESH_LAST_RETRY`];
+/// a CRD change that does not touch discovery (a status update) costs those few requests.
 async fn refresh_kinds(
     client: kube::Client,
     kinds: Arc<lien_controller::live::DiscoveryKinds>,
@@ -499,9 +513,27 @@ async fn refresh_kinds(
 ) {
     let refresh = async {
         // `changed` marks the newest count seen: changes during a refresh make one more.
-        while changes.changed().await.is_ok() {
-            if let Err(e) = kinds.refresh(&client).await {
-                tracing::warn!(error = %e, "refreshing discovery");
+        'changes: while changes.changed().await.is_ok() {
+            let mut retry = KIND_REFRESH_FIRST_RETRY;
+            loop {
+                match kinds.refresh_changed(&client).await {
+                    Ok((_, true)) => continue 'changes,
+                    Ok((_, false)) => {}
+                    Err(e) => tracing::warn!(error = %e, "refreshing discovery"),
+                }
+                if retry > KIND_REFRESH_LAST_RETRY {
+                    continue 'changes;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(retry) => retry *= 2,
+                    // Another change: follow it from the start.
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        retry = KIND_REFRESH_FIRST_RETRY;
+                    }
+                }
             }
         }
     };

@@ -1,5 +1,7 @@
-//! Lien end to end: a sandbox API server with Lien running inside it per test (or the cluster
-//! `LIEN_E2E_KUBECONFIG` names, Lien installed there), the scenarios of the Usage issue.
+//! Lien end to end: a sandbox API server with Lien running inside it per test; with
+//! `LIEN_E2E_TARGET=real`, a real control plane per test with Lien as `lien run` processes
+//! (`support/real.rs`); or the cluster `LIEN_E2E_KUBECONFIG` names, Lien installed there. The
+//! scenarios of the Usage issue and after.
 
 #[path = "e2e/access.rs"]
 mod access;
@@ -35,6 +37,8 @@ mod plan_apply;
 mod plugin;
 #[path = "e2e/protection.rs"]
 mod protection;
+#[path = "support/real.rs"]
+mod real;
 #[path = "e2e/rules.rs"]
 mod rules;
 #[path = "e2e/rules_admission.rs"]

@@ -234,13 +234,21 @@ pub async fn served_resources(
     // The core group has had one version, v1, since Kubernetes 1.0; kube's discovery prefers it
     // by name too.
     let core = client.list_core_api_resources("v1");
+    // A group version gone between the two requests (a CRD deleted meanwhile: kube-apiserver
+    // answers its path with a bare 404) is not served any more, not a failed discovery — found
+    // on the real control plane, where every refresh during a CRD's deletion failed so.
     let lists = group_versions(&groups, versions)
         .into_iter()
-        .map(|gv| async move { client.list_api_group_resources(&gv).await });
+        .map(|gv| async move {
+            match client.list_api_group_resources(&gv).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+                other => other.map(Some),
+            }
+        });
     let (core, lists) =
         futures::try_join!(core, try_join_all(lists)).map_err(DiscoveryError::All)?;
     Ok(std::iter::once(core)
-        .chain(lists)
+        .chain(lists.into_iter().flatten())
         .flat_map(resources_of)
         .collect())
 }

@@ -264,6 +264,8 @@ impl<'de> Deserialize<'de> for BorrowedStr<'de> {
 /// `metadata` of `object` / `oldObject`: the fields Lien reads.
 #[derive(Debug, Default)]
 pub struct Metadata<'a> {
+    /// The object's name.
+    pub name: Option<Cow<'a, str>>,
     /// The object's UID.
     pub uid: Option<Cow<'a, str>>,
     /// The object's resourceVersion (tells one state of the object from the next).
@@ -286,9 +288,11 @@ impl<'a> Metadata<'a> {
         if is_null(body, start) {
             return Ok((meta, start + 4));
         }
-        let (mut uid, mut resource_version): (Text<'a>, Text<'a>) = (None, None);
+        let (mut name, mut uid, mut resource_version): (Text<'a>, Text<'a>, Text<'a>) =
+            (None, None, None);
         let end = scan::object(body, start, |key, at| {
             let end = match &*scan::name(key) {
+                b"name" => set(&mut name, decode(body, at, "metadata.name")?),
                 b"uid" => set(&mut uid, decode(body, at, "metadata.uid")?),
                 b"resourceVersion" => set(
                     &mut resource_version,
@@ -315,6 +319,7 @@ impl<'a> Metadata<'a> {
             };
             Ok::<_, ReviewError>(Some(end))
         })?;
+        meta.name = text(name);
         meta.uid = text(uid);
         meta.resource_version = text(resource_version);
         Ok((meta, end))
@@ -424,14 +429,29 @@ impl<'a> Request<'a> {
             };
             Ok::<_, ReviewError>(Some(end))
         })?;
+        let operation = operation.ok_or(ReviewError::Missing("request.operation"))?;
+        let mut name = text(name).unwrap_or_default();
+        if name.is_empty() && operation == Operation::Delete {
+            // A DELETE of a collection (`DELETE .../configmaps`, what kube-controller-manager's
+            // namespace controller sends to empty a namespace) is reviewed once per object, each
+            // with `request.name` empty and the object in `oldObject`
+            // (`AdmissionToValidateObjectDeleteFunc` keeps the collection's attributes): the
+            // object's own name is the one deleted.
+            if let Some(old) = old_object
+                .as_ref()
+                .and_then(|o: &PartialObject<'a>| o.metadata.name.clone())
+            {
+                name = old;
+            }
+        }
         let request = Request {
             uid: text(uid).unwrap_or_default(),
             kind: kind.unwrap_or_default(),
             resource: resource.unwrap_or_default(),
             sub_resource: text(sub_resource),
-            name: text(name).unwrap_or_default(),
+            name,
             namespace: text(namespace),
-            operation: operation.ok_or(ReviewError::Missing("request.operation"))?,
+            operation,
             user_info: user_info.unwrap_or_default(),
             object,
             old_object,
@@ -645,6 +665,23 @@ mod tests {
             "managedFields":[{"manager":"kubectl"}]}},
         "dryRun":false,
         "options":{"kind":"DeleteOptions","apiVersion":"meta.k8s.io/v1","propagationPolicy":"Foreground"}}}"#;
+
+    /// kube-apiserver reviews each object of a DELETE of a collection with `request.name`
+    /// empty (measured on v1.32.13: the namespace controller's deletions were refused "request.name
+    /// is empty"): the name is the old object's.
+    #[test]
+    fn a_collection_delete_is_reviewed_under_the_old_objects_name() {
+        // kube-apiserver omits the empty name (`omitempty`); an empty one reads the same.
+        let collection = DELETE.replacen(r#""name":"cm","namespace""#, r#""namespace""#, 1);
+        let r = Review::parse(collection.as_bytes()).expect("parses");
+        assert_eq!(r.name, "cm");
+        let empty = DELETE.replacen(r#""name":"cm","namespace""#, r#""name":"","namespace""#, 1);
+        assert_eq!(Review::parse(empty.as_bytes()).expect("parses").name, "cm");
+        let unnamed = collection.replacen(r#""metadata":{"name":"cm","#, r#""metadata":{"#, 1);
+        assert_eq!(Review::parse(unnamed.as_bytes()).expect("parses").name, "");
+        let update = collection.replacen(r#""operation":"DELETE""#, r#""operation":"UPDATE""#, 1);
+        assert_eq!(Review::parse(update.as_bytes()).expect("parses").name, "");
+    }
 
     #[test]
     fn parses_what_lien_reads_and_borrows() {

@@ -56,6 +56,9 @@ pub(super) enum Write {
     },
     /// Re-issue a refused DELETE, or remove its record (`replay`'s actions).
     Replay(ReplayAction),
+    /// Delete a free user of something held in its namespace, which is being deleted: what
+    /// the namespace controller is stuck behind (`lien_decide::namespace_content`).
+    NamespaceContent(desired::ObjectTarget),
     /// A CascadeRule's write (`cascade::state`): a parent's finalizer and record with the
     /// resourceVersion they were computed from, then its children's DELETEs each with the UID
     /// it was decided on; a rule's finalizers (resourceVersion) or status; an Event. Decided
@@ -80,6 +83,13 @@ impl Write {
                 ReplayAction::Forget { target, .. } | ReplayAction::Forged { target, .. },
             ) => format!("forget/{}", target.uid),
             Self::Cascade(_) => "cascade".to_owned(),
+            Self::NamespaceContent(t) => format!(
+                "namespace-content/{}/{}/{}/{}",
+                t.gk.group,
+                t.gk.kind,
+                t.namespace.as_deref().unwrap_or_default(),
+                t.name
+            ),
         }
     }
 
@@ -95,7 +105,7 @@ impl Write {
         match self {
             Self::Label(w) => w.target.resource_version.as_ref(),
             Self::UsageMeta(w) => w.resource_version.as_ref(),
-            Self::OrphanDelete { .. } => None,
+            Self::OrphanDelete { .. } | Self::NamespaceContent(_) => None,
             Self::Status {
                 resource_version, ..
             }
@@ -123,6 +133,7 @@ impl Write {
             Self::Replay(ReplayAction::Delete { .. }) => "replay",
             Self::Replay(ReplayAction::Forget { .. }) => "record_forget",
             Self::Replay(ReplayAction::Forged { .. }) => "record_forged",
+            Self::NamespaceContent(_) => "namespace_content",
             Self::Cascade(w) => match **w {
                 CascadeWrite::Parent { .. } => "cascade_parent",
                 CascadeWrite::RuleFinalizers { .. } => "cascade_rule",
@@ -158,6 +169,13 @@ impl Write {
                     tracing::info!(usage = %source, "every user of the usage is gone and none owned it: deleted");
                 }
                 r
+            }
+            Self::NamespaceContent(target) => {
+                let r = writer.delete_namespace_content(target).await;
+                if let Ok(true) = r {
+                    tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), "deleted a user of what its namespace, being deleted, is stuck behind");
+                }
+                r.map(drop)
             }
             Self::Status { source, status, .. } => writer.status(source, status).await,
             Self::RuleStatus { source, status, .. } => writer.status(source, status).await,
@@ -209,6 +227,20 @@ pub(super) struct Plan {
     relations_by_source: (usize, usize, usize),
 }
 
+/// The namespaces being deleted, from the Namespace cache (always watched).
+fn terminating_namespaces(st: &State) -> std::collections::BTreeSet<String> {
+    st.caches
+        .kind(&crate::cache::GroupKind::new("", "Namespace"))
+        .map(|kind| {
+            kind.objects
+                .iter()
+                .filter(|(_, o)| o.deleting)
+                .map(|((_, name), _)| name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The least time between two whole-graph cycle searches.
 pub(super) const CYCLE_SEARCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -241,6 +273,11 @@ pub(super) fn plan(
     let now = Timestamp::now();
     let unenforced = config.webhook.problem();
     let labels = desired::label_writes(&index, &st.caches, settled, &st.of_kinds());
+    let content = crate::namespace_content::namespace_content_deletes(
+        &index,
+        &st.caches,
+        &terminating_namespaces(st),
+    );
     let replays = match &config.replay_key {
         Some(key) => {
             replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl, key)
@@ -315,6 +352,7 @@ pub(super) fn plan(
     writes.extend(orphans);
     writes.extend(statuses);
     writes.extend(replays.into_iter().map(Write::Replay));
+    writes.extend(content.into_iter().map(Write::NamespaceContent));
     Plan {
         writes,
         revisit,

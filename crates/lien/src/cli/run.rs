@@ -26,6 +26,14 @@ pub struct RunArgs {
     /// Port of the webhook's Service.
     #[arg(long, default_value_t = 443)]
     pub service_port: u16,
+    /// Where kube-apiserver calls the webhook when Lien runs outside the cluster
+    /// (`https://HOST[:PORT]`, no path): the webhook configurations name this URL (with
+    /// `/validate` and `/mutate`) instead of the Service, and the serving certificate is
+    /// issued for HOST (a DNS name or an IP address). Several replicas behind one load
+    /// balancer share one URL. See docs/operations.md, "Running Lien outside the cluster".
+    #[arg(long, value_name = "URL", value_parser = parse_webhook_url,
+          conflicts_with_all = ["service_name", "service_port"])]
+    pub webhook_url: Option<WebhookUrl>,
     /// This replica's identity in leader election (the pod name).
     #[arg(long, env = "POD_NAME", default_value = "lien")]
     pub identity: String,
@@ -61,6 +69,27 @@ pub struct RunArgs {
     /// on its parent (events, the rule's status). E.g. `5m`, `90s`, `1h`.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub cascade_stuck_after: Duration,
+    /// A CascadeRule parent's first "still waiting" report comes this long after its deletion
+    /// started; then reports back off, doubling up to --cascade-report-max.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub cascade_report_after: Duration,
+    /// The longest interval between two "still waiting" reports on one CascadeRule parent.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub cascade_report_max: Duration,
+    /// First retry of a refused or failed CascadeRule write (doubles up to
+    /// --cascade-retry-max).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub cascade_retry_base: Duration,
+    /// Longest retry delay of a CascadeRule write.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub cascade_retry_max: Duration,
+    /// First retry of a failed write pass (labels, finalizers, status, replays; doubles up to
+    /// --write-retry-max).
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub write_retry_base: Duration,
+    /// Longest retry delay of a failed write pass.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub write_retry_max: Duration,
     /// The Secret in --namespace holding the webhook's CA set (certificates and keys), shared
     /// by every replica so that each one's serving certificate verifies against the one
     /// published caBundle; created if absent, rotated by the leader.
@@ -116,6 +145,95 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from(d).map_err(|_| format!("{s:?}: a duration must not be negative"))
 }
 
+/// `--webhook-url`: where kube-apiserver calls the webhook from outside the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookUrl {
+    /// `https://HOST[:PORT]`, without a trailing slash.
+    pub base: String,
+    /// HOST, the name the serving certificate is issued for (an IPv6 address without its
+    /// brackets).
+    pub host: String,
+}
+
+/// `https://HOST[:PORT]` with nothing after it (a trailing `/` aside): kube-apiserver refuses a
+/// webhook URL that is not https or carries user info, a query or a fragment, and Lien adds its
+/// own paths (`/validate`, `/mutate`).
+fn parse_webhook_url(s: &str) -> Result<WebhookUrl, String> {
+    let shape = "a URL such as https://127.0.0.1:8443 or https://lien.example.com:8443";
+    let rest = s.strip_prefix("https://").ok_or_else(|| {
+        format!("{s:?} is not https: kube-apiserver calls webhooks over TLS only ({shape})")
+    })?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+        return Err(format!(
+            "{s:?} must be https://HOST[:PORT] and nothing more (Lien adds /validate and /mutate; no path, query, fragment or user): {shape}"
+        ));
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("{s:?}: an IPv6 address needs its closing ]"))?;
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("{s:?}: expected :PORT after the IPv6 address"))?,
+            ),
+        };
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("{s:?}: {host:?} is not an IPv6 address"));
+        }
+        (host, port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(format!("{s:?}: {port:?} is not a port (1-65535)")),
+        }
+    }
+    if host.is_empty() {
+        return Err(format!("{s:?} names no host ({shape})"));
+    }
+    Ok(WebhookUrl {
+        base: format!("https://{authority}"),
+        host: host.to_owned(),
+    })
+}
+
+/// Each retry or report back-off starts positive and at most its maximum.
+fn check_backoff(args: &RunArgs) -> anyhow::Result<()> {
+    for (first, base, last, max) in [
+        (
+            "--write-retry-base",
+            args.write_retry_base,
+            "--write-retry-max",
+            args.write_retry_max,
+        ),
+        (
+            "--cascade-retry-base",
+            args.cascade_retry_base,
+            "--cascade-retry-max",
+            args.cascade_retry_max,
+        ),
+        (
+            "--cascade-report-after",
+            args.cascade_report_after,
+            "--cascade-report-max",
+            args.cascade_report_max,
+        ),
+    ] {
+        if base.is_zero() || base > max {
+            anyhow::bail!("{first} ({base:?}) must be positive and at most {last} ({max:?})");
+        }
+    }
+    Ok(())
+}
+
 /// The leader-election timings must nest like client-go's: retry < renew deadline < duration.
 fn check_lease_timing(args: &RunArgs) -> anyhow::Result<()> {
     if args.lease_retry_period.is_zero()
@@ -137,6 +255,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.webhook_ca_sync.is_zero() {
         anyhow::bail!("--webhook-ca-sync must be positive (e.g. 60s)");
     }
+    check_backoff(&args)?;
     // Like kubectl: the in-cluster service account inside a pod, else $KUBECONFIG (or
     // ~/.kube/config) and its current context (`tests/ha.rs` runs `lien run` this way), or
     // --kubeconfig/--context.
@@ -184,26 +303,50 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let service_dns = format!("{}.{}.svc", args.service_name, args.namespace);
+    // In the cluster, the API server calls the Service and the certificate names it; outside,
+    // it calls the URL and the certificate names its host.
+    let (webhook_client, webhook_names) = match &args.webhook_url {
+        Some(url) => (
+            ClientConfig::Url(format!(
+                "{}{}",
+                url.base,
+                lien_webhook::configuration::VALIDATE_PATH
+            )),
+            vec![url.host.clone()],
+        ),
+        None => {
+            let service_dns = format!("{}.{}.svc", args.service_name, args.namespace);
+            (
+                ClientConfig::Service {
+                    namespace: args.namespace.clone(),
+                    name: args.service_name.clone(),
+                    port: args.service_port,
+                },
+                vec![service_dns.clone(), format!("{service_dns}.cluster.local")],
+            )
+        }
+    };
     let config = LienConfig {
         webhook_addr: args.webhook_addr,
-        webhook_client: ClientConfig::Service {
-            namespace: args.namespace.clone(),
-            name: args.service_name.clone(),
-            port: args.service_port,
-        },
-        webhook_names: vec![service_dns.clone(), format!("{service_dns}.cluster.local")],
+        webhook_client,
+        webhook_names,
         policy,
         controller: ControllerConfig {
             leader,
             replay_ttl: Duration::from_secs(args.replay_ttl_hours * 3600),
             replay_key: Some(replay_key),
+            retry_base: args.write_retry_base,
+            retry_max: args.write_retry_max,
             ..ControllerConfig::default()
         },
         usage_access_check: args.usage_access_check,
         webhook_client_ca,
         cascade: lien_controller::cascade::CascadeConfig {
             stuck_after: args.cascade_stuck_after,
+            report_after: args.cascade_report_after,
+            report_max: args.cascade_report_max,
+            retry_base: args.cascade_retry_base,
+            retry_max: args.cascade_retry_max,
             ..Default::default()
         },
         webhook_ca: WebhookCa::Secret {
@@ -299,5 +442,79 @@ mod tests {
         assert!(err.contains("500ms, 15s, 5m or 1h30m"), "{err}");
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn a_webhook_url_is_https_host_and_port_only_and_names_the_certificate() {
+        let url = parse_webhook_url("https://127.0.0.1:8443").expect("parses");
+        assert_eq!(url.base, "https://127.0.0.1:8443");
+        assert_eq!(url.host, "127.0.0.1");
+        let url = parse_webhook_url("https://lien.example.com/").expect("parses");
+        assert_eq!(url.base, "https://lien.example.com");
+        assert_eq!(url.host, "lien.example.com");
+        let url = parse_webhook_url("https://[::1]:9443").expect("parses");
+        assert_eq!(
+            (url.base.as_str(), url.host.as_str()),
+            ("https://[::1]:9443", "::1")
+        );
+        for (bad, says) in [
+            ("http://127.0.0.1:8443", "not https"),
+            ("127.0.0.1:8443", "not https"),
+            ("https://127.0.0.1:8443/validate", "no path"),
+            ("https://127.0.0.1:8443?x=1", "no path"),
+            ("https://user@127.0.0.1", "no path"),
+            ("https://127.0.0.1:0", "not a port"),
+            ("https://127.0.0.1:https", "not a port"),
+            ("https://:8443", "names no host"),
+            ("https://[::1", "closing ]"),
+            ("https://[zz]:1", "not an IPv6 address"),
+        ] {
+            let err = parse_webhook_url(bad).expect_err(bad);
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_webhook_url_makes_a_url_configuration_and_excludes_the_service_flags() {
+        let a = args(&["--webhook-url=https://127.0.0.1:8443"]);
+        assert_eq!(a.webhook_url.map(|u| u.host), Some("127.0.0.1".to_owned()));
+        assert!(args(&[]).webhook_url.is_none());
+        let err = Cli::try_parse_from([
+            "lien",
+            "--webhook-url=https://127.0.0.1:8443",
+            "--service-name=other",
+        ])
+        .expect_err("one or the other");
+        assert!(err.to_string().contains("--service-name"), "{err}");
+    }
+
+    #[test]
+    fn back_off_flags_default_to_the_controllers_and_must_nest() {
+        let a = args(&[]);
+        let controller = ControllerConfig::default();
+        assert_eq!(
+            (a.write_retry_base, a.write_retry_max),
+            (controller.retry_base, controller.retry_max)
+        );
+        let cascade = lien_controller::cascade::CascadeConfig::default();
+        assert_eq!(
+            (
+                a.cascade_report_after,
+                a.cascade_report_max,
+                a.cascade_retry_base,
+                a.cascade_retry_max
+            ),
+            (
+                cascade.report_after,
+                cascade.report_max,
+                cascade.retry_base,
+                cascade.retry_max
+            )
+        );
+        check_backoff(&a).expect("defaults nest");
+        let err = check_backoff(&args(&["--write-retry-base=20s"])).expect_err("past the max");
+        assert!(err.to_string().contains("--write-retry-max"), "{err}");
+        let err = check_backoff(&args(&["--cascade-report-after=0s"])).expect_err("zero");
+        assert!(err.to_string().contains("--cascade-report-after"), "{err}");
     }
 }

@@ -168,8 +168,11 @@ enum State {
         delay: Duration,
         refused: Option<kube::Error>,
     },
-    /// Deleted; to be checked for being gone at `at`.
-    Deleted { at: Instant },
+    /// Deleted; to be checked for being gone at `at`. `uid`: the one deleted, when known — an
+    /// object of the same name with another UID is a new one (a controller re-creates some
+    /// objects at once: a namespace's `default` ServiceAccount, its `kube-root-ca.crt`), and the
+    /// deleted one is gone.
+    Deleted { at: Instant, uid: Option<String> },
 }
 
 /// The part of Lien's refusal after kube-apiserver's prefix, first line only: what holds it.
@@ -228,12 +231,13 @@ async fn run(
                                     object_label(key)
                                 ));
                             }
-                            Ok(_) => {
+                            Ok(answer) => {
                                 progress.say(format!(
                                     "step {n}/{steps}: deleted {}",
                                     object_label(key)
                                 ));
-                                still.push((key, api, State::Deleted { at: now }));
+                                let uid = answer.left().and_then(|o| o.metadata.uid);
+                                still.push((key, api, State::Deleted { at: now, uid }));
                             }
                             // Already gone: what the step wants.
                             Err(kube::Error::Api(s)) if s.code == 404 => {
@@ -257,10 +261,27 @@ async fn run(
                             // kube-apiserver answers 409 to the DELETE of a Namespace that
                             // is already Terminating (Lien may have replayed a refused DELETE
                             // meanwhile): deleted all the same, so wait for it to be gone.
-                            Err(kube::Error::Api(s))
-                                if s.code == 409 && being_deleted(&api, &key.name).await =>
-                            {
-                                still.push((key, api, State::Deleted { at: now }));
+                            Err(kube::Error::Api(s)) if s.code == 409 => {
+                                match being_deleted(&api, &key.name).await {
+                                    Some(uid) => still.push((
+                                        key,
+                                        api,
+                                        State::Deleted {
+                                            at: now,
+                                            uid: Some(uid).filter(|u| !u.is_empty()),
+                                        },
+                                    )),
+                                    None => {
+                                        return Err(ApplyError::Refused {
+                                            step: n,
+                                            object: object_label(key),
+                                            source: ReadError::from_kube(
+                                                format!("deleting {}", object_label(key)),
+                                                kube::Error::Api(s),
+                                            ),
+                                        });
+                                    }
+                                }
                             }
                             Err(e) => {
                                 return Err(ApplyError::Refused {
@@ -274,17 +295,36 @@ async fn run(
                             }
                         }
                     }
-                    State::Deleted { at } if at > now => still.push((key, api, state)),
-                    State::Deleted { .. } => match api.get_metadata_opt(&key.name).await {
+                    State::Deleted { at, .. } if at > now => still.push((key, api, state)),
+                    State::Deleted { uid, .. } => match api.get_metadata_opt(&key.name).await {
+                        // Gone; or its kind went with it (a CRD deleted in the same step):
+                        // kube-apiserver answers a bare `404 page not found` then, which kube-rs
+                        // does not take for NotFound.
                         Ok(None) => {
                             progress.gone(1);
                             progress.say(format!("step {n}/{steps}: gone: {}", object_label(key)));
+                        }
+                        Err(kube::Error::Api(s)) if s.code == 404 => {
+                            progress.gone(1);
+                            progress.say(format!("step {n}/{steps}: gone: {}", object_label(key)));
+                        }
+                        Ok(Some(m))
+                            if uid.is_some()
+                                && m.metadata.uid.is_some()
+                                && m.metadata.uid != uid =>
+                        {
+                            progress.gone(1);
+                            progress.say(format!(
+                                "step {n}/{steps}: gone: {} (a new one of the same name was created since)",
+                                object_label(key)
+                            ));
                         }
                         Ok(Some(_)) => still.push((
                             key,
                             api,
                             State::Deleted {
                                 at: Instant::now() + POLL,
+                                uid,
                             },
                         )),
                         Err(e) => {
@@ -311,7 +351,7 @@ async fn run(
             let wake = pending
                 .iter()
                 .map(|(_, _, state)| match state {
-                    State::ToDelete { at, .. } | State::Deleted { at } => *at,
+                    State::ToDelete { at, .. } | State::Deleted { at, .. } => *at,
                 })
                 .min()
                 .unwrap_or(deadline)
@@ -322,9 +362,14 @@ async fn run(
     Ok(())
 }
 
-/// Whether `name` exists with its deletionTimestamp set.
-async fn being_deleted(api: &Api<DynamicObject>, name: &str) -> bool {
-    matches!(api.get_metadata_opt(name).await, Ok(Some(m)) if m.metadata.deletion_timestamp.is_some())
+/// The UID of `name` if it exists with its deletionTimestamp set.
+async fn being_deleted(api: &Api<DynamicObject>, name: &str) -> Option<String> {
+    match api.get_metadata_opt(name).await {
+        Ok(Some(m)) if m.metadata.deletion_timestamp.is_some() => {
+            Some(m.metadata.uid.unwrap_or_default())
+        }
+        _ => None,
+    }
 }
 
 /// The error of a step whose time is up with `pending` left: Lien's refusal if one is still

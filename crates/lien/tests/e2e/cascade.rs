@@ -252,7 +252,7 @@ async fn teardown_in_order(name: &str, policy: &str) {
         let claim = w.claims.get("db").await.expect("the claim waits");
         assert!(claim.metadata.deletion_timestamp.is_some());
     }
-    tokio::time::timeout(DEADLINE, watcher)
+    tokio::time::timeout(scaled(DEADLINE), watcher)
         .await
         .expect("everything goes")
         .expect("watcher");
@@ -594,7 +594,7 @@ async fn cascade_child_in_use_is_reported_and_retried() {
                         "resourceRef": {"name": composite}},
                  "reason": "the database holds production data"}});
     // Lien's webhook learns of the new CRD from a watch: until then it refuses the Usage.
-    let end = Instant::now() + DEADLINE;
+    let end = Instant::now() + scaled(DEADLINE);
     while let Err(e) = env.try_create(object.clone()).await {
         assert!(Instant::now() < end, "the ClusterUsage is refused: {e}");
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -142,6 +142,23 @@ async fn lien_restarted_between_refusal_and_the_users_deletion_still_replays() {
             .filter(|a| a.contains_key(ATTEMPT))
     })
     .await;
+    // Lien has taken the Usage in hand: its status names the user it saw and the user owns it
+    // (so that the garbage collector, or Lien, removes it once the user goes). A Usage whose
+    // user went before Lien ever saw it is left alone by design — it may be one applied before
+    // its user — and under load a real control plane gets there slower than the label.
+    let app_uid = cms.get("app").await.expect("app").metadata.uid;
+    wait_for("Lien to record the Usage's user", DEADLINE, || async {
+        let u = env.usages().get("app-uses-db").await.ok()?;
+        let seen = u.status?.by?.objects.iter().any(|o| Some(&o.uid) == app_uid.as_ref());
+        let owned = u
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .iter()
+            .any(|o| Some(&o.uid) == app_uid.as_ref());
+        (seen && owned).then_some(())
+    })
+    .await;
     if !env.stop_lien().await {
         println!("skipped: Lien runs outside this process (LIEN_E2E_KUBECONFIG)");
         return env.finish().await;

@@ -95,13 +95,15 @@ async fn a_forged_replay_record_does_not_delete_under_rbac() {
     );
     assert_eq!(code, 403, "{message}");
     assert!(message.contains("written by Lien only"), "{message}");
-    if !env.is_local() {
+    let Some(as_lien) = env.lien_client().await else {
         env.finish().await;
         return;
-    }
-    // Written past that check — with Lien's own identity, as the sandbox's admin is (or on a
-    // cluster whose mutating configuration was removed) — it is still never acted on.
-    cms.patch("used", &PatchParams::default(), &forge())
+    };
+    // Written past that check — with Lien's own identity (the sandbox's admin, whom the
+    // in-process Lien runs as; Lien's ServiceAccount on a real control plane), or on a cluster
+    // whose mutating configuration was removed — it is still never acted on.
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(as_lien, &ns)
+        .patch("used", &PatchParams::default(), &forge())
         .await
         .expect("Lien's identity may write it");
     wait_for("Lien to remove the forged record", DEADLINE, || async {

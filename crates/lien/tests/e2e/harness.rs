@@ -1,7 +1,12 @@
-//! The e2e harness: a sandbox with Lien running inside it per test (the default), or the
-//! cluster `LIEN_E2E_KUBECONFIG` names (Lien assumed installed there). Each scenario works in its
-//! own namespace, removed at the end (also when the test fails). Conditions are awaited with a
-//! deadline; nothing sleeps as synchronisation.
+//! The e2e harness. Each scenario runs against one of three targets:
+//! - the sandbox with Lien running inside it, one per test (the default);
+//! - a real control plane per test (etcd, kube-apiserver, kube-controller-manager) with Lien as a
+//!   `lien run` process outside it, with `LIEN_E2E_TARGET=real` (`support/real.rs`);
+//! - the cluster `LIEN_E2E_KUBECONFIG` names (Lien assumed installed there).
+//!
+//! Each scenario works in its own namespace, removed at the end (also when the test fails).
+//! Conditions are awaited with a deadline ([`wait_for`], scaled for the real target in one
+//! place: [`scaled`]); nothing sleeps as synchronisation.
 
 #![allow(dead_code)]
 
@@ -21,22 +26,30 @@ use lien_sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use crate::real::{LienProcess, RealCluster};
+pub use crate::real::{Target, scaled, target};
+
 pub const DEADLINE: Duration = Duration::from_secs(20);
 pub const LABEL: &str = lien_api::IN_USE_LABEL;
 
 /// How the sandbox and Lien run (ignored against an external cluster, where Lien is installed
-/// already).
+/// already). The real target follows them too: see each field.
 #[derive(Clone, Copy)]
 pub struct Options {
+    /// The sandbox garbage collector's longest backoff (the real one's is client-go's, up to
+    /// 1000 s: what a scenario setting this long imitates).
     pub gc_backoff_max: Duration,
     /// How the sandbox authorizes requests. A scenario that needs RBAC creates its Roles and
-    /// bindings through the API, so it runs unchanged on a real cluster (which has RBAC).
+    /// bindings through the API, so it runs unchanged on a real cluster (which has RBAC). On the
+    /// real target `AlwaysAllow` binds the second user's group (`developers`) to
+    /// `cluster-admin`.
     pub authorization: Authorization,
     /// The webhook's break-glass groups (empty: break-glass off, Lien's default).
     pub break_glass_groups: &'static [&'static str],
     /// Whether Lien trusts the sandbox's CA for the API server's client certificate
     /// (`--client-ca-file`, as `lien sandbox` wires it). `false`: a cluster whose API server
-    /// presents none (Lien answers but records no refusal).
+    /// presents none (Lien answers but records no refusal). On the real target `false` starts
+    /// the control plane without the admission client certificate.
     pub client_certificate: bool,
 }
 
@@ -60,6 +73,53 @@ pub fn controller_config() -> ControllerConfig {
     }
 }
 
+/// Reports early and often enough for a scenario to see them (CascadeRule).
+fn cascade_config() -> lien_controller::cascade::CascadeConfig {
+    lien_controller::cascade::CascadeConfig {
+        report_after: Duration::from_millis(500),
+        report_max: Duration::from_secs(2),
+        stuck_after: Duration::from_secs(3),
+        retry_base: Duration::from_millis(100),
+        retry_max: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
+/// `lien run`'s flags for the same settings as the in-process Lien of the sandbox target:
+/// one replica, [`controller_config`]'s retries, [`cascade_config`]'s reports, the options'
+/// break-glass groups and client CA.
+fn lien_run_args(options: &Options, cluster: &RealCluster) -> Vec<String> {
+    let c = controller_config();
+    let cascade = cascade_config();
+    let mut args = vec![
+        "--no-leader-election".to_owned(),
+        format!("--write-retry-base={}ms", c.retry_base.as_millis()),
+        format!("--write-retry-max={}ms", c.retry_max.as_millis()),
+        format!(
+            "--cascade-report-after={}ms",
+            cascade.report_after.as_millis()
+        ),
+        format!("--cascade-report-max={}ms", cascade.report_max.as_millis()),
+        format!(
+            "--cascade-stuck-after={}ms",
+            cascade.stuck_after.as_millis()
+        ),
+        format!("--cascade-retry-base={}ms", cascade.retry_base.as_millis()),
+        format!("--cascade-retry-max={}ms", cascade.retry_max.as_millis()),
+    ];
+    if options.client_certificate {
+        args.push(format!(
+            "--client-ca-file={}",
+            cluster.admission_client_ca().display()
+        ));
+    }
+    for group in options.break_glass_groups {
+        args.push(format!("--break-glass-group={group}"));
+    }
+    args
+}
+
+/// The sandbox target: the sandbox and Lien in this process.
 struct Local {
     sandbox: Sandbox,
     lien: Option<Lien>,
@@ -67,6 +127,24 @@ struct Local {
     /// Kept across restarts of Lien, as `lien run` keeps it in a Secret.
     replay_key: lien_controller::ReplayKey,
     client_certificate: bool,
+}
+
+/// The real target: a control plane of the scenario's own and `lien run`.
+struct Real {
+    /// Before `cluster`: dropped first, so that a failing test's output shows its log before
+    /// the cluster's directory goes.
+    lien: Option<LienProcess>,
+    cluster: RealCluster,
+    args: Vec<String>,
+    /// What the API server refused Lien for want of rights, from the logs of the `lien run`
+    /// processes stopped so far: the scenario fails on any (see [`Env::finish`]).
+    forbidden: Vec<String>,
+}
+
+/// A cluster of the scenario's own, with the Lien it can stop and start.
+enum Backend {
+    Sandbox(Local),
+    Real(Real),
 }
 
 /// Starts Lien against the sandbox with `policy`, its webhook on 127.0.0.1 (a new process, as
@@ -93,15 +171,7 @@ async fn start_local_lien(
         // The sandbox presents a client certificate from its CA (the default admission
         // kubeconfig): Lien trusts that CA, as `lien sandbox` wires it.
         webhook_client_ca: client_certificate.then(|| sandbox.ca().cert_pem().to_owned()),
-        // Reports early and often enough for a scenario to see them.
-        cascade: lien_controller::cascade::CascadeConfig {
-            report_after: Duration::from_millis(500),
-            report_max: Duration::from_secs(2),
-            stuck_after: Duration::from_secs(3),
-            retry_base: Duration::from_millis(100),
-            retry_max: Duration::from_secs(1),
-            ..Default::default()
-        },
+        cascade: cascade_config(),
         // One replica.
         webhook_ca: lien::runtime::WebhookCa::InMemory,
         // The sandbox's admin, whom Lien runs as (asked at start).
@@ -115,11 +185,68 @@ async fn start_local_lien(
         .expect("Lien starts")
 }
 
+/// A sandbox as `options` say, with Lien's CRDs and Lien running in this process.
+async fn start_sandbox(options: &Options) -> (kube::Client, Local) {
+    let api = Config {
+        gc_backoff_max: options.gc_backoff_max,
+        namespace_requeue: Duration::from_millis(50),
+        authorization: options.authorization,
+        ..Config::default()
+    };
+    let sandbox = Sandbox::start(SandboxConfig { port: 0, api })
+        .await
+        .expect("the sandbox starts");
+    let client = sandbox_client(&sandbox).await.expect("client");
+    install_crds(&client).await.expect("Lien's CRDs install");
+    let policy = lien_webhook::validate::Policy {
+        break_glass_groups: options
+            .break_glass_groups
+            .iter()
+            .map(|g| g.to_string())
+            .collect(),
+        ..lien_webhook::validate::Policy::default()
+    };
+    let replay_key = lien_controller::ReplayKey::generate().expect("a replay key");
+    let lien = start_local_lien(
+        &sandbox,
+        policy.clone(),
+        &replay_key,
+        options.client_certificate,
+    )
+    .await;
+    (
+        client,
+        Local {
+            sandbox,
+            lien: Some(lien),
+            policy,
+            replay_key,
+            client_certificate: options.client_certificate,
+        },
+    )
+}
+
+/// A real control plane as `options` say, with Lien's install and `lien run`.
+async fn start_real(options: &Options) -> Real {
+    let cluster = RealCluster::start(options.client_certificate).await;
+    if matches!(options.authorization, Authorization::AlwaysAllow) {
+        cluster.developers_may_do_everything().await;
+    }
+    let args = lien_run_args(options, &cluster);
+    let lien = LienProcess::start(&cluster, "lien", &args).await;
+    Real {
+        cluster,
+        lien: Some(lien),
+        args,
+        forbidden: vec![],
+    }
+}
+
 /// One scenario's world.
 pub struct Env {
     pub client: kube::Client,
     pub ns: String,
-    local: Option<Local>,
+    local: Option<Backend>,
     kubeconfig: Option<String>,
     namespaces: Vec<String>,
     cluster_objects: Vec<(ApiResource, String)>,
@@ -162,46 +289,16 @@ impl Env {
         }
         let (client, local, kubeconfig) = match std::env::var("LIEN_E2E_KUBECONFIG") {
             Ok(path) if !path.is_empty() => (external_client(&path).await, None, Some(path)),
-            _ => {
-                let api = Config {
-                    gc_backoff_max: options.gc_backoff_max,
-                    namespace_requeue: Duration::from_millis(50),
-                    authorization: options.authorization,
-                    ..Config::default()
-                };
-                let sandbox = Sandbox::start(SandboxConfig { port: 0, api })
-                    .await
-                    .expect("the sandbox starts");
-                let client = sandbox_client(&sandbox).await.expect("client");
-                install_crds(&client).await.expect("Lien's CRDs install");
-                let policy = lien_webhook::validate::Policy {
-                    break_glass_groups: options
-                        .break_glass_groups
-                        .iter()
-                        .map(|g| g.to_string())
-                        .collect(),
-                    ..lien_webhook::validate::Policy::default()
-                };
-                let replay_key = lien_controller::ReplayKey::generate().expect("a replay key");
-                let lien = start_local_lien(
-                    &sandbox,
-                    policy.clone(),
-                    &replay_key,
-                    options.client_certificate,
-                )
-                .await;
-                (
-                    client,
-                    Some(Local {
-                        sandbox,
-                        lien: Some(lien),
-                        policy,
-                        replay_key,
-                        client_certificate: options.client_certificate,
-                    }),
-                    None,
-                )
-            }
+            _ => match target() {
+                Target::Sandbox => {
+                    let (client, local) = start_sandbox(&options).await;
+                    (client, Some(Backend::Sandbox(local)), None)
+                }
+                Target::Real => {
+                    let real = start_real(&options).await;
+                    (real.cluster.client.clone(), Some(Backend::Real(real)), None)
+                }
+            },
         };
         let mut env = Env {
             client,
@@ -245,8 +342,11 @@ impl Env {
 
     async fn admin_config(&self) -> kube::Config {
         let kubeconfig: Kubeconfig = match (&self.local, &self.kubeconfig) {
-            (Some(local), _) => {
+            (Some(Backend::Sandbox(local)), _) => {
                 serde_json::from_value(local.sandbox.kubeconfig()).expect("sandbox kubeconfig")
+            }
+            (Some(Backend::Real(real)), _) => {
+                Kubeconfig::read_from(real.cluster.kubeconfig()).expect("the admin's kubeconfig")
             }
             (None, Some(path)) => Kubeconfig::read_from(path).expect("LIEN_E2E_KUBECONFIG reads"),
             (None, None) => unreachable!("an Env is local or has a kubeconfig"),
@@ -256,19 +356,25 @@ impl Env {
             .expect("client config")
     }
 
-    /// The address of the local Lien's webhook; `None` against an external cluster.
+    /// The address of the scenario's Lien's webhook; `None` against an external cluster.
     pub fn webhook_addr(&self) -> Option<std::net::SocketAddr> {
-        self.local.as_ref()?.lien.as_ref().map(Lien::webhook_addr)
+        match self.local.as_ref()? {
+            Backend::Sandbox(local) => local.lien.as_ref().map(Lien::webhook_addr),
+            Backend::Real(real) => real.lien.as_ref().map(LienProcess::addr),
+        }
     }
 
     /// Writes a kubeconfig for this scenario's admin to `path`, for the real `kubectl`: the
     /// sandbox's, or a copy of `LIEN_E2E_KUBECONFIG`.
     pub fn write_kubeconfig(&self, path: &std::path::Path) {
         match (&self.local, &self.kubeconfig) {
-            (Some(local), _) => local
+            (Some(Backend::Sandbox(local)), _) => local
                 .sandbox
                 .write_kubeconfig(path)
                 .expect("the sandbox writes its kubeconfig"),
+            (Some(Backend::Real(real)), _) => {
+                std::fs::copy(real.cluster.kubeconfig(), path).expect("the kubeconfig copies");
+            }
             (None, Some(from)) => {
                 std::fs::copy(from, path).expect("LIEN_E2E_KUBECONFIG copies");
             }
@@ -276,9 +382,36 @@ impl Env {
         }
     }
 
-    /// Whether Lien runs in this process (so a test may stop and restart it).
+    /// Whether the scenario has a cluster and a Lien of its own (the sandbox, or a real
+    /// control plane with `lien run`): a test may stop and restart Lien, edit its
+    /// configuration, reach its webhook's port, use fixed names.
     pub fn is_local(&self) -> bool {
         self.local.is_some()
+    }
+
+    /// Whether the scenario runs against a real control plane of its own.
+    pub fn is_real(&self) -> bool {
+        matches!(self.local, Some(Backend::Real(_)))
+    }
+
+    /// A client acting as Lien's own identity (the one its mutating webhook lets write replay
+    /// records): the sandbox's admin, whom the in-process Lien runs as; on the real target
+    /// Lien's ServiceAccount, impersonated by the admin. `None` against an external cluster.
+    pub async fn lien_client(&self) -> Option<kube::Client> {
+        match self.local.as_ref()? {
+            Backend::Sandbox(_) => Some(self.new_client().await),
+            Backend::Real(_) => Some(
+                self.client_as(
+                    crate::real::LIEN_USER,
+                    &[
+                        "system:serviceaccounts",
+                        "system:serviceaccounts:lien-system",
+                        "system:authenticated",
+                    ],
+                )
+                .await,
+            ),
+        }
     }
 
     /// Creates a namespace, removed at the end.
@@ -381,36 +514,58 @@ impl Env {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
-    /// Stops Lien but keeps its ValidatingWebhookConfiguration (failurePolicy Fail). `false`
-    /// against an external cluster.
+    /// Stops Lien (SIGTERM for `lien run`) but keeps its ValidatingWebhookConfiguration
+    /// (failurePolicy Fail). `false` against an external cluster.
     pub async fn stop_lien(&mut self) -> bool {
-        match self.local.as_mut().and_then(|l| l.lien.take()) {
-            Some(lien) => {
-                lien.shutdown().await;
-                true
-            }
+        match self.local.as_mut() {
+            Some(Backend::Sandbox(local)) => match local.lien.take() {
+                Some(lien) => {
+                    lien.shutdown().await;
+                    true
+                }
+                None => false,
+            },
+            Some(Backend::Real(real)) => match real.lien.take() {
+                Some(lien) => {
+                    let forbidden = lien.stop().await;
+                    real.forbidden.extend(forbidden);
+                    true
+                }
+                None => false,
+            },
             None => false,
         }
     }
 
     /// Starts Lien again (a new process, as after a restart: empty index, new webhook port).
     pub async fn start_lien(&mut self) {
-        let local = self.local.as_mut().expect("a local sandbox");
-        assert!(local.lien.is_none(), "Lien is running");
-        local.lien = Some(
-            start_local_lien(
-                &local.sandbox,
-                local.policy.clone(),
-                &local.replay_key,
-                local.client_certificate,
-            )
-            .await,
-        );
+        match self
+            .local
+            .as_mut()
+            .expect("a cluster of the scenario's own")
+        {
+            Backend::Sandbox(local) => {
+                assert!(local.lien.is_none(), "Lien is running");
+                local.lien = Some(
+                    start_local_lien(
+                        &local.sandbox,
+                        local.policy.clone(),
+                        &local.replay_key,
+                        local.client_certificate,
+                    )
+                    .await,
+                );
+            }
+            Backend::Real(real) => {
+                assert!(real.lien.is_none(), "Lien is running");
+                real.lien = Some(LienProcess::start(&real.cluster, "lien", &real.args).await);
+            }
+        }
     }
 
     /// The user this scenario's client authenticates as, as admission sees it.
     pub async fn user(&self) -> String {
-        if self.is_local() {
+        if matches!(self.local, Some(Backend::Sandbox(_))) {
             return lien_sandbox::sandbox::ADMIN_USER.to_string();
         }
         // `kubectl auth whoami`: a SelfSubjectReview (authentication.k8s.io/v1, Kubernetes 1.28+).
@@ -435,7 +590,17 @@ impl Env {
     /// A client for the sandbox's second user (`sandbox-user`, group `developers`) and its name;
     /// `None` against an external cluster, where the harness has one identity only.
     pub async fn second_user(&self) -> Option<(kube::Client, String)> {
-        let local = self.local.as_ref()?;
+        let local = match self.local.as_ref()? {
+            Backend::Sandbox(local) => local,
+            Backend::Real(real) => {
+                return Some((
+                    real.cluster
+                        .client_for(lien_testing_control_plane::USER_CONTEXT)
+                        .await,
+                    lien_sandbox::sandbox::SECOND_USER.to_string(),
+                ));
+            }
+        };
         let kubeconfig: Kubeconfig =
             serde_json::from_value(local.sandbox.kubeconfig()).expect("kubeconfig");
         let options = KubeConfigOptions {
@@ -477,20 +642,40 @@ impl Env {
         .await
     }
 
-    /// Removes what the scenario made and stops the sandbox.
+    /// Removes what the scenario made and stops the sandbox, or Lien and the control plane
+    /// (whose state goes with it: nothing to remove). On the real target the scenario fails
+    /// if the API server refused Lien anything for want of rights (a verb or subresource
+    /// `deploy/rbac.yaml` lacks), even if the scenario itself got what it wanted.
     pub async fn finish(mut self) {
         self.finished = true;
-        cleanup(
-            &self.client,
-            std::mem::take(&mut self.cluster_objects),
-            std::mem::take(&mut self.namespaces),
-        )
-        .await;
-        if let Some(local) = self.local.take() {
-            if let Some(lien) = local.lien {
-                lien.shutdown().await;
+        match self.local.take() {
+            Some(Backend::Real(mut real)) => {
+                if let Some(lien) = real.lien.take() {
+                    let forbidden = lien.stop().await;
+                    real.forbidden.extend(forbidden);
+                }
+                real.cluster.stop().await;
+                assert!(
+                    real.forbidden.is_empty(),
+                    "the API server refused Lien's ServiceAccount (deploy/rbac.yaml):\n{}",
+                    real.forbidden.join("\n")
+                );
+                return;
             }
-            local.sandbox.shutdown().await;
+            local => {
+                cleanup(
+                    &self.client,
+                    std::mem::take(&mut self.cluster_objects),
+                    std::mem::take(&mut self.namespaces),
+                )
+                .await;
+                if let Some(Backend::Sandbox(local)) = local {
+                    if let Some(lien) = local.lien {
+                        lien.shutdown().await;
+                    }
+                    local.sandbox.shutdown().await;
+                }
+            }
         }
     }
 }
@@ -646,12 +831,14 @@ pub fn api_resource(object: &Value) -> ApiResource {
     ar
 }
 
-/// Polls `check` until it returns `Some`, failing the test with `what` after `deadline`.
+/// Polls `check` until it returns `Some`, failing the test with `what` after `deadline`
+/// ([`scaled`] for the target).
 pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
+    let deadline = scaled(deadline);
     let end = tokio::time::Instant::now() + deadline;
     loop {
         if let Some(v) = check().await {
@@ -662,6 +849,17 @@ where
             "timed out after {deadline:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Whether a read says the object is gone: absent, or its kind no longer served (the CRD gone:
+/// kube-apiserver answers a bare `404 page not found`, not a `Status`, and kube-rs's
+/// `is_not_found` — so `get_opt` — does not take it for NotFound).
+pub fn gone<T>(read: &Result<Option<T>, kube::Error>) -> bool {
+    match read {
+        Ok(None) => true,
+        Err(kube::Error::Api(s)) => s.code == 404,
+        _ => false,
     }
 }
 
@@ -695,16 +893,20 @@ pub async fn wait_label(api: &Api<ConfigMap>, name: &str, want: bool) {
     .await;
 }
 
-/// Waits until `name` is gone; if it is not, the failure shows the object as last read (its
+/// Waits until `name` is gone (within `deadline`, [`scaled`] for the target); if it is not, the failure shows the object as last read (its
 /// finalizers, owners, deletion mark and status say who was to remove it).
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, deadline: Duration)
 where
     K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let deadline = scaled(deadline);
     let end = tokio::time::Instant::now() + deadline;
     loop {
         let last = match api.get_opt(name).await {
             Ok(None) => return,
+            // A kind no longer served (its CRD gone): kube-apiserver's bare "404 page not
+            // found", which kube-rs does not take for NotFound.
+            Err(kube::Error::Api(s)) if s.code == 404 => return,
             other => other,
         };
         assert!(

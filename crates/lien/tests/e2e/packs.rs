@@ -466,7 +466,7 @@ async fn wait_object_gone(env: &Env, object: &Value) {
     wait_for(
         &format!("{} to be gone", described(object)),
         DEADLINE,
-        || async { matches!(api.get_opt(name).await, Ok(None)).then_some(()) },
+        || async { gone(&api.get_opt(name).await).then_some(()) },
     )
     .await;
 }
@@ -992,7 +992,7 @@ async fn seed_002(orders: &[&[&str]]) {
                     let mut gone = vec![false; left.len()];
                     for i in (0..left.len()).rev() {
                         let (_, api, name) = &left[i];
-                        gone[i] = matches!(api.get_opt(name).await, Ok(None));
+                        gone[i] = crate::harness::gone(&api.get_opt(name).await);
                     }
                     let mut still = vec![];
                     for ((kind, api, name), gone) in left.into_iter().zip(gone) {
@@ -1040,12 +1040,13 @@ async fn seed_002(orders: &[&[&str]]) {
             ),
             "{listed:?}\nstdout: {stdout}\nstderr: {stderr}"
         );
-        if tokio::time::timeout(Duration::from_secs(30), observer)
+        if tokio::time::timeout(scaled(Duration::from_secs(30)), observer)
             .await
             .is_err()
         {
             panic!(
-                "{listed:?}: the bundle did not converge in 30 s; gone so far: {:?}",
+                "{listed:?}: the bundle did not converge in {:?}; gone so far: {:?}",
+                scaled(Duration::from_secs(30)),
                 order.lock().expect("order")
             );
         }
@@ -1057,7 +1058,7 @@ async fn seed_002(orders: &[&[&str]]) {
             order, expected,
             "{listed:?}: the seed's order (converged in {took:?})"
         );
-        tokio::time::timeout(DEADLINE, controller)
+        tokio::time::timeout(scaled(DEADLINE), controller)
             .await
             .expect("the finalizer controller stops with its Deployment")
             .expect("the finalizer controller");

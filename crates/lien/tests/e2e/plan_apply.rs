@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use super::harness::{
-    DEADLINE, Env, Kubectl, api_resource, labelled, wait_for, wait_gone, wait_label,
+    DEADLINE, Env, Kubectl, api_resource, gone, labelled, wait_for, wait_gone, wait_label,
 };
 
 // Files of the repository, as `packs.rs` reads them.
@@ -227,13 +227,10 @@ async fn plan_apply_deletes_the_critical_service_bundle_namespace_last() {
     assert!(ok, "{out}\n{err}");
     assert!(out.contains("done: 4 objects deleted in 3 steps"), "{out}");
     for o in [&cool, &crd, &deployment, &namespace] {
+        let read = api_of(&env, o).get_opt(name_of(o)).await;
         assert!(
-            api_of(&env, o)
-                .get_opt(name_of(o))
-                .await
-                .expect("get")
-                .is_none(),
-            "{} is gone when --apply returns",
+            gone(&read),
+            "{} is gone when --apply returns: {read:?}",
             name_of(o)
         );
     }
@@ -259,10 +256,17 @@ async fn shop(env: &mut Env, k: &Kubectl, ns: &str) {
     assert!(ok, "{out}\n{err}");
     // Created first so the scenario removes it at the end; the demo's Namespace applies to it.
     env.namespace(ns).await;
+    // With no Pods: where a deployment controller runs (a real control plane; not the
+    // sandbox), a Deployment's Pods would join the core pack's relations, and with them the
+    // namespace's `kube-root-ca.crt` and `default` ServiceAccount that every Pod references —
+    // objects the scenario is not about (`plan_apply_finishes_when_a_controller_re_creates_what_it_deleted`
+    // is).
     let demo = std::fs::read_to_string(repo_file("examples/plugin-demo.yaml"))
         .expect("examples/plugin-demo.yaml")
         .replace("{name: shop}", &format!("{{name: {ns}}}"))
-        .replace("namespace: shop}", &format!("namespace: {ns}}}"));
+        .replace("namespace: shop}", &format!("namespace: {ns}}}"))
+        .replace("spec:\n  selector:", "spec:\n  replicas: 0\n  selector:");
+    assert_eq!(demo.matches("replicas: 0").count(), 3, "{demo}");
     let (ok, out, err) = k.run_with_stdin(&["apply", "-f", "-"], Some(&demo)).await;
     assert!(ok, "{out}\n{err}");
     let pvcs: Api<DynamicObject> = Api::namespaced_with(
@@ -731,5 +735,84 @@ async fn the_plan_s_cycle_hint_breaks_the_cycle() {
     for name in ["x", "y"] {
         wait_gone(&env.configmaps(), name, DEADLINE).await;
     }
+    env.finish().await;
+}
+
+/// An object a controller re-creates as soon as it is deleted, under the same name — as
+/// kube-controller-manager re-creates a namespace's `default` ServiceAccount and its
+/// `kube-root-ca.crt` (found on the real control plane, where `plan --all` takes them: every
+/// Pod references both) — is gone once its UID is: `--apply` goes on instead of waiting for
+/// the name to disappear until `--timeout`. The test plays the controller, on both targets.
+#[tokio::test]
+async fn plan_apply_finishes_when_a_controller_re_creates_what_it_deleted() {
+    let mut env = Env::start("plan-recreated").await;
+    let k = Kubectl::new(&env);
+    const HOLD: &str = "example.org/hold";
+    let ns = env.ns.clone();
+    env.configmap("reader", json!({})).await;
+    // Its finalizer keeps it a moment after its DELETE (so that --apply checks for it going,
+    // by name, while the controller brings a new one).
+    let root_ca = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "root-ca", "namespace": ns, "finalizers": [HOLD]}});
+    let first = env.create(root_ca.clone()).await;
+    env.usage(
+        "reader-uses-root-ca",
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "root-ca"}},
+               "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "reader"}}}),
+    )
+    .await;
+    let cms = env.configmaps();
+    wait_label(&cms, "root-ca", true).await;
+    // The controller: it finalizes `root-ca` once deleted, and brings it back at once.
+    let controller = {
+        let cms = cms.clone();
+        tokio::spawn(async move {
+            loop {
+                match cms.get_opt("root-ca").await {
+                    Ok(None) => {
+                        let cm: ConfigMap =
+                            serde_json::from_value(root_ca.clone()).expect("a ConfigMap");
+                        let _ = cms.create(&PostParams::default(), &cm).await;
+                    }
+                    Ok(Some(cm)) if cm.metadata.deletion_timestamp.is_some() => {
+                        let _ = cms
+                            .patch(
+                                "root-ca",
+                                &kube::api::PatchParams::default(),
+                                &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                            )
+                            .await;
+                    }
+                    _ => {}
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let (ok, out, err) = k
+        .run(&[
+            "lien",
+            "plan",
+            "configmap/root-ca",
+            "-n",
+            &ns,
+            "--apply",
+            "--yes",
+            "--timeout",
+            "60s",
+        ])
+        .await;
+    controller.abort();
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("done: 2 objects deleted in 2 steps"), "{out}");
+    let now = cms.get("root-ca").await.expect("re-created");
+    assert_ne!(now.metadata.uid, first.metadata.uid, "a new one");
+    cms.patch(
+        "root-ca",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("the scenario's finalizer goes");
     env.finish().await;
 }

@@ -17,7 +17,7 @@ async fn wait_kubectl(
     check: impl Fn(&str) -> bool,
 ) -> String {
     let last = std::sync::Mutex::new(String::new());
-    let found = tokio::time::timeout(DEADLINE, async {
+    let found = tokio::time::timeout(scaled(DEADLINE), async {
         loop {
             let (ok, out, err) = k.run(args).await;
             if ok && check(&out) {

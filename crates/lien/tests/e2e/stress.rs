@@ -142,7 +142,7 @@ async fn churn(env: &Env) -> Result<String, String> {
     }
     // The churned Usages are gone (their finalizers removed by Lien), so "churned" is free.
     let usages: Api<lien_api::Usage> = Api::namespaced(client, &env.ns);
-    let until = Instant::now() + DEADLINE;
+    let until = Instant::now() + scaled(DEADLINE);
     loop {
         let left = answered("list Usages", usages.list(&Default::default()))
             .await?
@@ -157,8 +157,9 @@ async fn churn(env: &Env) -> Result<String, String> {
         }
         if Instant::now() > until {
             return Err(format!(
-                "{DEADLINE:?} after the churn: {left} Usages left (want only `keep`), \
-                 churned deletable: {free}"
+                "{:?} after the churn: {left} Usages left (want only `keep`), \
+                 churned deletable: {free}",
+                scaled(DEADLINE)
             ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

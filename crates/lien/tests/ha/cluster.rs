@@ -1,35 +1,49 @@
-//! A sandbox with `lien run` replicas as child processes, as a platform team runs Lien outside a
-//! cluster: each replica reads the sandbox's kubeconfig through `KUBECONFIG` (like kubectl),
-//! serves the webhook on its own 127.0.0.1 port, and the sandbox sends the
-//! `lien-system/lien-webhook` Service's calls to those ports in order, skipping one that
-//! refuses the connection (kube-proxy skipping a not-ready endpoint). Every child is killed
-//! when the `Cluster` is dropped, also when the test panics.
+//! Lien's replicas as `lien run` child processes, as a platform team runs Lien outside a
+//! cluster, against one of two targets (`LIEN_E2E_TARGET`, `support/real.rs`):
+//! - the sandbox (default): each replica reads the sandbox's kubeconfig through `KUBECONFIG`
+//!   (like kubectl, as its admin), serves the webhook on its own 127.0.0.1 port, and the sandbox
+//!   sends the `lien-system/lien-webhook` Service's calls to those ports in order, skipping one
+//!   that refuses the connection (kube-proxy skipping a not-ready endpoint);
+//! - a real control plane (`real`): each replica runs as Lien's ServiceAccount
+//!   (`deploy/rbac.yaml`) with `--webhook-url` naming a TCP load balancer on 127.0.0.1 that
+//!   sends each connection to the first replica accepting it, in order — the same routing.
+//!
+//! Every child is killed when the `Cluster` is dropped, also when the test panics, and by the
+//! kernel when the test process dies (`setpriv --pdeathsig`).
 
 #![allow(dead_code)]
+
+#[path = "../support/real.rs"]
+pub mod real;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, PostParams};
 use lien::runtime::{install_crds, sandbox_client};
 use lien_sandbox::apiserver::Config;
 use lien_sandbox::{Sandbox, SandboxConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use real::{Balancer, RealCluster, Target};
 
 pub const NAMESPACE: &str = "lien-system";
 pub const SERVICE: &str = "lien-webhook";
 pub const LEASE: &str = "lien-controller";
 
+/// Where the replicas run.
+enum Backend {
+    Sandbox(Sandbox),
+    /// The control plane, and the load balancer the webhook URL names.
+    Real(RealCluster, Balancer),
+}
+
 pub struct Cluster {
-    pub sandbox: Sandbox,
+    backend: Backend,
+    /// The admin.
     pub client: kube::Client,
     dir: PathBuf,
     kubeconfig: PathBuf,
@@ -50,45 +64,57 @@ fn free_addrs(n: usize) -> Vec<SocketAddr> {
 }
 
 impl Cluster {
-    /// A sandbox whose `lien-system/lien-webhook` Service goes to `replicas` local addresses,
-    /// with Lien's CRDs and namespace; no replica runs yet.
+    /// A cluster whose webhook calls go to `replicas` local addresses (the sandbox's
+    /// `lien-system/lien-webhook` Service, or the load balancer in front of them), with Lien's
+    /// CRDs and namespace (on the real target, all of `lien manifests` but the Deployment);
+    /// no replica runs yet.
     pub async fn start(replicas: usize) -> Cluster {
-        static N: AtomicU32 = AtomicU32::new(0);
         let addrs = free_addrs(replicas);
-        let api = Config {
-            webhook_services: HashMap::from([(
-                (NAMESPACE.to_owned(), SERVICE.to_owned()),
-                addrs.clone(),
-            )]),
-            gc_backoff_max: Duration::from_millis(200),
-            ..Config::default()
-        };
-        let sandbox = Sandbox::start(SandboxConfig { port: 0, api })
-            .await
-            .expect("the sandbox starts");
-        let client = sandbox_client(&sandbox).await.expect("client");
-        install_crds(&client).await.expect("CRDs");
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}))
-                    .expect("namespace"),
-            )
-            .await
-            .expect("lien-system");
-        let dir = std::env::temp_dir().join(format!(
-            "lien-cluster-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = real::temp_dir("lien-cluster");
         let kubeconfig = dir.join("kubeconfig");
-        // JSON is YAML: kubectl and kube-rs read it alike.
-        std::fs::write(&kubeconfig, sandbox.kubeconfig().to_string()).expect("kubeconfig");
         let client_ca = dir.join("client-ca.pem");
-        std::fs::write(&client_ca, sandbox.ca().cert_pem()).expect("client CA");
+        let (backend, client) = match real::target() {
+            Target::Sandbox => {
+                let api = Config {
+                    webhook_services: HashMap::from([(
+                        (NAMESPACE.to_owned(), SERVICE.to_owned()),
+                        addrs.clone(),
+                    )]),
+                    gc_backoff_max: Duration::from_millis(200),
+                    ..Config::default()
+                };
+                let sandbox = Sandbox::start(SandboxConfig { port: 0, api })
+                    .await
+                    .expect("the sandbox starts");
+                let client = sandbox_client(&sandbox).await.expect("client");
+                install_crds(&client).await.expect("CRDs");
+                Api::<Namespace>::all(client.clone())
+                    .create(
+                        &PostParams::default(),
+                        &serde_json::from_value(
+                            serde_json::json!({"metadata": {"name": NAMESPACE}}),
+                        )
+                        .expect("namespace"),
+                    )
+                    .await
+                    .expect("lien-system");
+                // JSON is YAML: kubectl and kube-rs read it alike.
+                std::fs::write(&kubeconfig, sandbox.kubeconfig().to_string()).expect("kubeconfig");
+                // The sandbox presents a client certificate from its own CA.
+                std::fs::write(&client_ca, sandbox.ca().cert_pem()).expect("client CA");
+                (Backend::Sandbox(sandbox), client)
+            }
+            Target::Real => {
+                let cluster = RealCluster::start(true).await;
+                std::fs::copy(cluster.kubeconfig(), &kubeconfig).expect("kubeconfig");
+                std::fs::copy(cluster.admission_client_ca(), &client_ca).expect("client CA");
+                let balancer = Balancer::start(addrs.clone()).await;
+                let client = cluster.client.clone();
+                (Backend::Real(cluster, balancer), client)
+            }
+        };
         Cluster {
-            sandbox,
+            backend,
             client,
             dir,
             kubeconfig,
@@ -98,24 +124,25 @@ impl Cluster {
         }
     }
 
+    /// The admin's kubeconfig.
     pub fn kubeconfig(&self) -> &std::path::Path {
         &self.kubeconfig
     }
 
-    /// A `lien` command run against the sandbox (`KUBECONFIG`), logging into the temp dir.
+    pub fn is_real(&self) -> bool {
+        matches!(self.backend, Backend::Real(..))
+    }
+
+    /// A `lien` command run as the admin (`KUBECONFIG`), logging into the temp dir.
     pub fn lien(&self, log: &str) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lien"));
-        let log = std::fs::File::create(self.dir.join(log)).expect("log file");
-        cmd.env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("LIEN_WEBHOOK_ADDR")
-            .env_remove("POD_NAME")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
+        let mut cmd = real::lien_command(&self.dir.join(log));
+        cmd.env("KUBECONFIG", &self.kubeconfig);
         cmd
     }
 
-    /// Starts replica `i` (`lien run --identity <identity>` on its address) with `lease` flags.
+    /// Starts replica `i` (`lien run --identity <identity>` on its address) with `lease` flags:
+    /// as the admin behind the sandbox's Service, or as Lien's ServiceAccount behind the load
+    /// balancer's URL.
     pub fn spawn(&mut self, i: usize, identity: &str, lease: &[&str]) {
         let mut cmd = self.lien(&format!("{identity}.log"));
         cmd.arg("run")
@@ -123,6 +150,13 @@ impl Cluster {
             .arg(format!("--identity={identity}"))
             .arg(format!("--client-ca-file={}", self.client_ca.display()))
             .args(lease);
+        if let Backend::Real(cluster, balancer) = &self.backend {
+            cmd.arg(format!(
+                "--kubeconfig={}",
+                cluster.lien_kubeconfig().display()
+            ))
+            .arg(format!("--webhook-url=https://{}", balancer.addr()));
+        }
         self.children[i] = Some(cmd.spawn().expect("lien run starts"));
     }
 
@@ -173,68 +207,18 @@ impl Cluster {
         )
     }
 
-    /// The roots the API server trusts the webhook with: the caBundle Lien published.
-    pub async fn webhook_roots(&self) -> Option<rustls::RootCertStore> {
-        use base64::Engine;
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject;
-        let gvk = GroupVersionKind::gvk(
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingWebhookConfiguration",
-        );
-        let vwcs =
-            Api::<DynamicObject>::all_with(self.client.clone(), &ApiResource::from_gvk(&gvk))
-                .list(&Default::default())
-                .await
-                .ok()?;
-        let bundle = vwcs
-            .items
-            .iter()
-            .find_map(|c| c.data["webhooks"][0]["clientConfig"]["caBundle"].as_str())?;
-        let pem = base64::engine::general_purpose::STANDARD
-            .decode(bundle)
-            .ok()?;
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            roots.add(cert.ok()?).ok()?;
-        }
-        Some(roots)
-    }
-
     /// `GET path` from replica `i` over TLS, verifying its certificate against the published
-    /// caBundle for the Service's name, as the API server does. `Err`: why not.
+    /// caBundle for the name the API server calls it by (the Service's, or the URL's host), as
+    /// the API server does. `Err`: why not.
     pub async fn get(&self, i: usize, path: &str) -> Result<String, String> {
-        let roots = self.webhook_roots().await.ok_or("no caBundle published")?;
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let tcp = tokio::net::TcpStream::connect(self.addrs[i])
+        let roots = real::published_roots(&self.client, None)
             .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let name = rustls::pki_types::ServerName::try_from(format!("{SERVICE}.{NAMESPACE}.svc"))
-            .map_err(|e| e.to_string())?;
-        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS: {e}"))?;
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nhost: {SERVICE}.{NAMESPACE}.svc\r\nconnection: close\r\n\r\n"
-        );
-        tls.write_all(request.as_bytes())
-            .await
-            .map_err(|e| format!("write: {e}"))?;
-        let mut out = String::new();
-        let _ = tls.read_to_string(&mut out).await;
-        let (head, body) = out.split_once("\r\n\r\n").ok_or("no HTTP answer")?;
-        if !head.starts_with("HTTP/1.1 200") {
-            return Err(format!("answer: {head}"));
-        }
-        Ok(body.to_owned())
+            .ok_or("no caBundle published")?;
+        let name = match &self.backend {
+            Backend::Sandbox(_) => format!("{SERVICE}.{NAMESPACE}.svc"),
+            Backend::Real(..) => "127.0.0.1".to_owned(),
+        };
+        real::https_get(self.addrs[i], &name, roots, path).await
     }
 
     /// A sample from replica `i`'s `/metrics`: the sum of the lines named `name` whose labels
@@ -257,12 +241,31 @@ pub fn sum_metric(body: &str, name: &str, labels: &[&str]) -> f64 {
 }
 
 impl Drop for Cluster {
+    /// Kills every replica. On the real target, a test that passed still fails if the API
+    /// server refused a replica anything for want of rights (`deploy/rbac.yaml`).
     fn drop(&mut self) {
-        for child in self.children.iter_mut().filter_map(Option::take) {
-            let mut child = child;
+        for mut child in self.children.iter_mut().filter_map(Option::take) {
             let _ = child.kill();
             let _ = child.wait();
         }
+        let forbidden: Vec<String> = if self.is_real() && !std::thread::panicking() {
+            std::fs::read_dir(&self.dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .flat_map(|e| {
+                    real::forbidden_lines(&std::fs::read_to_string(e.path()).unwrap_or_default())
+                })
+                .collect()
+        } else {
+            vec![]
+        };
         let _ = std::fs::remove_dir_all(&self.dir);
+        assert!(
+            forbidden.is_empty(),
+            "the API server refused Lien's ServiceAccount (deploy/rbac.yaml):\n{}",
+            forbidden.join("\n")
+        );
     }
 }

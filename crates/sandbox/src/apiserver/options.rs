@@ -129,6 +129,10 @@ pub struct DeleteOptions {
     /// The deprecated `orphanDependents` as the client sent it: `Some(false)` is what makes
     /// kube-apiserver answer 202 Accepted to a delete that did not finish at once.
     pub orphan_dependents: Option<bool>,
+    /// One object of a DELETE of a collection: admission reviews it with `request.name` empty
+    /// and the object in `oldObject`, as kube-apiserver does (`AdmissionToValidateObjectDeleteFunc`
+    /// keeps the collection request's attributes, name included).
+    pub collection: bool,
 }
 
 impl DeleteOptions {
@@ -139,6 +143,7 @@ impl DeleteOptions {
             precondition_uid: None,
             precondition_resource_version: None,
             orphan_dependents: None,
+            collection: false,
         }
     }
 

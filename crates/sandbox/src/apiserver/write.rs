@@ -931,11 +931,22 @@ impl ApiServer {
             }
             if admit {
                 check_namespace_mortal(&rt, &t.name)?;
+                // An object of a collection is reviewed under the collection's name: none.
+                let collection;
+                let reviewed = if opts.collection {
+                    collection = Target {
+                        name: String::new(),
+                        ..t.clone()
+                    };
+                    &collection
+                } else {
+                    t
+                };
                 // Mutating webhooks are called on DELETE too, with the old object only; a patch
                 // in their answer fails the request.
                 self.mutate(
                     Operation::Delete,
-                    t,
+                    reviewed,
                     None,
                     Some(&current),
                     opts.options_object(),
@@ -944,7 +955,7 @@ impl ApiServer {
                 .await?;
                 self.admit(
                     Operation::Delete,
-                    t,
+                    reviewed,
                     None,
                     Some(&current),
                     opts.options_object(),
@@ -999,13 +1010,21 @@ impl ApiServer {
         Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
     }
 
-    /// DELETE on a collection: every matching object, each through admission.
+    /// DELETE on a collection: every matching object, in name order, each through admission
+    /// (reviewed with `request.name` empty, as kube-apiserver reviews them), stopping at the
+    /// first one that fails — kube-apiserver's `Store.DeleteCollection` with its default one
+    /// worker (`--delete-collection-workers=1`): the worker returns on its first error, so the
+    /// objects after it are not tried.
     pub async fn delete_collection(
         &self,
         t: &Target,
         list: &super::ListOptions,
         opts: &DeleteOptions,
     ) -> Result<Vec<Value>, ApiError> {
+        let opts = &DeleteOptions {
+            collection: true,
+            ..opts.clone()
+        };
         if !t.resource.verbs.contains(&"deletecollection") {
             return Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",

@@ -84,21 +84,21 @@ async fn sync(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
     let mut finalizers_left: BTreeMap<String, usize> = BTreeMap::new();
     for rt in resources {
         let version = rt.storage_version().to_string();
-        let items = server.store().list(&rt.key(), Some(name));
-        for item in items {
-            let item_name = item["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if !is_deleting(&item) {
-                let t = Target::new(rt.clone(), &version, name, &item_name);
-                let mut opts = DeleteOptions::new(UserInfo::namespace_controller());
-                opts.propagation = Some(Propagation::Background);
-                match server.delete(&t, &opts).await {
-                    Ok(_) => {}
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => failures.push(e.message),
-                }
+        // One DELETE of the collection per resource, as kube-controller-manager sends it
+        // (`deleteAllContentForGroupVersionResource`): kube-apiserver stops at the first object
+        // refused, and the controller tries the whole collection again on its next pass — it
+        // never deletes the objects after a refused one on its own.
+        if !server.store().list(&rt.key(), Some(name)).is_empty() {
+            let t = Target::new(rt.clone(), &version, name, "");
+            let mut opts = DeleteOptions::new(UserInfo::namespace_controller());
+            opts.propagation = Some(Propagation::Background);
+            match server
+                .delete_collection(&t, &crate::apiserver::ListOptions::default(), &opts)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.code == 404 || e.code == 405 => {}
+                Err(e) => failures.push(e.message),
             }
         }
         let left = server.store().list(&rt.key(), Some(name));

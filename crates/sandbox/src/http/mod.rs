@@ -301,7 +301,63 @@ fn wants_table(headers: &HeaderMap) -> bool {
         })
 }
 
+/// Whether kube-apiserver would answer `path` with its bare `404 page not found` (text, not a
+/// `Status`): a path under `/apis/G` where G is no built-in group and no CRD serves what the
+/// path names. The built-in groups' handlers answer their own unknown paths with a `Status`
+/// ("the server could not find the requested resource"); a custom resource's request reaches
+/// apiextensions-apiserver, which hands what it does not serve to the not-found handler —
+/// so does the path of a kind whose CRD was just deleted, which kube-rs then does not take
+/// for NotFound (it reads `reason`, and a bare 404 has none).
+fn bare_not_found(server: &ApiServer, path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let ["apis", group, rest @ ..] = segs.as_slice() else {
+        return false;
+    };
+    if crate::builtins::BUILTINS.iter().any(|b| b.group == *group) {
+        return false;
+    }
+    match rest {
+        // Discovery's own paths: as discovery lists the group.
+        [] => !server
+            .registry()
+            .discovered()
+            .iter()
+            .any(|rt| rt.group == *group),
+        [version] => !server
+            .registry()
+            .discovered()
+            .iter()
+            .any(|rt| rt.group == *group && rt.version(version).is_some()),
+        _ => {
+            let Some(info) = parse_path(path) else {
+                return true;
+            };
+            match server.resolve(&info.group, &info.version, &info.resource) {
+                None => true,
+                // A namespaced kind's object named without its namespace.
+                Some(rt) => rt.namespaced && info.namespace.is_empty() && !info.name.is_empty(),
+            }
+        }
+    }
+}
+
+/// kube-apiserver's not-found handler's answer.
+fn page_not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        "404 page not found\n",
+    )
+        .into_response()
+}
+
 async fn dispatch(State(state): State<HttpState>, req: Request) -> Response {
+    if bare_not_found(&state.server, req.uri().path()) {
+        return page_not_found();
+    }
     // Protobuf is served for built-in kinds only; discovery stays JSON.
     let protobuf_served = parse_path(req.uri().path())
         .filter(|info| !info.resource.is_empty())

@@ -173,11 +173,86 @@ async fn deleting_a_crd_deletes_its_objects_first_then_stops_serving() {
     wait_gone(&crds, CRD).await;
     let s = status(in_a.list(&Default::default()).await);
     assert_eq!(s.code, 404);
+    // Gone with its CRD, the kind's path is kube-apiserver's bare "404 page not found" (text,
+    // no Status: kube-rs reports it with its own reason).
     let s = status(in_b.get("held").await);
     assert_eq!(s.code, 404);
     assert_eq!(
-        s.message,
-        "the server could not find the requested resource"
+        (s.message.as_str(), s.reason.as_str()),
+        ("404 page not found", "Failed to parse error data")
     );
+    sandbox.shutdown().await;
+}
+
+/// Whether discovery lists `widgets` under `lifecycle.test/v1` (`None`: the group version is
+/// not in discovery at all).
+async fn discovered(client: &kube::Client) -> Option<bool> {
+    client
+        .list_api_group_resources("lifecycle.test/v1")
+        .await
+        .ok()
+        .map(|l| l.resources.iter().any(|r| r.name == "widgets"))
+}
+
+/// apiextensions-apiserver's discovery controller adds a CRD's group version to discovery, and
+/// drops it, on its own a moment after the CRD changes — after a watch of CRDs has reported the
+/// change (kube-apiserver v1.32.13; issue 29: Lien's webhook refreshed its kinds on the watch's
+/// event, found the deleted kind still listed, and kept admitting Usages of it). Serving does
+/// not wait: the kind is served once established, and not once its CRD is gone. With a lag of
+/// a second, both moments are seen here.
+#[tokio::test]
+async fn discovery_follows_a_crd_a_moment_after_it_is_served_or_gone() {
+    let lag = std::time::Duration::from_secs(1);
+    let sandbox = common::sandbox_with(|c| c.discovery_lag = lag).await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "lag").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let created = std::time::Instant::now();
+    crds.create(&PostParams::default(), &crd())
+        .await
+        .expect("create CRD");
+    wait_until(&crds, CRD, "Established", |c| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            })
+    })
+    .await;
+    // Served at once, not yet discovered.
+    let in_lag = widgets(&client, "lag");
+    in_lag
+        .create(&PostParams::default(), &widget("w", &[]))
+        .await
+        .expect("served once established");
+    assert!(
+        created.elapsed() < lag,
+        "the machine is too slow for this test's lag"
+    );
+    assert_eq!(discovered(&client).await, None);
+    common::wait_for("discovery to list the kind", lag * 5, || async {
+        discovered(&client).await.filter(|d| *d).map(drop)
+    })
+    .await;
+
+    crds.delete(CRD, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    wait_gone(&crds, CRD).await;
+    let gone = std::time::Instant::now();
+    // Not served any more (the bare 404 of a kind nothing serves), still discovered.
+    let s = status(in_lag.get("w").await);
+    assert_eq!((s.code, s.message.as_str()), (404, "404 page not found"));
+    assert!(
+        gone.elapsed() < lag,
+        "the machine is too slow for this test's lag"
+    );
+    assert_eq!(discovered(&client).await, Some(true));
+    common::wait_for("discovery to drop the kind", lag * 5, || async {
+        discovered(&client).await.is_none().then_some(())
+    })
+    .await;
     sandbox.shutdown().await;
 }
