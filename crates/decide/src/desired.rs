@@ -2,7 +2,7 @@
 //!
 //! # Data model
 //!
-//! Nothing here talks to the API server: given the caches, the usages, their [`Resolution`]s and
+//! Nothing here talks to the API server: given the caches, the usages, their [`Selection`]s and
 //! the relation index, these functions say what the cluster should look like and return the
 //! differences as plain values ([`LabelWrite`], [`UsageMetaWrite`], a new [`UsageStatus`]). The
 //! leader's writer applies them (`lien_controller::writer`); tests assert on them directly.
@@ -38,7 +38,8 @@ use lien_api::{
 use lien_core::{RelationIndex, Source};
 
 use crate::cache::{CachedObject, Caches, GroupKind, KindCache};
-use crate::resolve::{Matched, Problem, Resolution, UsageView};
+use crate::resolve::{Matched, Problem, UsageView};
+use crate::selection::{Selection, SideSelection};
 
 /// The condition reason of every Usage while Lien's webhook configuration is missing or differs
 /// (watched by `lien_controller::webhook_config`, which re-exports it).
@@ -216,12 +217,14 @@ pub fn owner_references(
     (owners, record)
 }
 
-/// The finalizer and owner-reference write a usage needs, if any.
-pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option<UsageMetaWrite> {
+/// The finalizer and owner-reference write a usage needs, if any. In the size of the Usage's
+/// owner references, whatever the number of users or objects.
+pub fn usage_meta(view: &UsageView, sel: &Selection, caches: &Caches) -> Option<UsageMetaWrite> {
     let has = view.finalizers.iter().any(|f| f == USAGE_FINALIZER);
+    let by_side = sel.by.as_ref();
     // The finalizer goes only when the `by` side is known to match nothing any more; while a
     // kind is still being listed, absence proves nothing.
-    let all_users_gone = res.complete && res.by.is_empty();
+    let all_users_gone = sel.complete() && by_side.is_none_or(|b| b.matched.is_empty());
     let want = view.by.is_some() && !(view.deleting && all_users_gone);
     let mut finalizers = view.finalizers.clone();
     if want && !has && !view.deleting {
@@ -239,8 +242,53 @@ pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option
             // A cluster-scoped Usage may only have cluster-scoped owners; a namespaced Usage's
             // `by` is in its own namespace or cluster-scoped, so it may own it.
             let allowed = !kind.namespaced || view.namespace.is_some();
-            let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-            let wanted: Vec<OwnerReference> = res.by.iter().map(|m| owner_ref(kind, m)).collect();
+            // An owner is in the Usage's namespace, or cluster-scoped: an existing reference
+            // to a `by` object is live when the object of its name has its UID — what the
+            // garbage collector checks too — looked up by name, not by a scan of every UID.
+            let owner_key = |o: &OwnerReference| {
+                let ns = if kind.namespaced {
+                    view.namespace.clone()
+                } else {
+                    None
+                };
+                (ns, o.name.clone())
+            };
+            let of_by_kind = |o: &OwnerReference| {
+                o.kind == gk.kind && GroupKind::from_api_version(&o.api_version, &o.kind) == gk
+            };
+            let existing_by: Vec<&OwnerReference> = view
+                .owner_references
+                .iter()
+                .filter(|o| of_by_kind(o))
+                .collect();
+            let live: BTreeSet<&str> = existing_by
+                .iter()
+                .filter(|o| {
+                    kind.objects
+                        .get(&owner_key(o))
+                        .is_some_and(|c| c.uid == o.uid)
+                })
+                .map(|o| o.uid.as_str())
+                .collect();
+            // What `owner_references` reads of the users: whether each existing reference is
+            // still one (a lookup), and the first users in order, enough to fill the room left
+            // (at most OWNER_LIMIT new ones, past every present one).
+            let mut wanted: Vec<OwnerReference> = Vec::new();
+            if let Some(side) = by_side {
+                let prefix = OWNER_LIMIT + view.owner_references.len();
+                wanted.extend(
+                    side.matched_list()
+                        .take(prefix)
+                        .map(|m| owner_ref(kind, &m)),
+                );
+                let listed: BTreeSet<String> = wanted.iter().map(|o| o.uid.clone()).collect();
+                wanted.extend(
+                    existing_by
+                        .iter()
+                        .filter(|o| !listed.contains(&o.uid) && side.has(&owner_key(o), &o.uid))
+                        .map(|o| (*o).clone()),
+                );
+            }
             (owners, lien_owners) = owner_references(
                 &view.owner_references,
                 &view.lien_owners,
@@ -267,12 +315,12 @@ pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option
 /// collector will: it has `by`, is not being deleted, no user it saw is its owner, its status
 /// lists every user it matched (the count is not larger than the list), and none of those UIDs
 /// exists any more while nothing else matches. A Usage whose users were never seen (applied
-/// before them, as GitOps tools do) is left alone.
-pub fn users_gone(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
+/// before them, as GitOps tools do) is left alone. In the size of the status's list.
+pub fn users_gone(view: &UsageView, sel: &Selection, caches: &Caches) -> bool {
     let Some(by) = &view.by else {
         return false;
     };
-    if view.deleting || !res.complete || !res.by.is_empty() {
+    if view.deleting || !sel.complete() || sel.by.as_ref().is_some_and(|b| !b.matched.is_empty()) {
         return false;
     }
     let Some(seen) = view.status.as_ref().and_then(|s| s.by.as_ref()) else {
@@ -296,9 +344,15 @@ pub fn users_gone(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
         .owner_references
         .iter()
         .any(|o| o.controller != Some(true) && seen_uids.contains(o.uid.as_str()));
-    // A user being deleted (Terminating) still exists: it is a user until it is gone.
-    let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-    !owned && seen_uids.iter().all(|uid| !live.contains(uid))
+    // A user being deleted (Terminating) still exists: it is a user until it is gone. Each
+    // user it saw is looked up where status listed it.
+    let live = |o: &lien_api::MatchedObject| {
+        let ns = Some(o.namespace.clone()).filter(|ns| !ns.is_empty());
+        kind.objects
+            .get(&(ns, o.name.clone()))
+            .is_some_and(|c| c.uid == o.uid)
+    };
+    !owned && !seen.objects.iter().any(live)
 }
 
 fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
@@ -312,17 +366,19 @@ fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
     }
 }
 
-fn matched_objects(side: &ResourceSpec, matched: &[Matched]) -> MatchedObjects {
+fn matched_objects(side: &ResourceSpec, matched: &SideSelection) -> MatchedObjects {
+    let count = matched.matched.len();
     MatchedObjects {
-        count: u32::try_from(matched.len()).unwrap_or(u32::MAX),
-        summary: side_summary(side, matched.len()),
+        count: u32::try_from(count).unwrap_or(u32::MAX),
+        summary: side_summary(side, count),
         objects: matched
+            .matched
             .iter()
             .take(STATUS_LIST_LIMIT)
-            .map(|m| MatchedObject {
-                namespace: m.key.namespace.clone().unwrap_or_default(),
-                name: m.key.name.clone(),
-                uid: m.uid.clone(),
+            .map(|((ns, name), uid)| MatchedObject {
+                namespace: ns.clone().unwrap_or_default(),
+                name: name.clone(),
+                uid: uid.clone(),
             })
             .collect(),
     }
@@ -387,16 +443,21 @@ fn kubectl_name(key: &lien_core::ObjectKey, own_namespace: Option<&str>) -> Stri
     out
 }
 
-/// The message of a Usage with `by` that is being deleted while `users` remain: who they are
-/// (the first [`WAITING_USERS_NAMED`], then how many more) and what frees it. Its finalizer
-/// `lien.dev/usage` keeps it, and the protection with it, until they are gone. Pure.
-pub fn waiting_for_users_message(users: &[Matched], own_namespace: Option<&str>) -> String {
-    let names: Vec<String> = users
+/// The message of a Usage with `by` that is being deleted while `total` users remain, `first`
+/// the first of them: who they are (the first [`WAITING_USERS_NAMED`], then how many more) and
+/// what frees it. Its finalizer `lien.dev/usage` keeps it, and the protection with it, until
+/// they are gone. Pure.
+pub fn waiting_for_users_message(
+    first: &[Matched],
+    total: usize,
+    own_namespace: Option<&str>,
+) -> String {
+    let names: Vec<String> = first
         .iter()
         .take(WAITING_USERS_NAMED)
         .map(|m| kubectl_name(&m.key, own_namespace))
         .collect();
-    let more = users.len().saturating_sub(WAITING_USERS_NAMED);
+    let more = total.saturating_sub(names.len());
     let mut list = names.join(", ");
     if more > 0 {
         list = format!("{list} and {more} more");
@@ -440,7 +501,7 @@ pub(crate) fn condition(
 /// kube-apiserver is not asking Lien and nothing is protected, whatever the relations say.
 pub fn status(
     view: &UsageView,
-    res: &Resolution,
+    sel: &Selection,
     cycle: Option<&Problem>,
     unenforced: Option<&str>,
     now: Timestamp,
@@ -467,7 +528,8 @@ pub fn status(
         ]
     } else {
         // A cycle is the most useful thing to report: it means the objects can never be deleted.
-        let ready = match cycle.or_else(|| res.problems.first()) {
+        let problem = sel.sides().find_map(SideSelection::problem_now);
+        let ready = match cycle.or(problem.as_ref()) {
             Some(p) => cond("Ready", false, p.reason.as_str(), p.message.clone()),
             None => cond(
                 "Ready",
@@ -476,12 +538,12 @@ pub fn status(
                 "every reference resolves".to_owned(),
             ),
         };
-        let protected: BTreeSet<_> = res.relations.iter().map(|r| &r.of).collect();
-        let in_use = if protected.is_empty() {
+        let protected = sel.protected_count();
+        let in_use = if protected == 0 {
             let message = "no object is protected by this usage".to_owned();
             cond("InUse", false, "NotInUse", message)
         } else {
-            let message = format!("{} object(s) protected", protected.len());
+            let message = format!("{protected} object(s) protected");
             cond("InUse", true, "InUse", message)
         };
         vec![ready, in_use]
@@ -490,14 +552,29 @@ pub fn status(
     // A Usage with `by` being deleted stays (its finalizer) while its users remain, and keeps
     // protecting meanwhile: say so, naming them, or `kubectl delete usage` looks hung.
     // kube-apiserver takes status writes to an object being deleted.
-    if view.deleting && view.by.is_some() && !res.by.is_empty() {
-        let message = waiting_for_users_message(&res.by, view.namespace.as_deref());
+    if let Some(users) = sel
+        .by
+        .as_ref()
+        .filter(|b| view.deleting && !b.matched.is_empty())
+    {
+        let message = waiting_for_users_message(
+            &users
+                .matched_list()
+                .take(WAITING_USERS_NAMED)
+                .collect::<Vec<_>>(),
+            users.matched.len(),
+            view.namespace.as_deref(),
+        );
         conditions.push(cond("WaitingForUsers", true, "UsersRemain", message));
     }
     let desired = UsageStatus {
         conditions,
-        of: Some(matched_objects(&view.of, &res.of)),
-        by: view.by.as_ref().map(|by| matched_objects(by, &res.by)),
+        of: Some(matched_objects(&view.of, &sel.of)),
+        by: view
+            .by
+            .as_ref()
+            .zip(sel.by.as_ref())
+            .map(|(by, side)| matched_objects(by, side)),
         observed_generation: view.generation,
         // Recorded while the reference exists, kept after the garbage collector removed it
         // (see `UsageView::selecting_controller_uid`); kept while unenforced too.
@@ -513,7 +590,7 @@ mod tests {
     use lien_core::{ObjectKey, Relation};
 
     use super::*;
-    use crate::resolve::resolve;
+    use crate::selection::Shape;
 
     fn spec(name: &str) -> ResourceSpec {
         ResourceSpec {
@@ -543,7 +620,7 @@ mod tests {
     fn plain_status(view: &UsageView, caches: &Caches) -> Option<UsageStatus> {
         status(
             view,
-            &resolve(view, caches),
+            &Selection::resolve(view, caches),
             None,
             None,
             Timestamp::UNIX_EPOCH,
@@ -619,7 +696,7 @@ mod tests {
     fn finalizer_and_owner_for_a_usage_with_by_until_the_users_are_gone() {
         let c = caches(&[("of", false), ("by", false)]);
         let mut view = usage_of_by();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert_eq!(w.finalizers, [USAGE_FINALIZER]);
         assert_eq!(w.owner_references.len(), 1);
@@ -634,7 +711,7 @@ mod tests {
         assert_eq!(usage_meta(&view, &res, &c), None);
         // The user is gone: the finalizer goes, the dangling owner stays for the GC.
         let c = caches(&[("of", false)]);
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert!(w.finalizers.is_empty());
         assert_eq!(w.owner_references.len(), 1);
@@ -646,16 +723,16 @@ mod tests {
         let mut view = usage_of_by();
         // Applied before its user exists: never deleted for that.
         let gone = caches(&[("of", false)]);
-        assert!(!users_gone(&view, &resolve(&view, &gone), &gone));
+        assert!(!users_gone(&view, &Selection::resolve(&view, &gone), &gone));
         // The user is seen (status lists it), then deleted before it became an owner.
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         view.status = status(&view, &res, None, None, Timestamp::now());
         assert!(!users_gone(&view, &res, &c), "the user is still there");
-        let res = resolve(&view, &gone);
+        let res = Selection::resolve(&view, &gone);
         assert!(users_gone(&view, &res, &gone));
         // An owner of the `by` kind is the garbage collector's business.
         let mut owned = view.clone();
-        owned.owner_references = usage_meta(&view, &resolve(&view, &c), &c)
+        owned.owner_references = usage_meta(&view, &Selection::resolve(&view, &c), &c)
             .expect("a write")
             .owner_references;
         assert!(!users_gone(&owned, &res, &gone));
@@ -688,7 +765,7 @@ mod tests {
             generation: Some(3),
             ..reason_only()
         };
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         assert_eq!(usage_meta(&view, &res, &c), None);
         let now = Timestamp::UNIX_EPOCH;
         let s = status(&view, &res, None, None, now).expect("a status");
@@ -716,7 +793,8 @@ mod tests {
         OwnerReference {
             api_version: "v1".into(),
             kind: kind.into(),
-            name: format!("name-{uid}"),
+            // The fixture's objects are named after their UIDs (`uid-NAME`).
+            name: uid.trim_start_matches("uid-").to_owned(),
             uid: uid.into(),
             controller,
             block_owner_deletion: controller,
@@ -732,7 +810,7 @@ mod tests {
         let parent = owner("ConfigMap", "uid-parent", Some(true));
         view.owner_references = vec![parent.clone()];
         view.controller_uid = Some("uid-parent".into());
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert_eq!(w.owner_references[0], parent, "kept first, byte for byte");
         assert_eq!(w.owner_references.len(), 2);
@@ -763,7 +841,7 @@ mod tests {
         };
         view.owner_references = vec![theirs.clone(), old];
         view.lien_owners = ["uid-old".to_owned()].into();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         let uids: Vec<&str> = w.owner_references.iter().map(|o| o.uid.as_str()).collect();
         assert_eq!(uids, ["uid-theirs", "uid-by"]);
@@ -776,7 +854,7 @@ mod tests {
         let c = caches(&[("of", false), ("by", false)]);
         let mut view = usage_of_by();
         view.controller_uid = Some("uid-parent".into());
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let s = status(&view, &res, None, None, Timestamp::UNIX_EPOCH).expect("a status");
         assert_eq!(s.controller_uid.as_deref(), Some("uid-parent"));
         // The garbage collector strips the reference: the status read back still has it, and
@@ -811,7 +889,7 @@ mod tests {
         };
         c.reset(&gk, &[of.clone(), by]);
         let mut view = usage_of_by();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         view.status = status(&view, &res, None, None, Timestamp::now());
         let count = |v: &UsageView| {
             v.status
@@ -828,14 +906,14 @@ mod tests {
         let used = gk.key(Some("ns"), "of");
         let mut index = RelationIndex::new();
         index
-            .apply(&view.source(), res.relations.clone())
+            .apply(&view.source(), Shape::of(&view).relations(&res))
             .expect("applies");
         assert!(index.is_in_use(&used));
         // Gone: no user, no relation, the finalizer goes.
         c.reset(&gk, &[of]);
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         index
-            .apply(&view.source(), res.relations.clone())
+            .apply(&view.source(), Shape::of(&view).relations(&res))
             .expect("applies");
         assert!(!index.is_in_use(&used));
         let w = usage_meta(&deleting, &res, &c).expect("a write");
@@ -1040,13 +1118,13 @@ mod tests {
     /// (bounded) as kubectl takes them, and what frees it.
     #[test]
     fn a_deleting_usage_names_the_users_it_waits_for() {
-        let one = waiting_for_users_message(&users(1), Some("ns"));
+        let one = waiting_for_users_message(&users(1), 1, Some("ns"));
         assert_eq!(
             one,
             "being deleted; it goes when its users are gone: deployment.apps/web-0 (delete them, \
              or remove its finalizer lien.dev/usage to lift the protection now)"
         );
-        let many = waiting_for_users_message(&users(5), Some("ns"));
+        let many = waiting_for_users_message(&users(5), 5, Some("ns"));
         assert!(
             many.contains(
                 "deployment.apps/web-0, deployment.apps/web-1, deployment.apps/web-2 and 2 more"
@@ -1054,7 +1132,7 @@ mod tests {
             "{many}"
         );
         // A ClusterUsage's users are named with their namespace.
-        let cluster = waiting_for_users_message(&users(1), None);
+        let cluster = waiting_for_users_message(&users(1), 1, None);
         assert!(
             cluster.contains("deployment.apps/web-0 -n ns ("),
             "{cluster}"
@@ -1092,7 +1170,7 @@ mod tests {
     fn a_usage_is_not_in_use_while_the_webhook_is_not_configured() {
         let c = caches(&[("of", false)]);
         let view = reason_only();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let why = "ValidatingWebhookConfiguration lien is missing";
         let s = status(&view, &res, None, Some(why), Timestamp::UNIX_EPOCH).expect("a status");
         for (c, type_) in s.conditions.iter().zip(["Ready", "InUse"]) {

@@ -251,10 +251,10 @@ pub(super) fn plan(
     let mut orphans = Vec::new();
     let mut statuses = Vec::new();
     for (source, view) in &st.usages {
-        let Some(res) = st.resolutions.get(source) else {
+        let Some(sel) = st.selections.get(source) else {
             continue;
         };
-        if desired::users_gone(view, res, &st.caches) {
+        if desired::users_gone(view, sel, &st.caches) {
             // Its status still lists the users it saw; writing it now would forget them.
             orphans.push(Write::OrphanDelete {
                 source: source.clone(),
@@ -262,11 +262,11 @@ pub(super) fn plan(
             });
             continue;
         }
-        if let Some(w) = desired::usage_meta(view, res, &st.caches) {
+        if let Some(w) = desired::usage_meta(view, sel, &st.caches) {
             metas.push(Write::UsageMeta(w));
         }
         if let Some(status) =
-            desired::status(view, res, st.cycles.get(source), unenforced.as_deref(), now)
+            desired::status(view, sel, st.cycles.get(source), unenforced.as_deref(), now)
         {
             statuses.push(Write::Status {
                 source: source.clone(),
