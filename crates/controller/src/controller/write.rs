@@ -209,6 +209,16 @@ pub(super) struct Plan {
     relations_by_source: (usize, usize, usize),
 }
 
+/// How long one write pass sends labels before it plans again. A pass is one plan's writes in
+/// order, and a plan is made from the state when the pass starts: when one Usage selecting
+/// 10,000 objects made a pass of 10,000 label writes, a Usage created meanwhile waited for all
+/// of them (minutes, issue 28). Past this budget the pass skips its remaining labels, sends its
+/// other writes (a new Usage's status, replays) and the write loop plans again at once; with
+/// the labels in turns (`desired::in_turns`), a new Usage's label is among the first of the
+/// next pass. Each plan scans the caches (tens of milliseconds at 100,000 objects), so a much
+/// shorter budget would spend the pass on planning.
+pub(super) const LABEL_PASS_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The least time between two whole-graph cycle searches.
 pub(super) const CYCLE_SEARCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -240,7 +250,12 @@ pub(super) fn plan(
     let settled = st.settled();
     let now = Timestamp::now();
     let unenforced = config.webhook.problem();
-    let labels = desired::label_writes(&index, &st.caches, settled, &st.of_kinds());
+    // In turns by the source that holds each object: a pass sends a bounded part of them
+    // (`LABEL_PASS_BUDGET`), so this order says which protection waits.
+    let labels = desired::in_turns(
+        desired::label_writes(&index, &st.caches, settled, &st.of_kinds()),
+        &index,
+    );
     let replays = match &config.replay_key {
         Some(key) => {
             replay::replay_actions(&index, &st.caches, settled, now, config.replay_ttl, key)
@@ -372,7 +387,10 @@ pub(super) async fn write_loop(
             .metrics
             .set_relations_by_source(plan.relations_by_source);
         let timer = shared.metrics.pass_timer();
+        let started = tokio::time::Instant::now();
         let mut failed = false;
+        // Labels left for the next pass (`LABEL_PASS_BUDGET`).
+        let mut deferred = false;
         let mut keep: HashSet<String> = HashSet::new();
         for w in &plan.writes {
             if !w.remembered() {
@@ -391,6 +409,10 @@ pub(super) async fn write_loop(
             keep.insert(id.clone());
             let rv = w.resource_version();
             if sent.get(&id).is_some_and(|sent_rv| sent_rv.as_ref() == rv) {
+                continue;
+            }
+            if matches!(w, Write::Label(_)) && started.elapsed() >= LABEL_PASS_BUDGET {
+                deferred = true;
                 continue;
             }
             let r = w
@@ -424,6 +446,10 @@ pub(super) async fn write_loop(
         if let Some(revisit) = plan.revisit {
             let at = tokio::time::Instant::now() + revisit;
             retry_at = Some(retry_at.map_or(at, |r| r.min(at)));
+        }
+        if deferred && !failed {
+            // The rest of the labels, from a fresh plan, now.
+            retry_at = Some(tokio::time::Instant::now());
         }
     }
 }
@@ -462,5 +488,16 @@ impl Plan {
 
     pub(super) fn revisit(&self) -> Option<std::time::Duration> {
         self.revisit
+    }
+
+    /// The label writes the plan sends, in order.
+    pub(super) fn labels(&self) -> Vec<&desired::LabelWrite> {
+        self.writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Label(l) => Some(l),
+                _ => None,
+            })
+            .collect()
     }
 }

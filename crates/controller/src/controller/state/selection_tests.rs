@@ -247,6 +247,46 @@ fn lien_label_writes_cost_no_resolution_and_an_object_event_costs_that_object() 
     assert_eq!(h.work() - before, 1);
 }
 
+/// The write pass sends a bounded part of the labels at a time (`write::LABEL_PASS_BUDGET`) and
+/// plans again; the labels go in turns by the source holding them, so a Usage made while 1,000
+/// objects of another wait for their label is labelled in the next pass — where in the order
+/// of the caches its object came after all of them.
+#[test]
+fn a_new_usages_label_is_planned_among_the_first_while_a_large_selector_waits() {
+    let mut h = big();
+    let config = crate::controller::ControllerConfig {
+        leader: None,
+        ..Default::default()
+    };
+    let labels = |h: &mut Harness| {
+        let plan = crate::controller::write::plan(&mut h.st, &h.index, &config);
+        plan.labels()
+            .iter()
+            .map(|l| l.target.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        labels(&mut h).len(),
+        OBJECTS,
+        "every object of `big` waits for its label"
+    );
+    h.apply(&configmaps(), cm("ns", "zzz-late", &[], 1));
+    let late = usage("late", named("ConfigMap", "zzz-late", None), None);
+    h.send(Msg::Usage(watcher::Event::Apply(late)));
+    let planned = labels(&mut h);
+    assert_eq!(planned.len(), OBJECTS + 1);
+    let at = planned
+        .iter()
+        .position(|n| n == "zzz-late")
+        .expect("planned");
+    assert!(at < 2, "the new Usage's label is planned at {at}");
+    // Each source's labels keep their order among themselves.
+    let big: Vec<&String> = planned.iter().filter(|n| n.starts_with("cm-")).collect();
+    let mut sorted = big.clone();
+    sorted.sort();
+    assert_eq!(big, sorted);
+}
+
 /// A relist is compared with the cache it replaces: only what it changed is looked at.
 #[test]
 fn a_relist_costs_what_it_changed() {
