@@ -761,3 +761,148 @@ impl SideIndex {
         self.kinds.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(uid: &str, labels: &[(&str, &str)], controller: Option<&str>) -> CachedObject {
+        CachedObject {
+            uid: uid.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            controller_uid: controller.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)], controller: Option<&str>) -> Matcher {
+        Matcher {
+            gk: GroupKind::new("", "ConfigMap"),
+            namespace: Some("ns".into()),
+            select: Select::Labels {
+                labels: pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                controller: controller.map(str::to_owned),
+            },
+        }
+    }
+
+    fn side(name: &str, by: bool) -> SideId {
+        (Source::usage("ns", name), by)
+    }
+
+    /// The index finds the sides an event can change, and none for what no selector reads.
+    #[test]
+    fn an_event_finds_only_the_sides_it_can_change() {
+        let gk = GroupKind::new("", "ConfigMap");
+        let mut index = SideIndex::default();
+        let web = labels(&[("app", "web"), ("tier", "front")], None);
+        let owned = labels(&[], Some("parent"));
+        let named = Matcher {
+            gk: gk.clone(),
+            namespace: Some("ns".into()),
+            select: Select::Name("settings".into()),
+        };
+        index.insert(side("web", false), &web);
+        index.insert(side("owned", true), &owned);
+        index.insert(side("named", false), &named);
+        let key = (Some("ns".to_owned()), "settings".to_owned());
+        let find = |old: &CachedObject, new: &CachedObject| {
+            index
+                .affected(&gk, &key, Some(old), Some(new))
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        let before = object("u1", &[("app", "web"), ("tier", "front")], None);
+        // Lien's own label, a label no selector reads, a new resourceVersion: nothing.
+        let labelled = object(
+            "u1",
+            &[
+                ("app", "web"),
+                ("tier", "front"),
+                ("lien.dev/in-use", "true"),
+            ],
+            None,
+        );
+        assert!(find(&before, &labelled).is_empty());
+        let other = object("u1", &[("app", "web"), ("tier", "front"), ("x", "y")], None);
+        assert!(find(&before, &other).is_empty());
+        // A label the selector reads: the selector, whether it leaves (found by the old labels)
+        // or joins (the new).
+        let back = object("u1", &[("app", "web"), ("tier", "back")], None);
+        assert_eq!(find(&before, &back), [side("web", false)]);
+        assert_eq!(find(&back, &before), [side("web", false)]);
+        // A controller: the controller's selector.
+        let adopted = object("u1", &[("app", "web"), ("tier", "front")], Some("parent"));
+        assert_eq!(
+            find(&before, &adopted),
+            [side("owned", true), side("web", false)]
+        );
+        // A new incarnation: every side that could hold it, the name's too.
+        let again = object("u2", &[("app", "web"), ("tier", "front")], None);
+        assert_eq!(
+            find(&before, &again),
+            [side("named", false), side("web", false)]
+        );
+        assert_eq!(
+            index.affected(&gk, &key, None, Some(&before)).len(),
+            2,
+            "created: the name's side and the selector's"
+        );
+        // Removed sides are found no more, and an empty kind is forgotten.
+        index.remove(&side("web", false), &web);
+        index.remove(&side("owned", true), &owned);
+        index.remove(&side("named", false), &named);
+        assert!(index.is_empty());
+        assert!(!index.reads(&gk));
+    }
+
+    /// A side takes one object in or out; nothing for an object that stays as it was.
+    #[test]
+    fn a_side_observes_one_object() {
+        let mut side = SideSelection {
+            gk: GroupKind::new("", "ConfigMap"),
+            is_by: false,
+            matcher: Some(labels(&[("app", "web")], None)),
+            matched: BTreeMap::new(),
+            complete: true,
+            problem: None,
+        };
+        let key = (Some("ns".to_owned()), "a".to_owned());
+        let elsewhere = (Some("other".to_owned()), "a".to_owned());
+        let web = object("u1", &[("app", "web")], None);
+        assert_eq!(
+            side.observe(&elsewhere, Some(&web)),
+            None,
+            "another namespace"
+        );
+        assert_eq!(
+            side.problem_now().map(|p| p.reason),
+            Some(ProblemReason::NotFound)
+        );
+        let came = side.observe(&key, Some(&web));
+        assert_eq!(
+            came.map(|c| (c.was, c.now)),
+            Some((None, Some("u1".into())))
+        );
+        assert_eq!(side.observe(&key, Some(&web)), None);
+        assert_eq!(side.problem_now(), None);
+        let again = object("u2", &[("app", "web")], None);
+        let replaced = side.observe(&key, Some(&again));
+        assert_eq!(
+            replaced.map(|c| (c.was, c.now)),
+            Some((Some("u1".into()), Some("u2".into())))
+        );
+        let gone = side.observe(&key, None);
+        assert_eq!(
+            gone.map(|c| (c.was, c.now)),
+            Some((Some("u2".into()), None))
+        );
+        assert!(side.matched.is_empty());
+    }
+}
