@@ -1437,6 +1437,18 @@ impl RelationIndex {
             .copied()
     }
 
+    /// [`Self::blockers`] for a borrowed key: no allocation, for scans over many objects.
+    pub fn blockers_ref(&self, of: KeyRef<'_>) -> Chain<'_> {
+        let head = self
+            .find_key(of)
+            .map_or(NIL, |id| self.keys[id as usize].of_head);
+        Chain {
+            index: self,
+            next: head,
+            link: Link::Of,
+        }
+    }
+
     /// The relations that have `of` as the object in use: what blocks deleting it (before UIDs
     /// are compared; see `crate::decision::decide_delete`).
     pub fn blockers(&self, of: &ObjectKey) -> Chain<'_> {

@@ -28,16 +28,16 @@
 //!   `kubectl get` ([`side_summary`]), the matched count and a bounded list of matched objects
 //!   with UIDs.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use lien_api::{
     IN_USE_LABEL, MatchedObject, MatchedObjects, ResourceSpec, USAGE_FINALIZER, UsageStatus,
 };
-use lien_core::{RelationIndex, Source};
+use lien_core::{RelationIndex, Source, SourceRef};
 
-use crate::cache::{CachedObject, Caches, GroupKind, KindCache};
+use crate::cache::{CachedObject, Caches, GroupKind, KindCache, NsName};
 use crate::resolve::{Matched, Problem, UsageView};
 use crate::selection::{Selection, SideSelection};
 
@@ -105,89 +105,119 @@ pub fn is_labelled(o: &CachedObject) -> bool {
     o.labels.get(IN_USE_LABEL).is_some_and(|v| v == "true")
 }
 
-/// Every label write that makes "labelled" equal "in use" for the cached objects. Removals
-/// only when `settled` (see the module docs).
-///
-/// `of_kinds`: the kinds some source protects (a Usage's `spec.of`, a rule's `of`). An object
-/// of another kind cannot be in use, so only its label is looked at (a stale one is removed):
-/// a pass over 100,000 PersistentVolumes a rule reads as users then costs a label lookup each,
-/// not an index lookup.
+/// Every label write that makes "labelled" equal "in use" for the cached objects, in turns
+/// (see [`label_plan`]). Removals only when `settled` (see the module docs).
 pub fn label_writes(
     index: &RelationIndex,
     caches: &Caches,
     settled: bool,
     of_kinds: &HashSet<GroupKind>,
 ) -> Vec<LabelWrite> {
-    let mut out = Vec::new();
+    label_plan(index, caches, settled, of_kinds, usize::MAX).writes
+}
+
+/// How many label writes one plan holds at most: a write pass sends labels for a bounded time
+/// and plans again (`lien_controller`'s `LABEL_PASS_BUDGET`, 250 ms: a few hundred PATCHes), so
+/// building a write for each of 100,000 objects waiting for its label would be spent on writes
+/// the pass never reaches.
+pub const LABELS_PER_PLAN: usize = 4096;
+
+/// The label writes of one plan, and how many more are needed than it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelPlan {
+    /// At most the limit asked for, in turns.
+    pub writes: Vec<LabelWrite>,
+    /// How many more objects need a label write (planned again next time).
+    pub left: usize,
+}
+
+/// One object whose label must change, as [`label_plan`] finds it.
+type Needed<'a> = (
+    &'a GroupKind,
+    &'a KindCache,
+    &'a NsName,
+    &'a CachedObject,
+    bool,
+);
+
+/// The label writes that make "labelled" equal "in use" for the cached objects: at most
+/// `limit`, in turns by the source holding each object — the first label of every source, then
+/// the second of every source, and so on, the removals (objects nothing holds) taking their turn
+/// as one more source; a source is an object's first blocker. Removals only when `settled`.
+///
+/// The write pass sends a bounded part of them at a time and plans again, so the order says
+/// who waits: in the order of the caches, the 100,000 objects of one tenant's selector went
+/// before the one object of a Usage made a second later, for as long as writing them took; in
+/// turns, each source's next label waits for one label of each other source, and a new Usage's
+/// label is among the first of the next pass.
+///
+/// `of_kinds`: the kinds some source protects (a Usage's `spec.of`, a rule's `of`). An object
+/// of another kind cannot be in use, so only its label is looked at (a stale one is removed):
+/// a pass over 100,000 PersistentVolumes a rule reads as users then costs a label lookup each,
+/// not an index lookup. Otherwise one index lookup per object (which also names its holder),
+/// and a write built only for the `limit` planned.
+pub fn label_plan(
+    index: &RelationIndex,
+    caches: &Caches,
+    settled: bool,
+    of_kinds: &HashSet<GroupKind>,
+    limit: usize,
+) -> LabelPlan {
+    let mut turns: Vec<VecDeque<Needed<'_>>> = Vec::new();
+    let mut group_of: HashMap<Option<SourceRef<'_>>, usize> = HashMap::new();
+    let mut needed = 0;
     for (gk, kind) in caches.kinds() {
         if !kind.synced {
             continue;
         }
         let may_be_used = of_kinds.contains(gk);
-        for ((ns, name), o) in &kind.objects {
-            if !may_be_used && !is_labelled(o) {
+        for (key, o) in &kind.objects {
+            let labelled = is_labelled(o);
+            if !may_be_used && !labelled {
                 continue;
             }
             // Borrowed: a pass looks at every cached object (100,000 PersistentVolumes a rule
             // reads), so no key is built per object.
-            let in_use = index.is_in_use_ref(lien_core::KeyRef {
-                group: &gk.group,
-                kind: &gk.kind,
-                namespace: ns.as_deref(),
-                name,
-            });
-            let labelled = is_labelled(o);
+            let holder = index
+                .blockers_ref(lien_core::KeyRef {
+                    group: &gk.group,
+                    kind: &gk.kind,
+                    namespace: key.0.as_deref(),
+                    name: &key.1,
+                })
+                .next()
+                .map(|r| r.source());
+            let in_use = holder.is_some();
             // An object being deleted keeps whatever label it has: it is past admission.
             if in_use == labelled || (!in_use && !settled) || o.deleting {
                 continue;
             }
-            out.push(LabelWrite {
-                target: ObjectTarget::new(gk, kind, ns.as_deref(), name, o),
-                in_use,
+            needed += 1;
+            let group = *group_of.entry(holder).or_insert_with(|| {
+                turns.push(VecDeque::new());
+                turns.len() - 1
             });
+            turns[group].push_back((gk, kind, key, o, in_use));
         }
     }
-    out
-}
-
-/// `writes` (from [`label_writes`]) in turns: the first label of each source that holds an
-/// object, then the second of each, and so on, the removals (objects nothing holds) taking
-/// their turn as one more source. The write pass sends a bounded part of them at a time and
-/// plans again, so the order says who waits: in the order of the caches, the 100,000 objects
-/// of one tenant's selector went before the one object of a Usage made a second later, for as
-/// long as writing them took; in turns, each source's next label waits for one label of each
-/// other source, and a new Usage's label is among the first of the next pass. A source is
-/// an object's first blocker. In the number of writes.
-pub fn in_turns(writes: Vec<LabelWrite>, index: &RelationIndex) -> Vec<LabelWrite> {
-    let mut turns: Vec<std::collections::VecDeque<LabelWrite>> = Vec::new();
-    let mut group_of: std::collections::HashMap<Option<lien_core::SourceRef<'_>>, usize> =
-        std::collections::HashMap::new();
-    for w in writes {
-        let holder = if w.in_use {
-            let key = w
-                .target
-                .gk
-                .key(w.target.namespace.as_deref(), &w.target.name);
-            index.blockers(&key).next().map(|r| r.source())
-        } else {
-            None
-        };
-        let group = *group_of.entry(holder).or_insert_with(|| {
-            turns.push(std::collections::VecDeque::new());
-            turns.len() - 1
-        });
-        turns[group].push_back(w);
-    }
-    let mut out = Vec::with_capacity(turns.iter().map(std::collections::VecDeque::len).sum());
-    while !turns.is_empty() {
+    let mut writes = Vec::with_capacity(needed.min(limit));
+    while !turns.is_empty() && writes.len() < limit {
         turns.retain_mut(|group| {
-            if let Some(w) = group.pop_front() {
-                out.push(w);
+            if writes.len() < limit
+                && let Some((gk, kind, (ns, name), o, in_use)) = group.pop_front()
+            {
+                writes.push(LabelWrite {
+                    target: ObjectTarget::new(gk, kind, ns.as_deref(), name, o),
+                    in_use,
+                });
             }
             !group.is_empty()
         });
     }
-    out
+    LabelPlan {
+        left: needed - writes.len(),
+        writes,
+    }
 }
 
 /// The metadata a Usage should carry: its whole finalizer list and owner references (a JSON
@@ -732,19 +762,20 @@ mod tests {
         assert!(!w[0].in_use && w[0].target.name == "stale");
     }
 
-    /// Labels go in turns by the source holding each object, removals as one more source.
+    /// Labels go in turns by the source holding each object, removals as one more source, and
+    /// a plan holds at most its limit.
     #[test]
     fn labels_go_in_turns_by_the_source_that_holds_each_object() {
         let gk = GroupKind::new("", "ConfigMap");
-        let target = |name: &str| ObjectTarget {
-            gk: gk.clone(),
-            api_version: "v1".into(),
-            plural: "configmaps".into(),
-            namespace: Some("ns".into()),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            resource_version: None,
-        };
+        let c = caches(&[
+            ("a", false),
+            ("b", false),
+            ("c", false),
+            ("d", false),
+            ("stale-1", true),
+            ("stale-2", true),
+            ("z", false),
+        ]);
         let mut index = RelationIndex::new();
         for (source, objects) in [("big", &["a", "b", "c", "d"][..]), ("small", &["z"][..])] {
             let source = Source::usage("ns", source);
@@ -753,18 +784,18 @@ mod tests {
                 .map(|o| Relation::protects(source.clone(), gk.key(Some("ns"), o), "why"));
             index.apply(&source, relations).expect("applies");
         }
-        let writes = ["a", "b", "c", "d", "stale-1", "stale-2", "z"]
-            .into_iter()
-            .map(|n| LabelWrite {
-                in_use: !n.starts_with("stale"),
-                target: target(n),
-            })
-            .collect();
-        let names: Vec<String> = in_turns(writes, &index)
-            .into_iter()
-            .map(|w| w.target.name)
-            .collect();
-        assert_eq!(names, ["a", "stale-1", "z", "b", "stale-2", "c", "d"]);
+        let of_kinds = HashSet::from([gk.clone()]);
+        let plan = |limit| {
+            let p = label_plan(&index, &c, true, &of_kinds, limit);
+            let names: Vec<String> = p.writes.into_iter().map(|w| w.target.name).collect();
+            (names, p.left)
+        };
+        let all = ["a", "stale-1", "z", "b", "stale-2", "c", "d"];
+        assert_eq!(plan(usize::MAX), (all.map(String::from).to_vec(), 0));
+        assert_eq!(
+            plan(4),
+            (all[..4].iter().map(|n| n.to_string()).collect(), 3)
+        );
     }
 
     #[test]

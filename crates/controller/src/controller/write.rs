@@ -201,6 +201,9 @@ impl Write {
 #[derive(Debug, Default)]
 pub(super) struct Plan {
     writes: Vec<Write>,
+    /// Labels needed beyond those planned (`desired::LABELS_PER_PLAN`): the write loop plans
+    /// again as soon as the pass is done.
+    labels_left: usize,
     /// Plan again after this long even without an event: a count-only status write was put
     /// off.
     revisit: Option<std::time::Duration>,
@@ -214,9 +217,9 @@ pub(super) struct Plan {
 /// 10,000 objects made a pass of 10,000 label writes, a Usage created meanwhile waited for all
 /// of them (minutes, issue 28). Past this budget the pass skips its remaining labels, sends its
 /// other writes (a new Usage's status, replays) and the write loop plans again at once; with
-/// the labels in turns (`desired::in_turns`), a new Usage's label is among the first of the
-/// next pass. Each plan scans the caches (tens of milliseconds at 100,000 objects), so a much
-/// shorter budget would spend the pass on planning.
+/// the labels in turns (`desired::label_plan`), a new Usage's label is among the first of the
+/// next pass. Each plan scans the caches (an index lookup per object of a protected kind), so a
+/// much shorter budget would spend the pass on planning.
 pub(super) const LABEL_PASS_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The least time between two whole-graph cycle searches.
@@ -250,11 +253,14 @@ pub(super) fn plan(
     let settled = st.settled();
     let now = Timestamp::now();
     let unenforced = config.webhook.problem();
-    // In turns by the source that holds each object: a pass sends a bounded part of them
-    // (`LABEL_PASS_BUDGET`), so this order says which protection waits.
-    let labels = desired::in_turns(
-        desired::label_writes(&index, &st.caches, settled, &st.of_kinds()),
+    // In turns by the source that holds each object, and bounded: a pass sends a part of them
+    // (`LABEL_PASS_BUDGET`) and plans again, so this order says which protection waits.
+    let labels = desired::label_plan(
         &index,
+        &st.caches,
+        settled,
+        &st.of_kinds(),
+        desired::LABELS_PER_PLAN,
     );
     let replays = match &config.replay_key {
         Some(key) => {
@@ -319,13 +325,18 @@ pub(super) fn plan(
         }
     }
     // Labels first (protection), then the sources' own writes, then replays.
-    let mut writes = labels.into_iter().map(Write::Label).collect::<Vec<_>>();
+    let mut writes = labels
+        .writes
+        .into_iter()
+        .map(Write::Label)
+        .collect::<Vec<_>>();
     writes.extend(metas);
     writes.extend(orphans);
     writes.extend(statuses);
     writes.extend(replays.into_iter().map(Write::Replay));
     Plan {
         writes,
+        labels_left: labels.left,
         revisit,
         replays_pending: replay::pending_records(&index, &st.caches),
         relations_by_source: index.len_by_source_kind(),
@@ -389,8 +400,8 @@ pub(super) async fn write_loop(
         let timer = shared.metrics.pass_timer();
         let started = tokio::time::Instant::now();
         let mut failed = false;
-        // Labels left for the next pass (`LABEL_PASS_BUDGET`).
-        let mut deferred = false;
+        // Labels left for the next pass (`LABEL_PASS_BUDGET`, or beyond the plan's).
+        let mut deferred = plan.labels_left > 0;
         let mut keep: HashSet<String> = HashSet::new();
         for w in &plan.writes {
             if !w.remembered() {
