@@ -234,7 +234,8 @@ async fn connect(addr: &str, roots: rustls::RootCertStore) -> Result<BufReader<T
         .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     tcp.set_nodelay(true)?;
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
+    // The serving certificate names the Service, as kube-apiserver calls it.
+    let name = rustls::pki_types::ServerName::try_from("lien-webhook.lien-system.svc")?;
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await?;
@@ -322,6 +323,17 @@ fn summary(mut took: Vec<Duration>) -> (String, Duration) {
     )
 }
 
+/// Sends SIGTERM to `lien run` when dropped: on an error too, so no Lien outlives a run.
+struct Stop(u32);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.to_string()])
+            .status();
+    }
+}
+
 /// `VmRSS` and `VmHWM` of a process, in KiB.
 fn rss(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -377,6 +389,17 @@ async fn main() -> Result<(), Error> {
         .spawn()?;
     let time_pid = lien.id().ok_or("no pid")?;
     let t0 = Instant::now();
+    let lien_pid = loop {
+        if let Some(pid) = child_of(time_pid) {
+            break pid;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err("lien did not start".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    // Whatever happens from here on, `lien run` stops with this process.
+    let _stop = Stop(lien_pid);
     let warm = usage(
         "warm",
         json!({"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "warm"}}),
@@ -397,7 +420,6 @@ async fn main() -> Result<(), Error> {
         "lien run up, synced and writing after {:.2} s",
         t0.elapsed().as_secs_f64()
     );
-    let lien_pid = child_of(time_pid).ok_or("lien's pid")?;
 
     // 3. The webhook, timed from now on.
     let warm_object: Value = serde_json::to_value(cms.get("warm").await?)?;
