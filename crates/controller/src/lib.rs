@@ -7,9 +7,10 @@
 //!
 //! - [`cache`]: per-kind object metadata from the kind watches (`apply`/`delete`/`reset`).
 //! - [`resolve`] (pure): a Usage or ClusterUsage + the caches → relations, matched objects and
-//!   problems; every selector match, re-resolved on every relevant change.
-//! - the shared [`lien_core::RelationIndex`], updated per source from the resolutions, which the
-//!   webhook reads.
+//!   problems; [`selection`] (pure): the same kept current per object event, in the size of
+//!   what the event changed.
+//! - the shared [`lien_core::RelationIndex`], updated per source from the selections' changes,
+//!   which the webhook reads.
 //! - [`rules`] (pure): a DependencyRule compiled, the objects of the kinds it reads reduced to
 //!   their keys in the watch task, and its status; its relations come from one join per rule,
 //!   held by the index (`RelationIndex::add_join`), which changes them there once attached.
@@ -44,7 +45,7 @@ pub mod writer;
 
 // The pure modules live in `lien-decide` (no client, no runtime); re-exported under their
 // old paths so that `crate::resolve`, `lien_controller::rules` and the like still name them.
-pub use lien_decide::{cache, desired, namespace_content, replay, resolve, rules};
+pub use lien_decide::{cache, desired, namespace_content, replay, resolve, rules, selection};
 
 pub use audit::{BreakGlass, BreakGlassAction};
 pub use controller::{

@@ -1375,42 +1375,48 @@ impl RelationIndex {
     /// The relation of source `src` equal to `r` (same `of`, `by`, reason, replay and UIDs),
     /// found by walking the shorter list it must be on: the uses of `by` (a `PersistentVolume`
     /// uses one pool), or the blockers of `of` for a protection. Never walks the source.
+    /// The relation of source `src` equal to `r`, if any.
+    ///
+    /// A use is on two lists, its `of` object's blockers and its `by` object's uses; they are
+    /// walked in turn, one relation each, so the search costs twice the shorter of the two
+    /// (up to the relation): removing one of a usage's 100,000 relations that all share one
+    /// user walks the used object's few blockers, not the user's 100,000 uses — and the other
+    /// way round when they all share the used object.
     fn find_relation(&self, src: u32, r: &Relation) -> Option<u32> {
         let of = self.find_key(r.of.as_key_ref())?;
-        let (by, chain) = match &r.by {
-            Some(by) => {
-                let by = self.find_key(by.as_key_ref())?;
-                (
-                    by,
-                    Chain {
-                        index: self,
-                        next: self.keys[by as usize].by_head,
-                        link: Link::By,
-                    },
-                )
-            }
-            None => (
-                NIL,
-                Chain {
-                    index: self,
-                    next: self.keys[of as usize].of_head,
-                    link: Link::Of,
-                },
-            ),
+        let chain = |head: u32, link: Link| Chain {
+            index: self,
+            next: head,
+            link,
         };
-        chain
-            .filter(|c| {
-                let rel = c.rel();
-                rel.source == src
-                    && rel.of == of
-                    && rel.by == by
-                    && rel.replay() == r.replay
-                    && c.reason() == r.reason.as_deref()
-                    && self.uid_is(rel.of_uid, r.of_uid.as_deref())
-                    && self.uid_is(rel.by_uid, r.by_uid.as_deref())
-            })
-            .map(|c| c.id)
-            .next()
+        let is = |c: &RelationRef<'_>, by: u32| {
+            let rel = c.rel();
+            rel.source == src
+                && rel.of == of
+                && rel.by == by
+                && rel.replay() == r.replay
+                && c.reason() == r.reason.as_deref()
+                && self.uid_is(rel.of_uid, r.of_uid.as_deref())
+                && self.uid_is(rel.by_uid, r.by_uid.as_deref())
+        };
+        let blockers = chain(self.keys[of as usize].of_head, Link::Of);
+        let Some(by) = &r.by else {
+            return blockers.filter(|c| is(c, NIL)).map(|c| c.id).next();
+        };
+        let by = self.find_key(by.as_key_ref())?;
+        let (mut blockers, mut uses) = (
+            blockers.fuse(),
+            chain(self.keys[by as usize].by_head, Link::By).fuse(),
+        );
+        loop {
+            let (a, b) = (blockers.next(), uses.next());
+            if a.is_none() && b.is_none() {
+                return None;
+            }
+            if let Some(c) = a.into_iter().chain(b).find(|c| is(c, by)) {
+                return Some(c.id);
+            }
+        }
     }
 
     fn uid_is(&self, stored: UidId, uid: Option<&str>) -> bool {
@@ -1455,6 +1461,18 @@ impl RelationIndex {
         self.src_table
             .find(hash, |&id| src_syms(&srcs[id as usize]) == syms)
             .copied()
+    }
+
+    /// [`Self::blockers`] for a borrowed key: no allocation, for scans over many objects.
+    pub fn blockers_ref(&self, of: KeyRef<'_>) -> Chain<'_> {
+        let head = self
+            .find_key(of)
+            .map_or(NIL, |id| self.keys[id as usize].of_head);
+        Chain {
+            index: self,
+            next: head,
+            link: Link::Of,
+        }
     }
 
     /// The relations that have `of` as the object in use: what blocks deleting it (before UIDs

@@ -106,13 +106,21 @@ pub struct KindCache {
 
 impl KindCache {
     /// The objects in `namespace` (`None`: every namespace, or the cluster-scoped ones).
+    ///
+    /// A namespace's objects are one range of the ordered map: a Usage in one namespace never
+    /// walks the others'.
     pub fn in_namespace<'a>(
         &'a self,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = (&'a NsName, &'a CachedObject)> + 'a {
-        self.objects
-            .iter()
-            .filter(move |((ns, _), _)| namespace.is_none() || ns.as_deref() == namespace)
+    ) -> Box<dyn Iterator<Item = (&'a NsName, &'a CachedObject)> + 'a> {
+        match namespace {
+            None => Box::new(self.objects.iter()),
+            Some(ns) => Box::new(
+                self.objects
+                    .range((Some(ns.to_owned()), String::new())..)
+                    .take_while(move |((n, _), _)| n.as_deref() == Some(ns)),
+            ),
+        }
     }
 }
 
@@ -219,32 +227,67 @@ impl Caches {
     /// An object was added or changed. Ignored for kinds not cached and for objects without a
     /// name (a malformed watch event is skipped, never fatal).
     pub fn apply(&mut self, gk: &GroupKind, meta: &ObjectMeta) -> bool {
+        self.insert(gk, meta).is_some()
+    }
+
+    /// [`Caches::apply`], returning the object's key and what the cache held for it before
+    /// (`None` when the event was ignored): what changed is what a watch event is worth.
+    pub fn insert(
+        &mut self,
+        gk: &GroupKind,
+        meta: &ObjectMeta,
+    ) -> Option<(NsName, Option<CachedObject>)> {
         let (Some(kind), Some(name)) = (self.kinds.get_mut(gk), meta.name.clone()) else {
-            return false;
+            return None;
         };
-        kind.objects.insert(
-            (meta.namespace.clone(), name),
-            CachedObject::from_meta(meta),
-        );
-        true
+        let key = (meta.namespace.clone(), name);
+        let old = kind
+            .objects
+            .insert(key.clone(), CachedObject::from_meta(meta));
+        Some((key, old))
     }
 
     /// An object is gone.
     pub fn delete(&mut self, gk: &GroupKind, namespace: Option<&str>, name: &str) -> bool {
-        self.kinds.get_mut(gk).is_some_and(|kind| {
-            kind.objects
-                .remove(&(namespace.map(str::to_owned), name.to_owned()))
-                .is_some()
-        })
+        self.remove(gk, namespace, name).is_some()
+    }
+
+    /// [`Caches::delete`], returning what the cache held.
+    pub fn remove(
+        &mut self,
+        gk: &GroupKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<CachedObject> {
+        self.kinds
+            .get_mut(gk)?
+            .objects
+            .remove(&(namespace.map(str::to_owned), name.to_owned()))
+    }
+
+    /// One object of `gk` by namespace and name.
+    pub fn object(&self, gk: &GroupKind, key: &NsName) -> Option<&CachedObject> {
+        self.kinds.get(gk)?.objects.get(key)
     }
 
     /// Replaces every object of `gk` with a fresh list already reduced, and marks the kind
     /// synced.
     pub fn reset_objects(&mut self, gk: &GroupKind, objects: BTreeMap<NsName, CachedObject>) {
-        if let Some(kind) = self.kinds.get_mut(gk) {
-            kind.objects = objects;
-            kind.synced = true;
-        }
+        self.replace_objects(gk, objects);
+    }
+
+    /// [`Caches::reset_objects`], returning the objects it replaced if the kind was synced
+    /// before (`None`: a first list, or a kind not cached), so that a relist can be compared
+    /// with what it replaces.
+    pub fn replace_objects(
+        &mut self,
+        gk: &GroupKind,
+        objects: BTreeMap<NsName, CachedObject>,
+    ) -> Option<BTreeMap<NsName, CachedObject>> {
+        let kind = self.kinds.get_mut(gk)?;
+        let old = std::mem::replace(&mut kind.objects, objects);
+        let was_synced = std::mem::replace(&mut kind.synced, true);
+        was_synced.then_some(old)
     }
 
     /// Replaces every object of `gk` with a fresh list, and marks the kind synced.

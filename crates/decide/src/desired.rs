@@ -2,7 +2,7 @@
 //!
 //! # Data model
 //!
-//! Nothing here talks to the API server: given the caches, the usages, their [`Resolution`]s and
+//! Nothing here talks to the API server: given the caches, the usages, their [`Selection`]s and
 //! the relation index, these functions say what the cluster should look like and return the
 //! differences as plain values ([`LabelWrite`], [`UsageMetaWrite`], a new [`UsageStatus`]). The
 //! leader's writer applies them (`lien_controller::writer`); tests assert on them directly.
@@ -30,17 +30,18 @@
 //!   `kubectl get` ([`side_summary`]), the matched count and a bounded list of matched objects
 //!   with UIDs.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use lien_api::{
     IN_USE_LABEL, MatchedObject, MatchedObjects, ResourceSpec, USAGE_FINALIZER, UsageStatus,
 };
-use lien_core::{RelationIndex, Source};
+use lien_core::{RelationIndex, Source, SourceRef};
 
-use crate::cache::{CachedObject, Caches, GroupKind, KindCache};
-use crate::resolve::{Matched, Problem, Resolution, UsageView};
+use crate::cache::{CachedObject, Caches, GroupKind, KindCache, NsName};
+use crate::resolve::{Matched, Problem, UsageView};
+use crate::selection::{Selection, SideSelection};
 
 /// The condition reason of every Usage while Lien's webhook configuration is missing or differs
 /// (watched by `lien_controller::webhook_config`, which re-exports it).
@@ -106,51 +107,121 @@ pub fn is_labelled(o: &CachedObject) -> bool {
     o.labels.get(IN_USE_LABEL).is_some_and(|v| v == "true")
 }
 
-/// Every label write that makes "labelled" equal "in use" for the cached objects. Removals
-/// only when `settled` (see the module docs).
-///
-/// `of_kinds`: the kinds some source protects (a Usage's `spec.of`, a rule's `of`). An object
-/// of another kind cannot be in use, so only its label is looked at (a stale one is removed):
-/// a pass over 100,000 PersistentVolumes a rule reads as users then costs a label lookup each,
-/// not an index lookup.
+/// Every label write that makes "labelled" equal "in use" for the cached objects, in turns
+/// (see [`label_plan`]). Removals only when `settled` (see the module docs).
 pub fn label_writes(
     index: &RelationIndex,
     caches: &Caches,
     settled: bool,
     of_kinds: &HashSet<GroupKind>,
 ) -> Vec<LabelWrite> {
-    let mut out = Vec::new();
+    label_plan(index, caches, settled, of_kinds, usize::MAX).writes
+}
+
+/// How many label writes one plan holds at most: a write pass sends labels for a bounded time
+/// and plans again (`lien_controller`'s `LABEL_PASS_BUDGET`, 250 ms: a few hundred PATCHes), so
+/// building a write for each of 100,000 objects waiting for its label would be spent on writes
+/// the pass never reaches.
+pub const LABELS_PER_PLAN: usize = 4096;
+
+/// The label writes of one plan, and how many more are needed than it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelPlan {
+    /// At most the limit asked for, in turns.
+    pub writes: Vec<LabelWrite>,
+    /// How many more objects need a label write (planned again next time).
+    pub left: usize,
+}
+
+/// One object whose label must change, as [`label_plan`] finds it.
+type Needed<'a> = (
+    &'a GroupKind,
+    &'a KindCache,
+    &'a NsName,
+    &'a CachedObject,
+    bool,
+);
+
+/// The label writes that make "labelled" equal "in use" for the cached objects: at most
+/// `limit`, in turns by the source holding each object — the first label of every source, then
+/// the second of every source, and so on, the removals (objects nothing holds) taking their turn
+/// as one more source; a source is an object's first blocker. Removals only when `settled`.
+///
+/// The write pass sends a bounded part of them at a time and plans again, so the order says
+/// who waits: in the order of the caches, the 100,000 objects of one tenant's selector went
+/// before the one object of a Usage made a second later, for as long as writing them took; in
+/// turns, each source's next label waits for one label of each other source, and a new Usage's
+/// label is among the first of the next pass.
+///
+/// `of_kinds`: the kinds some source protects (a Usage's `spec.of`, a rule's `of`). An object
+/// of another kind cannot be in use, so only its label is looked at (a stale one is removed):
+/// a pass over 100,000 PersistentVolumes a rule reads as users then costs a label lookup each,
+/// not an index lookup. Otherwise one index lookup per object (which also names its holder),
+/// and a write built only for the `limit` planned.
+pub fn label_plan(
+    index: &RelationIndex,
+    caches: &Caches,
+    settled: bool,
+    of_kinds: &HashSet<GroupKind>,
+    limit: usize,
+) -> LabelPlan {
+    let mut turns: Vec<VecDeque<Needed<'_>>> = Vec::new();
+    let mut group_of: HashMap<Option<SourceRef<'_>>, usize> = HashMap::new();
+    let mut needed = 0;
     for (gk, kind) in caches.kinds() {
         if !kind.synced {
             continue;
         }
         let may_be_used = of_kinds.contains(gk);
-        for ((ns, name), o) in &kind.objects {
-            if !may_be_used && !is_labelled(o) {
+        for (key, o) in &kind.objects {
+            let labelled = is_labelled(o);
+            if !may_be_used && !labelled {
                 continue;
             }
             // Borrowed: a pass looks at every cached object (100,000 PersistentVolumes a rule
             // reads), so no key is built per object.
-            let in_use = index.is_in_use_ref(lien_core::KeyRef {
-                group: &gk.group,
-                kind: &gk.kind,
-                namespace: ns.as_deref(),
-                name,
-            });
-            let labelled = is_labelled(o);
+            let holder = index
+                .blockers_ref(lien_core::KeyRef {
+                    group: &gk.group,
+                    kind: &gk.kind,
+                    namespace: key.0.as_deref(),
+                    name: &key.1,
+                })
+                .next()
+                .map(|r| r.source());
+            let in_use = holder.is_some();
             // An object being deleted keeps whatever label it has; one in use gets it all the
             // same: removing its last finalizer would complete a deletion Lien refuses, and the
             // label is what routes that update to the tamper guard (issue 27).
             if in_use == labelled || (!in_use && !settled) || (!in_use && o.deleting) {
                 continue;
             }
-            out.push(LabelWrite {
-                target: ObjectTarget::new(gk, kind, ns.as_deref(), name, o),
-                in_use,
+            needed += 1;
+            let group = *group_of.entry(holder).or_insert_with(|| {
+                turns.push(VecDeque::new());
+                turns.len() - 1
             });
+            turns[group].push_back((gk, kind, key, o, in_use));
         }
     }
-    out
+    let mut writes = Vec::with_capacity(needed.min(limit));
+    while !turns.is_empty() && writes.len() < limit {
+        turns.retain_mut(|group| {
+            if writes.len() < limit
+                && let Some((gk, kind, (ns, name), o, in_use)) = group.pop_front()
+            {
+                writes.push(LabelWrite {
+                    target: ObjectTarget::new(gk, kind, ns.as_deref(), name, o),
+                    in_use,
+                });
+            }
+            !group.is_empty()
+        });
+    }
+    LabelPlan {
+        left: needed - writes.len(),
+        writes,
+    }
 }
 
 /// The metadata a Usage should carry: its whole finalizer list and owner references (a JSON
@@ -228,14 +299,14 @@ pub fn owner_references(
 /// the namespace `Terminating`, until what it protects is gone or a person removes that
 /// finalizer. Unknown (the Namespace list not complete, or the `of` side still being listed)
 /// keeps it too: absence proves nothing.
-pub fn kept_for_namespace(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
+pub fn kept_for_namespace(view: &UsageView, sel: &Selection, caches: &Caches) -> bool {
     let Some(ns) = view.namespace.as_deref() else {
         return false;
     };
     if view.by.is_some() || !view.deleting {
         return false;
     }
-    let protects_something = !(res.complete && res.of.is_empty());
+    let protects_something = !(sel.of.complete && sel.of.matched.is_empty());
     protects_something && caches.namespace_deleting(ns) != Some(false)
 }
 
@@ -248,15 +319,18 @@ pub fn kept_for_namespace(view: &UsageView, res: &Resolution, caches: &Caches) -
 /// - without: at once, unless its namespace is being deleted too and what it protects still
 ///   exists ([`kept_for_namespace`]) — so that deleting a namespace never deletes (nor
 ///   unprotects) an object under a lien.
-pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option<UsageMetaWrite> {
+///
+/// In the size of the Usage's owner references, whatever the number of users or objects.
+pub fn usage_meta(view: &UsageView, sel: &Selection, caches: &Caches) -> Option<UsageMetaWrite> {
     let has = view.finalizers.iter().any(|f| f == USAGE_FINALIZER);
+    let by_side = sel.by.as_ref();
     // The finalizer goes only when the `by` side is known to match nothing any more; while a
     // kind is still being listed, absence proves nothing.
-    let all_users_gone = res.complete && res.by.is_empty();
+    let all_users_gone = sel.complete() && by_side.is_none_or(|b| b.matched.is_empty());
     let want = match &view.by {
         Some(_) => !(view.deleting && all_users_gone),
         None => {
-            view.namespace.is_some() && (!view.deleting || kept_for_namespace(view, res, caches))
+            view.namespace.is_some() && (!view.deleting || kept_for_namespace(view, sel, caches))
         }
     };
     let mut finalizers = view.finalizers.clone();
@@ -275,8 +349,53 @@ pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option
             // A cluster-scoped Usage may only have cluster-scoped owners; a namespaced Usage's
             // `by` is in its own namespace or cluster-scoped, so it may own it.
             let allowed = !kind.namespaced || view.namespace.is_some();
-            let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-            let wanted: Vec<OwnerReference> = res.by.iter().map(|m| owner_ref(kind, m)).collect();
+            // An owner is in the Usage's namespace, or cluster-scoped: an existing reference
+            // to a `by` object is live when the object of its name has its UID — what the
+            // garbage collector checks too — looked up by name, not by a scan of every UID.
+            let owner_key = |o: &OwnerReference| {
+                let ns = if kind.namespaced {
+                    view.namespace.clone()
+                } else {
+                    None
+                };
+                (ns, o.name.clone())
+            };
+            let of_by_kind = |o: &OwnerReference| {
+                o.kind == gk.kind && GroupKind::from_api_version(&o.api_version, &o.kind) == gk
+            };
+            let existing_by: Vec<&OwnerReference> = view
+                .owner_references
+                .iter()
+                .filter(|o| of_by_kind(o))
+                .collect();
+            let live: BTreeSet<&str> = existing_by
+                .iter()
+                .filter(|o| {
+                    kind.objects
+                        .get(&owner_key(o))
+                        .is_some_and(|c| c.uid == o.uid)
+                })
+                .map(|o| o.uid.as_str())
+                .collect();
+            // What `owner_references` reads of the users: whether each existing reference is
+            // still one (a lookup), and the first users in order, enough to fill the room left
+            // (at most OWNER_LIMIT new ones, past every present one).
+            let mut wanted: Vec<OwnerReference> = Vec::new();
+            if let Some(side) = by_side {
+                let prefix = OWNER_LIMIT + view.owner_references.len();
+                wanted.extend(
+                    side.matched_list()
+                        .take(prefix)
+                        .map(|m| owner_ref(kind, &m)),
+                );
+                let listed: BTreeSet<String> = wanted.iter().map(|o| o.uid.clone()).collect();
+                wanted.extend(
+                    existing_by
+                        .iter()
+                        .filter(|o| !listed.contains(&o.uid) && side.has(&owner_key(o), &o.uid))
+                        .map(|o| (*o).clone()),
+                );
+            }
             (owners, lien_owners) = owner_references(
                 &view.owner_references,
                 &view.lien_owners,
@@ -303,12 +422,12 @@ pub fn usage_meta(view: &UsageView, res: &Resolution, caches: &Caches) -> Option
 /// collector will: it has `by`, is not being deleted, no user it saw is its owner, its status
 /// lists every user it matched (the count is not larger than the list), and none of those UIDs
 /// exists any more while nothing else matches. A Usage whose users were never seen (applied
-/// before them, as GitOps tools do) is left alone.
-pub fn users_gone(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
+/// before them, as GitOps tools do) is left alone. In the size of the status's list.
+pub fn users_gone(view: &UsageView, sel: &Selection, caches: &Caches) -> bool {
     let Some(by) = &view.by else {
         return false;
     };
-    if view.deleting || !res.complete || !res.by.is_empty() {
+    if view.deleting || !sel.complete() || sel.by.as_ref().is_some_and(|b| !b.matched.is_empty()) {
         return false;
     }
     let Some(seen) = view.status.as_ref().and_then(|s| s.by.as_ref()) else {
@@ -332,9 +451,15 @@ pub fn users_gone(view: &UsageView, res: &Resolution, caches: &Caches) -> bool {
         .owner_references
         .iter()
         .any(|o| o.controller != Some(true) && seen_uids.contains(o.uid.as_str()));
-    // A user being deleted (Terminating) still exists: it is a user until it is gone.
-    let live: BTreeSet<&str> = kind.objects.values().map(|o| o.uid.as_str()).collect();
-    !owned && seen_uids.iter().all(|uid| !live.contains(uid))
+    // A user being deleted (Terminating) still exists: it is a user until it is gone. Each
+    // user it saw is looked up where status listed it.
+    let live = |o: &lien_api::MatchedObject| {
+        let ns = Some(o.namespace.clone()).filter(|ns| !ns.is_empty());
+        kind.objects
+            .get(&(ns, o.name.clone()))
+            .is_some_and(|c| c.uid == o.uid)
+    };
+    !owned && !seen.objects.iter().any(live)
 }
 
 fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
@@ -348,17 +473,19 @@ fn owner_ref(kind: &KindCache, m: &Matched) -> OwnerReference {
     }
 }
 
-fn matched_objects(side: &ResourceSpec, matched: &[Matched]) -> MatchedObjects {
+fn matched_objects(side: &ResourceSpec, matched: &SideSelection) -> MatchedObjects {
+    let count = matched.matched.len();
     MatchedObjects {
-        count: u32::try_from(matched.len()).unwrap_or(u32::MAX),
-        summary: side_summary(side, matched.len()),
+        count: u32::try_from(count).unwrap_or(u32::MAX),
+        summary: side_summary(side, count),
         objects: matched
+            .matched
             .iter()
             .take(STATUS_LIST_LIMIT)
-            .map(|m| MatchedObject {
-                namespace: m.key.namespace.clone().unwrap_or_default(),
-                name: m.key.name.clone(),
-                uid: m.uid.clone(),
+            .map(|((ns, name), uid)| MatchedObject {
+                namespace: ns.clone().unwrap_or_default(),
+                name: name.clone(),
+                uid: uid.clone(),
             })
             .collect(),
     }
@@ -408,15 +535,15 @@ pub fn side_summary(side: &ResourceSpec, count: usize) -> String {
 /// The `Kept` condition's message of a Usage [`kept_for_namespace`]: what it still protects, why
 /// it stays, and the command that lifts it (the finalizer's removal, as `kubectl lien why` and the
 /// refusals print it).
-pub fn kept_for_namespace_message(view: &UsageView, res: &Resolution) -> String {
+pub fn kept_for_namespace_message(view: &UsageView, sel: &Selection) -> String {
     let own = view.namespace.as_deref();
-    let objects: Vec<String> = res
+    let objects: Vec<String> = sel
         .of
-        .iter()
+        .matched_list()
         .take(WAITING_USERS_NAMED)
         .map(|m| kubectl_name(&m.key, own))
         .collect();
-    let more = res.of.len().saturating_sub(WAITING_USERS_NAMED);
+    let more = sel.of.matched.len().saturating_sub(WAITING_USERS_NAMED);
     let mut list = objects.join(", ");
     if more > 0 {
         list = format!("{list} and {more} more");
@@ -452,16 +579,21 @@ fn kubectl_name(key: &lien_core::ObjectKey, own_namespace: Option<&str>) -> Stri
     out
 }
 
-/// The message of a Usage with `by` that is being deleted while `users` remain: who they are
-/// (the first [`WAITING_USERS_NAMED`], then how many more) and what frees it. Its finalizer
-/// `lien.dev/usage` keeps it, and the protection with it, until they are gone. Pure.
-pub fn waiting_for_users_message(users: &[Matched], own_namespace: Option<&str>) -> String {
-    let names: Vec<String> = users
+/// The message of a Usage with `by` that is being deleted while `total` users remain, `first`
+/// the first of them: who they are (the first [`WAITING_USERS_NAMED`], then how many more) and
+/// what frees it. Its finalizer `lien.dev/usage` keeps it, and the protection with it, until
+/// they are gone. Pure.
+pub fn waiting_for_users_message(
+    first: &[Matched],
+    total: usize,
+    own_namespace: Option<&str>,
+) -> String {
+    let names: Vec<String> = first
         .iter()
         .take(WAITING_USERS_NAMED)
         .map(|m| kubectl_name(&m.key, own_namespace))
         .collect();
-    let more = users.len().saturating_sub(WAITING_USERS_NAMED);
+    let more = total.saturating_sub(names.len());
     let mut list = names.join(", ");
     if more > 0 {
         list = format!("{list} and {more} more");
@@ -506,7 +638,7 @@ pub(crate) fn condition(
 /// kube-apiserver is not asking Lien and nothing is protected, whatever the relations say.
 pub fn status(
     view: &UsageView,
-    res: &Resolution,
+    sel: &Selection,
     kept: bool,
     cycle: Option<&Problem>,
     unenforced: Option<&str>,
@@ -534,7 +666,8 @@ pub fn status(
         ]
     } else {
         // A cycle is the most useful thing to report: it means the objects can never be deleted.
-        let ready = match cycle.or_else(|| res.problems.first()) {
+        let problem = sel.sides().find_map(SideSelection::problem_now);
+        let ready = match cycle.or(problem.as_ref()) {
             Some(p) => cond("Ready", false, p.reason.as_str(), p.message.clone()),
             None => cond(
                 "Ready",
@@ -543,12 +676,12 @@ pub fn status(
                 "every reference resolves".to_owned(),
             ),
         };
-        let protected: BTreeSet<_> = res.relations.iter().map(|r| &r.of).collect();
-        let in_use = if protected.is_empty() {
+        let protected = sel.protected_count();
+        let in_use = if protected == 0 {
             let message = "no object is protected by this usage".to_owned();
             cond("InUse", false, "NotInUse", message)
         } else {
-            let message = format!("{} object(s) protected", protected.len());
+            let message = format!("{protected} object(s) protected");
             cond("InUse", true, "InUse", message)
         };
         vec![ready, in_use]
@@ -557,20 +690,35 @@ pub fn status(
     // A Usage with `by` being deleted stays (its finalizer) while its users remain, and keeps
     // protecting meanwhile: say so, naming them, or `kubectl delete usage` looks hung.
     // kube-apiserver takes status writes to an object being deleted.
-    if view.deleting && view.by.is_some() && !res.by.is_empty() {
-        let message = waiting_for_users_message(&res.by, view.namespace.as_deref());
+    if let Some(users) = sel
+        .by
+        .as_ref()
+        .filter(|b| view.deleting && !b.matched.is_empty())
+    {
+        let message = waiting_for_users_message(
+            &users
+                .matched_list()
+                .take(WAITING_USERS_NAMED)
+                .collect::<Vec<_>>(),
+            users.matched.len(),
+            view.namespace.as_deref(),
+        );
         conditions.push(cond("WaitingForUsers", true, "UsersRemain", message));
     }
     // A reason-only Usage deleted with its namespace stays and keeps protecting (issue 27):
     // say so, with the one command that lifts it.
     if kept {
-        let message = kept_for_namespace_message(view, res);
+        let message = kept_for_namespace_message(view, sel);
         conditions.push(cond("Kept", true, "NamespaceDeleting", message));
     }
     let desired = UsageStatus {
         conditions,
-        of: Some(matched_objects(&view.of, &res.of)),
-        by: view.by.as_ref().map(|by| matched_objects(by, &res.by)),
+        of: Some(matched_objects(&view.of, &sel.of)),
+        by: view
+            .by
+            .as_ref()
+            .zip(sel.by.as_ref())
+            .map(|(by, side)| matched_objects(by, side)),
         observed_generation: view.generation,
         // Recorded while the reference exists, kept after the garbage collector removed it
         // (see `UsageView::selecting_controller_uid`); kept while unenforced too.
@@ -586,7 +734,7 @@ mod tests {
     use lien_core::{ObjectKey, Relation};
 
     use super::*;
-    use crate::resolve::resolve;
+    use crate::selection::Shape;
 
     fn spec(name: &str) -> ResourceSpec {
         ResourceSpec {
@@ -616,7 +764,7 @@ mod tests {
     fn plain_status(view: &UsageView, caches: &Caches) -> Option<UsageStatus> {
         status(
             view,
-            &resolve(view, caches),
+            &Selection::resolve(view, caches),
             false,
             None,
             None,
@@ -689,11 +837,47 @@ mod tests {
         assert!(!w[0].in_use && w[0].target.name == "stale");
     }
 
+    /// Labels go in turns by the source holding each object, removals as one more source, and
+    /// a plan holds at most its limit.
+    #[test]
+    fn labels_go_in_turns_by_the_source_that_holds_each_object() {
+        let gk = GroupKind::new("", "ConfigMap");
+        let c = caches(&[
+            ("a", false),
+            ("b", false),
+            ("c", false),
+            ("d", false),
+            ("stale-1", true),
+            ("stale-2", true),
+            ("z", false),
+        ]);
+        let mut index = RelationIndex::new();
+        for (source, objects) in [("big", &["a", "b", "c", "d"][..]), ("small", &["z"][..])] {
+            let source = Source::usage("ns", source);
+            let relations = objects
+                .iter()
+                .map(|o| Relation::protects(source.clone(), gk.key(Some("ns"), o), "why"));
+            index.apply(&source, relations).expect("applies");
+        }
+        let of_kinds = HashSet::from([gk.clone()]);
+        let plan = |limit| {
+            let p = label_plan(&index, &c, true, &of_kinds, limit);
+            let names: Vec<String> = p.writes.into_iter().map(|w| w.target.name).collect();
+            (names, p.left)
+        };
+        let all = ["a", "stale-1", "z", "b", "stale-2", "c", "d"];
+        assert_eq!(plan(usize::MAX), (all.map(String::from).to_vec(), 0));
+        assert_eq!(
+            plan(4),
+            (all[..4].iter().map(|n| n.to_string()).collect(), 3)
+        );
+    }
+
     #[test]
     fn finalizer_and_owner_for_a_usage_with_by_until_the_users_are_gone() {
         let c = caches(&[("of", false), ("by", false)]);
         let mut view = usage_of_by();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert_eq!(w.finalizers, [USAGE_FINALIZER]);
         assert_eq!(w.owner_references.len(), 1);
@@ -708,7 +892,7 @@ mod tests {
         assert_eq!(usage_meta(&view, &res, &c), None);
         // The user is gone: the finalizer goes, the dangling owner stays for the GC.
         let c = caches(&[("of", false)]);
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert!(w.finalizers.is_empty());
         assert_eq!(w.owner_references.len(), 1);
@@ -720,16 +904,16 @@ mod tests {
         let mut view = usage_of_by();
         // Applied before its user exists: never deleted for that.
         let gone = caches(&[("of", false)]);
-        assert!(!users_gone(&view, &resolve(&view, &gone), &gone));
+        assert!(!users_gone(&view, &Selection::resolve(&view, &gone), &gone));
         // The user is seen (status lists it), then deleted before it became an owner.
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         view.status = status(&view, &res, false, None, None, Timestamp::now());
         assert!(!users_gone(&view, &res, &c), "the user is still there");
-        let res = resolve(&view, &gone);
+        let res = Selection::resolve(&view, &gone);
         assert!(users_gone(&view, &res, &gone));
         // An owner of the `by` kind is the garbage collector's business.
         let mut owned = view.clone();
-        owned.owner_references = usage_meta(&view, &resolve(&view, &c), &c)
+        owned.owner_references = usage_meta(&view, &Selection::resolve(&view, &c), &c)
             .expect("a write")
             .owner_references;
         assert!(!users_gone(&owned, &res, &gone));
@@ -784,7 +968,7 @@ mod tests {
             generation: Some(3),
             ..reason_only()
         };
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("the finalizer");
         assert_eq!(w.finalizers, [USAGE_FINALIZER]);
         assert!(w.owner_references.is_empty());
@@ -818,7 +1002,7 @@ mod tests {
             namespace: None,
             ..reason_only()
         };
-        assert_eq!(usage_meta(&cluster, &resolve(&cluster, &c), &c), None);
+        assert_eq!(usage_meta(&cluster, &Selection::resolve(&cluster, &c), &c), None);
     }
 
     /// Issue 27: deleting a reason-only Usage lifts the protection at once — unless its
@@ -832,7 +1016,7 @@ mod tests {
             ..reason_only()
         };
         let lifted = |c: &Caches| {
-            let res = resolve(&deleting, c);
+            let res = Selection::resolve(&deleting, c);
             let w = usage_meta(&deleting, &res, c);
             w.map(|w| w.finalizers)
         };
@@ -841,7 +1025,7 @@ mod tests {
         assert_eq!(lifted(&alive), Some(vec!["example.org/gitops".to_owned()]));
         assert!(!kept_for_namespace(
             &deleting,
-            &resolve(&deleting, &alive),
+            &Selection::resolve(&deleting, &alive),
             &alive
         ));
         // Its namespace is being deleted and the object exists: kept, still protecting.
@@ -849,7 +1033,7 @@ mod tests {
         assert_eq!(lifted(&terminating), None);
         assert!(kept_for_namespace(
             &deleting,
-            &resolve(&deleting, &terminating),
+            &Selection::resolve(&deleting, &terminating),
             &terminating
         ));
         // The Namespace list has not completed (a restarted Lien): kept, absence proves nothing.
@@ -865,7 +1049,7 @@ mod tests {
         };
         assert!(!kept_for_namespace(
             &with_by,
-            &resolve(&with_by, &terminating),
+            &Selection::resolve(&with_by, &terminating),
             &terminating
         ));
     }
@@ -874,7 +1058,8 @@ mod tests {
         OwnerReference {
             api_version: "v1".into(),
             kind: kind.into(),
-            name: format!("name-{uid}"),
+            // The fixture's objects are named after their UIDs (`uid-NAME`).
+            name: uid.trim_start_matches("uid-").to_owned(),
             uid: uid.into(),
             controller,
             block_owner_deletion: controller,
@@ -890,7 +1075,7 @@ mod tests {
         let parent = owner("ConfigMap", "uid-parent", Some(true));
         view.owner_references = vec![parent.clone()];
         view.controller_uid = Some("uid-parent".into());
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         assert_eq!(w.owner_references[0], parent, "kept first, byte for byte");
         assert_eq!(w.owner_references.len(), 2);
@@ -921,7 +1106,7 @@ mod tests {
         };
         view.owner_references = vec![theirs.clone(), old];
         view.lien_owners = ["uid-old".to_owned()].into();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let w = usage_meta(&view, &res, &c).expect("a write");
         let uids: Vec<&str> = w.owner_references.iter().map(|o| o.uid.as_str()).collect();
         assert_eq!(uids, ["uid-theirs", "uid-by"]);
@@ -934,7 +1119,7 @@ mod tests {
         let c = caches(&[("of", false), ("by", false)]);
         let mut view = usage_of_by();
         view.controller_uid = Some("uid-parent".into());
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let s = status(&view, &res, false, None, None, Timestamp::UNIX_EPOCH).expect("a status");
         assert_eq!(s.controller_uid.as_deref(), Some("uid-parent"));
         // The garbage collector strips the reference: the status read back still has it, and
@@ -972,7 +1157,7 @@ mod tests {
         };
         c.reset(&gk, &[of.clone(), by]);
         let mut view = usage_of_by();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         view.status = status(&view, &res, false, None, None, Timestamp::now());
         let count = |v: &UsageView| {
             v.status
@@ -989,14 +1174,14 @@ mod tests {
         let used = gk.key(Some("ns"), "of");
         let mut index = RelationIndex::new();
         index
-            .apply(&view.source(), res.relations.clone())
+            .apply(&view.source(), Shape::of(&view).relations(&res))
             .expect("applies");
         assert!(index.is_in_use(&used));
         // Gone: no user, no relation, the finalizer goes.
         c.reset(&gk, &[of]);
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         index
-            .apply(&view.source(), res.relations.clone())
+            .apply(&view.source(), Shape::of(&view).relations(&res))
             .expect("applies");
         assert!(!index.is_in_use(&used));
         let w = usage_meta(&deleting, &res, &c).expect("a write");
@@ -1201,13 +1386,13 @@ mod tests {
     /// (bounded) as kubectl takes them, and what frees it.
     #[test]
     fn a_deleting_usage_names_the_users_it_waits_for() {
-        let one = waiting_for_users_message(&users(1), Some("ns"));
+        let one = waiting_for_users_message(&users(1), 1, Some("ns"));
         assert_eq!(
             one,
             "being deleted; it goes when its users are gone: deployment.apps/web-0 (delete them, \
              or remove its finalizer lien.dev/usage to lift the protection now)"
         );
-        let many = waiting_for_users_message(&users(5), Some("ns"));
+        let many = waiting_for_users_message(&users(5), 5, Some("ns"));
         assert!(
             many.contains(
                 "deployment.apps/web-0, deployment.apps/web-1, deployment.apps/web-2 and 2 more"
@@ -1215,7 +1400,7 @@ mod tests {
             "{many}"
         );
         // A ClusterUsage's users are named with their namespace.
-        let cluster = waiting_for_users_message(&users(1), None);
+        let cluster = waiting_for_users_message(&users(1), 1, None);
         assert!(
             cluster.contains("deployment.apps/web-0 -n ns ("),
             "{cluster}"
@@ -1253,7 +1438,7 @@ mod tests {
     fn a_usage_is_not_in_use_while_the_webhook_is_not_configured() {
         let c = caches(&[("of", false)]);
         let view = reason_only();
-        let res = resolve(&view, &c);
+        let res = Selection::resolve(&view, &c);
         let why = "ValidatingWebhookConfiguration lien is missing";
         let s =
             status(&view, &res, false, None, Some(why), Timestamp::UNIX_EPOCH).expect("a status");

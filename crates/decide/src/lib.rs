@@ -6,6 +6,8 @@
 //!
 //! - [`cache`]: per-kind object metadata (`apply`/`delete`/`reset`), fed by the watches.
 //! - [`resolve`]: a Usage or ClusterUsage + the caches → relations, matched objects and problems.
+//! - [`selection`]: the same kept current per object event (an object entering or leaving a
+//!   selector changes that object's relations only), and the sides an event can change.
 //! - [`rules`]: a DependencyRule compiled, objects of the kinds it reads reduced to their keys,
 //!   and its status; its relations come from one join per rule, held by the index.
 //! - [`desired`]: the in-use label, the Usage finalizer, owner references and status as data.
@@ -22,3 +24,4 @@ pub mod program;
 pub mod replay;
 pub mod resolve;
 pub mod rules;
+pub mod selection;

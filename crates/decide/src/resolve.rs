@@ -6,9 +6,11 @@
 //! scope). [`resolve`] matches each side against the [`Caches`] — by name, or **every** object a
 //! selector matches (labels and/or the Usage's own controller) — and returns a [`Resolution`]:
 //! the relations (every matched `of` used by every matched `by`), the matched objects for status,
-//! and the [`Problem`]s that become `Ready=False`. It is pure and cheap, so the controller simply
-//! re-resolves every usage that refers to a kind whenever an object of that kind changes:
-//! selectors are never "resolved once".
+//! and the [`Problem`]s that become `Ready=False`. Selectors are never "resolved once": the
+//! controller keeps each usage's [`Selection`] (`crate::selection`) current per object event —
+//! an object entering or leaving a selector changes that object's relations only — and resolves
+//! a usage as a whole only when the usage itself, or the listing of one of its kinds, changes.
+//! [`resolve`] is that whole resolution as a list, for one-off readers.
 //!
 //! Scope (DESIGN.md §2): a Usage refers to its own namespace or to cluster-scoped objects; `of`
 //! may name another namespace only together with `by`; `by` is always in the Usage's namespace.
@@ -31,6 +33,7 @@ use lien_api::{ClusterUsage, ResourceSpec, USAGE_OWNERS_ANNOTATION, Usage, Usage
 use lien_core::{ObjectKey, Relation, RelationIndex, Source, find_cycles, sources_within};
 
 use crate::cache::{Caches, GroupKind};
+use crate::selection::{Selection, Shape};
 
 /// What the controller keeps of a Usage or ClusterUsage.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -157,6 +160,20 @@ impl UsageView {
         self
     }
 
+    /// Whether `other` resolves exactly as this view does: same scope, sides, reason, replay
+    /// and selecting controller. What else a Usage event changes — its status, finalizers,
+    /// owner references, resourceVersion: Lien's own writes among them — changes no relation,
+    /// so the controller does not resolve the usage again for it.
+    pub fn resolves_as(&self, other: &UsageView) -> bool {
+        self.source() == other.source()
+            && self.namespace == other.namespace
+            && self.of == other.of
+            && self.by == other.by
+            && self.reason == other.reason
+            && self.replay == other.replay
+            && self.selecting_controller_uid() == other.selecting_controller_uid()
+    }
+
     /// The source, for views built with `from_usage` / `from_cluster_usage`.
     pub fn source(&self) -> Source {
         self.source
@@ -257,182 +274,23 @@ pub struct Resolution {
     pub problems: Vec<Problem>,
 }
 
-struct Side {
-    matched: Vec<Matched>,
-    complete: bool,
-    problem: Option<Problem>,
-}
-
-impl Side {
-    fn problem(complete: bool, reason: ProblemReason, message: String) -> Self {
-        Self {
-            matched: vec![],
-            complete,
-            problem: Some(Problem { reason, message }),
-        }
-    }
-}
-
-fn resolve_side(view: &UsageView, spec: &ResourceSpec, is_by: bool, caches: &Caches) -> Side {
-    let gk = GroupKind::from_api_version(&spec.api_version, &spec.kind);
-    let side = if is_by { "spec.by" } else { "spec.of" };
-    if caches.is_unknown(&gk) {
-        return Side::problem(
-            true,
-            ProblemReason::UnknownKind,
-            format!(
-                "{side}: the API server does not serve kind {} in {}",
-                spec.kind, spec.api_version
-            ),
-        );
-    }
-    let Some(kind) = caches.kind(&gk).filter(|k| k.synced) else {
-        return Side::problem(
-            false,
-            ProblemReason::Pending,
-            format!("{side}: waiting for the first list of {gk}"),
-        );
-    };
-    let explicit = spec.explicit_namespace();
-    // The namespace to look in: `None` means every namespace (ClusterUsage selectors) or the
-    // cluster-scoped objects.
-    let namespace: Option<String> = if !kind.namespaced {
-        if let Some(ns) = explicit {
-            return Side::problem(
-                true,
-                ProblemReason::InvalidScope,
-                format!("{side}: {gk} is cluster-scoped, but namespace {ns:?} was given"),
-            );
-        }
-        None
-    } else {
-        match (&view.namespace, explicit) {
-            (Some(own), Some(ns)) if ns != own && (is_by || view.by.is_none()) => {
-                let why = if is_by {
-                    "spec.by always refers to the Usage's own namespace"
-                } else {
-                    "spec.of may name another namespace only together with spec.by"
-                };
-                return Side::problem(true, ProblemReason::InvalidScope, format!("{side}: {why}"));
-            }
-            (Some(own), None) => Some(own.clone()),
-            (_, Some(ns)) => Some(ns.to_owned()),
-            (None, None) if spec.resource_ref.is_some() => {
-                return Side::problem(
-                    true,
-                    ProblemReason::InvalidScope,
-                    format!("{side}: {gk} is namespaced: a ClusterUsage must name the namespace"),
-                );
-            }
-            (None, None) => None,
-        }
-    };
-    let cluster_scoped = !kind.namespaced;
-    let key_of = |ns: &Option<String>, name: &str| gk.key(ns.as_deref(), name);
-    if let Some(r) = &spec.resource_ref {
-        let found = kind.objects.get(&(namespace.clone(), r.name.clone()));
-        return match found {
-            Some(o) => Side {
-                matched: vec![Matched {
-                    key: key_of(&namespace, &r.name),
-                    uid: o.uid.clone(),
-                }],
-                complete: true,
-                problem: None,
-            },
-            None => Side::problem(
-                true,
-                ProblemReason::NotFound,
-                format!("{side}: {} not found", key_of(&namespace, &r.name)),
-            ),
-        };
-    }
-    let selector = spec.resource_selector.clone().unwrap_or_default();
-    let controller = view.selecting_controller_uid();
-    if selector.match_controller_ref && controller.is_none() {
-        return Side::problem(
-            true,
-            ProblemReason::NotFound,
-            format!("{side}: matchControllerRef is set but the usage has no controller"),
-        );
-    }
-    let scope = if cluster_scoped {
-        None
-    } else {
-        namespace.as_deref()
-    };
-    let matched: Vec<Matched> = kind
-        .in_namespace(scope)
-        .filter(|(_, o)| o.matches_labels(&selector.match_labels))
-        .filter(|(_, o)| {
-            !selector.match_controller_ref || o.controller_uid.as_deref() == controller
-        })
-        .map(|((ns, name), o)| Matched {
-            key: key_of(ns, name),
-            uid: o.uid.clone(),
-        })
-        .collect();
-    let problem = matched.is_empty().then(|| Problem {
-        reason: ProblemReason::NotFound,
-        message: format!("{side}: no {gk} matches the selector"),
-    });
-    Side {
-        matched,
-        complete: true,
-        problem,
-    }
-}
-
-/// Resolves a usage against the caches. Pure.
+/// Resolves a usage against the caches. Pure. (The controller keeps a
+/// [`Selection`](crate::selection::Selection) per usage instead, and updates it per object; this
+/// is the same resolution made into a list of relations, for one-off readers: the live check and
+/// `kubectl lien`.)
 pub fn resolve(view: &UsageView, caches: &Caches) -> Resolution {
-    let source = view.source();
-    let of = resolve_side(view, &view.of, false, caches);
-    let by = view
-        .by
-        .as_ref()
-        .map(|spec| resolve_side(view, spec, true, caches));
-    let mut relations = Vec::new();
-    match &by {
-        None => {
-            // CEL requires a reason without `by`; the fallback keeps the index's invariant (a
-            // protection says why) even for an object that slipped past validation.
-            let reason = view
-                .reason
-                .clone()
-                .filter(|r| !r.is_empty())
-                .unwrap_or_else(|| format!("protected by {source}"));
-            for o in &of.matched {
-                relations.push(
-                    Relation::protects(source.clone(), o.key.clone(), reason.clone())
-                        .with_replay(view.replay)
-                        .with_uids(Some(&o.uid), None),
-                );
-            }
-        }
-        Some(by) => {
-            for o in &of.matched {
-                for b in &by.matched {
-                    let mut r = Relation::uses(source.clone(), o.key.clone(), b.key.clone())
-                        .with_replay(view.replay)
-                        .with_uids(Some(&o.uid), Some(&b.uid));
-                    if let Some(reason) = view.reason.clone().filter(|r| !r.is_empty()) {
-                        r = r.with_reason(reason);
-                    }
-                    relations.push(r);
-                }
-            }
-        }
-    }
-    let complete = of.complete && by.as_ref().is_none_or(|b| b.complete);
-    let mut problems: Vec<Problem> = of.problem.into_iter().collect();
-    let (by_matched, by_problem) = by.map_or((vec![], None), |b| (b.matched, b.problem));
-    problems.extend(by_problem);
+    let sel = Selection::resolve(view, caches);
+    let shape = Shape::of(view);
     Resolution {
-        relations,
-        of: of.matched,
-        by: by_matched,
-        complete,
-        problems,
+        relations: shape.relations(&sel).collect(),
+        of: sel.of.matched_list().collect(),
+        by: sel
+            .by
+            .as_ref()
+            .map(|b| b.matched_list().collect())
+            .unwrap_or_default(),
+        complete: sel.complete(),
+        problems: sel.problems(),
     }
 }
 

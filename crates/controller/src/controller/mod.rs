@@ -6,7 +6,7 @@
 //! one watch per kind a source refers to: metadata-only, or full objects reduced to the rules'
 //! keys in the watch task — see `crate::rules`) forwards events into a single channel. The
 //! event loop owns the order of changes: it updates the [`State`] (caches, usage views,
-//! resolutions, rule joins) and the shared [`RelationIndex`] synchronously — every replica
+//! selections, rule joins) and the shared [`RelationIndex`] synchronously — every replica
 //! keeps its index current, because its webhook answers from it — and then wakes the write
 //! pass. Per-kind watches start when a source first refers to a kind, restart when the rule
 //! programs reading it change, and stop when none does (and no object of it still carries
@@ -29,7 +29,7 @@
 //! - this module: the configuration, [`Controller`] and its event loop (which owns the state,
 //!   dispatches each message and starts/stops kind watches);
 //! - `state`: the [`State`] and its event handling (`handle`): caches, usage views,
-//!   resolutions and the index updates — synchronous, no I/O, unit-tested without a runtime;
+//!   selections and the index updates — synchronous, no I/O, unit-tested without a runtime;
 //! - `watches`: the watch tasks and kind discovery;
 //! - `events`: records of refused DELETEs, break-glass audits, publishing Events;
 //! - `write`: the plan of a write pass and the write loop that applies it.
@@ -45,8 +45,8 @@
 //! The only lock is the index's `RwLock`, shared with the webhook, and no other lock is ever
 //! taken while holding it. The webhook holds the read lock for one decision (microseconds).
 //! The event loop resolves usages from its own state with no lock held, then takes the write
-//! lock only to replace the relations of the sources whose resolution changed (work in the
-//! size of those sources, not of the index). The whole-graph work — the cycle search and a
+//! lock only to apply what changed, a bounded step of relations per hold (work in the size of
+//! the change, not of the index). The whole-graph work — the cycle search and a
 //! plan's scan of the caches — runs under the read lock, which never stalls the webhook's
 //! reads: the event loop is the index's only writer, so no writer waits meanwhile. Cycles are
 //! searched only when a write pass needs them and the index changed since the last search.

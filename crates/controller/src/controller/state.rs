@@ -5,9 +5,15 @@
 //! without a runtime (see the tests below).
 //!
 //! Relations come from *sources* of two shapes, handled side by side:
-//! - usages (`Usage`, `ClusterUsage`): re-resolved as a whole against the caches whenever they
-//!   or an object of a kind they refer to change; their relations replace the source's
-//!   (`RelationIndex::apply`);
+//! - usages (`Usage`, `ClusterUsage`): each keeps a [`Selection`] (`crate::selection`), resolved
+//!   as a whole only when the usage changes what it selects (not its status, finalizers or
+//!   owner references: Lien's own writes) or one of its kinds is first listed or stops being
+//!   served. After that an object event changes only that object's relations, for each side it
+//!   entered or left — the [`SideIndex`] finds those sides, and an event that changes nothing a
+//!   selector reads (Lien's own label among others) finds none — so the work of an event is in
+//!   the size of what it changed, never of the objects or of the other usages. A relist is
+//!   compared with the cache it replaces, object by object. The index is brought from what it
+//!   held to the selection's relations by their difference (`RelationIndex::apply_delta`);
 //! - dependency rules: one join each, held by the index itself (`RelationIndex::add_join`) and
 //!   fed per object with the keys its watch evaluated (`crate::rules`); once attached, a join
 //!   changes the rule's relations in the index as it is fed, in the size of the object's
@@ -18,7 +24,9 @@
 //! # Locking
 //!
 //! The index is shared with the webhook behind one `RwLock`. Usages are resolved with no lock
-//! held and their replacements applied under one write lock per event ([`Update`]). A join
+//! held and the difference applied [`ATTACH_STEP`] relations per write-lock hold, additions
+//! before removals (an object held before and after is never free in between): a new usage
+//! selecting 100,000 objects holds the lock as often, and as briefly, as a rule's attach. A join
 //! lives in the index, so each join operation takes the write lock for itself alone (one object
 //! event: one lock for every rule the object feeds; a relist's end: one per object gone) —
 //! never across work in the size of the caches, and never while taking another lock.
@@ -46,8 +54,9 @@ use crate::cache::{CachedObject, Caches, GroupKind, NsName};
 use crate::desired::is_labelled;
 use crate::metrics::Metrics;
 use crate::replay;
-use crate::resolve::{Problem, Resolution, UsageView, resolve};
+use crate::resolve::{Problem, UsageView};
 use crate::rules::{Eval, KindReader, Read, RuleState, RuleView, SideEval};
+use crate::selection::{Selection, Shape, SideIndex, diff};
 
 /// An object as a kind watch delivers it: its metadata and, for a kind rules read, what each
 /// rule's program made of it (the object itself was dropped by the watch).
@@ -74,13 +83,121 @@ pub struct WantedKind {
     pub marked_only: bool,
 }
 
-/// A change of one usage's relations in the index (a rule's join changes the index itself).
+/// What the state keeps of one usage: what it selects, and what the index holds for it.
 #[derive(Debug)]
-enum Update {
-    /// Replace all its relations.
-    Replace(Source, Vec<Relation>),
-    /// It is gone, or holds nothing.
-    Delete(Source),
+struct Tracked {
+    /// What it selects now.
+    selection: Selection,
+    /// The shape of its relations, from the view it was resolved from.
+    shape: Shape,
+    held: Held,
+}
+
+/// What the index holds for a usage.
+#[derive(Debug)]
+enum Held {
+    /// The relations of its selection (complete); its sides are in the [`SideIndex`], so each
+    /// object event keeps both current.
+    Current,
+    /// The relations of an earlier complete selection: the current one is not complete (a kind
+    /// is being listed), and a watch still listing must not lift protection.
+    Earlier(Box<(Shape, Selection)>),
+    /// Nothing.
+    Nothing,
+}
+
+/// The usages' selections and what the index holds for each (see the module documentation).
+#[derive(Debug, Default)]
+pub struct Selections {
+    tracked: BTreeMap<Source, Tracked>,
+    /// The sides of every tracked usage that can match (their kind is listed and their scope
+    /// valid), so that each object event keeps its selection current.
+    sides: SideIndex,
+    /// Usages whose relations the index dropped (it was full): resolved again at the end of
+    /// every event until they are in.
+    unapplied: BTreeSet<Source>,
+    /// Objects and sides looked at to keep the selections current, since start: a whole
+    /// resolution counts each object of the scope it scans, an object event each side it
+    /// checks. Per object event it stays in the size of what the event changed (the tests hold
+    /// it to that).
+    pub(super) work: u64,
+}
+
+impl Selections {
+    /// What `source` selects now.
+    pub fn get(&self, source: &Source) -> Option<&Selection> {
+        self.tracked.get(source).map(|t| &t.selection)
+    }
+
+    fn register(&mut self, source: &Source, sel: &Selection) {
+        for side in sel.sides() {
+            if let Some(m) = &side.matcher {
+                self.sides.insert((source.clone(), side.is_by), m);
+            }
+        }
+    }
+
+    fn unregister(&mut self, source: &Source, sel: &Selection) {
+        for side in sel.sides() {
+            if let Some(m) = &side.matcher {
+                self.sides.remove(&(source.clone(), side.is_by), m);
+            }
+        }
+    }
+
+    /// One object of `gk` went from `old` to `new` (`None`: absent): each side it entered or
+    /// left gains or loses that object's relations, and nothing else is looked at.
+    fn observe(
+        &mut self,
+        gk: &GroupKind,
+        key: &NsName,
+        old: Option<&CachedObject>,
+        new: Option<&CachedObject>,
+        shared: &mut Shared<'_>,
+    ) {
+        let affected = self.sides.affected(gk, key, old, new);
+        self.work += affected.len() as u64;
+        let mut failed = Vec::new();
+        for (source, is_by) in affected {
+            let Some(t) = self.tracked.get_mut(&source) else {
+                continue;
+            };
+            let Some(change) = t
+                .selection
+                .side_mut(is_by)
+                .and_then(|side| side.observe(key, new))
+            else {
+                continue;
+            };
+            if !matches!(t.held, Held::Current) {
+                // The index keeps an earlier selection's relations until this one is complete
+                // (and resolved as a whole then); status reads the selection meanwhile.
+                continue;
+            }
+            let t = &*t;
+            let relations = |uid: &Option<String>| match uid {
+                Some(uid) => t.shape.with_object(&t.selection, is_by, key, uid),
+                None => Box::new(std::iter::empty()),
+            };
+            if apply_stepped(
+                shared,
+                &source,
+                relations(&change.now),
+                relations(&change.was),
+            )
+            .is_err()
+            {
+                failed.push(source);
+            }
+        }
+        for source in failed {
+            // The index dropped the source: nothing of it is held; resolved again later.
+            if let Some(t) = self.tracked.get_mut(&source) {
+                t.held = Held::Nothing;
+            }
+            self.unapplied.insert(source);
+        }
+    }
 }
 
 /// The shared index as one event changes it (see the module docs on locking).
@@ -98,8 +215,8 @@ pub struct State {
     pub caches: Caches,
     /// Every usage, by source.
     pub usages: BTreeMap<Source, UsageView>,
-    /// The latest resolution of each usage.
-    pub resolutions: BTreeMap<Source, Resolution>,
+    /// What each usage selects, kept current per object event, and what the index holds.
+    pub selections: Selections,
     /// Every dependency rule, by name.
     pub rules: BTreeMap<String, RuleState>,
     /// The sources that take part in a cycle, as of the last search.
@@ -112,9 +229,10 @@ pub struct State {
     /// When each rule's status was last planned, to space out count-only rewrites
     /// (`rules::STATUS_COUNTS_INTERVAL`).
     pub(super) rule_status_planned: HashMap<String, std::time::Instant>,
-    /// Sources whose last complete resolution did not reach the index (it was full), so that
-    /// the next one is applied even if it is the same.
-    unapplied: BTreeSet<Source>,
+    /// The kinds to watch as last computed, and those of them kept only for the objects still
+    /// carrying Lien's marks: only a source's or a kind's change, or an object event of such a
+    /// kind, can change the answer, so an object event of a kind a source reads reuses it.
+    wanted: Option<(BTreeMap<GroupKind, WantedKind>, HashSet<GroupKind>)>,
     usages_listed: bool,
     cluster_usages_listed: bool,
     rules_listed: bool,
@@ -274,61 +392,142 @@ impl State {
         KindReader { reads }
     }
 
-    /// Re-resolves `sources` and applies complete resolutions that changed to the index.
-    ///
-    /// Resolution reads only the state, so it runs with no lock held; the write lock is taken
-    /// once, for the per-source replacements (work in the size of the sources that changed).
-    fn re_resolve(&mut self, sources: &[Source], updates: &mut Vec<Update>) {
-        for source in sources {
-            let Some(view) = self.usages.get(source) else {
-                self.resolutions.remove(source);
-                updates.push(Update::Delete(source.clone()));
-                continue;
-            };
-            let res = resolve(view, &self.caches);
-            // An incomplete resolution keeps the previous relations: a watch that is still
-            // listing must not lift protection. A complete one equal to the last applied one
-            // (an echo of Lien's own write, an unrelated change of the kind) leaves the index
-            // alone.
-            if res.complete {
-                let applied = self.resolutions.get(source).is_some_and(|old| {
-                    old.complete
-                        && old.relations == res.relations
-                        && !self.unapplied.contains(source)
-                });
-                if !applied {
-                    updates.push(Update::Replace(source.clone(), res.relations.clone()));
-                }
+    /// The kinds to watch ([`State::wanted_kinds`]), computed again only when what it reads
+    /// may have changed (see `State::wanted`).
+    fn wanted(&mut self) -> BTreeMap<GroupKind, WantedKind> {
+        if let Some((wanted, _)) = &self.wanted {
+            return wanted.clone();
+        }
+        let wanted = self.wanted_kinds();
+        let marks: HashSet<GroupKind> = wanted
+            .keys()
+            .filter(|gk| !self.referred(gk))
+            .cloned()
+            .collect();
+        self.wanted = Some((wanted.clone(), marks));
+        wanted
+    }
+
+    /// Whether some source reads `gk` (or it is the always watched Namespace kind).
+    fn referred(&self, gk: &GroupKind) -> bool {
+        (gk.group.is_empty() && gk.kind == "Namespace")
+            || self
+                .usages
+                .values()
+                .any(|u| u.kinds().any(|(k, _)| &k == gk))
+            || self
+                .rules
+                .values()
+                .any(|r| r.program_id().is_some() && (&r.view.of() == gk || &r.view.by() == gk))
+    }
+
+    /// Resolves `source` as a whole — it changed what it selects, or one of its kinds was first
+    /// listed or stopped being served — and brings the index from what it held for the source
+    /// to the new selection's relations, in the size of their difference. An incomplete
+    /// selection leaves the index as it was.
+    fn resolve_usage(&mut self, source: &Source, shared: &mut Shared<'_>) {
+        let old = self.selections.tracked.remove(source);
+        if let Some(t) = &old {
+            self.selections.unregister(source, &t.selection);
+        }
+        self.selections.unapplied.remove(source);
+        let Some(view) = self.usages.get(source) else {
+            if old.is_some_and(|t| !matches!(t.held, Held::Nothing)) {
+                // O(1) under the lock (its relations stop counting at once), then freed in
+                // steps: one `delete` of 100,000 relations held the lock 11-22 ms.
+                shared.index.write().delete_in_steps(source);
+                release_in_steps(shared.index);
+                shared.changed = true;
             }
-            self.resolutions.insert(source.clone(), res);
+            return;
+        };
+        let selection = Selection::resolve(view, &self.caches);
+        self.selections.work += selection.scanned as u64;
+        let shape = Shape::of(view);
+        let before = old.and_then(|t| match t.held {
+            Held::Current => Some((t.shape, t.selection)),
+            Held::Earlier(earlier) => Some(*earlier),
+            Held::Nothing => None,
+        });
+        let held = if selection.complete() {
+            let (added, removed) = diff(
+                before.as_ref().map(|(s, sel)| (s, sel)),
+                (&shape, &selection),
+            );
+            if apply_stepped(shared, source, added, removed).is_ok() {
+                Held::Current
+            } else {
+                self.selections.unapplied.insert(source.clone());
+                Held::Nothing
+            }
+        } else {
+            match before {
+                Some(earlier) => Held::Earlier(Box::new(earlier)),
+                None => Held::Nothing,
+            }
+        };
+        self.selections.register(source, &selection);
+        self.selections.tracked.insert(
+            source.clone(),
+            Tracked {
+                selection,
+                shape,
+                held,
+            },
+        );
+    }
+
+    /// One object of `gk` changed: `old` is what the cache held before; the cache holds what
+    /// it is now.
+    fn observe_object(
+        &mut self,
+        gk: &GroupKind,
+        key: &NsName,
+        old: Option<CachedObject>,
+        shared: &mut Shared<'_>,
+    ) {
+        let new = self.caches.object(gk, key);
+        self.selections.observe(gk, key, old.as_ref(), new, shared);
+    }
+
+    /// A relist of `gk` replaced `old`: each object it added, removed or changed is observed
+    /// as its own event would be. O(objects) to compare, and then in the size of what changed.
+    fn observe_relist(
+        &mut self,
+        gk: &GroupKind,
+        old: &BTreeMap<NsName, CachedObject>,
+        shared: &mut Shared<'_>,
+    ) {
+        if !self.selections.sides.reads(gk) {
+            return;
+        }
+        let Some(kind) = self.caches.kind(gk) else {
+            return;
+        };
+        // Both maps are ordered: one merge walk.
+        let mut before = old.iter().peekable();
+        for (key, is) in &kind.objects {
+            // What the relist no longer has, ordered before this one: gone.
+            while let Some((gone, was)) = before.next_if(|(k, _)| *k < key) {
+                self.selections.observe(gk, gone, Some(was), None, shared);
+            }
+            match before.next_if(|(k, _)| *k == key) {
+                Some((_, was)) if was == is => {}
+                was => self
+                    .selections
+                    .observe(gk, key, was.map(|(_, w)| w), Some(is), shared),
+            }
+        }
+        for (gone, was) in before {
+            self.selections.observe(gk, gone, Some(was), None, shared);
         }
     }
 
-    /// Applies `updates` to the index under one write lock; each is in the size of the
-    /// relations it changes, never of the index.
-    fn apply_updates(&mut self, updates: Vec<Update>, shared: &mut Shared<'_>) {
-        if updates.is_empty() {
-            return;
-        }
-        shared.changed = true;
-        let mut index = shared.index.write();
-        for update in updates {
-            match update {
-                Update::Delete(source) => {
-                    index.delete(&source);
-                    self.unapplied.remove(&source);
-                }
-                Update::Replace(source, relations) => match index.apply(&source, relations) {
-                    Ok(_) => {
-                        self.unapplied.remove(&source);
-                    }
-                    Err(e) => {
-                        self.unapplied.insert(source.clone());
-                        shared.metrics.index_error();
-                        tracing::error!(%source, error = %e, "applying relations");
-                    }
-                },
-            }
+    /// Usages whose relations the index dropped (full) are resolved and applied again.
+    fn retry_unapplied(&mut self, shared: &mut Shared<'_>) {
+        let unapplied: Vec<Source> = self.selections.unapplied.iter().cloned().collect();
+        for source in unapplied {
+            self.resolve_usage(&source, shared);
         }
     }
 
@@ -367,27 +566,32 @@ impl State {
             .collect()
     }
 
+    /// A relist of one kind of usage: the views replace those of that kind. Returns the usages
+    /// to resolve: those gone, new, or changed in what they select.
     fn replace_usages(&mut self, cluster: bool, views: Vec<UsageView>) -> Vec<Source> {
-        let mut touched: Vec<Source> = self
+        let of_kind: Vec<Source> = self
             .usages
             .keys()
             .filter(|s| matches!(s, Source::ClusterUsage { .. }) == cluster)
             .cloned()
             .collect();
-        let views: Vec<UsageView> = views
-            .into_iter()
-            .map(|v| {
-                let previous = self.usages.get(&v.source());
-                v.remembering(previous)
-            })
-            .collect();
-        self.usages
-            .retain(|s, _| matches!(s, Source::ClusterUsage { .. }) != cluster);
+        let mut old: BTreeMap<Source, UsageView> = BTreeMap::new();
+        for s in of_kind {
+            if let Some(v) = self.usages.remove(&s) {
+                old.insert(s, v);
+            }
+        }
+        let mut touched = Vec::new();
         for v in views {
             let s = v.source();
-            touched.push(s.clone());
+            let previous = old.remove(&s);
+            let v = v.remembering(previous.as_ref());
+            if previous.is_none_or(|p| !p.resolves_as(&v)) || self.selections.get(&s).is_none() {
+                touched.push(s.clone());
+            }
             self.usages.insert(s, v);
         }
+        touched.extend(old.into_keys());
         touched
     }
 
@@ -680,6 +884,41 @@ fn report_join_failure(rule: &str, key: &ObjectKey, e: &JoinError, metrics: &Met
     }
 }
 
+/// Adds `added` to `source`'s relations in the index, then removes `removed`, [`ATTACH_STEP`]
+/// relations per write-lock hold: a usage's 100,000 relations never keep the webhook's reads
+/// waiting for more than one step. Additions go first, so that an object held before and after
+/// is never free in between. `Err` when the index is full: it then dropped the source, which
+/// holds nothing.
+fn apply_stepped<'a>(
+    shared: &mut Shared<'_>,
+    source: &Source,
+    added: Box<dyn Iterator<Item = Relation> + 'a>,
+    removed: Box<dyn Iterator<Item = Relation> + 'a>,
+) -> Result<(), ()> {
+    for (adding, mut relations) in [(true, added), (false, removed)] {
+        loop {
+            let step: Vec<Relation> = relations.by_ref().take(ATTACH_STEP).collect();
+            if step.is_empty() {
+                break;
+            }
+            shared.changed = true;
+            let applied = write_step(shared.index, |index| {
+                if adding {
+                    index.apply_delta(source, step, std::iter::empty())
+                } else {
+                    index.apply_delta(source, std::iter::empty(), step)
+                }
+            });
+            if let Err(e) = applied {
+                shared.metrics.index_error();
+                tracing::error!(%source, error = %e, "applying relations");
+                return Err(());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Frees what a rule's deletion or a replaced join left (`RelationIndex::release_step`),
 /// ATTACH_STEP at a time with the write lock released between steps.
 fn release_in_steps(index: &RwLock<RelationIndex>) {
@@ -713,12 +952,25 @@ pub(super) fn handle(
     // A Namespace being deleted (or gone) changes which cycles hold (`super::terminating`).
     let namespace_event =
         matches!(&msg, Msg::Object(gk, _) if gk.group.is_empty() && gk.kind == "Namespace");
-    let mut updates: Vec<Update> = Vec::new();
+    // The kinds to watch change with the sources and kinds, and with the objects of a kind
+    // kept only for Lien's marks on them; nothing else changes them (see `State::wanted`).
+    let keeps_wanted = match &msg {
+        Msg::Object(gk, _) | Msg::Read(gk, _, _) => st
+            .wanted
+            .as_ref()
+            .is_some_and(|(wanted, marks)| wanted.contains_key(gk) && !marks.contains(gk)),
+        Msg::CrdChanged | Msg::Denial(_) | Msg::BreakGlass(_) | Msg::Plan(_) => true,
+        _ => false,
+    };
+    if !keeps_wanted {
+        st.wanted = None;
+    }
     let mut shared = Shared {
         index,
         metrics,
         changed: false,
     };
+    let usage_msg = matches!(msg, Msg::Usage(_) | Msg::ClusterUsage(_));
     let touched: Vec<Source> = match msg {
         Msg::Usage(ev) => usage_event(st, ev, false, UsageView::from_usage, |st| {
             &mut st.usage_buffer
@@ -742,11 +994,20 @@ pub(super) fn handle(
         }
         Msg::Read(gk, reader, ev) => object_event(st, &gk, Some(&reader), ev, &mut shared),
         Msg::KindFound(gk, ar, namespaced) => {
-            let marked_only = st.wanted_kinds().get(&gk).is_some_and(|w| w.marked_only);
+            let marked_only = st.wanted().get(&gk).is_some_and(|w| w.marked_only);
+            // A kind whose scope changed (a CRD made again) reads its objects differently.
+            let rescoped = st
+                .caches
+                .kind(&gk)
+                .is_some_and(|k| k.synced && k.namespaced != namespaced);
             st.caches
                 .add_kind(gk.clone(), namespaced, &ar.api_version, &ar.plural);
             st.caches.set_marked_only(&gk, marked_only);
-            vec![]
+            if rescoped {
+                st.sources_referring_to(&gk)
+            } else {
+                vec![]
+            }
         }
         Msg::KindUnknown(gk) => {
             if st.caches.is_unknown(&gk) {
@@ -759,12 +1020,23 @@ pub(super) fn handle(
         }
         Msg::CrdChanged | Msg::Denial(_) | Msg::BreakGlass(_) | Msg::Plan(_) => vec![],
     };
-    if !touched.is_empty() {
-        st.re_resolve(&touched, &mut updates);
+    for source in touched {
+        st.resolve_usage(&source, &mut shared);
     }
+    st.retry_unapplied(&mut shared);
     st.rules_complete(&mut shared);
-    st.apply_updates(updates, &mut shared);
-    st.mark_kept(&touched, shared.index);
+    if usage_msg || shared.changed {
+        // A Usage's deletion (an event that resolves nothing) and a source's relations made
+        // afresh (which start unmarked) both change what a refusal names: every Usage being
+        // deleted is marked again (`mark_kept` writes only what differs).
+        let deleting: Vec<Source> = st
+            .usages
+            .iter()
+            .filter(|(_, v)| v.deleting)
+            .map(|(s, _)| s.clone())
+            .collect();
+        st.mark_kept(&deleting, shared.index);
+    }
     if shared.changed || namespace_event {
         st.broken_stale = true;
     }
@@ -772,7 +1044,7 @@ pub(super) fn handle(
         st.cycles_stale = true;
         metrics.set_relations(index.read().len());
     }
-    st.wanted_kinds()
+    st.wanted()
 }
 
 impl From<ObjectMeta> for Observed {
@@ -784,7 +1056,8 @@ impl From<ObjectMeta> for Observed {
     }
 }
 
-/// An event of a kind watch (metadata-only without `reader`).
+/// An event of a kind watch (metadata-only without `reader`). Returns the usages to resolve as
+/// a whole: those reading a kind listed for the first time.
 fn object_event(
     st: &mut State,
     gk: &GroupKind,
@@ -792,23 +1065,30 @@ fn object_event(
     ev: watcher::Event<Observed>,
     shared: &mut Shared<'_>,
 ) -> Vec<Source> {
-    let changed = match ev {
+    match ev {
         watcher::Event::Apply(o) => {
             st.rules_upsert(gk, &o, shared);
-            if st.caches.keeps(gk, &o.meta) {
-                st.caches.apply(gk, &o.meta)
+            let old = if st.caches.keeps(gk, &o.meta) {
+                st.caches.insert(gk, &o.meta)
             } else {
                 // Its last mark of Lien's is gone (or it never had one).
-                let name = o.meta.name.as_deref().unwrap_or("");
-                st.caches.delete(gk, o.meta.namespace.as_deref(), name)
+                let name = o.meta.name.clone().unwrap_or_default();
+                let old = st.caches.remove(gk, o.meta.namespace.as_deref(), &name);
+                Some(((o.meta.namespace.clone(), name), old))
+            };
+            if let Some((key, old)) = old {
+                st.observe_object(gk, &key, old, shared);
             }
+            vec![]
         }
         watcher::Event::Delete(o) => {
-            let name = o.meta.name.as_deref().unwrap_or("");
-            let key = gk.key(o.meta.namespace.as_deref(), name);
+            let name = o.meta.name.clone().unwrap_or_default();
+            let key = gk.key(o.meta.namespace.as_deref(), &name);
             // A `by` object counts until it is gone: only this event removes it.
             st.rules_remove(&key, shared);
-            st.caches.delete(gk, o.meta.namespace.as_deref(), name)
+            let old = st.caches.remove(gk, o.meta.namespace.as_deref(), &name);
+            st.observe_object(gk, &(o.meta.namespace.clone(), name), old, shared);
+            vec![]
         }
         watcher::Event::Init => {
             let unlisted = st.joined_names(gk, shared.index);
@@ -819,7 +1099,7 @@ fn object_event(
                     unlisted,
                 },
             );
-            false
+            vec![]
         }
         watcher::Event::InitApply(o) => {
             // Relations appear as the list goes (protection early is safe); what the list
@@ -836,19 +1116,21 @@ fn object_event(
                     buffer.objects.insert(key, CachedObject::from_meta(&o.meta));
                 }
             }
-            false
+            vec![]
         }
         watcher::Event::InitDone => {
             let buffered = st.object_buffers.remove(gk).unwrap_or_default();
             st.rules_listed_kind(gk, reader, buffered.unlisted, shared);
-            st.caches.reset_objects(gk, buffered.objects);
-            true
+            match st.caches.replace_objects(gk, buffered.objects) {
+                // A relist: what it changed, object by object.
+                Some(old) => {
+                    st.observe_relist(gk, &old, shared);
+                    vec![]
+                }
+                // A first list: the usages reading the kind are resolved now.
+                None => st.sources_referring_to(gk),
+            }
         }
-    };
-    if changed {
-        st.sources_referring_to(gk)
-    } else {
-        vec![]
     }
 }
 
@@ -899,9 +1181,14 @@ fn usage_event<K>(
         watcher::Event::Apply(u) => match view(&u) {
             Some(v) => {
                 let s = v.source();
-                let v = v.remembering(st.usages.get(&s));
+                let previous = st.usages.get(&s);
+                let v = v.remembering(previous);
+                // Its status, finalizers or owner references (Lien's own writes) change no
+                // relation: resolved again only when what it selects changed.
+                let changed =
+                    previous.is_none_or(|p| !p.resolves_as(&v)) || st.selections.get(&s).is_none();
                 st.usages.insert(s.clone(), v);
-                vec![s]
+                if changed { vec![s] } else { vec![] }
             }
             None => vec![],
         },
@@ -939,6 +1226,9 @@ fn usage_event<K>(
 
 #[cfg(test)]
 mod rule_tests;
+
+#[cfg(test)]
+mod selection_tests;
 
 #[cfg(test)]
 mod tests {
@@ -1109,7 +1399,10 @@ mod tests {
         );
         let source = Source::usage("ns", "u");
         assert!(
-            !h.st.resolutions[&source].complete,
+            !h.st
+                .selections
+                .get(&source)
+                .is_some_and(Selection::complete),
             "the kind is not listed yet"
         );
         assert_eq!(h.source_len(&source), 0);
@@ -1118,7 +1411,11 @@ mod tests {
             ApiResource::erase::<ConfigMap>(&()),
             &["db", "app"],
         );
-        assert!(h.st.resolutions[&source].complete);
+        assert!(
+            h.st.selections
+                .get(&source)
+                .is_some_and(Selection::complete)
+        );
         assert_eq!(h.source_len(&source), 1);
         let index = h.index.read();
         let r = index
@@ -1168,7 +1465,12 @@ mod tests {
             "u", "db", "Secret", "app",
         ))));
         assert!(wanted.contains_key(&GroupKind::new("", "Secret")));
-        assert!(!h.st.resolutions[&source].complete);
+        assert!(
+            !h.st
+                .selections
+                .get(&source)
+                .is_some_and(Selection::complete)
+        );
         assert!(h.in_use("ConfigMap", "db"), "protection is not lifted");
         let index = h.index.read();
         let r = index
@@ -1183,7 +1485,11 @@ mod tests {
             ApiResource::erase::<Secret>(&()),
             &[],
         );
-        assert!(h.st.resolutions[&source].complete);
+        assert!(
+            h.st.selections
+                .get(&source)
+                .is_some_and(Selection::complete)
+        );
         assert!(!h.in_use("ConfigMap", "db"));
     }
 
@@ -1221,7 +1527,11 @@ mod tests {
         ));
         assert!(!h.in_use("ConfigMap", "db"));
         assert_eq!(h.source_len(&Source::usage("ns", "u")), 0);
-        assert!(h.st.resolutions[&Source::usage("ns", "u")].complete);
+        assert!(
+            h.st.selections
+                .get(&Source::usage("ns", "u"))
+                .is_some_and(Selection::complete)
+        );
     }
 
     #[test]

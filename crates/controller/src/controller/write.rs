@@ -219,6 +219,9 @@ impl Write {
 #[derive(Debug, Default)]
 pub(super) struct Plan {
     writes: Vec<Write>,
+    /// Labels needed beyond those planned (`desired::LABELS_PER_PLAN`): the write loop plans
+    /// again as soon as the pass is done.
+    labels_left: usize,
     /// Plan again after this long even without an event: a count-only status write was put
     /// off.
     revisit: Option<std::time::Duration>,
@@ -240,6 +243,16 @@ fn terminating_namespaces(st: &State) -> std::collections::BTreeSet<String> {
         })
         .unwrap_or_default()
 }
+
+/// How long one write pass sends labels before it plans again. A pass is one plan's writes in
+/// order, and a plan is made from the state when the pass starts: when one Usage selecting
+/// 10,000 objects made a pass of 10,000 label writes, a Usage created meanwhile waited for all
+/// of them (minutes, issue 28). Past this budget the pass skips its remaining labels, sends its
+/// other writes (a new Usage's status, replays) and the write loop plans again at once; with
+/// the labels in turns (`desired::label_plan`), a new Usage's label is among the first of the
+/// next pass. Each plan scans the caches (an index lookup per object of a protected kind), so a
+/// much shorter budget would spend the pass on planning.
+pub(super) const LABEL_PASS_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The least time between two whole-graph cycle searches.
 pub(super) const CYCLE_SEARCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -272,7 +285,15 @@ pub(super) fn plan(
     let settled = st.settled();
     let now = Timestamp::now();
     let unenforced = config.webhook.problem();
-    let labels = desired::label_writes(&index, &st.caches, settled, &st.of_kinds());
+    // In turns by the source that holds each object, and bounded: a pass sends a part of them
+    // (`LABEL_PASS_BUDGET`) and plans again, so this order says which protection waits.
+    let labels = desired::label_plan(
+        &index,
+        &st.caches,
+        settled,
+        &st.of_kinds(),
+        desired::LABELS_PER_PLAN,
+    );
     let content = crate::namespace_content::namespace_content_deletes(
         &index,
         &st.caches,
@@ -288,10 +309,10 @@ pub(super) fn plan(
     let mut orphans = Vec::new();
     let mut statuses = Vec::new();
     for (source, view) in &st.usages {
-        let Some(res) = st.resolutions.get(source) else {
+        let Some(sel) = st.selections.get(source) else {
             continue;
         };
-        if desired::users_gone(view, res, &st.caches) {
+        if desired::users_gone(view, sel, &st.caches) {
             // Its status still lists the users it saw; writing it now would forget them.
             orphans.push(Write::OrphanDelete {
                 source: source.clone(),
@@ -299,13 +320,13 @@ pub(super) fn plan(
             });
             continue;
         }
-        if let Some(w) = desired::usage_meta(view, res, &st.caches) {
+        if let Some(w) = desired::usage_meta(view, sel, &st.caches) {
             metas.push(Write::UsageMeta(w));
         }
-        let kept = desired::kept_for_namespace(view, res, &st.caches);
+        let kept = desired::kept_for_namespace(view, sel, &st.caches);
         if let Some(status) = desired::status(
             view,
-            res,
+            sel,
             kept,
             st.cycles.get(source),
             unenforced.as_deref(),
@@ -347,7 +368,11 @@ pub(super) fn plan(
         }
     }
     // Labels first (protection), then the sources' own writes, then replays.
-    let mut writes = labels.into_iter().map(Write::Label).collect::<Vec<_>>();
+    let mut writes = labels
+        .writes
+        .into_iter()
+        .map(Write::Label)
+        .collect::<Vec<_>>();
     writes.extend(metas);
     writes.extend(orphans);
     writes.extend(statuses);
@@ -355,6 +380,7 @@ pub(super) fn plan(
     writes.extend(content.into_iter().map(Write::NamespaceContent));
     Plan {
         writes,
+        labels_left: labels.left,
         revisit,
         replays_pending: replay::pending_records(&index, &st.caches),
         relations_by_source: index.len_by_source_kind(),
@@ -416,7 +442,10 @@ pub(super) async fn write_loop(
             .metrics
             .set_relations_by_source(plan.relations_by_source);
         let timer = shared.metrics.pass_timer();
+        let started = tokio::time::Instant::now();
         let mut failed = false;
+        // Labels left for the next pass (`LABEL_PASS_BUDGET`, or beyond the plan's).
+        let mut deferred = plan.labels_left > 0;
         let mut keep: HashSet<String> = HashSet::new();
         for w in &plan.writes {
             if !w.remembered() {
@@ -435,6 +464,10 @@ pub(super) async fn write_loop(
             keep.insert(id.clone());
             let rv = w.resource_version();
             if sent.get(&id).is_some_and(|sent_rv| sent_rv.as_ref() == rv) {
+                continue;
+            }
+            if matches!(w, Write::Label(_)) && started.elapsed() >= LABEL_PASS_BUDGET {
+                deferred = true;
                 continue;
             }
             let r = w
@@ -468,6 +501,10 @@ pub(super) async fn write_loop(
         if let Some(revisit) = plan.revisit {
             let at = tokio::time::Instant::now() + revisit;
             retry_at = Some(retry_at.map_or(at, |r| r.min(at)));
+        }
+        if deferred && !failed {
+            // The rest of the labels, from a fresh plan, now.
+            retry_at = Some(tokio::time::Instant::now());
         }
     }
 }
@@ -506,5 +543,16 @@ impl Plan {
 
     pub(super) fn revisit(&self) -> Option<std::time::Duration> {
         self.revisit
+    }
+
+    /// The label writes the plan sends, in order.
+    pub(super) fn labels(&self) -> Vec<&desired::LabelWrite> {
+        self.writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Label(l) => Some(l),
+                _ => None,
+            })
+            .collect()
     }
 }
