@@ -42,11 +42,24 @@
 //!
 //! Either way, the replay writes a Normal Event `DeletionReplayed` on the object naming the
 //! requester and the propagation policy ([`replayed_note`]).
+//!
+//! # Re-authorized when replayed
+//!
+//! A replay deletes with Lien's rights on behalf of the requester, possibly hours after the
+//! request. So the record carries who asked as the API server authenticated them — name, UID,
+//! groups and extra, all sealed — and right before the DELETE the controller asks a
+//! SubjectAccessReview whether that identity may still `delete` the object. A refused replay is
+//! dropped (the record removed) with a Warning Event naming who lost the right
+//! ([`refused_note`]). A record sealed before records carried groups (signed as
+//! `lien.dev/deletion-attempt/v1`) is asked about the user name alone: the safe side, a right
+//! held through a group no longer counts for it.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine;
 use jiff::Timestamp;
+use lien_core::seams::Requester;
 use lien_core::{ObjectKey, RelationIndex};
 use ring::hmac;
 use serde::{Deserialize, Serialize};
@@ -103,6 +116,15 @@ pub struct DeletionAttempt {
     pub propagation_policy: Option<String>,
     /// Who tried.
     pub user: String,
+    /// Their UID, as the API server authenticated them (empty when it gave none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user_uid: String,
+    /// Their groups, as the API server authenticated them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Their extra attributes (a service account token's pod and node, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
     /// When.
     pub time: Timestamp,
     /// Whether a blocking relation asked for the DELETE to be replayed.
@@ -117,30 +139,91 @@ impl DeletionAttempt {
         age.as_secs() >= 0 && age.unsigned_abs() > ttl
     }
 
+    /// Who asked, as a SubjectAccessReview names them.
+    pub fn requester(&self) -> Requester {
+        Requester {
+            username: self.user.clone(),
+            uid: self.user_uid.clone(),
+            groups: self.groups.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
+    /// Whether the record carries more of the requester than their name (records sealed
+    /// before it did carry only the name).
+    fn has_identity(&self) -> bool {
+        !self.user_uid.is_empty() || !self.groups.is_empty() || !self.extra.is_empty()
+    }
+
     /// The record as the annotation holds it, sealed with `key` for `object` (see the module
-    /// docs).
+    /// docs). An identity too large for [`MAX_IDENTITY_BYTES`] loses its extra attributes,
+    /// then its last groups, until it fits: the replay is then asked about fewer of the
+    /// requester's rights (the safe side), and the record stays within what Lien keeps.
     pub fn seal(&self, key: &ReplayKey, object: &ObjectKey) -> SealedRecord {
-        let tag = hmac::sign(&key.0, &signed_bytes(self, object));
+        let mut attempt = self.clone();
+        attempt.fit_identity();
+        let tag = hmac::sign(&key.0, &signed_bytes(&attempt, object, Version::V2));
         let wire = Wire {
-            attempt: self.clone(),
+            attempt,
+            version: Some(2),
             signature: Some(base64::engine::general_purpose::STANDARD.encode(tag.as_ref())),
         };
         // Serialising plain strings, a timestamp and a bool cannot fail.
         SealedRecord(serde_json::to_string(&wire).unwrap_or_default())
     }
+
+    fn identity_bytes(&self) -> usize {
+        self.user_uid.len()
+            + self.groups.iter().map(String::len).sum::<usize>()
+            + self
+                .extra
+                .iter()
+                .map(|(k, v)| k.len() + v.iter().map(String::len).sum::<usize>())
+                .sum::<usize>()
+    }
+
+    fn fit_identity(&mut self) {
+        if self.identity_bytes() > MAX_IDENTITY_BYTES {
+            self.extra.clear();
+        }
+        while self.identity_bytes() > MAX_IDENTITY_BYTES && self.groups.pop().is_some() {}
+    }
+}
+
+/// The most bytes of identity (UID, groups, extra) a record carries. A record is an
+/// annotation on the user's object, which Lien caches for every object it watches that carries
+/// one, so it is bounded (the cache keeps at most [`MAX_RECORD_BYTES`] of it). 8 KiB is ≈ 200
+/// groups of typical names; an identity provider's longer lists lose their last groups.
+pub const MAX_IDENTITY_BYTES: usize = 8 * 1024;
+
+/// The longest record Lien keeps and reads: its own are at most [`MAX_IDENTITY_BYTES`] of
+/// identity plus the object's UID, the user's name (≤ 253 bytes for a service account, longer
+/// names are rare), the time, the policy and the signature (≈ 1 KiB). Anything longer is not
+/// Lien's: the cache keeps it as unreadable, and it is removed as forged.
+pub const MAX_RECORD_BYTES: usize = 16 * 1024;
+
+/// Which bytes a signature covers: v1 records (before records carried groups) sign the user's
+/// name alone, v2 records their whole identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
 }
 
 /// The bytes a record's signature covers: a domain tag (so a signature made for anything else
 /// never verifies here), then every field the replay acts on, each length-prefixed so that no
 /// two different records encode alike. The time is signed as nanoseconds since the epoch, not
 /// as text, so a re-formatted timestamp still verifies and a different instant never does.
-fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey) -> Vec<u8> {
+fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey, version: Version) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     let mut field = |bytes: &[u8]| {
         out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
         out.extend_from_slice(bytes);
     };
-    field(b"lien.dev/deletion-attempt/v1");
+    field(match version {
+        Version::V1 => b"lien.dev/deletion-attempt/v1",
+        Version::V2 => b"lien.dev/deletion-attempt/v2",
+    });
     field(object.group.as_bytes());
     field(object.kind.as_bytes());
     // Present-or-absent is signed too: a cluster-scoped object is not the namespace "".
@@ -161,16 +244,35 @@ fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey) -> Vec<u8> {
         None => field(b"no-policy"),
     }
     field(attempt.user.as_bytes());
+    if version == Version::V2 {
+        // Counted lists, each element length-prefixed: no two identities encode alike.
+        field(attempt.user_uid.as_bytes());
+        field(&(attempt.groups.len() as u64).to_be_bytes());
+        for g in &attempt.groups {
+            field(g.as_bytes());
+        }
+        field(&(attempt.extra.len() as u64).to_be_bytes());
+        for (k, values) in &attempt.extra {
+            field(k.as_bytes());
+            field(&(values.len() as u64).to_be_bytes());
+            for v in values {
+                field(v.as_bytes());
+            }
+        }
+    }
     field(&attempt.time.as_nanosecond().to_be_bytes());
     field(&[u8::from(attempt.replay)]);
     out
 }
 
-/// The annotation's JSON: the attempt and its signature.
+/// The annotation's JSON: the attempt, the version of what is signed (absent: v1) and the
+/// signature.
 #[derive(Debug, Serialize, Deserialize)]
 struct Wire {
     #[serde(flatten)]
     attempt: DeletionAttempt,
+    #[serde(default, rename = "v", skip_serializing_if = "Option::is_none")]
+    version: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     signature: Option<String>,
 }
@@ -207,13 +309,23 @@ pub fn open(
     key: &ReplayKey,
     object: &ObjectKey,
 ) -> Result<DeletionAttempt, RecordError> {
+    if raw.len() > MAX_RECORD_BYTES {
+        return Err(RecordError::Malformed);
+    }
     let wire: Wire = serde_json::from_str(raw).map_err(|_| RecordError::Malformed)?;
     let signature = wire.signature.ok_or(RecordError::Unsigned)?;
     let tag = base64::engine::general_purpose::STANDARD
         .decode(signature)
         .map_err(|_| RecordError::BadSignature)?;
+    // A v1 signature covers the name alone, so it vouches for no groups, UID or extra: such a
+    // record carrying them was altered.
+    let version = match wire.version {
+        None if !wire.attempt.has_identity() => Version::V1,
+        Some(2) => Version::V2,
+        _ => return Err(RecordError::BadSignature),
+    };
     // `verify` compares in constant time.
-    hmac::verify(&key.0, &signed_bytes(&wire.attempt, object), &tag)
+    hmac::verify(&key.0, &signed_bytes(&wire.attempt, object, version), &tag)
         .map_err(|_| RecordError::BadSignature)?;
     Ok(wire.attempt)
 }
@@ -231,6 +343,29 @@ pub fn replayed_note(attempt: &DeletionAttempt) -> String {
     )
 }
 
+/// The reason of the Warning Event on an object whose replay was dropped because its requester
+/// may no longer delete it.
+pub const REPLAY_NOT_AUTHORIZED_REASON: &str = "DeletionReplayNotAuthorized";
+
+/// The note of the [`REPLAY_NOT_AUTHORIZED_REASON`] Event: who lost the right, what the
+/// authorizer said, and what is left to do.
+pub fn refused_note(attempt: &DeletionAttempt, reason: &str) -> String {
+    let groups = if attempt.groups.is_empty() {
+        String::new()
+    } else {
+        format!(" (groups {})", attempt.groups.join(", "))
+    };
+    let why = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
+    format!(
+        "Lien dropped the DELETE requested by {}{groups} at {}: the object is free, but {} may no longer delete it (SubjectAccessReview{why}); nothing was deleted. Someone allowed to delete it may do so, or ask again with `kubectl lien delete --when-free`",
+        attempt.user, attempt.time, attempt.user
+    )
+}
+
 /// The webhook seals deletion requests with the controller's key, so the controller verifies
 /// them like its own records.
 impl lien_core::seams::RecordSealer for ReplayKey {
@@ -239,6 +374,9 @@ impl lien_core::seams::RecordSealer for ReplayKey {
             uid: request.uid.clone(),
             propagation_policy: request.propagation_policy.clone(),
             user: request.user.clone(),
+            user_uid: request.user_uid.clone(),
+            groups: request.groups.clone(),
+            extra: request.extra.clone(),
             time: Timestamp::try_from(request.time).unwrap_or_else(|_| Timestamp::now()),
             replay: true,
         };
@@ -437,6 +575,9 @@ mod tests {
             uid: "u1".into(),
             propagation_policy: Some("Foreground".into()),
             user: "alice".into(),
+            user_uid: String::new(),
+            groups: Vec::new(),
+            extra: Default::default(),
             time: now,
             replay: true,
         }
@@ -595,6 +736,98 @@ mod tests {
         assert!(open(&v.to_string(), &key(), &object()).is_ok());
     }
 
+    /// Issue 28, finding 5: the record carries the requester's whole identity, sealed, so the
+    /// replay can be authorized again for exactly them; records sealed before (v1, the name
+    /// alone) still open, and cannot be given groups.
+    #[test]
+    fn the_requesters_identity_is_sealed_and_old_records_still_open() {
+        let now = Timestamp::now();
+        let a = DeletionAttempt {
+            user_uid: "alice-uid".into(),
+            groups: vec!["team-a".into(), "system:authenticated".into()],
+            extra: [("scopes".to_string(), vec!["x".to_string()])].into(),
+            ..attempt(now)
+        };
+        let sealed = a.seal(&key(), &object());
+        assert_eq!(open(sealed.as_str(), &key(), &object()), Ok(a.clone()));
+        let requester = a.requester();
+        assert_eq!(requester.username, "alice");
+        assert_eq!(requester.groups, a.groups);
+        let good: serde_json::Value = serde_json::from_str(sealed.as_str()).expect("json");
+        let tampered: [(&str, serde_json::Value); 6] = [
+            ("groups", serde_json::json!(["team-a", "system:masters"])),
+            ("groups", serde_json::json!([])),
+            ("userUid", "someone".into()),
+            ("extra", serde_json::json!({"scopes": ["y"]})),
+            ("v", 1.into()),
+            ("v", serde_json::Value::Null),
+        ];
+        for (field, value) in tampered {
+            let mut v = good.clone();
+            v[field] = value.clone();
+            assert_eq!(
+                open(&v.to_string(), &key(), &object()),
+                Err(RecordError::BadSignature),
+                "{field} = {value}"
+            );
+        }
+        // A record sealed before records carried an identity: the name alone, signed as v1.
+        let old = attempt(now);
+        let tag = hmac::sign(&key().0, &signed_bytes(&old, &object(), Version::V1));
+        let mut v1 = serde_json::to_value(&old).expect("json");
+        v1["signature"] = base64::engine::general_purpose::STANDARD
+            .encode(tag.as_ref())
+            .into();
+        assert_eq!(open(&v1.to_string(), &key(), &object()), Ok(old.clone()));
+        assert!(
+            old.requester().groups.is_empty(),
+            "asked about the name alone"
+        );
+        // Groups added to it are not vouched for by its signature.
+        let mut widened = v1.clone();
+        widened["groups"] = serde_json::json!(["system:masters"]);
+        assert_eq!(
+            open(&widened.to_string(), &key(), &object()),
+            Err(RecordError::BadSignature)
+        );
+        // An identity too large to keep loses its extra, then its last groups (fewer rights,
+        // the safe side), and the record stays within what the cache keeps.
+        let huge = DeletionAttempt {
+            groups: (0..2000).map(|i| format!("group-{i:05}")).collect(),
+            ..a
+        };
+        let sealed = huge.seal(&key(), &object());
+        assert!(
+            sealed.as_str().len() <= MAX_RECORD_BYTES,
+            "{}",
+            sealed.as_str().len()
+        );
+        let opened = open(sealed.as_str(), &key(), &object()).expect("verifies");
+        assert!(opened.extra.is_empty());
+        assert!(opened.groups.len() < huge.groups.len());
+        assert_eq!(opened.groups[..], huge.groups[..opened.groups.len()]);
+        // Anything longer than Lien writes is not read.
+        let long = format!("{{\"pad\": \"{}\"}}", "x".repeat(MAX_RECORD_BYTES));
+        assert_eq!(open(&long, &key(), &object()), Err(RecordError::Malformed));
+    }
+
+    #[test]
+    fn the_note_of_a_dropped_replay_names_who_lost_the_right() {
+        let a = DeletionAttempt {
+            groups: vec!["team-a".into()],
+            ..attempt(Timestamp::now())
+        };
+        let note = refused_note(&a, "no RBAC policy matched");
+        for part in [
+            "requested by alice (groups team-a)",
+            "alice may no longer delete it",
+            "no RBAC policy matched",
+            "nothing was deleted",
+        ] {
+            assert!(note.contains(part), "{part:?} not in {note}");
+        }
+    }
+
     #[test]
     fn unsigned_malformed_and_forged_records_are_never_replayed() {
         let now = Timestamp::now();
@@ -632,6 +865,9 @@ mod tests {
             uid: "u1".into(),
             propagation_policy: Some("Background".into()),
             user: "alice".into(),
+            user_uid: String::new(),
+            groups: Vec::new(),
+            extra: Default::default(),
             time: std::time::SystemTime::from(now),
         };
         let raw = RecordSealer::seal(&key(), &request);
@@ -642,6 +878,9 @@ mod tests {
                 uid: "u1".into(),
                 propagation_policy: Some("Background".into()),
                 user: "alice".into(),
+                user_uid: String::new(),
+                groups: Vec::new(),
+                extra: Default::default(),
                 time: now,
                 replay: true,
             }
