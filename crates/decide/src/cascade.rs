@@ -318,17 +318,19 @@ pub use crate::program::{MAX_BACK_REFERENCES_PER_CHILD, MAX_CHILDREN_PER_PARENT}
 /// [`reference_cost`]. Every parent kind has one rule, and each reference is written by
 /// whoever writes a parent: without a bound per rule, enough parents at
 /// [`MAX_CHILDREN_PER_PARENT`] would take any memory (issue 28: 40 parents of 20,000 names
-/// took `lien run` from 38 to 1,452 MiB against a 512 MiB limit). 32 MiB counted is ≈ 40 MiB
-/// of `lien run`'s memory (docs/benchmarks.md, "CascadeRule memory bounds") — a few rules fit
-/// beside the relation index under the 512 MiB limit — and holds ≈ 50,000 references of
-/// typical names: 25,000 Crossplane claims (each names one composite and records it).
+/// took `lien run` from 38 to 1,452 MiB against a 512 MiB limit). 32 MiB counted holds
+/// ≈ 30,000 references of typical names — 15,000 Crossplane claims, each naming one composite
+/// and recording it — and is what `lien run` measured at about its own size again
+/// (docs/benchmarks.md, "CascadeRule memory bounds (issue 28)"), so a few rules at their bound
+/// fit beside the relation index under the 512 MiB limit.
 pub const MAX_REFERENCE_BYTES_PER_RULE: usize = 32 << 20;
 
 /// What one reference costs against [`MAX_REFERENCE_BYTES_PER_RULE`] beyond its text: the
-/// structures that hold it (the parent's reference, its entry in the reverse index from child
-/// names to parents, hash table slots, allocation headers), measured (docs/benchmarks.md,
-/// "CascadeRule memory bounds") and rounded up.
-pub const REFERENCE_OVERHEAD_BYTES: usize = 512;
+/// structures that hold it — the parent's reference (96 bytes and three allocations), its
+/// entry in the reverse index from child names to parents (the name again, the parent's
+/// identity, a hash set), hash table slots, allocation headers: ≈ 1 KB as counted from the
+/// types, and as measured (docs/benchmarks.md, "CascadeRule memory bounds (issue 28)").
+pub const REFERENCE_OVERHEAD_BYTES: usize = 1024;
 
 /// The cost of one reference whose strings are `parts`.
 pub fn reference_cost<'a>(parts: impl IntoIterator<Item = &'a str>) -> usize {
@@ -407,6 +409,9 @@ impl Parent {
     }
 }
 
+/// How many children one warning names; the rest are counted.
+pub const NAMED_IN_A_WARNING: usize = 3;
+
 /// A child to delete: with a UID precondition, so a re-created child is never deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delete {
@@ -452,6 +457,28 @@ impl Decision {
         self.deletes.clear();
         self.waiting.clear();
         self
+    }
+
+    /// One warning about `items` (children, as text), however many: a parent names up to
+    /// [`MAX_CHILDREN_PER_PARENT`] children, and a warning per child would be as many Events
+    /// (the API server keeps each, and so does the event recorder, for minutes).
+    fn warn_about(
+        &mut self,
+        items: Vec<String>,
+        one: impl Fn(&str) -> String,
+        many: impl Fn(usize, String) -> String,
+    ) {
+        match items.len() {
+            0 => {}
+            1 => self.warnings.push(one(&items[0])),
+            n => {
+                let mut named = items[..n.min(NAMED_IN_A_WARNING)].join(", ");
+                if n > NAMED_IN_A_WARNING {
+                    named.push_str(&format!(" and {} more", n - NAMED_IN_A_WARNING));
+                }
+                self.warnings.push(many(n, named));
+            }
+        }
     }
 
     fn refuse(&mut self, child: &ChildKey, why: Refusal) {
@@ -505,6 +532,7 @@ pub fn decide(parent: &Parent, observe: impl Fn(&ChildKey) -> Observed) -> Decis
                 parent.policy
             };
             let mut targets = Vec::new();
+            let mut dangling = Vec::new();
             for key in refs {
                 let recorded = record.uid_of(key);
                 match (observe(key), recorded) {
@@ -527,13 +555,24 @@ pub fn decide(parent: &Parent, observe: impl Fn(&ChildKey) -> Observed) -> Decis
                         key: key.clone(),
                         uid: uid.to_owned(),
                     }),
-                    (Observed::Absent, None) => d.warnings.push(format!(
-                        "{key} does not exist: nothing to delete, the parent does not wait for it"
-                    )),
+                    (Observed::Absent, None) => dangling.push(key.to_string()),
                     // Not listed yet: decide later.
                     (Observed::Unknown, None) => return d,
                 }
             }
+            d.warn_about(
+                dangling,
+                |key| {
+                    format!(
+                        "{key} does not exist: nothing to delete, the parent does not wait for it"
+                    )
+                },
+                |n, keys| {
+                    format!(
+                        "{n} children do not exist ({keys}): nothing to delete, the parent does not wait for them"
+                    )
+                },
+            );
             if targets.is_empty() {
                 return d.release();
             }
@@ -545,6 +584,7 @@ pub fn decide(parent: &Parent, observe: impl Fn(&ChildKey) -> Observed) -> Decis
             (policy, targets)
         }
     };
+    let mut recreated = Vec::new();
     for RecordedChild { key, uid } in targets {
         if !parent.allows(&key) {
             d.refuse(&key, Refusal::KindNotAllowed);
@@ -552,10 +592,9 @@ pub fn decide(parent: &Parent, observe: impl Fn(&ChildKey) -> Observed) -> Decis
         }
         match observe(&key) {
             Observed::Absent => {}
-            Observed::Present(m) if m.uid != uid => d.warnings.push(format!(
-                "{key} was re-created (UID {} instead of {uid}): the new object is not deleted",
-                m.uid
-            )),
+            Observed::Present(m) if m.uid != uid => {
+                recreated.push(format!("{key} (UID {} instead of {uid})", m.uid))
+            }
             Observed::Present(m) => {
                 if !m.deleting {
                     // The binding can be undone after the deletion started: a child that no
@@ -583,6 +622,13 @@ pub fn decide(parent: &Parent, observe: impl Fn(&ChildKey) -> Observed) -> Decis
             }),
         }
     }
+    d.warn_about(
+        recreated,
+        |child| format!("{child} was re-created: the new object is not deleted"),
+        |n, children| {
+            format!("{n} children were re-created ({children}): the new objects are not deleted")
+        },
+    );
     if d.waiting.is_empty() {
         return d.release();
     }
@@ -1262,6 +1308,24 @@ mod tests {
         let d = decide(&p, |_| present("u1", false, &[]));
         assert_eq!(d.deletes.len(), 1);
         assert_eq!(d.deletes[0].policy, PropagationPolicy::Foreground);
+    }
+
+    /// Issue 28, finding 6: one warning however many children it concerns — a warning is an
+    /// Event, kept by the API server and by the event recorder; 256 per parent was 42,000
+    /// Events for the probe's parents.
+    #[test]
+    fn many_children_make_one_warning_naming_the_first() {
+        let keys: Vec<ChildKey> = (0..10)
+            .map(|i| key("XComposite", "", &format!("c{i}")))
+            .collect();
+        let d = decide(&held(true, keys), |_| Observed::Absent);
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        for part in [
+            "10 children do not exist",
+            "XComposite c0, XComposite c1, XComposite c2 and 7 more",
+        ] {
+            assert!(d.warnings[0].contains(part), "{part:?}: {}", d.warnings[0]);
+        }
     }
 
     mod property {

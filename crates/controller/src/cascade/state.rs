@@ -39,10 +39,11 @@ use lien_decide::program::{CascadeProgram, ChildRef};
 /// The most waiting parents (and children per parent) a rule's status lists.
 const STATUS_BOUND: usize = 20;
 
-/// How many distinct warnings per parent are remembered as said. A parent names at most
-/// [`decide::MAX_CHILDREN_PER_PARENT`] children, each worth a warning at most once or twice;
-/// beyond this many, the oldest may be said again.
-const WARNINGS_REMEMBERED: usize = 2 * decide::MAX_CHILDREN_PER_PARENT;
+/// How many distinct warnings per parent are remembered as said. A decision says at most one
+/// warning of each kind (refused, dangling, re-created children, the policy), however many
+/// children it concerns, but a parent's writer can make each one new by changing what the
+/// parent names; beyond this many, the oldest may be said again.
+const WARNINGS_REMEMBERED: usize = 64;
 
 /// The most finalizers Lien keeps of a child (it names them in reports, and checks for
 /// `foregroundDeletion`, which is always kept): a child's writer may add any number.
@@ -1263,6 +1264,8 @@ impl CascadeState {
     fn warn(&mut self, id: &ParentId, reason: &str, message: String) {
         let Some(p) = self.parent(id) else { return };
         let reference = reference(&id.0, p, &id.1, &id.2);
+        // An Event's note is at most 1 KB.
+        let message = truncate(message, 1000);
         let said = self.warned.entry(p.uid.clone()).or_default();
         let hash = hash_of(&message);
         if said.contains(&hash) {
@@ -1287,8 +1290,19 @@ impl CascadeState {
     }
 
     fn execute(&mut self, id: ParentId, decision: Decision) {
-        for r in &decision.refused {
-            self.warn(&id, "CascadeChildNotAllowed", r.to_string());
+        // One Warning however many children are refused (a parent names up to 256): the
+        // first says why, the rule's status lists them.
+        match &decision.refused[..] {
+            [] => {}
+            [one] => self.warn(&id, "CascadeChildNotAllowed", one.to_string()),
+            [first, rest @ ..] => self.warn(
+                &id,
+                "CascadeChildNotAllowed",
+                format!(
+                    "{} children are not deleted (the CascadeRule's status.refused lists the first {STATUS_BOUND}); the first: {first}",
+                    rest.len() + 1
+                ),
+            ),
         }
         if decision.refused.is_empty() {
             if self.refused.remove(&id).is_some() {
@@ -1299,7 +1313,7 @@ impl CascadeState {
             self.rules_dirty = true;
         }
         for w in &decision.warnings {
-            let reason = if w.contains("does not exist") {
+            let reason = if w.contains("does not exist") || w.contains("do not exist") {
                 "CascadeDanglingReference"
             } else if w.contains("re-created") {
                 "CascadeChildRecreated"
