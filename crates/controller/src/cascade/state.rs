@@ -329,7 +329,10 @@ pub(super) struct CascadeState {
     parents: HashMap<GroupKind, ParentKind>,
     children: HashMap<GroupKind, ChildKind>,
     /// (child group-kind, name) → parents referencing it.
-    by_child: HashMap<NameKey, HashSet<ParentId>>,
+    /// Kept per child kind, then name (the kind's strings once, not per reference), with a
+    /// list of parents (a name is almost always one parent's): the largest part of what a
+    /// reference costs (`decide::REFERENCE_OVERHEAD_BYTES`).
+    by_child: HashMap<GroupKind, HashMap<String, Vec<ParentId>>>,
     dirty: BTreeSet<ParentId>,
     in_flight: HashSet<ParentId>,
     retries: BTreeMap<Instant, Vec<ParentId>>,
@@ -619,8 +622,8 @@ impl CascadeState {
     }
 
     fn mark_kind_referrers(&mut self, gk: &GroupKind) {
-        for ((kind, _), parents) in &self.by_child {
-            if kind == gk {
+        if let Some(names) = self.by_child.get(gk) {
+            for parents in names.values() {
                 self.dirty.extend(parents.iter().cloned());
             }
         }
@@ -826,11 +829,16 @@ impl CascadeState {
             }
             out
         };
-        for k in keys(old) {
-            if let Some(set) = self.by_child.get_mut(&k) {
-                set.remove(id);
-                if set.is_empty() {
-                    self.by_child.remove(&k);
+        for (gk, name) in keys(old) {
+            if let Some(names) = self.by_child.get_mut(&gk) {
+                if let Some(parents) = names.get_mut(&name) {
+                    parents.retain(|p| p != id);
+                    if parents.is_empty() {
+                        names.remove(&name);
+                    }
+                }
+                if names.is_empty() {
+                    self.by_child.remove(&gk);
                 }
             }
         }
@@ -856,8 +864,11 @@ impl CascadeState {
                     .collect()
             })
             .unwrap_or_default();
-        for k in keys(new) {
-            self.by_child.entry(k).or_default().insert(id.clone());
+        for (gk, name) in keys(new) {
+            let parents = self.by_child.entry(gk).or_default().entry(name).or_default();
+            if !parents.contains(id) {
+                parents.push(id.clone());
+            }
         }
         for (gk, api_version) in wanted {
             self.want_child_kind(gk, api_version);
@@ -1081,7 +1092,7 @@ impl CascadeState {
             return;
         }
         for name in touched {
-            if let Some(parents) = self.by_child.get(&(gk.clone(), name)) {
+            if let Some(parents) = self.by_child.get(&gk).and_then(|n| n.get(&name)) {
                 self.dirty.extend(parents.iter().cloned());
             }
         }
