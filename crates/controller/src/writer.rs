@@ -17,6 +17,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditi
 use kube::core::{ApiResource, GroupVersionKind};
 use lien_api::{ClusterUsage, DependencyRule, IN_USE_LABEL, USAGE_OWNERS_ANNOTATION, Usage};
 use lien_core::Source;
+use lien_core::seams::{AccessCheck, AccessDecision, AccessRequest, Requester};
 use serde_json::json;
 
 use crate::desired::{LabelWrite, ObjectTarget, UsageMetaWrite};
@@ -73,6 +74,14 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+    /// Asking whether a replay's requester may still delete the object.
+    #[error("authorizing the replay of {target}: {reason}")]
+    ReplayCheck {
+        /// The object.
+        target: String,
+        /// Why the SubjectAccessReview failed.
+        reason: String,
+    },
     /// Recording or forgetting a deletion attempt.
     #[error("updating the deletion record of {target}: {source}")]
     Record {
@@ -110,7 +119,7 @@ impl WriteError {
             Self::UsageMeta { .. } => "usage_meta",
             Self::UsageDelete { .. } => "usage_delete",
             Self::Status { .. } => "status",
-            Self::Replay { .. } => "replay",
+            Self::Replay { .. } | Self::ReplayCheck { .. } => "replay",
             Self::Record { .. } => "record",
             Self::NamespaceContent { .. } => "namespace_content",
             Self::Timeout { .. } => "timeout",
@@ -128,7 +137,7 @@ impl WriteError {
             | Self::Replay { source, .. }
             | Self::Record { source, .. }
             | Self::NamespaceContent { source, .. } => source,
-            Self::Timeout { .. } => return false,
+            Self::Timeout { .. } | Self::ReplayCheck { .. } => return false,
         };
         matches!(source, kube::Error::Api(s) if s.code == 409 || s.code == 404)
     }
@@ -311,6 +320,38 @@ impl Writer {
             })
         };
         self.timed(|| format!("status of {source}"), fut).await
+    }
+
+    /// Whether `requester` may delete `target` now: a SubjectAccessReview with their whole
+    /// identity, as the replay's authorization (Lien's service account may create reviews,
+    /// `deploy/rbac.yaml`). An error is not an answer: the replay waits for one.
+    pub async fn may_delete(
+        &self,
+        target: &ObjectTarget,
+        requester: &Requester,
+    ) -> Result<AccessDecision, WriteError> {
+        let request = AccessRequest {
+            user: requester.clone(),
+            verb: "delete".into(),
+            group: target.gk.group.clone(),
+            resource: target.plural.clone(),
+            namespace: target.namespace.clone(),
+            name: Some(target.name.clone()),
+        };
+        let check = crate::live::ApiAccessCheck::new(self.client.clone());
+        self.timed(
+            || format!("authorizing the replay of {}", describe(target)),
+            async {
+                check
+                    .check(&request)
+                    .await
+                    .map_err(|e| WriteError::ReplayCheck {
+                        target: describe(target),
+                        reason: e.to_string(),
+                    })
+            },
+        )
+        .await
     }
 
     /// Re-issues a refused DELETE with a UID precondition and the recorded propagation policy.

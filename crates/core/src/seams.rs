@@ -35,6 +35,13 @@ pub struct Denial {
     pub propagation_policy: Option<String>,
     /// Who asked (`userInfo.username`).
     pub user: String,
+    /// Their `userInfo.uid`, `groups` and `extra`: a replay is authorized again, for them, when
+    /// it is about to run.
+    pub user_uid: String,
+    /// `userInfo.groups`.
+    pub groups: Vec<String>,
+    /// `userInfo.extra`.
+    pub extra: BTreeMap<String, Vec<String>>,
     /// When.
     pub time: SystemTime,
     /// Whether a blocking relation asks for replay.
@@ -211,6 +218,13 @@ pub struct DeletionRequest {
     pub propagation_policy: Option<String>,
     /// Who asked, as the API server authenticated them (`userInfo.username`).
     pub user: String,
+    /// Their `userInfo.uid`, `groups` and `extra`, sealed with the request so that the replay
+    /// is authorized again for the same identity.
+    pub user_uid: String,
+    /// `userInfo.groups`.
+    pub groups: Vec<String>,
+    /// `userInfo.extra`.
+    pub extra: BTreeMap<String, Vec<String>>,
     /// When.
     pub time: SystemTime,
 }

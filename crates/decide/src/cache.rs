@@ -25,6 +25,13 @@ use lien_core::ObjectKey;
 /// dropped so the cache stays small.
 pub const LIEN_ANNOTATION_PREFIX: &str = "lien.dev/";
 
+/// Whether the cache keeps an annotation: only the replay record, the one Lien reads back
+/// (`replay`). Other `lien.dev/` annotations are anyone's to write on their objects, in any
+/// number and size, and Lien reads none of them from the cache.
+pub fn kept_annotation(key: &str) -> bool {
+    key == crate::replay::DELETION_ATTEMPT_ANNOTATION
+}
+
 /// A kind without its version (defined in `lien-core`, beside `ObjectKey`).
 pub use lien_core::GroupKind;
 
@@ -65,8 +72,17 @@ impl CachedObject {
                 .annotations
                 .iter()
                 .flatten()
-                .filter(|(k, _)| k.starts_with(LIEN_ANNOTATION_PREFIX))
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .filter(|(k, _)| kept_annotation(k))
+                .map(|(k, v)| {
+                    // Lien's own records are far smaller; a longer one is kept as unreadable,
+                    // so that it is removed as forged rather than held in memory.
+                    let v = if v.len() > crate::replay::MAX_RECORD_BYTES {
+                        String::new()
+                    } else {
+                        v.clone()
+                    };
+                    (k.clone(), v)
+                })
                 .collect(),
         }
     }
@@ -213,7 +229,11 @@ impl Caches {
         };
         self.kinds.get(gk).is_none_or(|k| !k.marked_only)
             || liens(&meta.labels)
-            || liens(&meta.annotations)
+            || meta
+                .annotations
+                .iter()
+                .flatten()
+                .any(|(k, _)| kept_annotation(k))
     }
 
     /// One object.
@@ -346,6 +366,24 @@ mod tests {
         assert_eq!(o.controller_uid.as_deref(), Some("c1"));
         assert_eq!(o.owner_uids, vec!["o1", "c1"]);
         assert_eq!(o.annotations.len(), 1);
+    }
+
+    /// Issue 28, finding 6: whoever writes an object Lien watches writes its `lien.dev/`
+    /// annotations too; the cache keeps only the replay record, and at most
+    /// `MAX_RECORD_BYTES` of it.
+    #[test]
+    fn keeps_only_the_replay_record_and_a_bounded_one() {
+        let mut m = meta(Some("a"), "x", "u1");
+        m.annotations = Some(
+            [
+                ("lien.dev/anything".to_string(), "x".repeat(200_000)),
+                ("lien.dev/deletion-attempt".to_string(), "y".repeat(200_000)),
+            ]
+            .into(),
+        );
+        let o = CachedObject::from_meta(&m);
+        assert_eq!(o.annotations.len(), 1, "{:?}", o.annotations.keys());
+        assert_eq!(o.annotations["lien.dev/deletion-attempt"], "");
     }
 
     #[test]

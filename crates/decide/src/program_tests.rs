@@ -243,3 +243,77 @@ fn lien_cel_bounds_expressions_as_the_crds_do() {
         lien_api::MAX_EXPRESSION_CHARS
     );
 }
+
+/// Issue 28, finding 6: what Lien keeps of an object from a rule's CEL is bounded per object —
+/// a DependencyRule's keys (count and bytes), a CascadeRule's children (count, and each field
+/// within Kubernetes' own bounds) and back references — and an object beyond a bound is an
+/// evaluation error naming the bound, so it shows in the rule's status.
+#[test]
+fn what_a_rule_keeps_of_an_object_is_bounded() {
+    use super::{MAX_BACK_REFERENCES_PER_CHILD, MAX_CHILDREN_PER_PARENT, MAX_KEYS_PER_OBJECT};
+    let p = DependencyProgram::compile(&dep_spec(
+        Some(("[self.metadata.name]", "self.spec.keys")),
+        None,
+    ))
+    .expect("compiles");
+    let with_keys = |keys: Vec<String>| json!({"metadata": {"name": "n"}, "spec": {"keys": keys}});
+    let many: Vec<String> = (0..=MAX_KEYS_PER_OBJECT).map(|i| format!("k{i}")).collect();
+    let e = p.keys_by(&with_keys(many)).expect_err("too many keys");
+    assert!(
+        e.to_string().contains("257 distinct keys")
+            && e.to_string().contains("MAX_KEYS_PER_OBJECT"),
+        "{e}"
+    );
+    // Repeats are one key each.
+    let repeated: Vec<String> = (0..1000).map(|i| format!("k{}", i % 3)).collect();
+    assert_eq!(
+        p.keys_by(&with_keys(repeated)).expect("three keys"),
+        ["k0", "k1", "k2"]
+    );
+    let e = p
+        .keys_by(&with_keys(vec!["x".repeat(10_000)]))
+        .expect_err("a key too long");
+    assert!(e.to_string().contains("MAX_KEY_BYTES"), "{e}");
+
+    let c = CascadeProgram::compile(&cascade_spec("self.spec.children", None)).expect("compiles");
+    let children = |n: usize, name: &str| {
+        let list: Vec<Value> = (0..n)
+            .map(|i| json!({"apiVersion": "v1", "kind": "Secret", "name": format!("{name}{i}")}))
+            .collect();
+        json!({"spec": {"children": list}})
+    };
+    assert_eq!(
+        c.bounded_children(&children(MAX_CHILDREN_PER_PARENT, "s"))
+            .expect("at the bound")
+            .len(),
+        MAX_CHILDREN_PER_PARENT
+    );
+    let e = c
+        .bounded_children(&children(20_000, "s"))
+        .expect_err("beyond the bound");
+    assert_eq!(
+        e,
+        crate::cascade::CascadeError::TooManyChildren { count: 20_000 }
+    );
+    assert!(e.to_string().contains("at most 256"), "{e}");
+    let e = c
+        .bounded_children(&children(1, &"n".repeat(300)))
+        .expect_err("no name is that long");
+    assert!(e.to_string().contains("`name` is 301 bytes long"), "{e}");
+
+    let refs: Vec<Value> = (0..=MAX_BACK_REFERENCES_PER_CHILD)
+        .map(|i| json!({"kind": "DatabaseClaim", "name": format!("c{i}")}))
+        .collect();
+    let e = c
+        .back_references(
+            "example.org",
+            "XDatabase",
+            &json!({"spec": {"claimRef": refs}}),
+        )
+        .expect("listed")
+        .expect_err("too many");
+    assert!(
+        e.to_string().contains("MAX_BACK_REFERENCES_PER_CHILD"),
+        "{e}"
+    );
+}

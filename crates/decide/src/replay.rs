@@ -54,11 +54,23 @@
 //! `Refusal` record is made only by the controller, from a refusal the API server proved it
 //! sent (client certificate), and is never handed to anyone. See "Threat model: replay records
 //! and forged reviews" in `docs/ARCHITECTURE.md`.
+//!
+//! # Re-authorized when replayed
+//!
+//! A replay deletes with Lien's rights on behalf of the requester, possibly hours after the
+//! request. So the record carries who asked as the API server authenticated them — name, UID,
+//! groups and extra, all sealed — and right before the DELETE the controller asks a
+//! SubjectAccessReview whether that identity may still `delete` the object. A refused replay is
+//! dropped (the record removed) with a Warning Event naming who lost the right
+//! ([`refused_note`]). A record sealed before records carried their source and identity (signed as
+//! `lien.dev/deletion-attempt/v1`) does not open at all ([`RecordError::Outdated`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine;
 use jiff::Timestamp;
+use lien_core::seams::Requester;
 use lien_core::{ObjectKey, RelationIndex};
 use ring::hmac;
 use serde::{Deserialize, Serialize};
@@ -136,6 +148,15 @@ pub struct DeletionAttempt {
     pub propagation_policy: Option<String>,
     /// Who tried.
     pub user: String,
+    /// Their UID, as the API server authenticated them (empty when it gave none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user_uid: String,
+    /// Their groups, as the API server authenticated them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Their extra attributes (a service account token's pod and node, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
     /// When.
     pub time: Timestamp,
     /// Whether a blocking relation asked for the DELETE to be replayed.
@@ -152,18 +173,62 @@ impl DeletionAttempt {
         age.as_secs() >= 0 && age.unsigned_abs() > ttl
     }
 
+    /// Who asked, as a SubjectAccessReview names them.
+    pub fn requester(&self) -> Requester {
+        Requester {
+            username: self.user.clone(),
+            uid: self.user_uid.clone(),
+            groups: self.groups.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
     /// The record as the annotation holds it, sealed with `key` for `object` (see the module
-    /// docs).
+    /// docs). An identity too large for [`MAX_IDENTITY_BYTES`] loses its extra attributes,
+    /// then its last groups, until it fits: the replay is then asked about fewer of the
+    /// requester's rights (the safe side), and the record stays within what Lien keeps.
     pub fn seal(&self, key: &ReplayKey, object: &ObjectKey) -> SealedRecord {
-        let tag = hmac::sign(&key.0, &signed_bytes(self, object));
+        let mut attempt = self.clone();
+        attempt.fit_identity();
+        let tag = hmac::sign(&key.0, &signed_bytes(&attempt, object));
         let wire = Wire {
-            attempt: self.clone(),
+            attempt,
+            version: Some(2),
             signature: Some(base64::engine::general_purpose::STANDARD.encode(tag.as_ref())),
         };
         // Serialising plain strings, a timestamp and a bool cannot fail.
         SealedRecord(serde_json::to_string(&wire).unwrap_or_default())
     }
+
+    fn identity_bytes(&self) -> usize {
+        self.user_uid.len()
+            + self.groups.iter().map(String::len).sum::<usize>()
+            + self
+                .extra
+                .iter()
+                .map(|(k, v)| k.len() + v.iter().map(String::len).sum::<usize>())
+                .sum::<usize>()
+    }
+
+    fn fit_identity(&mut self) {
+        if self.identity_bytes() > MAX_IDENTITY_BYTES {
+            self.extra.clear();
+        }
+        while self.identity_bytes() > MAX_IDENTITY_BYTES && self.groups.pop().is_some() {}
+    }
 }
+
+/// The most bytes of identity (UID, groups, extra) a record carries. A record is an
+/// annotation on the user's object, which Lien caches for every object it watches that carries
+/// one, so it is bounded (the cache keeps at most [`MAX_RECORD_BYTES`] of it). 8 KiB is ≈ 200
+/// groups of typical names; an identity provider's longer lists lose their last groups.
+pub const MAX_IDENTITY_BYTES: usize = 8 * 1024;
+
+/// The longest record Lien keeps and reads: its own are at most [`MAX_IDENTITY_BYTES`] of
+/// identity plus the object's UID, the user's name (≤ 253 bytes for a service account, longer
+/// names are rare), the time, the policy and the signature (≈ 1 KiB). Anything longer is not
+/// Lien's: the cache keeps it as unreadable, and it is removed as forged.
+pub const MAX_RECORD_BYTES: usize = 16 * 1024;
 
 /// The bytes a record's signature covers: a domain tag (so a signature made for anything else
 /// never verifies here), then every field the replay acts on, each length-prefixed so that no
@@ -175,8 +240,9 @@ fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey) -> Vec<u8> {
         out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
         out.extend_from_slice(bytes);
     };
-    // v2: the source is signed. A v1 record has none and does not open ([`RecordError::Outdated`]):
-    // v1 sealed deletion requests for forged reviews alike, so none is trusted.
+    // v2: the source and the requester's whole identity are signed. A v1 record has neither
+    // and does not open ([`RecordError::Outdated`]): v1 sealed deletion requests for forged
+    // reviews alike, so none is trusted.
     field(b"lien.dev/deletion-attempt/v2");
     field(object.group.as_bytes());
     field(object.kind.as_bytes());
@@ -198,17 +264,34 @@ fn signed_bytes(attempt: &DeletionAttempt, object: &ObjectKey) -> Vec<u8> {
         None => field(b"no-policy"),
     }
     field(attempt.user.as_bytes());
+    // Counted lists, each element length-prefixed: no two identities encode alike.
+    field(attempt.user_uid.as_bytes());
+    field(&(attempt.groups.len() as u64).to_be_bytes());
+    for g in &attempt.groups {
+        field(g.as_bytes());
+    }
+    field(&(attempt.extra.len() as u64).to_be_bytes());
+    for (k, values) in &attempt.extra {
+        field(k.as_bytes());
+        field(&(values.len() as u64).to_be_bytes());
+        for v in values {
+            field(v.as_bytes());
+        }
+    }
     field(&attempt.time.as_nanosecond().to_be_bytes());
     field(&[u8::from(attempt.replay)]);
     field(attempt.source.signed());
     out
 }
 
-/// The annotation's JSON: the attempt and its signature.
+/// The annotation's JSON: the attempt, the version of what is signed (2) and the
+/// signature.
 #[derive(Debug, Serialize, Deserialize)]
 struct Wire {
     #[serde(flatten)]
     attempt: DeletionAttempt,
+    #[serde(default, rename = "v", skip_serializing_if = "Option::is_none")]
+    version: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     signature: Option<String>,
 }
@@ -283,6 +366,9 @@ pub fn open(
     key: &ReplayKey,
     object: &ObjectKey,
 ) -> Result<DeletionAttempt, RecordError> {
+    if raw.len() > MAX_RECORD_BYTES {
+        return Err(RecordError::Malformed);
+    }
     let wire: Wire = match serde_json::from_str(raw) {
         Ok(wire) => wire,
         Err(_) => {
@@ -306,6 +392,10 @@ pub fn open(
     let tag = base64::engine::general_purpose::STANDARD
         .decode(signature)
         .map_err(|_| RecordError::BadSignature)?;
+    // Lien writes only v2 (a source, and `v: 2`); anything else was not sealed as it reads.
+    if wire.version != Some(2) {
+        return Err(RecordError::BadSignature);
+    }
     // `verify` compares in constant time.
     hmac::verify(&key.0, &signed_bytes(&wire.attempt, object), &tag)
         .map_err(|_| RecordError::BadSignature)?;
@@ -325,6 +415,29 @@ pub fn replayed_note(attempt: &DeletionAttempt) -> String {
     )
 }
 
+/// The reason of the Warning Event on an object whose replay was dropped because its requester
+/// may no longer delete it.
+pub const REPLAY_NOT_AUTHORIZED_REASON: &str = "DeletionReplayNotAuthorized";
+
+/// The note of the [`REPLAY_NOT_AUTHORIZED_REASON`] Event: who lost the right, what the
+/// authorizer said, and what is left to do.
+pub fn refused_note(attempt: &DeletionAttempt, reason: &str) -> String {
+    let groups = if attempt.groups.is_empty() {
+        String::new()
+    } else {
+        format!(" (groups {})", attempt.groups.join(", "))
+    };
+    let why = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
+    format!(
+        "Lien dropped the DELETE requested by {}{groups} at {}: the object is free, but {} may no longer delete it (SubjectAccessReview{why}); nothing was deleted. Someone allowed to delete it may do so, or ask again with `kubectl lien delete --when-free`",
+        attempt.user, attempt.time, attempt.user
+    )
+}
+
 /// The webhook seals deletion requests with the controller's key, so the controller verifies
 /// them like its own records.
 impl lien_core::seams::RecordSealer for ReplayKey {
@@ -333,6 +446,9 @@ impl lien_core::seams::RecordSealer for ReplayKey {
             uid: request.uid.clone(),
             propagation_policy: request.propagation_policy.clone(),
             user: request.user.clone(),
+            user_uid: request.user_uid.clone(),
+            groups: request.groups.clone(),
+            extra: request.extra.clone(),
             time: Timestamp::try_from(request.time).unwrap_or_else(|_| Timestamp::now()),
             replay: true,
             source: RecordSource::Request,
@@ -539,6 +655,9 @@ mod tests {
             uid: "u1".into(),
             propagation_policy: Some("Foreground".into()),
             user: "alice".into(),
+            user_uid: String::new(),
+            groups: Vec::new(),
+            extra: Default::default(),
             time: now,
             replay: true,
             source: RecordSource::Refusal,
@@ -700,6 +819,79 @@ mod tests {
         assert!(open(&v.to_string(), &key(), &object()).is_ok());
     }
 
+    /// Issue 28, finding 5: the record carries the requester's whole identity, sealed, so the
+    /// replay can be authorized again for exactly them; records sealed before (v1, the name
+    /// alone) still open, and cannot be given groups.
+    #[test]
+    fn the_requesters_identity_is_sealed_and_old_records_still_open() {
+        let now = Timestamp::now();
+        let a = DeletionAttempt {
+            user_uid: "alice-uid".into(),
+            groups: vec!["team-a".into(), "system:authenticated".into()],
+            extra: [("scopes".to_string(), vec!["x".to_string()])].into(),
+            ..attempt(now)
+        };
+        let sealed = a.seal(&key(), &object());
+        assert_eq!(open(sealed.as_str(), &key(), &object()), Ok(a.clone()));
+        let requester = a.requester();
+        assert_eq!(requester.username, "alice");
+        assert_eq!(requester.groups, a.groups);
+        let good: serde_json::Value = serde_json::from_str(sealed.as_str()).expect("json");
+        let tampered: [(&str, serde_json::Value); 6] = [
+            ("groups", serde_json::json!(["team-a", "system:masters"])),
+            ("groups", serde_json::json!([])),
+            ("userUid", "someone".into()),
+            ("extra", serde_json::json!({"scopes": ["y"]})),
+            ("v", 1.into()),
+            ("v", serde_json::Value::Null),
+        ];
+        for (field, value) in tampered {
+            let mut v = good.clone();
+            v[field] = value.clone();
+            assert_eq!(
+                open(&v.to_string(), &key(), &object()),
+                Err(RecordError::BadSignature),
+                "{field} = {value}"
+            );
+        }
+        // An identity too large to keep loses its extra, then its last groups (fewer rights,
+        // the safe side), and the record stays within what the cache keeps.
+        let huge = DeletionAttempt {
+            groups: (0..2000).map(|i| format!("group-{i:05}")).collect(),
+            ..a
+        };
+        let sealed = huge.seal(&key(), &object());
+        assert!(
+            sealed.as_str().len() <= MAX_RECORD_BYTES,
+            "{}",
+            sealed.as_str().len()
+        );
+        let opened = open(sealed.as_str(), &key(), &object()).expect("verifies");
+        assert!(opened.extra.is_empty());
+        assert!(opened.groups.len() < huge.groups.len());
+        assert_eq!(opened.groups[..], huge.groups[..opened.groups.len()]);
+        // Anything longer than Lien writes is not read.
+        let long = format!("{{\"pad\": \"{}\"}}", "x".repeat(MAX_RECORD_BYTES));
+        assert_eq!(open(&long, &key(), &object()), Err(RecordError::Malformed));
+    }
+
+    #[test]
+    fn the_note_of_a_dropped_replay_names_who_lost_the_right() {
+        let a = DeletionAttempt {
+            groups: vec!["team-a".into()],
+            ..attempt(Timestamp::now())
+        };
+        let note = refused_note(&a, "no RBAC policy matched");
+        for part in [
+            "requested by alice (groups team-a)",
+            "alice may no longer delete it",
+            "no RBAC policy matched",
+            "nothing was deleted",
+        ] {
+            assert!(note.contains(part), "{part:?} not in {note}");
+        }
+    }
+
     #[test]
     fn unsigned_malformed_and_forged_records_are_never_replayed() {
         let now = Timestamp::now();
@@ -737,6 +929,9 @@ mod tests {
             uid: "u1".into(),
             propagation_policy: Some("Background".into()),
             user: "alice".into(),
+            user_uid: String::new(),
+            groups: Vec::new(),
+            extra: Default::default(),
             time: std::time::SystemTime::from(now),
         };
         let raw = RecordSealer::seal(&key(), &request);
@@ -747,6 +942,9 @@ mod tests {
                 uid: "u1".into(),
                 propagation_policy: Some("Background".into()),
                 user: "alice".into(),
+                user_uid: String::new(),
+                groups: Vec::new(),
+                extra: Default::default(),
                 time: now,
                 replay: true,
                 source: RecordSource::Request,

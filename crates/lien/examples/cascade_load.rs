@@ -120,6 +120,18 @@ async fn main() -> anyhow::Result<()> {
                 let obj = |v: serde_json::Value| -> anyhow::Result<DynamicObject> {
                     Ok(serde_json::from_value(v)?)
                 };
+                // The claim first, then its composite, as Crossplane makes them (a composite
+                // older than its claim is never deleted through its uid-less claimRef).
+                claims
+                    .create(
+                        &PostParams::default(),
+                        &obj(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Claim",
+                            "metadata": {"name": format!("claim-{i}"), "namespace": NS},
+                            "spec": {"compositeDeletePolicy": "Foreground",
+                                     "resourceRef": {"apiVersion": format!("{GROUP}/v1"),
+                                                     "kind": "Composite", "name": name}}}))?,
+                    )
+                    .await?;
                 let xr = composites
                     .create(
                         &PostParams::default(),
@@ -142,16 +154,6 @@ async fn main() -> anyhow::Result<()> {
                         )
                         .await?;
                 }
-                claims
-                    .create(
-                        &PostParams::default(),
-                        &obj(json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Claim",
-                            "metadata": {"name": format!("claim-{i}"), "namespace": NS},
-                            "spec": {"compositeDeletePolicy": "Foreground",
-                                     "resourceRef": {"apiVersion": format!("{GROUP}/v1"),
-                                                     "kind": "Composite", "name": name}}}))?,
-                    )
-                    .await?;
                 anyhow::Ok(())
             }
         })

@@ -183,6 +183,25 @@ pub struct UserInfo<'a> {
     /// The user's groups.
     #[serde(borrow, default)]
     pub groups: Vec<Cow<'a, str>>,
+    /// The user's UID, when the authenticator gives one.
+    #[serde(borrow, default)]
+    pub uid: Cow<'a, str>,
+    /// The user's extra attributes (a service account token's pod and node, …).
+    #[serde(default)]
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo<'_> {
+    /// Who asked, whole, as an authorizer reads it: a refused DELETE's replay is authorized
+    /// again for this identity.
+    pub fn requester(&self) -> lien_core::seams::Requester {
+        lien_core::seams::Requester {
+            username: self.username.clone().into_owned(),
+            uid: self.uid.clone().into_owned(),
+            groups: self.groups.iter().map(|g| g.clone().into_owned()).collect(),
+            extra: self.extra.clone(),
+        }
+    }
 }
 
 /// `request.options`: for a DELETE, the `DeleteOptions`.

@@ -39,6 +39,34 @@ use lien_decide::program::{CascadeProgram, ChildRef};
 /// The most waiting parents (and children per parent) a rule's status lists.
 const STATUS_BOUND: usize = 20;
 
+/// How many distinct warnings per parent are remembered as said. A decision says at most one
+/// warning of each kind (refused, dangling, re-created children, the policy), however many
+/// children it concerns, but a parent's writer can make each one new by changing what the
+/// parent names; beyond this many, the oldest may be said again.
+const WARNINGS_REMEMBERED: usize = 64;
+
+/// The most finalizers Lien keeps of a child (it names them in reports, and checks for
+/// `foregroundDeletion`, which is always kept): a child's writer may add any number.
+const CHILD_FINALIZERS_KEPT: usize = 16;
+
+/// What changed last about a child, for "stuck": hashes, not the text (which its writer sizes).
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    meta: u64,
+    holders: u64,
+    since: Instant,
+}
+
+fn hash_of(text: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // A fixed hasher: the hashes are compared within one process only.
+    let mut h =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .build_hasher();
+    h.write(text.as_bytes());
+    h.finish()
+}
+
 /// The least time between two passes writing the rules' statuses.
 const STATUS_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -76,6 +104,9 @@ struct ParentObj {
     uid: String,
     api_version: String,
     resource_version: Option<String>,
+    /// `creationTimestamp`: a child by name only must not be older (`decide`, "Names are
+    /// reused").
+    created: Option<jiff::Timestamp>,
     deleting_since: Option<Time>,
     finalizers: Vec<String>,
     record: Record,
@@ -86,6 +117,41 @@ struct ParentObj {
     outside: Vec<ChildRef>,
     policy: PropagationPolicy,
     policy_error: Option<String>,
+    /// What its references (`refs`, `outside`, the record's children) count against the
+    /// rule's [`decide::MAX_REFERENCE_BYTES_PER_RULE`].
+    cost: usize,
+}
+
+impl ParentObj {
+    /// Keeps none of its references: they would take the rule past its bound.
+    fn over_budget(&mut self) {
+        let count = self.refs.as_ref().map_or(0, Vec::len)
+            + self.outside.len()
+            + self.record.children.len();
+        self.refs = Err(CascadeError::OverBudget { count });
+        self.outside = Vec::new();
+        self.record = Record::default();
+        self.cost = 0;
+    }
+}
+
+/// What a parent's references cost (see [`ParentObj::cost`]).
+fn parent_cost(
+    refs: &Result<Vec<ChildRef>, CascadeError>,
+    outside: &[ChildRef],
+    record: &Record,
+) -> usize {
+    let of = |r: &ChildRef| {
+        decide::reference_cost([
+            r.api_version.as_str(),
+            &r.kind,
+            &r.name,
+            r.namespace.as_deref().unwrap_or_default(),
+        ])
+    };
+    refs.as_ref().map_or(0, |r| r.iter().map(of).sum::<usize>())
+        + outside.iter().map(of).sum::<usize>()
+        + record.cost()
 }
 
 struct RuleState {
@@ -113,6 +179,26 @@ struct ParentKind {
     objects: HashMap<(String, String), ParentObj>,
     /// Parents listed by a re-list in progress.
     relist: Option<HashMap<(String, String), ParentObj>>,
+    /// The cost of `objects`' references, and of `relist`'s: each within the rule's bound.
+    bytes: usize,
+    relist_bytes: usize,
+}
+
+impl ParentKind {
+    /// Admits `p` (replacing a parent that cost `old`) within the rule's bound on references,
+    /// counted on the re-list in progress when `relist`; beyond it, `p` keeps none.
+    fn admit(&mut self, p: &mut ParentObj, old: usize, relist: bool) {
+        let total = if relist {
+            &mut self.relist_bytes
+        } else {
+            &mut self.bytes
+        };
+        let rest = total.saturating_sub(old);
+        if rest + p.cost > decide::MAX_REFERENCE_BYTES_PER_RULE {
+            p.over_budget();
+        }
+        *total = rest + p.cost;
+    }
 }
 
 #[derive(Default)]
@@ -133,6 +219,19 @@ struct StoredChild {
         GroupKind,
         Result<Vec<lien_decide::program::ParentRef>, CascadeError>,
     )>,
+}
+
+impl StoredChild {
+    /// The parent kinds under whose rule this child names a parent by name only (no uid).
+    fn by_name_only(&self) -> impl Iterator<Item = &GroupKind> {
+        self.back_refs
+            .iter()
+            .filter(|(_, r)| {
+                r.as_ref()
+                    .is_ok_and(|refs| refs.iter().any(|r| r.uid.is_none()))
+            })
+            .map(|(g, _)| g)
+    }
 }
 
 struct Refusal {
@@ -230,7 +329,10 @@ pub(super) struct CascadeState {
     parents: HashMap<GroupKind, ParentKind>,
     children: HashMap<GroupKind, ChildKind>,
     /// (child group-kind, name) → parents referencing it.
-    by_child: HashMap<NameKey, HashSet<ParentId>>,
+    /// Kept per child kind, then name (the kind's strings once, not per reference), with a
+    /// list of parents (a name is almost always one parent's): the largest part of what a
+    /// reference costs (`decide::REFERENCE_OVERHEAD_BYTES`).
+    by_child: HashMap<GroupKind, HashMap<String, Vec<ParentId>>>,
     dirty: BTreeSet<ParentId>,
     in_flight: HashSet<ParentId>,
     retries: BTreeMap<Instant, Vec<ParentId>>,
@@ -238,8 +340,12 @@ pub(super) struct CascadeState {
     reports: HashMap<ParentId, Report>,
     holders: HashMap<String, Vec<String>>,
     /// Per child UID: a fingerprint of its state and when it last changed.
-    progress: HashMap<String, (String, Instant)>,
-    warned: HashSet<(String, String)>,
+    /// Per child UID: hashes of its state (metadata, holders) and when they last changed.
+    progress: HashMap<String, Progress>,
+    /// Per parent UID, the hashes of the last [`WARNINGS_REMEMBERED`] warnings said on it:
+    /// each is said once (a restart may repeat one), and what is remembered stays bounded
+    /// however many distinct warnings a parent's writer provokes.
+    warned: HashMap<String, std::collections::VecDeque<u64>>,
     /// Per parent, the children it names that Lien will not delete (the rule's status).
     refused: HashMap<ParentId, Vec<decide::Refused>>,
     rules_dirty: bool,
@@ -254,6 +360,9 @@ pub(super) struct CascadeState {
     gone: HashSet<ParentId>,
     /// No dependents scan before this (one scan serves every report due until then).
     next_scan: Instant,
+    /// Per (parent kind, child kind): how many children name a parent of that kind by name
+    /// only (their back reference yields no uid), for the rule's status.
+    by_name_only: HashMap<(GroupKind, GroupKind), usize>,
 }
 
 fn reference(gk: &GroupKind, p: &ParentObj, ns: &str, name: &str) -> ObjectReference {
@@ -306,7 +415,7 @@ impl CascadeState {
             reports: HashMap::new(),
             holders: HashMap::new(),
             progress: HashMap::new(),
-            warned: HashSet::new(),
+            warned: HashMap::new(),
             refused: HashMap::new(),
             rules_dirty: true,
             last_status: now,
@@ -314,6 +423,7 @@ impl CascadeState {
             written: HashMap::new(),
             gone: HashSet::new(),
             next_scan: now,
+            by_name_only: HashMap::new(),
         }
     }
 
@@ -354,7 +464,7 @@ impl CascadeState {
         // A child that turned stuck since the last pass changes its rule's status with no
         // event.
         let stuck_after = self.config.stuck_after;
-        if self.progress.values().any(|(_, since)| {
+        if self.progress.values().any(|Progress { since, .. }| {
             let stuck = *since + stuck_after;
             stuck > before.min(self.last_status) && stuck <= now
         }) {
@@ -391,7 +501,7 @@ impl CascadeState {
             at(r.next);
         }
         // A child turns stuck with no event: the rule's status says so then.
-        for (_, since) in self.progress.values() {
+        for Progress { since, .. } in self.progress.values() {
             let stuck = *since + self.config.stuck_after;
             if stuck > now {
                 at(stuck);
@@ -490,31 +600,30 @@ impl CascadeState {
         }
     }
 
-    /// A child UID's state fingerprint; a change is progress.
+    /// A child UID's state (`child_meta`: its metadata, else what holds it), hashed; a change
+    /// is progress.
     fn note_progress(&mut self, uid: &str, part: &str, child_meta: bool) {
         let now = self.now;
-        let entry = self
-            .progress
-            .entry(uid.to_owned())
-            .or_insert_with(|| (String::new(), now));
-        let (meta, holders) = entry
-            .0
-            .split_once('\n')
-            .map(|(m, h)| (m.to_owned(), h.to_owned()))
-            .unwrap_or_else(|| (entry.0.clone(), String::new()));
-        let fingerprint = if child_meta {
-            format!("{part}\n{holders}")
+        let hash = hash_of(part);
+        let entry = self.progress.entry(uid.to_owned()).or_insert(Progress {
+            meta: 0,
+            holders: 0,
+            since: now,
+        });
+        let slot = if child_meta {
+            &mut entry.meta
         } else {
-            format!("{meta}\n{part}")
+            &mut entry.holders
         };
-        if fingerprint != entry.0 {
-            *entry = (fingerprint, now);
+        if *slot != hash {
+            *slot = hash;
+            entry.since = now;
         }
     }
 
     fn mark_kind_referrers(&mut self, gk: &GroupKind) {
-        for ((kind, _), parents) in &self.by_child {
-            if kind == gk {
+        if let Some(names) = self.by_child.get(gk) {
+            for parents in names.values() {
                 self.dirty.extend(parents.iter().cloned());
             }
         }
@@ -647,9 +756,7 @@ impl CascadeState {
             Some((r, _)) => match &r.program {
                 Ok(p) => {
                     let value = serde_json::to_value(obj).unwrap_or(Value::Null);
-                    let refs = p
-                        .children(&value)
-                        .map_err(|e| CascadeError::Evaluation(e.to_string()));
+                    let refs = p.bounded_children(&value);
                     match p.policy(&value) {
                         Ok(policy) => (refs, policy, None),
                         Err(e) => (refs, r.rule.spec.propagation_policy, Some(e.to_string())),
@@ -675,8 +782,11 @@ impl CascadeState {
             }
             Err(e) => (Err(e), Vec::new()),
         };
+        let record = Record::parse(annotation.map(String::as_str));
+        let cost = parent_cost(&refs, &outside, &record);
         ParentObj {
             uid: obj.uid().unwrap_or_default(),
+            created: obj.metadata.creation_timestamp.as_ref().map(|t| t.0),
             api_version: obj
                 .types
                 .as_ref()
@@ -685,12 +795,13 @@ impl CascadeState {
             resource_version: obj.resource_version(),
             deleting_since: obj.metadata.deletion_timestamp.clone(),
             finalizers: obj.finalizers().to_vec(),
-            record: Record::parse(annotation.map(String::as_str)),
+            record,
             has_annotation: annotation.is_some(),
             refs,
             outside,
             policy,
             policy_error,
+            cost,
         }
     }
 
@@ -718,11 +829,16 @@ impl CascadeState {
             }
             out
         };
-        for k in keys(old) {
-            if let Some(set) = self.by_child.get_mut(&k) {
-                set.remove(id);
-                if set.is_empty() {
-                    self.by_child.remove(&k);
+        for (gk, name) in keys(old) {
+            if let Some(names) = self.by_child.get_mut(&gk) {
+                if let Some(parents) = names.get_mut(&name) {
+                    parents.retain(|p| p != id);
+                    if parents.is_empty() {
+                        names.remove(&name);
+                    }
+                }
+                if names.is_empty() {
+                    self.by_child.remove(&gk);
                 }
             }
         }
@@ -748,8 +864,11 @@ impl CascadeState {
                     .collect()
             })
             .unwrap_or_default();
-        for k in keys(new) {
-            self.by_child.entry(k).or_default().insert(id.clone());
+        for (gk, name) in keys(new) {
+            let parents = self.by_child.entry(gk).or_default().entry(name).or_default();
+            if !parents.contains(id) {
+                parents.push(id.clone());
+            }
         }
         for (gk, api_version) in wanted {
             self.want_child_kind(gk, api_version);
@@ -781,8 +900,9 @@ impl CascadeState {
     fn reduce_child(&self, gk: &GroupKind, obj: &DynamicObject) -> StoredChild {
         let meta = ChildMeta {
             uid: obj.metadata.uid.clone().unwrap_or_default(),
+            created: obj.metadata.creation_timestamp.as_ref().map(|t| t.0),
             deleting: obj.metadata.deletion_timestamp.is_some(),
-            finalizers: obj.metadata.finalizers.clone().unwrap_or_default(),
+            finalizers: kept_finalizers(obj.metadata.finalizers.as_deref().unwrap_or_default()),
             back_refs: Vec::new(),
             back_ref_error: None,
         };
@@ -810,15 +930,22 @@ impl CascadeState {
             watcher::Event::Init => {
                 if let Some(pk) = self.parents.get_mut(&gk) {
                     pk.relist = Some(HashMap::new());
+                    pk.relist_bytes = 0;
                 }
                 // A fresh list is the truth.
                 self.written.retain(|id, _| id.0 != gk);
                 self.gone.retain(|id| id.0 != gk);
             }
             watcher::Event::InitApply(obj) => {
-                let reduced = self.reduce_parent(&gk, &obj);
+                let mut reduced = self.reduce_parent(&gk, &obj);
                 if let Some(pk) = self.parents.get_mut(&gk) {
                     let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+                    let old = pk
+                        .relist
+                        .as_ref()
+                        .and_then(|r| r.get(&key))
+                        .map_or(0, |p| p.cost);
+                    pk.admit(&mut reduced, old, true);
                     pk.relist
                         .get_or_insert_with(HashMap::new)
                         .insert(key, reduced);
@@ -829,6 +956,7 @@ impl CascadeState {
                     return;
                 };
                 let fresh = pk.relist.take().unwrap_or_default();
+                pk.bytes = std::mem::take(&mut pk.relist_bytes);
                 pk.kind.synced = true;
                 let old = std::mem::replace(&mut pk.objects, fresh.clone());
                 for ((ns, name), p) in old {
@@ -852,10 +980,12 @@ impl CascadeState {
                         return;
                     }
                 }
-                let reduced = self.reduce_parent(&gk, &obj);
+                let mut reduced = self.reduce_parent(&gk, &obj);
                 let Some(pk) = self.parents.get_mut(&gk) else {
                     return;
                 };
+                let old_cost = pk.objects.get(&key).map_or(0, |p| p.cost);
+                pk.admit(&mut reduced, old_cost, false);
                 let old = pk.objects.insert(key, reduced.clone());
                 self.index_parent(&id, old.as_ref(), Some(&reduced));
                 self.dirty.insert(id);
@@ -870,8 +1000,9 @@ impl CascadeState {
                     return;
                 };
                 let old = pk.objects.remove(&key);
+                pk.bytes = pk.bytes.saturating_sub(old.as_ref().map_or(0, |p| p.cost));
                 if let Some(uid) = obj.uid() {
-                    self.warned.retain(|(u, _)| *u != uid);
+                    self.warned.remove(&uid);
                 }
                 self.index_parent(&id, old.as_ref(), None);
                 self.reports.remove(&id);
@@ -896,6 +1027,8 @@ impl CascadeState {
         };
         let mut touched: Vec<String> = Vec::new();
         let mut relisted = false;
+        // Children naming parents by name only: counted out (old) and in (new).
+        let mut counted: Vec<(GroupKind, bool)> = Vec::new();
         {
             let Some(ck) = self.children.get_mut(&gk) else {
                 return;
@@ -911,6 +1044,10 @@ impl CascadeState {
                     ck.objects = ck.relist.take().unwrap_or_default();
                     ck.kind.synced = true;
                     relisted = true;
+                    self.by_name_only.retain(|(_, child), _| *child != gk);
+                    for stored in ck.objects.values() {
+                        counted.extend(stored.by_name_only().map(|p| (p.clone(), true)));
+                    }
                 }
                 watcher::Event::Apply(m) => {
                     touched.push(key_of(&m).1);
@@ -926,12 +1063,17 @@ impl CascadeState {
                     if meta.deleting {
                         self.requested.remove(&uid);
                     }
-                    ck.objects.insert(key_of(&m), stored);
+                    counted.extend(stored.by_name_only().map(|p| (p.clone(), true)));
+                    if let Some(old) = ck.objects.insert(key_of(&m), stored) {
+                        counted.extend(old.by_name_only().map(|p| (p.clone(), false)));
+                    }
                     self.note_progress(&uid, &fp, true);
                 }
                 watcher::Event::Delete(m) => {
                     touched.push(key_of(&m).1);
-                    ck.objects.remove(&key_of(&m));
+                    if let Some(old) = ck.objects.remove(&key_of(&m)) {
+                        counted.extend(old.by_name_only().map(|p| (p.clone(), false)));
+                    }
                     let uid = m.metadata.uid.clone().unwrap_or_default();
                     self.progress.remove(&uid);
                     self.requested.remove(&uid);
@@ -940,12 +1082,17 @@ impl CascadeState {
                 }
             }
         }
+        for (parent, added) in counted {
+            let n = self.by_name_only.entry((parent, gk.clone())).or_default();
+            *n = if added { *n + 1 } else { n.saturating_sub(1) };
+        }
+        self.by_name_only.retain(|_, n| *n > 0);
         if relisted {
             self.mark_kind_referrers(&gk);
             return;
         }
         for name in touched {
-            if let Some(parents) = self.by_child.get(&(gk.clone(), name)) {
+            if let Some(parents) = self.by_child.get(&gk).and_then(|n| n.get(&name)) {
                 self.dirty.extend(parents.iter().cloned());
             }
         }
@@ -1058,6 +1205,7 @@ impl CascadeState {
                     namespace: ns.clone(),
                     name: name.clone(),
                     uid: p.uid.clone(),
+                    created: p.created,
                 },
                 outside,
                 allowed,
@@ -1127,9 +1275,17 @@ impl CascadeState {
     fn warn(&mut self, id: &ParentId, reason: &str, message: String) {
         let Some(p) = self.parent(id) else { return };
         let reference = reference(&id.0, p, &id.1, &id.2);
-        if !self.warned.insert((p.uid.clone(), message.clone())) {
+        // An Event's note is at most 1 KB.
+        let message = truncate(message, 1000);
+        let said = self.warned.entry(p.uid.clone()).or_default();
+        let hash = hash_of(&message);
+        if said.contains(&hash) {
             return;
         }
+        if said.len() == WARNINGS_REMEMBERED {
+            said.pop_front();
+        }
+        said.push_back(hash);
         self.write(CascadeWrite::Event {
             reference,
             reason: reason.into(),
@@ -1145,8 +1301,19 @@ impl CascadeState {
     }
 
     fn execute(&mut self, id: ParentId, decision: Decision) {
-        for r in &decision.refused {
-            self.warn(&id, "CascadeChildNotAllowed", r.to_string());
+        // One Warning however many children are refused (a parent names up to 256): the
+        // first says why, the rule's status lists them.
+        match &decision.refused[..] {
+            [] => {}
+            [one] => self.warn(&id, "CascadeChildNotAllowed", one.to_string()),
+            [first, rest @ ..] => self.warn(
+                &id,
+                "CascadeChildNotAllowed",
+                format!(
+                    "{} children are not deleted (the CascadeRule's status.refused lists the first {STATUS_BOUND}); the first: {first}",
+                    rest.len() + 1
+                ),
+            ),
         }
         if decision.refused.is_empty() {
             if self.refused.remove(&id).is_some() {
@@ -1157,7 +1324,7 @@ impl CascadeState {
             self.rules_dirty = true;
         }
         for w in &decision.warnings {
-            let reason = if w.contains("does not exist") {
+            let reason = if w.contains("does not exist") || w.contains("do not exist") {
                 "CascadeDanglingReference"
             } else if w.contains("re-created") {
                 "CascadeChildRecreated"
@@ -1323,7 +1490,7 @@ impl CascadeState {
             let stuck = self
                 .progress
                 .get(&c.uid)
-                .is_some_and(|(_, at)| now.duration_since(*at) >= self.config.stuck_after);
+                .is_some_and(|p| now.duration_since(p.since) >= self.config.stuck_after);
             children_uids.push((
                 WaitingChild {
                     api_version: c.key.api_version.clone(),
@@ -1464,11 +1631,15 @@ impl CascadeState {
                 "NoChildKinds",
                 "spec.childKinds is empty: Lien deletes no child for this rule (parents are still held until released); list the kinds it may delete, each with the backReference by which a child names its parent".to_owned(),
             ),
-            (_, Some(pk)) if pk.kind.synced => (
-                true,
-                "Active",
-                format!("every {gk} carries {CASCADE_FINALIZER}"),
-            ),
+            (_, Some(pk)) if pk.kind.synced => match bounds_problem(pk) {
+                // Not ready: some parents' children are not kept, and are not deleted with them.
+                Some(message) => (false, "BoundExceeded", message),
+                None => (
+                    true,
+                    "Active",
+                    format!("every {gk} carries {CASCADE_FINALIZER}"),
+                ),
+            },
             _ => (false, "Pending", "listing the parents".to_owned()),
         };
         let mut status = CascadeRuleStatus {
@@ -1492,6 +1663,20 @@ impl CascadeState {
             observed_generation: r.rule.metadata.generation,
             last_transition_time: transition.unwrap_or_else(|| Time(jiff::Timestamp::now())),
         });
+        if let Some(warning) = self.by_name_only_warning(&gk, &r.rule) {
+            let transition = previous
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == BY_NAME_ONLY))
+                .map(|c| c.last_transition_time.clone());
+            status.conditions.push(Condition {
+                type_: BY_NAME_ONLY.into(),
+                status: "False".into(),
+                reason: "NoUID".into(),
+                message: warning,
+                observed_generation: r.rule.metadata.generation,
+                last_transition_time: transition.unwrap_or_else(|| Time(jiff::Timestamp::now())),
+            });
+        }
         if let Some(pk) = pk.filter(|pk| pk.rule.as_deref() == Some(name)) {
             let mut refused: Vec<lien_api::RefusedChild> = self
                 .refused
@@ -1547,6 +1732,76 @@ impl CascadeState {
         }
         Some(status)
     }
+}
+
+/// A child's finalizers as Lien keeps them: the first [`CHILD_FINALIZERS_KEPT`], and
+/// `foregroundDeletion` wherever it is.
+fn kept_finalizers(all: &[String]) -> Vec<String> {
+    let mut kept: Vec<String> = all.iter().take(CHILD_FINALIZERS_KEPT).cloned().collect();
+    if all.len() > CHILD_FINALIZERS_KEPT
+        && all[CHILD_FINALIZERS_KEPT..]
+            .iter()
+            .any(|f| f == decide::FOREGROUND_FINALIZER)
+    {
+        kept.push(decide::FOREGROUND_FINALIZER.to_owned());
+    }
+    kept
+}
+
+/// The condition a rule's status carries while children name its parents without a uid.
+const BY_NAME_ONLY: &str = "BackReferenceUID";
+
+impl CascadeState {
+    /// The warning for a rule whose back references name parents by name only, naming each
+    /// `childKinds[]` entry, how many children do, and what the rule's author can do.
+    fn by_name_only_warning(&self, parent: &GroupKind, rule: &CascadeRule) -> Option<String> {
+        let fields: Vec<String> = rule
+            .spec
+            .child_kinds
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| {
+                let child = GroupKind::from_api_version(&k.of.api_version, &k.of.kind);
+                let n = *self.by_name_only.get(&(parent.clone(), child))?;
+                Some(format!(
+                    "spec.childKinds[{i}].backReference ({}) yields no uid on {n} children",
+                    k.of.kind
+                ))
+            })
+            .collect();
+        (!fields.is_empty()).then(|| {
+            format!(
+                "{}: a name outlives its object, so Lien deletes such a child only if it was created after its parent and seen bound to that parent's UID; a child older than its parent (left over from an earlier parent of the same name) is never deleted. Where the child's manager records the parent's uid, make the back reference yield it (uid) to bind by UID",
+                fields.join("; ")
+            )
+        })
+    }
+}
+
+/// Why some of a rule's parents keep no children (a bound of [`decide`]), naming how many, one
+/// of them, the field, the bound and the fix; `None` when none.
+fn bounds_problem(pk: &ParentKind) -> Option<String> {
+    let mut first: Option<(&(String, String), &CascadeError)> = None;
+    let mut n = 0usize;
+    for (key, p) in &pk.objects {
+        if let Err(e) = &p.refs
+            && e.is_bound()
+        {
+            n += 1;
+            if first.is_none_or(|(k, _)| key < k) {
+                first = Some((key, e));
+            }
+        }
+    }
+    let ((ns, name), e) = first?;
+    let parent = if ns.is_empty() {
+        name.clone()
+    } else {
+        format!("{ns}/{name}")
+    };
+    Some(format!(
+        "{n} parents keep no children, so none is deleted with them; the first, {parent}: {e}"
+    ))
 }
 
 fn apply_kind(kind: &mut KindState, found: Result<Discovered, DiscoveryError>) {

@@ -840,3 +840,220 @@ fn an_idle_state_waits_for_events_only() {
         "a pass with nothing new sets no wake"
     );
 }
+
+/// Issue 28, finding 4 (name reuse): a composite left over from an earlier claim `team/db`
+/// (created long before) still names `team/db` in its `claimRef`, which has no uid. A new claim
+/// `db` naming that composite must not have it deleted: it is older than the claim. One made
+/// after the claim is its child as before. The rule's status warns that its back reference
+/// yields no uid.
+#[test]
+fn a_leftover_child_naming_a_reused_claim_name_is_not_deleted() {
+    let mut w = World::new(config(), rule(&["Composite"], json!({})));
+    let created = |t: &str| json!({"creationTimestamp": t});
+    w.list_claims(vec![
+        claim(
+            "db",
+            composite_ref("leftover"),
+            None,
+            created("2026-03-01T00:00:00Z"),
+        ),
+        claim(
+            "fresh",
+            composite_ref("made-for-fresh"),
+            None,
+            created("2026-03-01T00:00:00Z"),
+        ),
+    ]);
+    w.decide();
+    w.list_children(
+        "Composite",
+        false,
+        vec![
+            composite("leftover", Some("db"), created("2025-01-01T00:00:00Z")),
+            composite(
+                "made-for-fresh",
+                Some("fresh"),
+                created("2026-03-01T00:00:05Z"),
+            ),
+        ],
+    );
+    let fx = w.decide();
+    said(
+        &events(&fx),
+        "CascadeChildNotAllowed",
+        &["Composite leftover", "created before this parent"],
+    );
+    for write in parent_writes(&fx) {
+        w.apply(&write);
+    }
+    let status = w.st.status_of(RULE).expect("status");
+    assert!(
+        status.refused.iter().any(|r| r.parent_name == "db"
+            && r.child == "Composite leftover"
+            && r.reason == "CreatedBeforeParent"),
+        "{:?}",
+        status.refused
+    );
+    let warning = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "BackReferenceUID")
+        .unwrap_or_else(|| panic!("a warning about back references without uid: {status:?}"));
+    assert_eq!(warning.status, "False");
+    assert!(
+        warning
+            .message
+            .contains("spec.childKinds[0].backReference (Composite) yields no uid on 2 children"),
+        "{}",
+        warning.message
+    );
+    w.delete_claim("db");
+    let (write, _) = w.step();
+    assert!(
+        deletes(&write).is_empty(),
+        "the leftover is not deleted: {write:?}"
+    );
+    assert!(releases(&write), "{write:?}");
+    w.delete_claim("fresh");
+    let (write, _) = w.step();
+    assert_eq!(
+        deletes(&write),
+        [(
+            "made-for-fresh".to_owned(),
+            "made-for-fresh-uid".to_owned(),
+            PropagationPolicy::Background
+        )]
+    );
+}
+
+/// A rule whose parents name their children in `spec.refs` (a list of composite names).
+fn rule_of_many() -> CascadeRule {
+    let mut r = rule(&["Composite"], json!({}));
+    r.spec.children =
+        "self.spec.refs.map(n, {'apiVersion': 'example.org/v1', 'kind': 'Composite', 'name': n})"
+            .into();
+    r
+}
+
+/// A claim naming `n` composites `<prefix>-<i>` of `len` characters each.
+fn claim_of_many(name: &str, n: usize, len: usize) -> DynamicObject {
+    let refs: Vec<String> = (0..n)
+        .map(|i| {
+            let s = format!("{name}-{i}-");
+            format!("{s}{}", "x".repeat(len.saturating_sub(s.len())))
+        })
+        .collect();
+    object("Claim", Some(NS), name, json!({}), json!({ "refs": refs }))
+}
+
+/// Issue 28, finding 6: 40 parents naming 20,000 children each took `lien run` to 1,452 MiB.
+/// A parent naming more than `MAX_CHILDREN_PER_PARENT` keeps none (nothing in the reverse
+/// index, no child kind watched for it), gets a Warning, and the rule's status names the
+/// field, the bound and the fix.
+#[test]
+fn a_parent_naming_more_children_than_the_bound_keeps_none() {
+    let mut w = World::new(config(), rule_of_many());
+    w.list_claims(vec![
+        claim_of_many("huge", 20_000, 20),
+        claim_of_many("fine", 3, 20),
+    ]);
+    let fx = w.decide();
+    assert!(
+        w.st.by_child
+            .values()
+            .flat_map(HashMap::values)
+            .all(|parents| parents.iter().all(|p| p.2 != "huge")),
+        "the huge parent's references are not kept"
+    );
+    assert_eq!(
+        w.st.by_child.values().map(HashMap::len).sum::<usize>(),
+        3,
+        "the fine parent's are"
+    );
+    said(
+        &events(&fx),
+        "CascadeInvalidChildren",
+        &["spec.children yields 20000 children", "at most 256"],
+    );
+    for write in parent_writes(&fx) {
+        w.apply(&write);
+    }
+    let status = w.st.status_of(RULE).expect("status");
+    let ready = &status.conditions[0];
+    assert_eq!(
+        (
+            ready.type_.as_str(),
+            ready.status.as_str(),
+            ready.reason.as_str()
+        ),
+        ("Ready", "False", "BoundExceeded"),
+        "{ready:?}"
+    );
+    for part in [
+        "1 parents keep no children",
+        "team/huge",
+        "spec.children yields 20000 children",
+        "MAX_CHILDREN_PER_PARENT",
+        "make the expression name fewer",
+    ] {
+        assert!(
+            ready.message.contains(part),
+            "{part:?} not in {}",
+            ready.message
+        );
+    }
+}
+
+/// Issue 28, finding 6: within the per-parent bound, parents still add up; the rule keeps at
+/// most `MAX_REFERENCE_BYTES_PER_RULE` of references, the parents beyond it keep none (and
+/// say so), and a parent that goes makes room for the next change of another.
+#[test]
+fn a_rules_references_are_bounded_in_bytes() {
+    let mut w = World::new(config(), rule_of_many());
+    // 256 children of 253-character names: ≈ 205 KB counted per parent.
+    let per_parent = decide::MAX_CHILDREN_PER_PARENT;
+    let cost = decide::reference_cost(["example.org/v1", "Composite", &"x".repeat(253)]);
+    let fit = decide::MAX_REFERENCE_BYTES_PER_RULE / (per_parent * cost);
+    let claims: Vec<DynamicObject> = (0..fit + 2)
+        .map(|i| claim_of_many(&format!("p{i:04}"), per_parent, 253))
+        .collect();
+    w.list_claims(claims);
+    let fx = w.decide();
+    let pk = &w.st.parents[&gk("Claim")];
+    assert!(
+        pk.bytes <= decide::MAX_REFERENCE_BYTES_PER_RULE,
+        "{}",
+        pk.bytes
+    );
+    let kept = pk.objects.values().filter(|p| p.refs.is_ok()).count();
+    assert_eq!(kept, fit, "as many parents as fit keep their children");
+    said(
+        &events(&fx),
+        "CascadeInvalidChildren",
+        &["MAX_REFERENCE_BYTES_PER_RULE", "32 MiB"],
+    );
+    let status = w.st.status_of(RULE).expect("status");
+    assert_eq!(status.conditions[0].reason, "BoundExceeded");
+    assert!(
+        status.conditions[0]
+            .message
+            .contains("2 parents keep no children"),
+        "{}",
+        status.conditions[0].message
+    );
+    // One kept parent goes; a left-out one's next change is admitted.
+    let gone = w.claims["p0000"].clone();
+    w.st.handle(Msg::Parent(gk("Claim"), Event::Delete(gone)));
+    let left_out = w.st.parents[&gk("Claim")]
+        .objects
+        .iter()
+        .find(|(_, p)| p.refs.is_err())
+        .map(|(k, _)| k.1.clone())
+        .expect("a parent left out");
+    w.claim_changed(&left_out, |c| {
+        c.labels_mut().insert("touched".into(), "yes".into());
+    });
+    let pk = &w.st.parents[&gk("Claim")];
+    assert!(pk.objects[&(NS.to_owned(), left_out)].refs.is_ok());
+    assert!(pk.bytes <= decide::MAX_REFERENCE_BYTES_PER_RULE);
+}

@@ -115,6 +115,43 @@ pub(super) async fn replayed(
     }
 }
 
+/// Publishes the Warning Event of a replay dropped because its requester may no longer delete
+/// the object, naming them.
+pub(super) async fn replay_not_authorized(
+    recorder: &Recorder,
+    metrics: &Metrics,
+    target: &ObjectTarget,
+    attempt: &DeletionAttempt,
+    reason: &str,
+) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: replay::REPLAY_NOT_AUTHORIZED_REASON.into(),
+        note: Some(truncate_note(replay::refused_note(attempt, reason))),
+        action: "Delete".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &object_reference(target)).await {
+        metrics.write_error("event");
+        tracing::warn!(error = %e, "publishing a dropped replay's event");
+    }
+}
+
+/// An Event's note within the API's 1 KiB (the requester's groups are as long as their
+/// identity provider made them).
+fn truncate_note(mut note: String) -> String {
+    const MAX: usize = 1024;
+    if note.len() > MAX {
+        let mut cut = MAX - '…'.len_utf8();
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+        note.push('…');
+    }
+    note
+}
+
 /// Writes the record of a refused DELETE (unless `keep_pending`: a record that replays it is
 /// there already, and this refusal asks for no replay) and publishes its Warning Events.
 #[allow(clippy::too_many_arguments)]
@@ -137,6 +174,9 @@ pub(super) async fn record_denial(
         uid,
         propagation_policy: denial.propagation_policy.clone(),
         user: denial.user.clone(),
+        user_uid: denial.user_uid.clone(),
+        groups: denial.groups.clone(),
+        extra: denial.extra.clone(),
         time: Timestamp::try_from(denial.time).unwrap_or_else(|_| Timestamp::now()),
         replay: denial.replay,
         source: replay::RecordSource::Refusal,

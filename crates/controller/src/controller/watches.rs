@@ -157,14 +157,15 @@ fn to_json(o: DynamicObject) -> (ObjectMeta, Value) {
 }
 
 /// Drops from an object's metadata what the caches never keep (`CachedObject`): managedFields
-/// and annotations other than Lien's (`kubectl apply`'s last-applied copy of the object can be
-/// as large as the object); without `labels`, also labels other than Lien's (no usage selects
+/// and annotations other than Lien's replay record (`kubectl apply`'s last-applied copy of the
+/// object can be as large as the object, and anyone may write `lien.dev/` annotations); without `labels`, also labels other than Lien's (no usage selects
 /// in the kind, and a label map is the largest part of a cached object).
 fn slim(mut meta: ObjectMeta, labels: bool) -> ObjectMeta {
     let liens = |k: &String| k.starts_with(crate::cache::LIEN_ANNOTATION_PREFIX);
     meta.managed_fields = None;
     if let Some(a) = meta.annotations.as_mut() {
-        a.retain(|k, _| liens(k));
+        // Only what the cache keeps (`cache::kept_annotation`): the replay record.
+        a.retain(|k, _| crate::cache::kept_annotation(k));
     }
     if !labels && let Some(l) = meta.labels.as_mut() {
         l.retain(|k, _| liens(k));

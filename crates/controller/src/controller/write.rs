@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use kube::runtime::events::Recorder;
+use lien_core::seams::AccessDecision;
 use lien_core::{RelationIndex, Source};
 use parking_lot::RwLock;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -180,6 +181,25 @@ impl Write {
             Self::Status { source, status, .. } => writer.status(source, status).await,
             Self::RuleStatus { source, status, .. } => writer.status(source, status).await,
             Self::Replay(ReplayAction::Delete { target, attempt }) => {
+                // Lien deletes with its own rights on the requester's behalf, possibly hours
+                // after the request: only while the requester may still delete the object.
+                if let AccessDecision::Denied { reason } =
+                    writer.may_delete(target, &attempt.requester()).await?
+                {
+                    tracing::warn!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, %reason, "dropping a replay: its requester may no longer delete the object");
+                    let r = writer.record(target, None).await;
+                    if r.is_ok() {
+                        let (recorder, metrics) = (recorder.clone(), metrics.clone());
+                        let (target, attempt) = (target.clone(), attempt.clone());
+                        tokio::spawn(async move {
+                            super::events::replay_not_authorized(
+                                &recorder, &metrics, &target, &attempt, &reason,
+                            )
+                            .await;
+                        });
+                    }
+                    return r;
+                }
                 let r = writer.replay(target, attempt).await;
                 if let Ok(true) = r {
                     tracing::info!(object = %target.gk.key(target.namespace.as_deref(), &target.name), user = %attempt.user, "replayed a refused deletion");

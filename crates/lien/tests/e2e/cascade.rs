@@ -99,10 +99,24 @@ impl World {
                             "name": name, "namespace": env.ns}})
     }
 
-    /// A composite with `n` composed resources (owner reference with `blockOwnerDeletion`,
-    /// finalizer [`EXTERNAL`]) and a claim referencing it with `policy`.
+    /// A claim referencing a composite with `policy`, then the composite (naming the claim back)
+    /// with `n` composed resources (owner reference with `blockOwnerDeletion`, finalizer
+    /// [`EXTERNAL`]) — in Crossplane's order: the claim first, its composite made for it. (A
+    /// composite older than its claim names an earlier claim of the same name as much as this
+    /// one, and its uid-less `claimRef` never has it deleted: issue 28, finding 4.)
     async fn tree(&self, env: &mut Env, name: &str, n: usize, policy: Option<&str>) -> Value {
         let composite = env.cluster_name(name);
+        let mut spec = json!({"resourceRef": {"apiVersion": format!("{}/v1", self.group),
+            "kind": "Composite", "name": composite}});
+        if let Some(p) = policy {
+            spec["compositeDeletePolicy"] = json!(p);
+        }
+        let ns = env.ns.clone();
+        env.create(
+            json!({"apiVersion": format!("{}/v1", self.group), "kind": "Claim",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}),
+        )
+        .await;
         let xr = env
             .create(
                 json!({"apiVersion": format!("{}/v1", self.group), "kind": "Composite",
@@ -120,17 +134,6 @@ impl World {
             )
             .await;
         }
-        let mut spec = json!({"resourceRef": {"apiVersion": format!("{}/v1", self.group),
-            "kind": "Composite", "name": composite}});
-        if let Some(p) = policy {
-            spec["compositeDeletePolicy"] = json!(p);
-        }
-        let ns = env.ns.clone();
-        env.create(
-            json!({"apiVersion": format!("{}/v1", self.group), "kind": "Claim",
-            "metadata": {"name": name, "namespace": ns}, "spec": spec}),
-        )
-        .await;
         json!(composite)
     }
 

@@ -190,12 +190,9 @@ async fn a_tenant_cannot_make_lien_delete_what_the_rule_does_not_bind() {
     env.create(json!({"apiVersion": v, "kind": "Bucket",
         "metadata": {"name": "data", "namespace": system}, "spec": {}}))
         .await;
+    // Created after its claim, as Crossplane makes a claim's composite (one older than its
+    // claim is never deleted through a uid-less claimRef: issue 28, finding 4).
     let bound = env.cluster_name("bound");
-    env.create(
-        json!({"apiVersion": v, "kind": "Composite", "metadata": {"name": bound},
-        "spec": {"claimRef": t.claim_ref(&env.ns, "mine")}}),
-    )
-    .await;
     let tenant_composites: Api<DynamicObject> =
         Api::all_with(t.tenant.clone(), &ar(&t.group, "Composite", "composites"));
     assert_eq!(
@@ -243,6 +240,11 @@ async fn a_tenant_cannot_make_lien_delete_what_the_rule_does_not_bind() {
         &env,
         "mine",
         json!({"apiVersion": v, "kind": "Composite", "name": bound}),
+    )
+    .await;
+    env.create(
+        json!({"apiVersion": v, "kind": "Composite", "metadata": {"name": bound},
+        "spec": {"claimRef": t.claim_ref(&env.ns, "mine")}}),
     )
     .await;
     for (claim, _, child, why) in &cases {
@@ -338,11 +340,6 @@ async fn a_claim_written_while_lien_was_down_deletes_only_what_names_it_back() {
     )
     .await;
     let bound = env.cluster_name("bound");
-    env.create(
-        json!({"apiVersion": v, "kind": "Composite", "metadata": {"name": bound},
-        "spec": {"claimRef": t.claim_ref(&env.ns, "bound")}}),
-    )
-    .await;
     assert!(env.stop_lien().await, "Lien was running");
     t.claim(
         &env,
@@ -354,6 +351,12 @@ async fn a_claim_written_while_lien_was_down_deletes_only_what_names_it_back() {
         &env,
         "bound",
         json!({"apiVersion": v, "kind": "Composite", "name": bound}),
+    )
+    .await;
+    // Its composite, made for it (after it, as Crossplane does).
+    env.create(
+        json!({"apiVersion": v, "kind": "Composite", "metadata": {"name": bound},
+        "spec": {"claimRef": t.claim_ref(&env.ns, "bound")}}),
     )
     .await;
     // Written by hand while Lien was away: a record claiming the composite was recorded and
@@ -638,5 +641,68 @@ async fn the_example_cascade_rule_deletes_its_composite_and_never_the_crown_jewe
     let (_, out, _) = kubectl(&dir, &["get", "configmap", "crown-jewels", "-n", &system]).await;
     assert!(out.contains("crown-jewels"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
+    env.finish().await;
+}
+
+/// Issue 28, finding 4: names are reused. A composite left over from an earlier claim `db`
+/// still names `db` in its `claimRef`, which carries no uid (as Crossplane writes it). The
+/// tenant's new claim `db` naming that composite must not make Lien delete it: it is older
+/// than the claim, so nothing shows it is this claim's. The Warning and the rule's status say
+/// so, and the rule's status warns that its back reference yields no uid.
+#[tokio::test]
+async fn a_new_claim_reusing_a_name_does_not_delete_the_old_claims_leftover() {
+    let mut env = Env::start_with("cascade-rbac-reuse", rbac()).await;
+    let t = tenancy(&mut env).await;
+    let v = format!("{}/v1", t.group);
+    let leftover = env.cluster_name("leftover");
+    let old = env
+        .create(
+            json!({"apiVersion": v, "kind": "Composite", "metadata": {"name": leftover},
+            "spec": {"claimRef": t.claim_ref(&env.ns, "db")}}),
+        )
+        .await;
+    // creationTimestamp has a second's resolution: the new claim is made in a later second.
+    let made = old
+        .metadata
+        .creation_timestamp
+        .clone()
+        .expect("creationTimestamp")
+        .0;
+    wait_for("a later second", DEADLINE, || async {
+        (jiff::Timestamp::now().as_second() > made.as_second()).then_some(())
+    })
+    .await;
+    t.claim(
+        &env,
+        "db",
+        json!({"apiVersion": v, "kind": "Composite", "name": leftover}),
+    )
+    .await;
+    t.adopted("db").await;
+    let note = t
+        .warned(
+            &env,
+            "db",
+            &format!("Composite {leftover}"),
+            "created before this parent",
+        )
+        .await;
+    assert!(note.contains("is not deleted"), "{note}");
+    let rules: Api<lien_api::CascadeRule> = Api::all(env.client.clone());
+    let warning = wait_for("the rule's status warns", DEADLINE, || async {
+        let s = rules.get(&t.rule).await.ok()?.status?;
+        s.conditions
+            .into_iter()
+            .find(|c| c.type_ == "BackReferenceUID" && c.status == "False")
+    })
+    .await;
+    assert!(
+        warning
+            .message
+            .contains("spec.childKinds[0].backReference (Composite) yields no uid"),
+        "{}",
+        warning.message
+    );
+    t.delete_and_keep("db", &t.composites, &leftover).await;
     env.finish().await;
 }

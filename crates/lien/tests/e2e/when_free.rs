@@ -438,3 +438,152 @@ async fn kubectl_lien_delete_when_free_through_kubectl() {
     )));
     env.finish().await;
 }
+
+/// Which way a replay was asked for.
+#[derive(Clone, Copy, Debug)]
+enum Asked {
+    /// `kubectl lien delete --when-free`, sealed by the mutating webhook.
+    WhenFree,
+    /// A DELETE the API server sent and Lien refused (client certificate), replayed because
+    /// its Usage says `replayDeletion`.
+    Refused,
+}
+
+/// Issue 28, finding 5: a replay outlived its requester's right — Alice asks for `used` to be
+/// deleted once free, her RoleBinding is removed, the object is freed, and Lien deleted it
+/// for her anyway. Now the replay is authorized again when it is about to run: it is dropped,
+/// with a Warning on the object naming Alice, and the object stays.
+async fn a_replay_is_dropped_once_its_requester_may_no_longer_delete(asked: Asked) {
+    let mut env = Env::start_with(
+        &format!("revoked-{}", format!("{asked:?}").to_lowercase()),
+        Options {
+            authorization: Authorization::Rbac,
+            client_certificate: matches!(asked, Asked::Refused),
+            ..Options::default()
+        },
+    )
+    .await;
+    let ns = env.ns.clone();
+    let used = env.configmap("used", json!({})).await;
+    env.configmap("user", json!({})).await;
+    env.usage(
+        "u-used",
+        json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "used"}},
+               "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "user"}},
+               "replayDeletion": true}),
+    )
+    .await;
+    let cms = env.configmaps();
+    wait_label(&cms, "used", true).await;
+    let alice = format!("alice-{ns}");
+    grant_configmaps(
+        &mut env,
+        "deleter",
+        &alice,
+        &["get", "list", "watch", "update", "patch", "delete"],
+    )
+    .await;
+    let as_alice = env.client_as(&alice, &["system:authenticated"]).await;
+    let alice_cms: Api<ConfigMap> = Api::namespaced(as_alice.clone(), &ns);
+    match asked {
+        Asked::WhenFree => {
+            let key = ObjectKey::new("", "ConfigMap", Some(&ns), "used");
+            // RBAC on a real cluster applies a new binding within moments, not at once.
+            let done = wait_for("Alice may ask", DEADLINE, || async {
+                delete(
+                    &as_alice,
+                    &key,
+                    &configmaps_resource(),
+                    Cascade::Background,
+                    true,
+                )
+                .await
+                .ok()
+            })
+            .await;
+            assert!(matches!(done, Deleted::WhenFree { .. }), "{done:?}");
+        }
+        Asked::Refused => {
+            let (code, message) = wait_for("Alice's DELETE refused by Lien", DEADLINE, || async {
+                match alice_cms.delete("used", &DeleteParams::default()).await {
+                    Err(e) => Some(api_error(e)).filter(|(code, _)| *code == 409),
+                    Ok(_) => panic!("used was deleted while in use"),
+                }
+            })
+            .await;
+            assert!(message.contains("Lien will delete it"), "{code}: {message}");
+        }
+    }
+    let record: Value = wait_for("the sealed record", DEADLINE, || async {
+        let cm = cms.get("used").await.ok()?;
+        serde_json::from_str(&annotation(&cm, DELETION_ATTEMPT_ANNOTATION)?).ok()
+    })
+    .await;
+    assert_eq!(record["user"], alice.as_str());
+    assert!(
+        record["groups"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g == "system:authenticated")),
+        "the record carries Alice's groups: {record}"
+    );
+
+    // Alice's right goes; once the API server says so, the object is freed.
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(env.client.clone(), &ns)
+        .delete("deleter", &DeleteParams::default())
+        .await
+        .expect("the RoleBinding removed");
+    wait_for("Alice may no longer delete", DEADLINE, || async {
+        match alice_cms
+            .delete("never-existed", &DeleteParams::default())
+            .await
+        {
+            Err(e) => Some(api_error(e)).filter(|(code, _)| *code == 403),
+            Ok(_) => None,
+        }
+    })
+    .await;
+    cms.delete("user", &DeleteParams::default())
+        .await
+        .expect("delete the user");
+
+    let events = env
+        .wait_events(
+            "ConfigMap",
+            "used",
+            lien_controller::replay::REPLAY_NOT_AUTHORIZED_REASON,
+        )
+        .await;
+    let note = events[0].note.clone().unwrap_or_default();
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+    assert!(
+        note.contains(&format!("requested by {alice}"))
+            && note.contains(&format!("{alice} may no longer delete it")),
+        "{note}"
+    );
+    // The record went with the decision, and the object stayed.
+    wait_for("the record removed", DEADLINE, || async {
+        let cm = cms.get("used").await.ok()?;
+        annotation(&cm, DELETION_ATTEMPT_ANNOTATION)
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    intact(&env, "used", &used.metadata.uid).await;
+    assert!(
+        env.events("ConfigMap", "used", DELETION_REPLAYED_REASON)
+            .await
+            .is_empty(),
+        "nothing was replayed"
+    );
+    env.finish().await;
+}
+
+#[tokio::test]
+async fn a_when_free_request_is_dropped_once_its_requester_may_no_longer_delete() {
+    a_replay_is_dropped_once_its_requester_may_no_longer_delete(Asked::WhenFree).await;
+}
+
+#[tokio::test]
+async fn a_refused_delete_is_not_replayed_once_its_requester_may_no_longer_delete() {
+    a_replay_is_dropped_once_its_requester_may_no_longer_delete(Asked::Refused).await;
+}

@@ -4,6 +4,7 @@
 use std::time::SystemTime;
 
 use lien_api::IN_USE_LABEL;
+use lien_core::seams::Requester;
 use lien_core::{
     Decision, ObjectKey, RelationIndex, decide_delete, render_denial, render_refusal_and_denial,
     render_when_free,
@@ -26,7 +27,7 @@ pub struct Confirm {
     /// Whether the DELETE is a dry run.
     pub dry_run: bool,
     /// Who asked.
-    pub user: String,
+    pub user: Requester,
     /// `propagationPolicy`.
     pub propagation_policy: Option<String>,
 }
@@ -121,7 +122,7 @@ pub(super) fn denied(
     object: ObjectKey,
     uid: Option<String>,
     propagation_policy: Option<String>,
-    user: String,
+    user: Requester,
     dry_run: bool,
     now: SystemTime,
 ) -> Outcome {
@@ -134,7 +135,10 @@ pub(super) fn denied(
         object,
         uid,
         propagation_policy,
-        user,
+        user: user.username,
+        user_uid: user.uid,
+        groups: user.groups,
+        extra: user.extra,
         time: now,
         replay,
         message: summary,
@@ -210,7 +214,7 @@ pub fn finish_delete(
             object: key,
             uid,
             dry_run: req.is_dry_run(),
-            user: req.user_info.username.clone().into_owned(),
+            user: req.user_info.requester(),
             propagation_policy: req.propagation_policy().map(str::to_owned),
         }),
         Decision::Allowed => Outcome::allow(),
@@ -245,7 +249,7 @@ pub fn finish_delete(
                 key,
                 uid,
                 req.propagation_policy().map(str::to_owned),
-                req.user_info.username.clone().into_owned(),
+                req.user_info.requester(),
                 req.is_dry_run(),
                 now,
             )

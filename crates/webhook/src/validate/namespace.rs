@@ -135,7 +135,7 @@ pub fn finish_namespace_delete(
         key,
         uid,
         req.propagation_policy().map(str::to_owned),
-        req.user_info.username.clone().into_owned(),
+        req.user_info.requester(),
         req.is_dry_run(),
         now,
     )
