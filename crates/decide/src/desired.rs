@@ -1002,7 +1002,10 @@ mod tests {
             namespace: None,
             ..reason_only()
         };
-        assert_eq!(usage_meta(&cluster, &Selection::resolve(&cluster, &c), &c), None);
+        assert_eq!(
+            usage_meta(&cluster, &Selection::resolve(&cluster, &c), &c),
+            None
+        );
     }
 
     /// Issue 27: deleting a reason-only Usage lifts the protection at once — unless its

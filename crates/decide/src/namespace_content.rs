@@ -120,11 +120,11 @@ mod tests {
                 namespace: Some((*ns).into()),
                 name: Some((*n).into()),
                 uid: Some(format!("uid-{n}")),
-                deletion_timestamp: deleting.contains(n).then(|| {
+                deletion_timestamp: deleting.contains(n).then_some(
                     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                         k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-                    )
-                }),
+                    ),
+                ),
                 ..Default::default()
             })
             .collect();

@@ -989,6 +989,9 @@ mod tests {
                 uid: "u1".into(),
                 propagation_policy: None,
                 user: "alice".into(),
+                user_uid: String::new(),
+                groups: Vec::new(),
+                extra: Default::default(),
                 time: std::time::SystemTime::from(now),
             },
         );

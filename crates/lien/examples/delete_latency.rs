@@ -29,7 +29,6 @@
 //! webhook adds to a DELETE it is called for: the same read and admission, no write either way.
 
 #[path = "../tests/support/real.rs"]
-#[allow(dead_code)]
 mod real;
 
 use std::collections::BTreeMap;

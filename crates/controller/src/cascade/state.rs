@@ -865,7 +865,12 @@ impl CascadeState {
             })
             .unwrap_or_default();
         for (gk, name) in keys(new) {
-            let parents = self.by_child.entry(gk).or_default().entry(name).or_default();
+            let parents = self
+                .by_child
+                .entry(gk)
+                .or_default()
+                .entry(name)
+                .or_default();
             if !parents.contains(id) {
                 parents.push(id.clone());
             }

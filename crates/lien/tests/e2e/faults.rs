@@ -149,7 +149,12 @@ async fn lien_restarted_between_refusal_and_the_users_deletion_still_replays() {
     let app_uid = cms.get("app").await.expect("app").metadata.uid;
     wait_for("Lien to record the Usage's user", DEADLINE, || async {
         let u = env.usages().get("app-uses-db").await.ok()?;
-        let seen = u.status?.by?.objects.iter().any(|o| Some(&o.uid) == app_uid.as_ref());
+        let seen = u
+            .status?
+            .by?
+            .objects
+            .iter()
+            .any(|o| Some(&o.uid) == app_uid.as_ref());
         let owned = u
             .metadata
             .owner_references

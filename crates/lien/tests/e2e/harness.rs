@@ -660,7 +660,6 @@ impl Env {
                     "the API server refused Lien's ServiceAccount (deploy/rbac.yaml):\n{}",
                     real.forbidden.join("\n")
                 );
-                return;
             }
             local => {
                 cleanup(

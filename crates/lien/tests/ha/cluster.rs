@@ -38,7 +38,7 @@ pub const LEASE: &str = "lien-controller";
 enum Backend {
     Sandbox(Sandbox),
     /// The control plane, and the load balancer the webhook URL names.
-    Real(RealCluster, Balancer),
+    Real(Box<RealCluster>, Balancer),
 }
 
 pub struct Cluster {
@@ -110,7 +110,7 @@ impl Cluster {
                 std::fs::copy(cluster.admission_client_ca(), &client_ca).expect("client CA");
                 let balancer = Balancer::start(addrs.clone()).await;
                 let client = cluster.client.clone();
-                (Backend::Real(cluster, balancer), client)
+                (Backend::Real(Box::new(cluster), balancer), client)
             }
         };
         Cluster {
