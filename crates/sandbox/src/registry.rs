@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -104,69 +103,10 @@ impl ResourceType {
     }
 }
 
-/// Every resource served, by `(group, plural)`, and what discovery lists.
+/// Every resource served, by `(group, plural)`.
 #[derive(Debug, Clone)]
 pub struct Registry {
     resources: BTreeMap<ResourceKey, Arc<ResourceType>>,
-    discovery: Discovery,
-}
-
-/// What discovery lists: the served resources, but a CRD's kind joins and leaves discovery
-/// `lag` after it starts or stops being served. On kube-apiserver, apiextensions-apiserver's
-/// discovery controller (`DiscoveryController`, informer-driven, with its own queue) adds and
-/// drops a CRD's group version a moment after the CRD changes — after a watch of CRDs has
-/// already reported the change — so a client that refreshes discovery on that event can see it
-/// as it was (found on v1.32.13: Lien's webhook kept a deleted kind). The sandbox changed both
-/// in one step, which hid that.
-#[derive(Debug, Clone, Default)]
-struct Discovery {
-    lag: Duration,
-    shown: BTreeMap<ResourceKey, Arc<ResourceType>>,
-    /// Changes to `shown` not yet due: when, which, and the new entry (`None`: gone).
-    pending: Vec<(Instant, ResourceKey, Option<Arc<ResourceType>>)>,
-}
-
-impl Discovery {
-    fn change(&mut self, key: ResourceKey, rt: Option<Arc<ResourceType>>, lagged: bool) {
-        self.settle();
-        if lagged && !self.lag.is_zero() {
-            self.pending.push((Instant::now() + self.lag, key, rt));
-            return;
-        }
-        match rt {
-            Some(rt) => self.shown.insert(key, rt),
-            None => self.shown.remove(&key),
-        };
-    }
-
-    /// Applies the changes now due.
-    fn settle(&mut self) {
-        let now = Instant::now();
-        let due = self
-            .pending
-            .iter()
-            .take_while(|(at, ..)| *at <= now)
-            .count();
-        for (_, key, rt) in self.pending.drain(..due) {
-            match rt {
-                Some(rt) => self.shown.insert(key, rt),
-                None => self.shown.remove(&key),
-            };
-        }
-    }
-
-    /// What discovery lists now.
-    fn now(&self) -> BTreeMap<ResourceKey, Arc<ResourceType>> {
-        let now = Instant::now();
-        let mut shown = self.shown.clone();
-        for (_, key, rt) in self.pending.iter().take_while(|(at, ..)| *at <= now) {
-            match rt {
-                Some(rt) => shown.insert(key.clone(), rt.clone()),
-                None => shown.remove(key),
-            };
-        }
-        shown
-    }
 }
 
 impl Default for Registry {
@@ -197,17 +137,11 @@ impl Registry {
                     }
                 }
             }
-            let resources: BTreeMap<ResourceKey, Arc<ResourceType>> = merged
+            let resources = merged
                 .into_iter()
                 .map(|(k, rt)| (k, Arc::new(rt)))
                 .collect();
-            Registry {
-                discovery: Discovery {
-                    shown: resources.clone(),
-                    ..Discovery::default()
-                },
-                resources,
-            }
+            Registry { resources }
         });
         BUILTIN_REGISTRY.clone()
     }
@@ -233,41 +167,19 @@ impl Registry {
         self.resources.values()
     }
 
-    /// How long after a CRD's kind starts or stops being served discovery says so
-    /// (`Config::discovery_lag`).
-    pub fn set_discovery_lag(&mut self, lag: Duration) {
-        self.discovery.lag = lag;
-    }
-
     pub fn insert(&mut self, rt: ResourceType) {
-        let rt = Arc::new(rt);
-        let unchanged = self.discovery.now().get(&rt.id()) == Some(&rt);
-        if !unchanged {
-            self.discovery
-                .change(rt.id(), Some(rt.clone()), rt.is_custom());
-        }
-        self.resources.insert(rt.id(), rt);
+        self.resources.insert(rt.id(), Arc::new(rt));
     }
 
     pub fn remove(&mut self, key: &ResourceKey) -> Option<Arc<ResourceType>> {
-        let removed = self.resources.remove(key);
-        if let Some(rt) = &removed {
-            self.discovery.change(key.clone(), None, rt.is_custom());
-        }
-        removed
-    }
-
-    /// The resources discovery lists (a CRD's kind a moment after it is served, until a moment
-    /// after it is not).
-    pub fn discovered(&self) -> Vec<Arc<ResourceType>> {
-        self.discovery.now().into_values().collect()
+        self.resources.remove(key)
     }
 
     /// Groups in discovery order (the core group is served under `/api`, not listed here),
-    /// each with its served versions, preferred first — as discovery lists them.
+    /// each with its served versions, preferred first.
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for rt in self.discovery.now().values() {
+        for rt in self.resources.values() {
             if rt.group.is_empty() {
                 continue;
             }

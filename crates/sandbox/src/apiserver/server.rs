@@ -48,11 +48,6 @@ pub struct Config {
     /// `*`), so a webhook can authenticate the sandbox by trusting that CA; an empty
     /// [`WebhookKubeconfig`](crate::admission::WebhookKubeconfig) presents nothing.
     pub admission_kubeconfig: Option<crate::admission::WebhookKubeconfig>,
-    /// How long after a CRD's kind starts or stops being served discovery lists it or stops
-    /// listing it: kube-apiserver's discovery follows a CRD's change a moment after a watch of
-    /// CRDs reports it (apiextensions-apiserver's discovery controller runs on its own), so a
-    /// client refreshing discovery on that event may find it as it was. Serving is not delayed.
-    pub discovery_lag: Duration,
 }
 
 impl Default for Config {
@@ -68,7 +63,6 @@ impl Default for Config {
             webhook_services: HashMap::new(),
             authorization: Authorization::default(),
             admission_kubeconfig: None,
-            discovery_lag: Duration::from_millis(100),
         }
     }
 }
@@ -139,11 +133,7 @@ impl ApiServer {
         });
         let server = Arc::new(ApiServer {
             store: Mutex::new(store),
-            registry: RwLock::new({
-                let mut registry = Registry::with_builtins();
-                registry.set_discovery_lag(config.discovery_lag);
-                registry
-            }),
+            registry: RwLock::new(Registry::with_builtins()),
             config,
             admission,
             service_allocator: services::Allocator::default(),

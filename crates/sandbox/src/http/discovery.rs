@@ -71,11 +71,11 @@ pub fn group_or_resources(
     group: &str,
     version: &str,
 ) -> Result<Value, ApiError> {
-    let resources: Vec<_> = server
-        .registry()
-        .discovered()
-        .into_iter()
+    let registry = server.registry();
+    let resources: Vec<_> = registry
+        .all()
         .filter(|rt| rt.group == group && rt.version(version).is_some())
+        .cloned()
         .collect();
     if resources.is_empty() {
         return Err(ApiError::path_not_found());

@@ -316,19 +316,14 @@ fn bare_not_found(server: &ApiServer, path: &str) -> bool {
     if crate::builtins::BUILTINS.iter().any(|b| b.group == *group) {
         return false;
     }
+    let registry = server.registry();
     match rest {
-        // Discovery's own paths: as discovery lists the group.
-        [] => !server
-            .registry()
-            .discovered()
-            .iter()
-            .any(|rt| rt.group == *group),
-        [version] => !server
-            .registry()
-            .discovered()
-            .iter()
+        [] => !registry.all().any(|rt| rt.group == *group),
+        [version] => !registry
+            .all()
             .any(|rt| rt.group == *group && rt.version(version).is_some()),
         _ => {
+            drop(registry);
             let Some(info) = parse_path(path) else {
                 return true;
             };
@@ -784,14 +779,9 @@ fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
     // YAML is a superset of JSON; kubectl sends JSON, but `curl --data-binary @x.yaml` works on
     // kube-apiserver too.
     serde_json::from_slice(body).or_else(|json_err| {
-        let unrecognized =
-            || ApiError::bad_request(format!("the object provided is unrecognized: {json_err}"));
-        // A body the YAML decoder would refuse for its depth, refused before its parser spends
-        // O(depth²) on it (`crate::nesting`).
-        if crate::nesting::too_deep(body) {
-            return Err(unrecognized());
-        }
-        serde_yaml_ng::from_slice::<Value>(body).map_err(|_| unrecognized())
+        serde_yaml_ng::from_slice::<Value>(body).map_err(|_| {
+            ApiError::bad_request(format!("the object provided is unrecognized: {json_err}"))
+        })
     })
 }
 
