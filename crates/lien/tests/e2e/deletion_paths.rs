@@ -372,3 +372,290 @@ async fn removing_the_last_finalizer_of_an_object_in_use_is_refused() {
     drop(k);
     env.finish().await;
 }
+
+/// Skips a scenario that needs a controller only kube-controller-manager runs (the sandbox has
+/// no Job, CronJob, StatefulSet or ReplicaSet controller); these run in the real tier
+/// (`LIEN_E2E_TARGET=real`, docs/testing.md), which CI runs on every change.
+fn real_tier_only(test: &str) -> bool {
+    if crate::real::target() == crate::real::Target::Real {
+        return true;
+    }
+    println!("skipped on the sandbox: {test} needs kube-controller-manager (LIEN_E2E_TARGET=real)");
+    false
+}
+
+/// The kind's objects of the scenario's namespace.
+fn api<K>(env: &Env) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    Api::namespaced(env.client.clone(), &env.ns)
+}
+
+/// Protects `kind`/`name` (of `api_version`) with the reason-only Usage `keep-NAME`, and waits
+/// for its in-use label.
+async fn protect<K>(env: &mut Env, objects: &Api<K>, api_version: &str, kind: &str, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    env.usage(
+        &format!("keep-{name}"),
+        json!({"of": {"apiVersion": api_version, "kind": kind, "resourceRef": {"name": name}},
+               "reason": "kept for the deletion-path table"}),
+    )
+    .await;
+    wait_for(
+        &format!("{kind} {name}'s in-use label"),
+        DEADLINE,
+        || async {
+            let o = objects.get(name).await.ok()?;
+            (o.meta().labels.as_ref()?.get(lien_api::IN_USE_LABEL)? == "true").then_some(())
+        },
+    )
+    .await;
+}
+
+/// Waits for Lien's `DeletionRefused` Event on `kind`/`name` naming `controller` (the
+/// kube-controller-manager controller's ServiceAccount, as it runs with
+/// `--use-service-account-credentials`): that controller sent the DELETE and was refused.
+async fn refused_for(env: &Env, kind: &str, name: &str, controller: &str) {
+    let who = format!("DELETE by system:serviceaccount:kube-system:{controller} refused");
+    wait_for(
+        &format!("{controller}'s DELETE of {kind} {name} refused"),
+        DEADLINE,
+        || async {
+            env.events(kind, name, "DeletionRefused")
+                .await
+                .into_iter()
+                .find(|e| e.note.as_deref().is_some_and(|n| n.contains(&who)))
+        },
+    )
+    .await;
+}
+
+/// The object is still there, the same one (`uid`), and not being deleted.
+async fn same_object<K>(objects: &Api<K>, name: &str, uid: &Option<String>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let o = objects
+        .get_opt(name)
+        .await
+        .expect("get")
+        .unwrap_or_else(|| panic!("{name} was deleted under a lien"));
+    assert_eq!(&o.meta().uid, uid, "{name} was replaced");
+    assert!(
+        o.meta().deletion_timestamp.is_none(),
+        "{name} is being deleted under a lien"
+    );
+}
+
+/// A Job that completes at once without a pod (`completions: 0`: nothing here runs pods).
+fn finished_job(ns: &str, name: &str) -> serde_json::Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"completions": 0, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "run", "image": "registry.example/report:1"}]}}}})
+}
+
+/// Waits for the Job's `Complete` condition.
+async fn completed(jobs: &Api<k8s_openapi::api::batch::v1::Job>, name: &str) {
+    wait_for(&format!("Job {name} to complete"), DEADLINE, || async {
+        let job = jobs.get(name).await.ok()?;
+        job.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
+
+/// The TTL-after-finished controller deletes a finished Job `ttlSecondsAfterFinished` after it
+/// finished (Foreground). A Job under a lien stays; the controller's DELETE is refused, it
+/// retries, and once the lien is lifted the Job goes.
+#[tokio::test]
+async fn the_ttl_after_finished_controller_does_not_delete_a_job_in_use() {
+    if !real_tier_only("the_ttl_after_finished_controller_does_not_delete_a_job_in_use") {
+        return;
+    }
+    let mut env = Env::start("paths-ttl").await;
+    let ns = env.ns.clone();
+    let jobs = api::<k8s_openapi::api::batch::v1::Job>(&env);
+    env.create(finished_job(&ns, "report")).await;
+    completed(&jobs, "report").await;
+    protect(&mut env, &jobs, "batch/v1", "Job", "report").await;
+    let uid = jobs.get("report").await.expect("get").metadata.uid;
+    // Its time is up as soon as it has one (the field may be set on a finished Job).
+    jobs.patch(
+        "report",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"ttlSecondsAfterFinished": 0}})),
+    )
+    .await
+    .expect("the TTL is set");
+    refused_for(&env, "Job", "report", "ttl-after-finished-controller").await;
+    same_object(&jobs, "report", &uid).await;
+
+    // Lifted: the controller's next try deletes it.
+    env.usages()
+        .delete("keep-report", &DeleteParams::default())
+        .await
+        .expect("the Usage deletes");
+    wait_gone(&jobs, "report", DEADLINE).await;
+    env.finish().await;
+}
+
+/// A CronJob's history limits: the CronJob controller deletes its oldest finished Jobs beyond
+/// `successfulJobsHistoryLimit` (Background). A Job under a lien stays; once the lien is
+/// lifted the controller's next pass deletes it.
+#[tokio::test]
+async fn cronjob_history_limits_do_not_delete_a_job_in_use() {
+    if !real_tier_only("cronjob_history_limits_do_not_delete_a_job_in_use") {
+        return;
+    }
+    let mut env = Env::start("paths-cronjob").await;
+    let ns = env.ns.clone();
+    let cron = env
+        .create(json!({"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": ns},
+            "spec": {"schedule": "0 0 1 1 *", "suspend": true,
+                "successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 0,
+                "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "run", "image": "registry.example/report:1"}]}}}}}}))
+        .await;
+    let jobs = api::<k8s_openapi::api::batch::v1::Job>(&env);
+    // A finished run of the CronJob (made here: a suspended CronJob starts none, and none
+    // would run without a kubelet), protected before the CronJob owns it.
+    env.create(finished_job(&ns, "nightly-1")).await;
+    completed(&jobs, "nightly-1").await;
+    protect(&mut env, &jobs, "batch/v1", "Job", "nightly-1").await;
+    let uid = jobs.get("nightly-1").await.expect("get").metadata.uid;
+    jobs.patch(
+        "nightly-1",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly",
+            "uid": cron.metadata.uid, "controller": true, "blockOwnerDeletion": true}]}})),
+    )
+    .await
+    .expect("the CronJob owns its run");
+    refused_for(&env, "Job", "nightly-1", "cronjob-controller").await;
+    same_object(&jobs, "nightly-1", &uid).await;
+
+    // Lifted: Lien removes its label, the CronJob controller sees the Job change and prunes it.
+    env.usages()
+        .delete("keep-nightly-1", &DeleteParams::default())
+        .await
+        .expect("the Usage deletes");
+    wait_gone(&jobs, "nightly-1", DEADLINE).await;
+    env.finish().await;
+}
+
+/// StatefulSet PVC retention (`whenDeleted: Delete`): the StatefulSet controller makes the
+/// StatefulSet own its PVCs, and the garbage collector deletes them with it. A PVC under a lien
+/// stays (the collector's DELETE is refused), while the StatefulSet and its pod go.
+#[tokio::test]
+async fn statefulset_pvc_retention_does_not_delete_a_pvc_in_use() {
+    if !real_tier_only("statefulset_pvc_retention_does_not_delete_a_pvc_in_use") {
+        return;
+    }
+    let mut env = Env::start("paths-sts-pvc").await;
+    let ns = env.ns.clone();
+    env.create(json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": ns},
+        "spec": {"replicas": 1, "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "db", "image": "registry.example/db:1",
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}]}}))
+        .await;
+    let pvcs = api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(&env);
+    let sets = api::<k8s_openapi::api::apps::v1::StatefulSet>(&env);
+    let pods = api::<k8s_openapi::api::core::v1::Pod>(&env);
+    // The controller makes the claim, then (retention policy) the StatefulSet its owner.
+    wait_for("the StatefulSet to own its PVC", DEADLINE, || async {
+        let pvc = pvcs.get("data-db-0").await.ok()?;
+        pvc.metadata
+            .owner_references?
+            .iter()
+            .any(|o| o.kind == "StatefulSet" && o.name == "db")
+            .then_some(())
+    })
+    .await;
+    protect(&mut env, &pvcs, "v1", "PersistentVolumeClaim", "data-db-0").await;
+    let uid = pvcs.get("data-db-0").await.expect("get").metadata.uid;
+    sets.delete("db", &DeleteParams::default())
+        .await
+        .expect("the StatefulSet's DELETE is accepted");
+    wait_gone(&sets, "db", DEADLINE).await;
+    refused_for(
+        &env,
+        "PersistentVolumeClaim",
+        "data-db-0",
+        "generic-garbage-collector",
+    )
+    .await;
+    wait_gone(&pods, "db-0", DEADLINE).await;
+    same_object(&pvcs, "data-db-0", &uid).await;
+    env.finish().await;
+}
+
+/// ReplicaSet scale-down: the ReplicaSet controller deletes surplus pods. A pod under a lien
+/// stays while the others go; once the lien is lifted, the controller's next pass deletes it.
+#[tokio::test]
+async fn replicaset_scale_down_does_not_delete_a_pod_in_use() {
+    if !real_tier_only("replicaset_scale_down_does_not_delete_a_pod_in_use") {
+        return;
+    }
+    let mut env = Env::start("paths-rs").await;
+    let ns = env.ns.clone();
+    env.create(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "registry.example/web:1"}]}}}}))
+        .await;
+    let pods = api::<k8s_openapi::api::core::v1::Pod>(&env);
+    let sets = api::<k8s_openapi::api::apps::v1::ReplicaSet>(&env);
+    let mut names = wait_for("the ReplicaSet's two pods", DEADLINE, || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .ok()?;
+        let names: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        (names.len() == 2).then_some(names)
+    })
+    .await;
+    names.sort();
+    let (kept, other) = (names[0].clone(), names[1].clone());
+    protect(&mut env, &pods, "v1", "Pod", &kept).await;
+    let uid = pods.get(&kept).await.expect("get").metadata.uid;
+    sets.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"replicas": 0}})),
+    )
+    .await
+    .expect("scaled to 0");
+    wait_gone(&pods, &other, DEADLINE).await;
+    refused_for(&env, "Pod", &kept, "replicaset-controller").await;
+    same_object(&pods, &kept, &uid).await;
+
+    // Lifted: Lien removes its label, the controller sees the pod change and deletes it.
+    env.usages()
+        .delete(&format!("keep-{kept}"), &DeleteParams::default())
+        .await
+        .expect("the Usage deletes");
+    wait_gone(&pods, &kept, DEADLINE).await;
+    env.finish().await;
+}
