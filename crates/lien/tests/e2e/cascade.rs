@@ -432,6 +432,12 @@ async fn cascade_re_created_child_is_not_deleted() {
         )
         .await
         .expect("re-created");
+    // A barrier: Lien records a new tree's composite only once its watch has delivered it, and
+    // a watch delivers composites in order, so Lien has then seen the re-created one too. (On
+    // kube-apiserver the watch may lag the create: deleting the claim at once, Lien could still
+    // see no composite, and release the claim without a word.)
+    w.tree(&mut env, "barrier", 0, None).await;
+    w.adopted("barrier", 1).await;
     w.claims
         .delete("db", &DeleteParams::default())
         .await

@@ -219,7 +219,12 @@ async fn records_and_the_label_cannot_be_written_through_subresources() {
         .patch_status(
             "db",
             &pp,
-            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}})),
+            // (Conditions: kube-apiserver refuses ingress points on a ClusterIP Service.)
+            &Patch::Merge(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+                "reason": "Checked", "message": "ok",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+            ),
         )
         .await
         .expect("an ordinary status write");
@@ -255,11 +260,14 @@ async fn records_and_the_label_cannot_be_written_through_subresources() {
     let now = namespaces.get(&victim).await.expect("get");
     assert_eq!(annotation(&now.metadata, DELETION_ATTEMPT_ANNOTATION), None);
 
-    // Whoever may act as Lien's own identity (here the sandbox's admin, whom Lien runs as)
-    // writes records past the guard's "Lien only" — but not a deletion request's record: that
-    // is stored only by the API server's write of the request.
+    // Whoever may act as Lien's own identity (the sandbox's admin, whom Lien runs as there; on
+    // a real control plane Lien's ServiceAccount, impersonated) writes records past the guard's
+    // "Lien only" — but not a deletion request's record: that is stored only by the API
+    // server's write of the request.
+    let as_lien: Api<Service> =
+        Api::namespaced(env.lien_client().await.expect("Lien's identity"), &ns);
     refused_by(
-        services
+        as_lien
             .patch(
                 "db",
                 &pp,

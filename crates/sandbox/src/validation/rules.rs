@@ -11,7 +11,7 @@ use super::Path;
 use super::names;
 use super::quantity;
 use crate::error::Cause;
-use crate::schema::field::{duplicate, invalid, not_supported, required, too_long};
+use crate::schema::field::{duplicate, forbidden, invalid, not_supported, required, too_long};
 
 /// `content.IsNegativeErrorMsg`.
 const NEGATIVE: &str = "must be greater than or equal to 0";
@@ -70,9 +70,22 @@ pub fn cron_job(object: &Value) -> Vec<Cause> {
     cron_job_spec(&object["spec"], &Path::root("spec"))
 }
 
-/// core `ValidateService`'s spec checks.
+/// core `ValidateService`'s spec checks, and `ValidateLoadBalancerStatus`'s rule that only a
+/// `LoadBalancer` Service has ingress points (v1.32: a status write of `loadBalancer.ingress` on
+/// a ClusterIP Service is refused 422; the status strategy keeps spec, so this holds on every
+/// write).
 pub fn service(object: &Value) -> Vec<Cause> {
-    service_spec(&object["spec"], &Path::root("spec"))
+    let mut causes = service_spec(&object["spec"], &Path::root("spec"));
+    let ingress = &object["status"]["loadBalancer"]["ingress"];
+    if ingress.as_array().is_some_and(|a| !a.is_empty())
+        && object["spec"]["type"].as_str() != Some("LoadBalancer")
+    {
+        causes.push(forbidden(
+            "status.loadBalancer.ingress",
+            "may only be used when `spec.type` is 'LoadBalancer'",
+        ));
+    }
+    causes
 }
 
 /// core `ValidatePersistentVolumeClaimSpec`.

@@ -137,7 +137,8 @@ async fn status_writes_keep_metadata_where_kube_apiservers_status_strategies_do(
             Some("default"),
             json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}}),
             json!({"ports": [{"port": 81}]}),
-            json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}),
+            json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Checked",
+                "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
             Kept::Both,
         ),
         Case(
@@ -256,6 +257,49 @@ async fn status_writes_keep_metadata_where_kube_apiservers_status_strategies_do(
 
 /// `podStatusStrategy` resets owner references ("old kubelets corrupt them") while it stores
 /// labels: the two halves of one write.
+/// `ValidateLoadBalancerStatus` (v1.32): ingress points only on a `LoadBalancer` Service — a
+/// ClusterIP Service's `status.loadBalancer.ingress` is refused 422 (found by the real tier:
+/// the sandbox took it).
+#[tokio::test]
+async fn a_cluster_ip_services_status_takes_no_load_balancer_ingress() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let services = resource("", "v1", "Service", "services");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &services);
+    for (name, type_) in [("internal", "ClusterIP"), ("public", "LoadBalancer")] {
+        let service: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
+            "kind": "Service", "metadata": {"name": name},
+            "spec": {"type": type_, "ports": [{"port": 80}]}}))
+        .expect("service");
+        api.create(&PostParams::default(), &service)
+            .await
+            .expect("create");
+        let written = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}}),
+                ),
+            )
+            .await;
+        match (type_, written) {
+            ("LoadBalancer", Ok(_)) => {}
+            ("ClusterIP", Err(kube::Error::Api(s))) => {
+                assert_eq!(s.code, 422, "{s:?}");
+                assert_eq!(
+                    s.message,
+                    format!(
+                        "Service \"{name}\" is invalid: status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is 'LoadBalancer'"
+                    )
+                );
+            }
+            (t, other) => panic!("{t}: {other:?}"),
+        }
+    }
+    sandbox.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_pod_status_write_keeps_labels_but_not_owner_references() {
     let sandbox = common::sandbox().await;
