@@ -779,9 +779,14 @@ fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
     // YAML is a superset of JSON; kubectl sends JSON, but `curl --data-binary @x.yaml` works on
     // kube-apiserver too.
     serde_json::from_slice(body).or_else(|json_err| {
-        serde_yaml_ng::from_slice::<Value>(body).map_err(|_| {
-            ApiError::bad_request(format!("the object provided is unrecognized: {json_err}"))
-        })
+        let unrecognized =
+            || ApiError::bad_request(format!("the object provided is unrecognized: {json_err}"));
+        // A body the YAML decoder would refuse for its depth, refused before its parser spends
+        // O(depth²) on it (`crate::nesting`).
+        if crate::nesting::too_deep(body) {
+            return Err(unrecognized());
+        }
+        serde_yaml_ng::from_slice::<Value>(body).map_err(|_| unrecognized())
     })
 }
 

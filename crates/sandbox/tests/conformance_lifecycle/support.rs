@@ -81,9 +81,12 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
     common::wait_for(&format!("{name} to be deleted"), DEADLINE, || async {
-        match api.get_opt(name).await.expect("get") {
-            None => Some(()),
-            Some(_) => None,
+        // Any 404: a custom resource whose CRD went meanwhile is the bare `404 page not found`,
+        // which kube-rs does not read as NotFound.
+        match api.get(name).await {
+            Ok(_) => None,
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
+            Err(e) => panic!("get {name}: {e}"),
         }
     })
     .await
