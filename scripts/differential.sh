@@ -7,6 +7,8 @@
 #   scripts/differential.sh --only 'crd'     # the cases whose id matches
 #   scripts/differential.sh --write-docs     # also rewrite docs/sandbox.md's generated section
 #   scripts/differential.sh --check-docs     # CI: fail if that section is not this run's
+#   scripts/differential.sh --rejudge --write-docs   # no run: the last run's differences judged
+#                                            # again against known.yaml (after editing it)
 #
 # Exits non-zero when a difference is not explained in tests/differential/known.yaml, an
 # explanation explains nothing any more, or a status code differs. Needs kubectl, python3 with
@@ -29,6 +31,12 @@ if [[ ! -f "$venv/.pinned" ]] || ! cmp -s "$venv/.pinned" "$requirements"; then
   cp "$requirements" "$venv/.pinned"
 fi
 exec 9>&-
+
+rejudge=false
+for arg in "$@"; do [[ "$arg" == --rejudge ]] && rejudge=true; done
+if $rejudge; then
+  exec "$venv/bin/python" tools/differential/differential.py --out "$target/differential" "$@"
+fi
 
 bash scripts/control-plane.sh build >/dev/null
 

@@ -78,7 +78,7 @@ def normalize_side(results, aliases):
 MISSING = "<absent>"
 
 
-def differences(a, b, path="", out=None, limit=40):
+def differences(a, b, path="", out=None, limit=2000):
     """Paths where the sandbox's (a) and kube-apiserver's (b) normalized results differ."""
     out = [] if out is None else out
     if len(out) >= limit:

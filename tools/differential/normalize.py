@@ -15,6 +15,8 @@ The rules:
   `metadata.resourceVersion` is the store's current revision, which other cases running at the
   same time move on either server: `<list-rv>`, compared only for being present.
 - `continue` tokens: opaque, and they embed a revision: `<continue>` when present.
+- managedFields entries: compared sorted by manager, operation and subresource (kube orders them
+  by their time, to the second).
 - timestamps: RFC 3339 strings (`creationTimestamp`, managedFields' `time`, conditions' times,
   `eventTime`…) become `<time>`; kubectl's ages (`5s`, `3m2s`, `<invalid>`) in printed tables
   and in a Table's `Age` cells become `<age>`, and `kubectl describe`'s dates `<date>`.
@@ -51,6 +53,12 @@ NODE_PORT_IN_TEXT = re.compile(r'(nodePort["\']?\s*:\s*)(\d{5})\b|\b(\d{1,5}:)(\
 # `kubectl edit`'s saved copy.
 SCRATCH = re.compile(r"/tmp/(LIVE|MERGED)-\d+|/tmp/kubectl-edit-\d+\.yaml")
 DIFF_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ [+-]\d{4}")
+
+
+# kube-apiserver orders managedFields by time, to the second, then by manager: two writes in one
+# second or in two come out in different orders. Times are normalized away, so the entries are
+# compared in an order of their own.
+MANAGED_FIELDS_ORDER = ("manager", "operation", "subresource", "apiVersion", "fieldsType")
 
 
 class Aliases:
@@ -172,6 +180,9 @@ def data(value, aliases, generated=(), list_meta=False, parent=None):
                 out[nk] = "<continue>"
             elif k == "nodePort" and isinstance(v, int) and str(v) not in aliases.literals:
                 out[nk] = aliases.alias("port", str(v))
+            elif k == "managedFields" and isinstance(v, list):
+                entries = data(v, aliases, generated, parent=k)
+                out[nk] = sorted(entries, key=lambda e: [str(e.get(f)) for f in MANAGED_FIELDS_ORDER] if isinstance(e, dict) else [])
             else:
                 out[nk] = data(v, aliases, generated, parent=k)
         return data_table_ages(value, out)

@@ -26,6 +26,13 @@ import time
 import yaml
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    # kubectl asks for every group version's discovery at once (a hundred requests with a few
+    # CRDs about); socketserver's default backlog of 5 would drop connections, which the client's
+    # kernel retries after 1, 3, 7, 15, 31 s, past kubectl's 32 s timeout.
+    request_queue_size = 1024
+
+
 class Response:
     def __init__(self, status, headers, body):
         self.status = status
@@ -167,7 +174,7 @@ class Proxy:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_any
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

@@ -87,6 +87,10 @@ def _patch_add(obj, field, key, value):
     return [{"op": "add", "path": f"/metadata/{field}", "value": {key: value}}]
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 1024  # both servers call at once, many cases at a time
+
+
 class Webhook:
     def __init__(self, workdir):
         ca_pem, cert, other_pem = _certificates(workdir)
@@ -105,7 +109,7 @@ class Webhook:
             def do_POST(self):
                 webhook.handle(self)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert)
