@@ -63,11 +63,12 @@ class Env:
             base = self.proxies[server].url
             config = {
                 "apiVersion": "v1", "kind": "Config", "current-context": "sandbox",
-                "clusters": [{"name": "admin", "cluster": {"server": f"{base}/diff/{ns}/admin"}},
-                             {"name": "user", "cluster": {"server": f"{base}/diff/{ns}/user"}}],
-                "users": [{"name": "sandbox-admin", "user": {}}, {"name": "sandbox-user", "user": {}}],
-                "contexts": [{"name": "sandbox", "context": {"cluster": "admin", "user": "sandbox-admin", "namespace": ns}},
-                             {"name": "sandbox-user", "context": {"cluster": "user", "user": "sandbox-user", "namespace": ns}}],
+                "clusters": [{"name": "sandbox", "cluster": {"server": base,
+                                                             "certificate-authority-data": self.proxies[server].ca_base64}}],
+                "users": [{"name": "sandbox-admin", "user": {"token": f"diff/{ns}/admin"}},
+                          {"name": "sandbox-user", "user": {"token": f"diff/{ns}/user"}}],
+                "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "sandbox-admin", "namespace": ns}},
+                             {"name": "sandbox-user", "context": {"cluster": "sandbox", "user": "sandbox-user", "namespace": ns}}],
             }
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path + ".tmp", "w") as f:
@@ -113,8 +114,6 @@ def run_case(env, case):
     raw = {"sent": sorted(literals(case.text)), "sides": {}}
     for s in SERVERS:
         urls = [(env.webhook.url(s, case.ns), "<webhook>"), (env.webhook.base, "<webhook-server>"),
-                (f"{env.proxies[s].url}/diff/{case.ns}/admin", "<server>"),
-                (f"{env.proxies[s].url}/diff/{case.ns}/user", "<server>"),
                 (env.proxies[s].url, "<server>"), (env.upstreams[s].server, "<server>")]
         raw["sides"][s] = {"urls": urls, "results": sides[s].results}
     return compared(case.id, case.ns, raw, time.monotonic() - started)
@@ -208,7 +207,7 @@ def run_all(args, all_cases):
               f"{len(all_cases)} cases, {args.jobs} at a time", flush=True)
         ups = {"sandbox": upstream.Upstream("sandbox", sandbox.kubeconfig, workdir),
                "kube": upstream.Upstream("kube", kube.kubeconfig, workdir)}
-        px = {s: upstream.Proxy(ups[s]) for s in SERVERS}
+        px = {s: upstream.Proxy(ups[s], workdir) for s in SERVERS}
         proxies.extend(px.values())
         env = Env(workdir, ups, px, hook)
         pool = concurrent.futures.ThreadPoolExecutor(args.jobs)

@@ -4,9 +4,11 @@ Each server is an `Upstream`: its URL, its CA, and how each of the two users aut
 sandbox with bearer tokens, kube-apiserver with client certificates, both read from the
 kubeconfig the server wrote (contexts `sandbox`, the admin, and `sandbox-user`).
 
-kubectl and the Python client talk to a `Proxy` instead: plain HTTP on 127.0.0.1, one per
-server. A client's URL names the case and the user (`/diff/<case>/<user>/…`); the proxy strips that
-prefix, adds that user's real credentials, forwards the request as it came (minus
+kubectl and the Python client talk to a `Proxy` instead: HTTPS on 127.0.0.1 with a CA of its
+own, one per server. A client's bearer token names the case and the user (`diff/<case>/<user>`:
+kubectl sends no token over plain HTTP, and a case in the URL's path would give every case a
+discovery cache of its own, each filled anew); the proxy replaces it with that user's real
+credentials, forwards the request as it came (minus
 `Accept-Encoding`, so that no answer comes back compressed), streams the answer back, and records
 the exchange under the case: method, path, the request's body and content headers, status, the
 answer's headers and body. Only the exchanges' bytes are kept; decoding and normalizing is
@@ -24,6 +26,8 @@ import threading
 import time
 
 import yaml
+
+import webhook
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -152,7 +156,7 @@ class Recorder:
 
 
 class Proxy:
-    def __init__(self, upstream):
+    def __init__(self, upstream, workdir):
         self.upstream = upstream
         self.recorder = Recorder()
         proxy = self
@@ -176,18 +180,23 @@ class Proxy:
 
         self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        ca_pem, cert = webhook.serving_certificate(workdir, f"proxy-{upstream.name}")
+        self.ca_path = os.path.join(workdir, f"proxy-{upstream.name}-ca.pem")
+        with open(self.ca_path, "wb") as f:
+            f.write(ca_pem)
+        self.ca_base64 = base64.b64encode(ca_pem).decode()
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert)
+        ctx.set_alpn_protocols(["http/1.1"])
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def forward(self, h):
-        # kubectl sends no bearer token over plain HTTP: the case and the user are the first
-        # segments of the path instead (the kubeconfig's server URL is
-        # http://127.0.0.1:PORT/diff/<case>/<user>, and clients append their paths to it).
         case, user, path = "unknown", "admin", h.path
-        parts = h.path.split("/", 4)
-        if len(parts) >= 4 and parts[1] == "diff":
-            case, user = parts[2], parts[3]
-            path = "/" + (parts[4] if len(parts) > 4 else "")
+        token = (h.headers.get("Authorization") or "").removeprefix("Bearer ").split("/")
+        if len(token) == 3 and token[0] == "diff":
+            case, user = token[1], token[2]
         length = int(h.headers.get("Content-Length") or 0)
         if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = _read_chunked(h.rfile)

@@ -39,7 +39,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 
-def _certificates(workdir):
+def serving_certificate(workdir, name):
+    """A CA of its own and a serving certificate for 127.0.0.1 signed by it: (CA PEM, path of the
+    certificate and key). The test webhook's, and the recording proxies'."""
+    ca_pem, cert, _ = _certificates(workdir, name)
+    return ca_pem, cert
+
+
+def _certificates(workdir, name="webhook"):
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "differential-webhook-ca")])
@@ -68,7 +75,7 @@ def _certificates(workdir):
              .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
              .sign(other_key, hashes.SHA256()))
-    path = os.path.join(workdir, "webhook.pem")
+    path = os.path.join(workdir, f"{name}.pem")
     with open(path, "wb") as f:
         f.write(leaf.public_bytes(serialization.Encoding.PEM))
         f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
