@@ -12,7 +12,8 @@ known.yaml is a list of entries:
                                          # after the step, e.g. `exchanges[2].body.items[0].kind`)
     sandbox: '...'                       # optional: one the sandbox's value must match (its repr;
     kube: '...'                          #   for kubectl's output, the unified diff's text)
-    cases: 'crd/*'                       # optional: a glob the case's id must match
+    cases: 'crd/*'                       # optional: a glob (or a list of globs) the case's id must match
+    sandbox-bug: true                    # optional: the sandbox should change; `why` says how
 
 Entries explain single differences, not cases: a case is explained when every one of its
 differences is. A difference in a status code (an HTTP status, kubectl's exit code, the status
@@ -48,10 +49,12 @@ class Entry:
         self.where = re.compile(raw["where"])
         self.sandbox = re.compile(raw["sandbox"], re.S) if raw.get("sandbox") else None
         self.kube = re.compile(raw["kube"], re.S) if raw.get("kube") else None
-        self.cases = raw.get("cases")
+        cases = raw.get("cases")
+        self.cases = [cases] if isinstance(cases, str) else cases
+        self.bug = bool(raw.get("sandbox-bug"))
 
     def matches(self, case_id, path, a, b):
-        if self.cases and not fnmatch.fnmatchcase(case_id, self.cases):
+        if self.cases and not any(fnmatch.fnmatchcase(case_id, c) for c in self.cases):
             return False
         if not self.where.search(path):
             return False
@@ -88,12 +91,19 @@ class Judged:
         self.unexplained = []  # other differences no entry explains
         self.entries = []      # ids of the entries that explained something, in order
         self.lien = False      # a difference in something Lien reads
+        # A step (or one of its exchanges) whose status code differs differs in everything
+        # else too: those differences are the status code's, listed with it.
+        failed = [re.sub(r"\.(status|exit)$|\.exception\.status$", "", p) for p, _, _ in diffs if STATUS_CODE.search(p)]
+        self.consequences = 0
         for d in diffs:
             path, a, b = d
             if LIEN_READS.search(path):
                 self.lien = True
             if STATUS_CODE.search(path):
                 self.status.append(d)
+                continue
+            if any(path.startswith(f + ".") or path.startswith(f + "[") for f in failed):
+                self.consequences += 1
                 continue
             entry = next((e for e in entries if e.matches(case_id, path, a, b)), None)
             if entry is None:
@@ -153,7 +163,7 @@ def docs_section(outcomes, entries, judged, label):
         if not cases:
             continue
         shown = ", ".join(f"`{c}`" for c in cases[:3]) + (f" and {len(cases) - 3} more" if len(cases) > 3 else "")
-        mark = " (*Lien reads*)" if e.id in lien_entries else ""
+        mark = (" (*Lien reads*)" if e.id in lien_entries else "") + (" (sandbox bug)" if e.bug else "")
         why = e.why.replace("|", "\\|")
         lines.append(f"| `{e.id}`{mark} | {len(cases)}: {shown} | {why} |")
     if unexplained:

@@ -437,7 +437,9 @@ class Side:
             "policy": client.PolicyV1Api(api), "authz": client.AuthorizationV1Api(api),
             "ext": client.ApiextensionsV1Api(api), "custom": client.CustomObjectsApi(api),
             "admreg": client.AdmissionregistrationV1Api(api), "coord": client.CoordinationV1Api(api),
-            "auth": client.AuthenticationV1Api(api), "dyn": lambda: dynamic.DynamicClient(api),
+            "auth": client.AuthenticationV1Api(api), "dyn": lambda: dynamic.DynamicClient(
+                # A discovery cache per side and case: the default is one file for every client.
+                api, cache_file=os.path.join(self.env.workdir, f"dynamic-{self.server}-{self.case.ns}.json")),
             "json": json,
         }
         self.python[user] = names
