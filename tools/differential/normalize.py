@@ -25,6 +25,8 @@ The rules:
   likewise.
 - addresses: cluster IPs and node ports are allocated at random by both servers; an IPv4 address
   or a `nodePort` that the case did not itself send becomes `<ip:N>` / `<port:N>`.
+- kubectl's log lines: klog's header (time, pid) becomes `<klog>`, and a log line repeated at once
+  (a discovery error, once per attempt) is kept once.
 - credentials and endpoints: JWTs (TokenRequest), PEM certificates and their base64 (the
   `kube-root-ca.crt` ConfigMap, the webhook CA the case sends), the servers' own URLs
   (`https://127.0.0.1:PORT`, the recording proxy's `http://127.0.0.1:PORT`) and the test
@@ -52,6 +54,8 @@ NODE_PORT_IN_TEXT = re.compile(r'(nodePort["\']?\s*:\s*)(\d{5})\b|\b(\d{1,5}:)(\
 # kubectl's scratch files: `kubectl diff`'s directories and the timestamps diff prints for them,
 # `kubectl edit`'s saved copy.
 SCRATCH = re.compile(r"/tmp/(LIVE|MERGED)-\d+|/tmp/kubectl-edit-\d+\.yaml")
+# klog's header on kubectl's log lines: severity, date, time, pid.
+KLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\s+\d+ ", re.M)
 DIFF_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ [+-]\d{4}")
 
 
@@ -129,7 +133,10 @@ def printed(out, aliases, generated=()):
     widest cell, which an age or an alias changes)."""
     lines = []
     ages = set()  # the columns of the table being printed whose header names a time
+    out = KLOG.sub("<klog> ", out)
     for line in text(out, aliases, generated).split("\n"):
+        if lines and line.startswith("<klog> ") and lines[-1] == line:
+            continue  # kubectl logs a discovery error once per attempt, as many as time allowed
         indent = len(line) - len(line.lstrip(" "))
         cells = [c for c in re.split(r" {2,}|\t", line[indent:])]
         if any(c in AGE_HEADERS for c in cells) and indent == 0:
