@@ -9,6 +9,7 @@ AdmissionReviews it received.
 """
 
 import difflib
+import json
 
 import normalize
 import protobuf
@@ -43,6 +44,15 @@ def _norm_body(value, aliases, generated):
     return normalize.body(value, aliases, generated)
 
 
+def _json_document(text):
+    if not isinstance(text, str) or not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def normalize_result(result, aliases, generated):
     out = {}
     for k, v in result.items():
@@ -54,6 +64,10 @@ def normalize_result(result, aliases, generated):
             out[k] = [normalize_result(e, aliases, generated) for e in v]
         elif k == "reviews":
             out[k] = [{"behaviour": r["behaviour"], "review": normalize.body(r["review"], aliases, generated)} for r in v]
+        elif k == "stdout" and _json_document(v) is not None:
+            # JSON printed as it came (`kubectl get --raw`): compared as data, keys in one order
+            # (Go writes a struct's fields in their order, the sandbox in its own).
+            out[k] = json.dumps(normalize.body(_json_document(v), aliases, generated), indent=1, sort_keys=True).split("\n")
         elif k in ("stdout", "stderr"):
             out[k] = normalize.printed(v, aliases, generated).split("\n")
         elif k == "exception" and isinstance(v, dict):

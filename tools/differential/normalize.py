@@ -14,7 +14,8 @@ The rules:
   numbers where kube quotes them in a message or kubectl prints them). A *list's*
   `metadata.resourceVersion` is the store's current revision, which other cases running at the
   same time move on either server: `<list-rv>`, compared only for being present.
-- `continue` tokens: opaque, and they embed a revision: `<continue>` when present.
+- `continue` tokens: opaque, and they embed a revision: `<continue>` when present, in a list's
+  metadata and in a request's query; a watch's `timeoutSeconds`, which client-go picks at random.
 - managedFields entries: compared sorted by manager, operation and subresource (kube orders them
   by their time, to the second).
 - timestamps: RFC 3339 strings (`creationTimestamp`, managedFields' `time`, conditions' times,
@@ -54,6 +55,12 @@ NODE_PORT_IN_TEXT = re.compile(r'(nodePort["\']?\s*:\s*)(\d{5})\b|\b(\d{1,5}:)(\
 # kubectl's scratch files: `kubectl diff`'s directories and the timestamps diff prints for them,
 # `kubectl edit`'s saved copy.
 SCRATCH = re.compile(r"/tmp/(LIVE|MERGED)-\d+|/tmp/kubectl-edit-\d+\.yaml")
+# A Python datetime's str(): a YAML body's timestamp as PyYAML reads it.
+PY_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\+00:00")
+# In a request's query: a continue token (opaque, and it embeds a revision), and the
+# `timeoutSeconds` client-go picks at random for a watch.
+QUERY_CONTINUE = re.compile(r"([?&]continue=)[^&\s]+")
+QUERY_TIMEOUT = re.compile(r"([?&]timeoutSeconds=)\d+")
 # klog's header on kubectl's log lines: severity, date, time, pid.
 KLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\s+\d+ ", re.M)
 DIFF_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ [+-]\d{4}")
@@ -106,6 +113,9 @@ def text(s, aliases, generated=()):
     s = RFC3339.sub("<time>", s)
     s = GO_TIME.sub("<time>", s)
     s = RFC1123.sub("<date>", s)
+    s = PY_TIME.sub("<time>", s)
+    s = QUERY_CONTINUE.sub(r"\1<continue>", s)
+    s = QUERY_TIMEOUT.sub(r"\1<timeout>", s)
     s = RV_IN_TEXT.sub(lambda m: m.group(1) + aliases.alias("rv", m.group(2)), s)
     s = KUBE_API_ACCESS.sub(lambda m: "kube-api-access-" + aliases.alias("gen", m.group(1)), s)
     s = SCRATCH.sub(lambda m: f"/tmp/<{m.group(1) or 'kubectl-edit'}>", s)

@@ -43,6 +43,14 @@ def _is_discovery(method, path):
     return False
 
 
+class _YamlLoader(yaml.SafeLoader):
+    """YAML as a client reads it into JSON: a timestamp stays the string it was."""
+
+
+_YamlLoader.yaml_implicit_resolvers = {
+    k: [r for r in v if r[0] != "tag:yaml.org,2002:timestamp"] for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
 def decode(content_type, data):
     """A body by its content type: JSON, YAML, protobuf, watch streams; text otherwise."""
     ct = (content_type or "").split(";")[0].strip().lower()
@@ -67,7 +75,7 @@ def decode(content_type, data):
             return {"text": text}
     if ct.endswith("yaml"):
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.load_all(text, Loader=_YamlLoader))
             return docs[0] if len(docs) == 1 else docs
         except yaml.YAMLError:
             return {"text": text}
