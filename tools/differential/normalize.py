@@ -135,6 +135,7 @@ def _node_port(m, aliases):
     return m.group(3) + (port if port in aliases.literals else aliases.alias("port", port)) + m.group(5)
 
 
+AGE_CELL = re.compile(r"(\d+d)?(\d+h)?(\d+m)?(\d+s)?(?<=[dhms])|<invalid>")
 AGE_HEADERS = {"AGE", "DURATION", "LAST SEEN", "FIRST SEEN", "CREATED AT", "LAST SCHEDULE"}
 
 
@@ -154,7 +155,9 @@ def printed(out, aliases, generated=()):
         elif not line.strip():
             ages = set()
         elif ages:
-            cells = ["<age>" if i in ages and c and AGE.fullmatch(c) else c for i, c in enumerate(cells)]
+            # An empty cell merges into the padding and shifts the cells after it: any cell of
+            # the row that reads as an age is one.
+            cells = ["<age>" if c and AGE_CELL.fullmatch(c) else c for c in cells]
         lines.append((" " * indent + "   ".join(cells)).rstrip())
     return "\n".join(lines)
 
