@@ -15,7 +15,8 @@ The rules:
   `metadata.resourceVersion` is the store's current revision, which other cases running at the
   same time move on either server: `<list-rv>`, compared only for being present.
 - `continue` tokens: opaque, and they embed a revision: `<continue>` when present, in a list's
-  metadata and in a request's query; a watch's `timeoutSeconds`, which client-go picks at random.
+  metadata and in a request's query; a watch's `timeoutSeconds`, which client-go picks at random;
+  a field selector's terms, sorted (kubectl describe joins them in a Go map's order).
 - managedFields entries: compared sorted by manager, operation and subresource (kube orders them
   by their time, to the second).
 - timestamps: RFC 3339 strings (`creationTimestamp`, managedFields' `time`, conditions' times,
@@ -61,6 +62,8 @@ PY_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\+00:00")
 # `timeoutSeconds` client-go picks at random for a watch.
 QUERY_CONTINUE = re.compile(r"([?&]continue=)[^&\s]+")
 QUERY_TIMEOUT = re.compile(r"([?&]timeoutSeconds=)\d+")
+# kubectl describe builds its events' field selector from a Go map: its terms in any order.
+QUERY_FIELD_SELECTOR = re.compile(r"([?&]fieldSelector=)([^&\s]+)")
 # klog's header on kubectl's log lines: severity, date, time, pid.
 KLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\s+\d+ ", re.M)
 DIFF_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ [+-]\d{4}")
@@ -116,6 +119,7 @@ def text(s, aliases, generated=()):
     s = PY_TIME.sub("<time>", s)
     s = QUERY_CONTINUE.sub(r"\1<continue>", s)
     s = QUERY_TIMEOUT.sub(r"\1<timeout>", s)
+    s = QUERY_FIELD_SELECTOR.sub(lambda m: m.group(1) + "%2C".join(sorted(m.group(2).split("%2C"))), s)
     s = RV_IN_TEXT.sub(lambda m: m.group(1) + aliases.alias("rv", m.group(2)), s)
     s = KUBE_API_ACCESS.sub(lambda m: "kube-api-access-" + aliases.alias("gen", m.group(1)), s)
     s = SCRATCH.sub(lambda m: f"/tmp/<{m.group(1) or 'kubectl-edit'}>", s)
