@@ -40,8 +40,15 @@ STATUS_CODE = re.compile(r"^\[\d+\](\.exchanges\[\d+\])?\.(status|exit)$|^\[\d+\
 # details) its clients interpret; and watch events, which its controller is fed by.
 LIEN_READS = re.compile(
     r"metadata\.(labels|annotations|finalizers|ownerReferences|deletionTimestamp|deletionGracePeriodSeconds)"
-    r"|\.reviews\b|\.events\b"
+    r"|\.reviews\[|\.events(\[len\]|\[\d+\]\.(type|object\.metadata))"
     r"|(body|exception\.body)\.(reason|message|code|details)\b")
+# Paths that name those fields without being them: a Table's column definitions, an OpenAPI
+# document's schemas, managedFields' field sets.
+NOT_LIEN_READS = re.compile(r"columnDefinitions|\.(definitions|components|paths)\.|managedFields|\.protobuf")
+
+
+def lien_reads(path):
+    return bool(LIEN_READS.search(path)) and not NOT_LIEN_READS.search(path)
 
 
 class Entry:
@@ -102,7 +109,7 @@ class Judged:
         self.consequences = 0
         for d in diffs:
             path, a, b = d
-            if LIEN_READS.search(path):
+            if lien_reads(path):
                 self.lien = True
             if STATUS_CODE.search(path):
                 self.status.append(d)
@@ -166,7 +173,7 @@ def docs_section(outcomes, entries, judged, label, unscored=()):
             by_entry.setdefault(eid, []).append(j.case_id)
     for o in outcomes:
         for path, a, b in o.diffs:
-            if LIEN_READS.search(path) and not STATUS_CODE.search(path):
+            if lien_reads(path) and not STATUS_CODE.search(path):
                 e = next((e for e in entries if e.matches(o.case_id, path, a, b)), None)
                 if e:
                     lien_entries.add(e.id)
