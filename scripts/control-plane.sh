@@ -7,6 +7,7 @@
 #       checkout (${XDG_CACHE_HOME:-$HOME/.cache}/lien/control-plane/k8s-<v>-etcd-<v>/); a no-op
 #       when cached. Prints the versions and how long it took.
 #   scripts/control-plane.sh start [--no-admission-client-cert] [--data-dir DIR]
+#                                  [--service-cluster-ip-range CIDR] [--controllers LIST]
 #       Builds if needed, then runs one control plane: prints a JSON line (kubeconfig, server,
 #       admission client CA, data dir, pids) once ready, and stops everything on Ctrl-C, SIGTERM,
 #       or end of file on stdin when stdin is a pipe.
@@ -94,7 +95,7 @@ main() {
       exec "$launcher" --bin-dir "$bin_dir" "$@"
       ;;
     *)
-      echo "usage: $0 build | start [--no-admission-client-cert] [--data-dir DIR]" >&2
+      echo "usage: $0 build | start [--no-admission-client-cert] [--data-dir DIR] [--service-cluster-ip-range CIDR] [--controllers LIST]" >&2
       exit 2
       ;;
   esac

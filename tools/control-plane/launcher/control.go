@@ -18,11 +18,7 @@ import (
 	"time"
 )
 
-// The cluster's Service range; the API server's serving certificate names its first address
-// (the `kubernetes` Service), as on any cluster.
 const (
-	serviceCIDR      = "10.0.0.0/24"
-	kubernetesSvcIP  = "10.0.0.1"
 	serviceAccountIs = "https://kubernetes.default.svc.cluster.local"
 	frontProxyUser   = "front-proxy-client"
 )
@@ -33,6 +29,9 @@ type controlPlane struct {
 	dataDir string
 	logDir  string
 	pkiDir  string
+	// The first address of the Service range: the `kubernetes` Service's, named by the API
+	// server's serving certificate as on any cluster.
+	kubernetesServiceIP string
 
 	caPath, caKeyPath string
 	admissionCAPath   string
@@ -93,6 +92,12 @@ func prepare(o options, dataDir string) (*controlPlane, error) {
 		pkiDir:  filepath.Join(dataDir, "pki"),
 		exited:  make(chan procExit, 3),
 	}
+	_, network, err := net.ParseCIDR(o.serviceCIDR)
+	if err != nil || network.IP.To4() == nil {
+		return nil, fmt.Errorf("--service-cluster-ip-range %q: not an IPv4 CIDR", o.serviceCIDR)
+	}
+	first := network.IP.To4()
+	cp.kubernetesServiceIP = net.IPv4(first[0], first[1], first[2], first[3]+1).String()
 	for _, d := range []string{cp.logDir, cp.pkiDir, filepath.Join(dataDir, "admission")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -128,7 +133,7 @@ func (cp *controlPlane) writePKI() error {
 	}
 	serving, err := cp.ca.issue(leaf{
 		commonName: "kube-apiserver",
-		hosts: []string{"127.0.0.1", "localhost", kubernetesSvcIP, "kubernetes", "kubernetes.default",
+		hosts: []string{"127.0.0.1", "localhost", cp.kubernetesServiceIP, "kubernetes", "kubernetes.default",
 			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		server: true,
 	})
@@ -325,7 +330,7 @@ func (cp *controlPlane) apiserverArgs() []string {
 		// On by default in v1.32; named so that a change of defaults cannot turn Lien's
 		// webhooks off unnoticed.
 		"--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-cluster-ip-range=" + cp.o.serviceCIDR,
 		"--service-account-issuer=" + serviceAccountIs,
 		"--service-account-key-file=" + cp.saPub,
 		"--service-account-signing-key-file=" + cp.saKey,
@@ -363,7 +368,7 @@ func (cp *controlPlane) controllerManagerArgs() []string {
 		"--service-account-private-key-file=" + cp.saKey,
 		"--root-ca-file=" + cp.caPath,
 		"--cluster-signing-cert-file=" + cp.caPath, "--cluster-signing-key-file=" + cp.caKeyPath,
-		"--controllers=*",
+		"--controllers=" + cp.o.controllers,
 		// The namespace controller lists and deletes every resource type, ~60 of them, per
 		// namespace; the default 20 requests/s would make a test's namespace deletion take
 		// seconds of client-side throttling alone.

@@ -59,6 +59,12 @@ type options struct {
 	dataDir         string
 	noAdmissionCert bool
 	readyTimeout    time.Duration
+	// The cluster's Service range (the `kube-apiserver` flag). The differential runner gives the
+	// sandbox's, 10.96.0.0/12, so that a Service asking for an address is judged alike by both.
+	serviceCIDR string
+	// kube-controller-manager's --controllers. The differential runner keeps only the
+	// controllers the sandbox also runs, so that nothing else writes to the objects it compares.
+	controllers string
 }
 
 func main() {
@@ -67,9 +73,11 @@ func main() {
 	flag.StringVar(&o.dataDir, "data-dir", "", "directory for certificates, configuration, etcd's data and logs (default: a new temporary directory, removed at exit; a given one is kept)")
 	flag.BoolVar(&o.noAdmissionCert, "no-admission-client-cert", false, "kube-apiserver presents no client certificate to webhooks (as most managed clusters)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 180*time.Second, "give up if the control plane is not ready by then")
+	flag.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.0.0.0/24", "kube-apiserver's Service range; the API server's serving certificate names its first address (the `kubernetes` Service)")
+	flag.StringVar(&o.controllers, "controllers", "*", "kube-controller-manager's --controllers")
 	flag.Parse()
 	if o.binDir == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: lien-control-plane --bin-dir DIR [--no-admission-client-cert] [--data-dir DIR]")
+		fmt.Fprintln(os.Stderr, "usage: lien-control-plane --bin-dir DIR [--no-admission-client-cert] [--data-dir DIR] [--service-cluster-ip-range CIDR] [--controllers LIST]")
 		os.Exit(2)
 	}
 	os.Exit(run(o))
