@@ -468,10 +468,20 @@ impl AccessCheck for ApiAccessCheck {
     ) -> BoxFuture<'a, Result<AccessDecision, AccessCheckError>> {
         Box::pin(async move {
             let review = subject_access_review(request);
-            let answer = Api::<SubjectAccessReview>::all(self.client.clone())
-                .create(&PostParams::default(), &review)
-                .await
-                .map_err(|e| AccessCheckError::Review(e.to_string()))?;
+            let api = Api::<SubjectAccessReview>::all(self.client.clone());
+            // A review creates nothing, so asking again is always safe. A connection the API
+            // server closed while it idled in the pool fails the first send (`SendRequest`:
+            // seen against kube-apiserver under load, refusing a Usage with "retry shortly");
+            // one more try, on a fresh connection, answers. An answer from the API server, even
+            // an error, is final.
+            let answer = match api.create(&PostParams::default(), &review).await {
+                Err(e) if !matches!(e, kube::Error::Api(_)) => {
+                    tracing::debug!(error = %e, "SubjectAccessReview not sent; asking once more");
+                    api.create(&PostParams::default(), &review).await
+                }
+                answered => answered,
+            }
+            .map_err(|e| AccessCheckError::Review(e.to_string()))?;
             let status = answer.status.ok_or_else(|| {
                 AccessCheckError::Review(
                     "the SubjectAccessReview came back without a status".into(),
@@ -486,6 +496,76 @@ impl AccessCheck for ApiAccessCheck {
 mod tests {
     use super::*;
     use lien_core::seams::Requester;
+
+    /// An `ApiAccessCheck` over a fake API server: its first answer is `first` (`None`: the
+    /// request was never sent, as with a pooled connection the server had closed), then an
+    /// allowing review. Returns the decision and how many requests the server saw.
+    async fn check_after(first: Option<u16>) -> (Result<AccessDecision, String>, usize) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let service = tower::service_fn(move |_: http::Request<kube::client::Body>| {
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let (code, body) = match (n, first) {
+                    (0, None) => {
+                        return Err::<http::Response<kube::client::Body>, tower::BoxError>(
+                            "connection closed before message completed".into(),
+                        );
+                    }
+                    (0, Some(code)) => (
+                        code,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                            "status": "Failure", "code": code, "reason": "Forbidden",
+                            "message": "no"}),
+                    ),
+                    _ => (
+                        201,
+                        serde_json::json!({"apiVersion": "authorization.k8s.io/v1",
+                            "kind": "SubjectAccessReview", "spec": {},
+                            "status": {"allowed": true}}),
+                    ),
+                };
+                Ok(http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(
+                        serde_json::to_vec(&body).expect("json"),
+                    ))
+                    .expect("response"))
+            }
+        });
+        let check = ApiAccessCheck {
+            client: Client::new(service, "default"),
+        };
+        let request = AccessRequest {
+            user: Requester {
+                username: "alice".into(),
+                uid: String::new(),
+                groups: vec![],
+                extra: BTreeMap::new(),
+            },
+            verb: "update".into(),
+            group: String::new(),
+            resource: "configmaps".into(),
+            namespace: Some("team-b".into()),
+            name: Some("db".into()),
+        };
+        let decision = check.check(&request).await.map_err(|e| e.to_string());
+        (decision, calls.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_review_that_was_never_sent_is_asked_once_more() {
+        assert_eq!(check_after(None).await, (Ok(AccessDecision::Allowed), 2));
+    }
+
+    #[tokio::test]
+    async fn an_answer_of_the_api_server_is_final_even_an_error() {
+        let (decision, calls) = check_after(Some(403)).await;
+        assert_eq!(calls, 1);
+        assert!(decision.is_err(), "{decision:?}");
+    }
 
     #[test]
     fn reviews_ask_what_the_request_says_leaving_empty_fields_out() {
