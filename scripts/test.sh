@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: what a fresh machine of this project's kind lacks, then the whole
-# suite against both targets. Extra arguments go to both cargo nextest runs (e.g. `--locked
-# --no-fail-fast`, `-E 'test(gc)'`).
+# suite against both targets, with the committed lock file and every test run (`--locked
+# --no-fail-fast`). Extra arguments go to both cargo nextest runs (e.g. `-E 'test(gc)'`).
 #
 # - cargo-nextest, if missing (it is not on every machine).
 # - The real Kubernetes control plane (scripts/control-plane.sh build: built once from the Go
@@ -22,12 +22,12 @@ bash scripts/control-plane.sh build || exit 1
 status=0
 started=$SECONDS
 echo "== tests: every test against the sandbox"
-cargo nextest run --workspace "$@" || status=1
+cargo nextest run --workspace --locked --no-fail-fast "$@" || status=1
 sandbox_took=$((SECONDS - started))
 
 started=$SECONDS
 echo "== tests: the end-to-end tests against a real control plane (LIEN_E2E_TARGET=real)"
-LIEN_E2E_TARGET=real cargo nextest run --workspace \
+LIEN_E2E_TARGET=real cargo nextest run --workspace --locked --no-fail-fast \
   --test e2e --test ha --test uninstall --test plugin "$@" || status=1
 real_took=$((SECONDS - started))
 
