@@ -24,17 +24,7 @@ async fn protected(env: &mut Env, name: &str, labels: serde_json::Value) -> Stri
 
 /// The ConfigMap is still there, the same object (`uid`).
 async fn still_there(env: &Env, name: &str, uid: &str) {
-    let cm = env
-        .configmaps()
-        .get_opt(name)
-        .await
-        .expect("get")
-        .unwrap_or_else(|| panic!("ConfigMap {name} was deleted under a lien"));
-    assert_eq!(cm.metadata.uid.as_deref(), Some(uid), "{name} was replaced");
-    assert!(
-        cm.metadata.deletion_timestamp.is_none(),
-        "{name} is being deleted under a lien"
-    );
+    same_object(&env.configmaps(), name, &Some(uid.to_owned())).await;
 }
 
 /// `kubectl delete` with each propagation policy, and a forced one (grace period 0): the same
@@ -393,9 +383,15 @@ where
     Api::namespaced(env.client.clone(), &env.ns)
 }
 
-/// Protects `kind`/`name` (of `api_version`) with the reason-only Usage `keep-NAME`, and waits
-/// for its in-use label.
-async fn protect<K>(env: &mut Env, objects: &Api<K>, api_version: &str, kind: &str, name: &str)
+/// Protects `kind`/`name` (of `api_version`) with the reason-only Usage `keep-NAME`, waits
+/// for its in-use label, and returns its UID.
+async fn protect<K>(
+    env: &mut Env,
+    objects: &Api<K>,
+    api_version: &str,
+    kind: &str,
+    name: &str,
+) -> Option<String>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -410,10 +406,39 @@ where
         DEADLINE,
         || async {
             let o = objects.get(name).await.ok()?;
-            (o.meta().labels.as_ref()?.get(lien_api::IN_USE_LABEL)? == "true").then_some(())
+            (o.meta().labels.as_ref()?.get(lien_api::IN_USE_LABEL)? == "true")
+                .then(|| o.meta().uid.clone())
         },
     )
-    .await;
+    .await
+}
+
+/// A JSON merge patch of `name`, expected to be accepted (`what` it does, for the panic).
+async fn merge_patch<K>(objects: &Api<K>, name: &str, patch: serde_json::Value, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    objects
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// Lifts the lien `protect` made (deletes the Usage `keep-NAME`) and waits until the
+/// controller's next try has deleted `name`.
+async fn lifted_then_deleted<K>(env: &Env, objects: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    env.usages()
+        .delete(&format!("keep-{name}"), &DeleteParams::default())
+        .await
+        .expect("the Usage deletes");
+    wait_gone(objects, name, DEADLINE).await;
 }
 
 /// Waits for Lien's `DeletionRefused` Event on `kind`/`name` naming `controller` (the
@@ -485,25 +510,15 @@ async fn the_ttl_after_finished_controller_does_not_delete_a_job_in_use() {
     let jobs = api::<k8s_openapi::api::batch::v1::Job>(&env);
     env.create(finished_job(&ns, "report")).await;
     completed(&jobs, "report").await;
-    protect(&mut env, &jobs, "batch/v1", "Job", "report").await;
-    let uid = jobs.get("report").await.expect("get").metadata.uid;
+    let uid = protect(&mut env, &jobs, "batch/v1", "Job", "report").await;
     // Its time is up as soon as it has one (the field may be set on a finished Job).
-    jobs.patch(
-        "report",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"ttlSecondsAfterFinished": 0}})),
-    )
-    .await
-    .expect("the TTL is set");
+    let ttl = json!({"spec": {"ttlSecondsAfterFinished": 0}});
+    merge_patch(&jobs, "report", ttl, "the TTL is set").await;
     refused_for(&env, "Job", "report", "ttl-after-finished-controller").await;
     same_object(&jobs, "report", &uid).await;
 
     // Lifted: the controller's next try deletes it.
-    env.usages()
-        .delete("keep-report", &DeleteParams::default())
-        .await
-        .expect("the Usage deletes");
-    wait_gone(&jobs, "report", DEADLINE).await;
+    lifted_then_deleted(&env, &jobs, "report").await;
     env.finish().await;
 }
 
@@ -530,26 +545,16 @@ async fn cronjob_history_limits_do_not_delete_a_job_in_use() {
     // would run without a kubelet), protected before the CronJob owns it.
     env.create(finished_job(&ns, "nightly-1")).await;
     completed(&jobs, "nightly-1").await;
-    protect(&mut env, &jobs, "batch/v1", "Job", "nightly-1").await;
-    let uid = jobs.get("nightly-1").await.expect("get").metadata.uid;
-    jobs.patch(
-        "nightly-1",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"metadata": {"ownerReferences": [{
-            "apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly",
-            "uid": cron.metadata.uid, "controller": true, "blockOwnerDeletion": true}]}})),
-    )
-    .await
-    .expect("the CronJob owns its run");
+    let uid = protect(&mut env, &jobs, "batch/v1", "Job", "nightly-1").await;
+    let owned = json!({"metadata": {"ownerReferences": [{
+        "apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly",
+        "uid": cron.metadata.uid, "controller": true, "blockOwnerDeletion": true}]}});
+    merge_patch(&jobs, "nightly-1", owned, "the CronJob owns its run").await;
     refused_for(&env, "Job", "nightly-1", "cronjob-controller").await;
     same_object(&jobs, "nightly-1", &uid).await;
 
     // Lifted: Lien removes its label, the CronJob controller sees the Job change and prunes it.
-    env.usages()
-        .delete("keep-nightly-1", &DeleteParams::default())
-        .await
-        .expect("the Usage deletes");
-    wait_gone(&jobs, "nightly-1", DEADLINE).await;
+    lifted_then_deleted(&env, &jobs, "nightly-1").await;
     env.finish().await;
 }
 
@@ -588,8 +593,7 @@ async fn statefulset_pvc_retention_does_not_delete_a_pvc_in_use() {
             .then_some(())
     })
     .await;
-    protect(&mut env, &pvcs, "v1", "PersistentVolumeClaim", "data-db-0").await;
-    let uid = pvcs.get("data-db-0").await.expect("get").metadata.uid;
+    let uid = protect(&mut env, &pvcs, "v1", "PersistentVolumeClaim", "data-db-0").await;
     sets.delete("db", &DeleteParams::default())
         .await
         .expect("the StatefulSet's DELETE is accepted");
@@ -638,24 +642,19 @@ async fn replicaset_scale_down_does_not_delete_a_pod_in_use() {
     .await;
     names.sort();
     let (kept, other) = (names[0].clone(), names[1].clone());
-    protect(&mut env, &pods, "v1", "Pod", &kept).await;
-    let uid = pods.get(&kept).await.expect("get").metadata.uid;
-    sets.patch(
+    let uid = protect(&mut env, &pods, "v1", "Pod", &kept).await;
+    merge_patch(
+        &sets,
         "web",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"replicas": 0}})),
+        json!({"spec": {"replicas": 0}}),
+        "scaled to 0",
     )
-    .await
-    .expect("scaled to 0");
+    .await;
     wait_gone(&pods, &other, DEADLINE).await;
     refused_for(&env, "Pod", &kept, "replicaset-controller").await;
     same_object(&pods, &kept, &uid).await;
 
     // Lifted: Lien removes its label, the controller sees the pod change and deletes it.
-    env.usages()
-        .delete(&format!("keep-{kept}"), &DeleteParams::default())
-        .await
-        .expect("the Usage deletes");
-    wait_gone(&pods, &kept, DEADLINE).await;
+    lifted_then_deleted(&env, &pods, &kept).await;
     env.finish().await;
 }
