@@ -45,7 +45,9 @@ pub mod writer;
 
 // The pure modules live in `lien-decide` (no client, no runtime); re-exported under their
 // old paths so that `crate::resolve`, `lien_controller::rules` and the like still name them.
-pub use lien_decide::{cache, desired, namespace_content, replay, resolve, rules, selection};
+pub use lien_decide::{
+    cache, desired, namespace_content, refusals, replay, resolve, rules, selection,
+};
 
 pub use audit::{BreakGlass, BreakGlassAction};
 pub use controller::{

@@ -29,6 +29,12 @@ struct WatchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CoalescedLabels {
+    /// `record` (the replay record not rewritten) or `events` (the Events not published).
+    what: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
     category: &'static str,
 }
@@ -80,6 +86,7 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     replays: Counter,
     forged_records: Counter,
+    refusals_coalesced: Family<CoalescedLabels, Counter>,
     index_errors: Counter,
     relations: Gauge,
     relations_by_source: Family<SourceLabels, Gauge>,
@@ -100,6 +107,7 @@ impl Default for Metrics {
             errors: Family::default(),
             replays: Counter::default(),
             forged_records: Counter::default(),
+            refusals_coalesced: Family::default(),
             index_errors: Counter::default(),
             relations: Gauge::default(),
             relations_by_source: Family::default(),
@@ -121,6 +129,11 @@ impl Default for Metrics {
         }
         for &category in ERROR_CATEGORIES {
             let _ = metrics.errors.get_or_create(&ErrorLabels { category });
+        }
+        for what in ["record", "events"] {
+            let _ = metrics
+                .refusals_coalesced
+                .get_or_create(&CoalescedLabels { what });
         }
         for &watch in WATCHES {
             let _ = metrics.watch_restarts.get_or_create(&WatchLabels { watch });
@@ -160,6 +173,11 @@ impl Metrics {
             "forged_records",
             "Deletion records Lien did not write (unsigned or badly signed): ignored and removed",
             self.forged_records.clone(),
+        );
+        r.register(
+            "refusals_coalesced",
+            "Repeated refusals of one DELETE (same object, user and refusal) whose replay record was not rewritten (what=record: the one on the object says the same and is under a minute old) or whose Events were held back (what=events: one per minute)",
+            self.refusals_coalesced.clone(),
         );
         r.register(
             "index_errors",
@@ -248,6 +266,11 @@ impl Metrics {
     }
     pub(crate) fn forged_record(&self) {
         self.forged_records.inc();
+    }
+    pub(crate) fn refusal_coalesced(&self, what: &'static str) {
+        self.refusals_coalesced
+            .get_or_create(&CoalescedLabels { what })
+            .inc();
     }
     pub(crate) fn index_error(&self) {
         self.index_errors.inc();

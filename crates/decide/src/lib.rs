@@ -12,6 +12,7 @@
 //!   and its status; its relations come from one join per rule, held by the index.
 //! - [`desired`]: the in-use label, the Usage finalizer, owner references and status as data.
 //! - [`replay`]: refused DELETEs recorded on the objects, sealed, and when to re-issue them.
+//! - [`refusals`]: repeated refusals of one DELETE coalesced: when to write again.
 //! - [`cascade`]: the decision for one parent of a CascadeRule.
 //! - [`program`]: a rule's CEL (DependencyRule keys and `when`, CascadeRule children and
 //!   policy), compiled together with `lien_cel`.
@@ -21,6 +22,7 @@ pub mod cascade;
 pub mod desired;
 pub mod namespace_content;
 pub mod program;
+pub mod refusals;
 pub mod replay;
 pub mod resolve;
 pub mod rules;

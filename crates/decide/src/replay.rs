@@ -173,6 +173,21 @@ impl DeletionAttempt {
         age.as_secs() >= 0 && age.unsigned_abs() > ttl
     }
 
+    /// Whether `recorded` (the record on the object, opened) already says what this attempt
+    /// would: the same incarnation, request and requester as sealed (the identity fitted), only
+    /// the time differs, and it is younger than `refresh` at `now`. A repeated refusal then
+    /// writes nothing (`crate::refusals`); a record from the future is not trusted to be fresh.
+    pub fn repeats(&self, recorded: &DeletionAttempt, now: Timestamp, refresh: Duration) -> bool {
+        let age = now.duration_since(recorded.time);
+        if age.is_negative() || age.unsigned_abs() >= refresh {
+            return false;
+        }
+        let mut this = self.clone();
+        this.fit_identity();
+        this.time = recorded.time;
+        this == *recorded
+    }
+
     /// Who asked, as a SubjectAccessReview names them.
     pub fn requester(&self) -> Requester {
         Requester {
@@ -873,6 +888,48 @@ mod tests {
         // Anything longer than Lien writes is not read.
         let long = format!("{{\"pad\": \"{}\"}}", "x".repeat(MAX_RECORD_BYTES));
         assert_eq!(open(&long, &key(), &object()), Err(RecordError::Malformed));
+    }
+
+    #[test]
+    fn a_repeat_of_the_recorded_refusal_writes_nothing_until_the_record_is_a_minute_old() {
+        let refresh = Duration::from_secs(60);
+        let t0 = Timestamp::now();
+        let recorded = attempt(t0);
+        let at = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        assert!(attempt(at(5)).repeats(&recorded, at(5), refresh));
+        assert!(
+            !attempt(at(60)).repeats(&recorded, at(60), refresh),
+            "a minute old: written again, so it never expires while refusals go on"
+        );
+        // Anything else the record says is new: written at once.
+        let other_user = DeletionAttempt {
+            user: "bob".into(),
+            ..attempt(at(5))
+        };
+        let other_policy = DeletionAttempt {
+            propagation_policy: None,
+            ..attempt(at(5))
+        };
+        let no_replay = DeletionAttempt {
+            replay: false,
+            ..attempt(at(5))
+        };
+        let other_incarnation = DeletionAttempt {
+            uid: "u2".into(),
+            ..attempt(at(5))
+        };
+        for new in [other_user, other_policy, no_replay, other_incarnation] {
+            assert!(!new.repeats(&recorded, at(5), refresh), "{new:?}");
+        }
+        // A record from the future is not taken to be fresh.
+        assert!(!attempt(t0).repeats(&attempt(at(30)), t0, refresh));
+        // The identity is compared as sealed: a huge one that was cut to fit still repeats.
+        let huge = DeletionAttempt {
+            groups: (0..2000).map(|i| format!("group-{i:05}")).collect(),
+            ..attempt(t0)
+        };
+        let opened = open(huge.seal(&key(), &object()).as_str(), &key(), &object()).expect("opens");
+        assert!(huge.repeats(&opened, at(1), refresh));
     }
 
     #[test]

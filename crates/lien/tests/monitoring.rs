@@ -190,6 +190,11 @@ async fn every_counter_is_served_at_zero_from_start_and_the_log_names_the_leader
             "lien_webhook_break_glass_total{{action=\"{action}\"}}"
         ));
     }
+    for what in ["record", "events"] {
+        zero.push(format!(
+            "lien_controller_refusals_coalesced_total{{what=\"{what}\"}}"
+        ));
+    }
     for action in ["refused", "unrecorded"] {
         zero.push(format!(
             "lien_webhook_unauthenticated_reviews_total{{action=\"{action}\"}}"

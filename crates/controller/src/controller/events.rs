@@ -21,6 +21,7 @@ use crate::audit::{self, BreakGlass};
 use crate::cache::GroupKind;
 use crate::desired::ObjectTarget;
 use crate::metrics::Metrics;
+use crate::refusals;
 use crate::replay::{self, DELETION_ATTEMPT_ANNOTATION, DeletionAttempt, Denial, ReplayKey};
 use crate::writer::Writer;
 
@@ -152,8 +153,61 @@ fn truncate_note(mut note: String) -> String {
     note
 }
 
-/// Writes the record of a refused DELETE (unless `keep_pending`: a record that replays it is
-/// there already, and this refusal asks for no replay) and publishes its Warning Events.
+/// The record a refused DELETE would leave on `target`.
+pub(super) fn attempt_of(denial: &Denial, target: &ObjectTarget) -> DeletionAttempt {
+    DeletionAttempt {
+        uid: denial.uid.clone().unwrap_or_else(|| target.uid.clone()),
+        propagation_policy: denial.propagation_policy.clone(),
+        user: denial.user.clone(),
+        user_uid: denial.user_uid.clone(),
+        groups: denial.groups.clone(),
+        extra: denial.extra.clone(),
+        time: Timestamp::try_from(denial.time).unwrap_or_else(|_| Timestamp::now()),
+        replay: denial.replay,
+        source: replay::RecordSource::Refusal,
+    }
+}
+
+/// Whether the record on the object (as cached) already says what `attempt` would, and is
+/// under [`refusals::RECORD_REFRESH`] old: a repeated refusal then rewrites nothing.
+pub(super) fn record_repeats(
+    st: &State,
+    denial: &Denial,
+    attempt: &DeletionAttempt,
+    key: Option<&ReplayKey>,
+) -> bool {
+    let Some(key) = key else {
+        return false;
+    };
+    let object = &denial.object;
+    let gk = GroupKind::new(&object.group, &object.kind);
+    st.caches
+        .kind(&gk)
+        .and_then(|k| {
+            k.objects
+                .get(&(object.namespace.clone(), object.name.clone()))
+        })
+        .and_then(|o| o.annotations.get(DELETION_ATTEMPT_ANNOTATION))
+        .and_then(|raw| replay::open(raw, key, object).ok())
+        .is_some_and(|recorded| {
+            attempt.repeats(&recorded, Timestamp::now(), refusals::RECORD_REFRESH)
+        })
+}
+
+/// What a refused DELETE still has written once its repeats are coalesced
+/// ([`refusals`]): the record, unless `keep_pending` (a record that replays it is there
+/// already, and this refusal asks for no replay) or `repeats` (the record says the same, and
+/// is fresh); its Events, unless `hold_events` (published for the same refusal within the
+/// window).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Coalesced {
+    pub keep_pending: bool,
+    pub repeats: bool,
+    pub hold_events: bool,
+}
+
+/// Writes the record of a refused DELETE and publishes its Warning Events, each unless
+/// `coalesced` says it is there already.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn record_denial(
     writer: &Writer,
@@ -163,27 +217,20 @@ pub(super) async fn record_denial(
     target: Option<ObjectTarget>,
     sources: Vec<(Source, String)>,
     denial: Denial,
-    keep_pending: bool,
+    coalesced: Coalesced,
 ) {
     let Some(target) = target else {
         tracing::warn!(object = %denial.object, "denial for an object not in the caches: not recorded");
         return;
     };
-    let uid = denial.uid.clone().unwrap_or_else(|| target.uid.clone());
-    let attempt = DeletionAttempt {
-        uid,
-        propagation_policy: denial.propagation_policy.clone(),
-        user: denial.user.clone(),
-        user_uid: denial.user_uid.clone(),
-        groups: denial.groups.clone(),
-        extra: denial.extra.clone(),
-        time: Timestamp::try_from(denial.time).unwrap_or_else(|_| Timestamp::now()),
-        replay: denial.replay,
-        source: replay::RecordSource::Refusal,
-    };
+    let attempt = attempt_of(&denial, &target);
     match key {
-        Some(_) if keep_pending && !denial.replay => {
+        Some(_) if coalesced.keep_pending && !denial.replay => {
             tracing::debug!(object = %denial.object, "a pending deletion request is kept over a refusal that asks for no replay");
+        }
+        Some(_) if coalesced.repeats => {
+            shared.metrics.refusal_coalesced("record");
+            tracing::debug!(object = %denial.object, user = denial.user, "a repeated refusal: the record on the object says the same");
         }
         Some(key) => {
             let sealed = attempt.seal(key, &denial.object);
@@ -210,6 +257,10 @@ pub(super) async fn record_denial(
         None => {
             tracing::debug!(object = %denial.object, "no replay key: the refusal is not recorded");
         }
+    }
+    if coalesced.hold_events {
+        shared.metrics.refusal_coalesced("events");
+        return;
     }
     let event = Event {
         type_: EventType::Warning,

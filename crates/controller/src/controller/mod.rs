@@ -362,13 +362,17 @@ impl Controller {
                 None
             }
         };
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: config.reporter.clone(),
-                instance: config.leader.as_ref().map(|l| l.identity.clone()),
-            },
-        );
+        let reporter = Reporter {
+            controller: config.reporter.clone(),
+            instance: config.leader.as_ref().map(|l| l.identity.clone()),
+        };
+        let recorder = Recorder::new(client.clone(), reporter.clone());
+        // Refusals and break-glass overrides are audits: each says who did what, so each is an
+        // Event of its own. kube-rs's `Recorder` makes any two Events of one reason on one object
+        // within six minutes a series that keeps the first one's note (its key has no note):
+        // Bob's refusal would be reported as Alice's. A recorder without a cache publishes
+        // each as new; repeats of one refusal are coalesced before (`crate::refusals`).
+        let audit_recorder = || Recorder::new(client.clone(), reporter.clone());
         let (mut cascade, cascade_writer, mut cascade_rx) = match cascade {
             Some(c) => {
                 let recorder = Recorder::new(client.clone(), c.reporter.clone());
@@ -391,6 +395,9 @@ impl Controller {
         let mut kind_tasks: HashMap<GroupKind, KindTask> = HashMap::new();
         // Owned by this loop alone (see the module documentation).
         let mut st = State::default();
+        // Refusals whose Events were published lately, so a client retrying a refused DELETE
+        // in a loop costs the API server no write per retry (`crate::refusals`).
+        let mut refusals = crate::refusals::Coalescer::default();
         tokio::pin!(shutdown);
         let result = loop {
             let cascade_event = async {
@@ -442,14 +449,29 @@ impl Controller {
                 // What the record needs from the state is taken now, in the order of events.
                 let target = events::denial_target(&st, &denial);
                 let usages = events::blocking_sources(&st, &shared.index, &denial);
-                let keep_pending = events::replay_pending(
-                    &st,
-                    &denial,
-                    config.replay_key.as_ref(),
-                    config.replay_ttl,
-                );
+                let coalesced = events::Coalesced {
+                    keep_pending: events::replay_pending(
+                        &st,
+                        &denial,
+                        config.replay_key.as_ref(),
+                        config.replay_ttl,
+                    ),
+                    repeats: target.as_ref().is_some_and(|t| {
+                        let attempt = events::attempt_of(&denial, t);
+                        events::record_repeats(&st, &denial, &attempt, config.replay_key.as_ref())
+                    }),
+                    hold_events: refusals.admit(
+                        crate::refusals::RefusalKey {
+                            object: denial.object.clone(),
+                            uid: denial.uid.clone(),
+                            user: denial.user.clone(),
+                            message: denial.message.clone(),
+                        },
+                        std::time::Instant::now(),
+                    ) == crate::refusals::Verdict::HoldBack,
+                };
                 let writer = Writer::new(client.clone(), config.write_timeout);
-                let recorder = recorder.clone();
+                let recorder = audit_recorder();
                 let shared2 = shared.clone();
                 let key = config.replay_key.clone();
                 // Denials are written by whichever replica's webhook refused the DELETE, leader
@@ -464,7 +486,7 @@ impl Controller {
                         target,
                         usages,
                         denial,
-                        keep_pending,
+                        coalesced,
                     )
                     .await;
                 });
@@ -477,7 +499,7 @@ impl Controller {
                 // nothing is published twice. The references are taken now, in the order of
                 // events, while the caches still hold what the record is about.
                 let references = events::break_glass_references(&st, &record);
-                let recorder = recorder.clone();
+                let recorder = audit_recorder();
                 let shared2 = shared.clone();
                 tokio::spawn(async move {
                     events::audit_break_glass(&recorder, &shared2, references, &record).await;

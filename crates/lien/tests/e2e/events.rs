@@ -129,6 +129,99 @@ async fn a_refused_delete_is_a_warning_event_on_the_object_and_the_usage_and_a_d
     env.finish().await;
 }
 
+/// A client retrying a refused DELETE in a loop costs one record and one Event per object, user
+/// and refusal — not one per retry, which at a few hundred a second saturates kube-apiserver
+/// (docs/benchmarks.md). Another user's refusal of the same object is new: recorded and
+/// published at once.
+#[tokio::test]
+async fn a_delete_retried_in_a_loop_is_recorded_and_reported_once_and_another_users_at_once() {
+    let mut env = Env::start("events-retried").await;
+    let ns = env.ns.clone();
+    let alice = env.user().await;
+    for name in ["app", "db"] {
+        env.configmap(name, json!({})).await;
+    }
+    in_use(
+        &mut env,
+        "app-uses-db",
+        "db",
+        "the app keeps its orders in db",
+    )
+    .await;
+    let cms = env.configmaps();
+    let refused = |cms: Api<ConfigMap>| async move {
+        let err = cms
+            .delete("db", &DeleteParams::default())
+            .await
+            .expect_err("db is in use");
+        assert_eq!(api_error(err).0, 409);
+    };
+    refused(cms.clone()).await;
+    let record = |cm: &ConfigMap| {
+        cm.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ATTEMPT).cloned())
+    };
+    let first = wait_for("the refusal to be recorded", DEADLINE, || async {
+        cms.get("db").await.ok().as_ref().and_then(record)
+    })
+    .await;
+    env.wait_events("ConfigMap", "db", "DeletionRefused").await;
+
+    for _ in 0..20 {
+        refused(cms.clone()).await;
+    }
+    assert_eq!(
+        record(&cms.get("db").await.expect("db")).as_deref(),
+        Some(first.as_str()),
+        "the record already said it: not rewritten for a retry"
+    );
+
+    // Bob's refusal comes after Alice's retries (one ordered channel from the webhook): once it
+    // is visible, theirs would be too.
+    let bob = format!("bob-{ns}");
+    grant(
+        &mut env,
+        &ns,
+        "configmap-deleter",
+        &bob,
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}]),
+    )
+    .await;
+    let as_bob: Api<ConfigMap> =
+        Api::namespaced(env.client_as(&bob, &["system:authenticated"]).await, &ns);
+    refused(as_bob).await;
+    let by = |user: &str| format!("DELETE by {user} refused");
+    let events = wait_for("Bob's refusal to be an Event", DEADLINE, || async {
+        let events = env.events("ConfigMap", "db", "DeletionRefused").await;
+        events
+            .iter()
+            .any(|e| note(e).starts_with(&by(&bob)))
+            .then_some(events)
+    })
+    .await;
+    let alices: Vec<Event> = events
+        .into_iter()
+        .filter(|e| note(e).starts_with(&by(&alice)))
+        .collect();
+    the_warning(&alices, "Delete");
+    let on_usage = env.events("Usage", "app-uses-db", "DeletionRefused").await;
+    assert_eq!(
+        on_usage
+            .iter()
+            .filter(|e| note(e).starts_with(&by(&alice)))
+            .count(),
+        1,
+        "{on_usage:#?}"
+    );
+    wait_for("Bob's refusal to be recorded", DEADLINE, || async {
+        record(&cms.get("db").await.expect("db")).filter(|r| r.contains(&bob))
+    })
+    .await;
+    env.finish().await;
+}
+
 fn has_attempt(cm: &ConfigMap) -> bool {
     cm.metadata
         .annotations
