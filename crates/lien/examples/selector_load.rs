@@ -27,7 +27,9 @@
 //!    "labelled and refused"): **the time until a new Usage is enforced**;
 //! 6. waits until every ConfigMap of `big` carries the in-use label (the resolution's end, as
 //!    far as anyone can see it), then prints the webhook's p50/p99/max idle and during the
-//!    resolution (from `big`'s create to its last label), Lien's RSS and CPU, and stops it.
+//!    resolution (from `big`'s create to its last label) — and beside them the floor, a
+//!    `GET /healthz` of the same server on a second connection right after each review —
+//!    Lien's RSS and CPU, and stops it.
 //!
 //! `--reuse` skips step 1 against a sandbox an earlier run filled (the Usages are deleted at the
 //! end of every run; the labels they left are removed by the next Lien while it starts, so a
@@ -275,6 +277,65 @@ async fn post(conn: &mut BufReader<Tls>, body: &str) -> Result<String, Error> {
     Ok(status)
 }
 
+/// Each `period` until `stop`: a review, then the floor (`/healthz` of the same server on its
+/// own connection), so both see the same moments of the run. Returns (start, review, floor).
+async fn review_loop(
+    addr: String,
+    roots: rustls::RootCertStore,
+    body: String,
+    period: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Vec<(Instant, Duration, Duration)>, Error> {
+    let mut conn = connect(&addr, roots.clone()).await?;
+    let mut floor_conn = connect(&addr, roots).await?;
+    let mut samples = Vec::new();
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = tick.tick() => {}
+        }
+        let start = Instant::now();
+        post(&mut conn, &body).await?;
+        let review = start.elapsed();
+        let floor_start = Instant::now();
+        healthz(&mut floor_conn).await?;
+        samples.push((start, review, floor_start.elapsed()));
+    }
+    Ok(samples)
+}
+
+/// `GET /healthz` on a kept-alive connection to the same server: the floor, a static answer
+/// that touches neither the index nor the decision, timed beside each review.
+async fn healthz(conn: &mut BufReader<Tls>) -> Result<(), Error> {
+    conn.get_mut()
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await?;
+    let mut status = String::new();
+    conn.read_line(&mut status).await?;
+    if !status.contains(" 200 ") {
+        return Err(format!("/healthz answered {status}").into());
+    }
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        conn.read_line(&mut line).await?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse()?;
+        }
+    }
+    let mut body = vec![0; length];
+    conn.read_exact(&mut body).await?;
+    Ok(())
+}
+
 /// A dry-run DELETE review of `object`, as kube-apiserver sends it.
 fn review(object: &Value) -> String {
     let meta = &object["metadata"];
@@ -424,25 +485,19 @@ async fn main() -> Result<(), Error> {
     // 3. The webhook, timed from now on.
     let warm_object: Value = serde_json::to_value(cms.get("warm").await?)?;
     let body = review(&warm_object);
-    let mut conn = connect(&a.webhook_addr, webhook_roots(&client).await?).await?;
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let roots = webhook_roots(&client).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let period = Duration::from_micros(1_000_000 / a.rate.max(1));
-    let reviewer = tokio::spawn(async move {
-        let mut samples: Vec<(Instant, Duration)> = Vec::new();
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = stop_rx.changed() => break,
-                _ = tick.tick() => {}
-            }
-            let start = Instant::now();
-            post(&mut conn, &body).await?;
-            samples.push((start, start.elapsed()));
-        }
-        Ok::<_, Error>(samples)
+    let addr = a.webhook_addr.clone();
+    // The reviewer has an OS thread and a runtime of its own: on the load generator's runtime
+    // its answers would wait behind the generator's own work (decoding lists of 100,000
+    // objects while it polls the labels) and be timed as the webhook's.
+    let reviewer = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(review_loop(addr, roots, body, period, stop_rx))
     });
-
     // 4. Idle.
     let idle_from = Instant::now();
     tokio::time::sleep(Duration::from_secs(a.idle_seconds)).await;
@@ -479,17 +534,21 @@ async fn main() -> Result<(), Error> {
         if big_at.elapsed() > Duration::from_secs(a.deadline) {
             return Err(format!("{n} of {} labelled after {} s", a.objects, a.deadline).into());
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Each poll lists every labelled object: once a second keeps the generator's own
+        // work off the machine the run measures.
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let done = big_at.elapsed();
     let _ = stop_tx.send(true);
-    let samples = reviewer.await??;
+    let samples = reviewer.join().map_err(|_| "the reviewer panicked")??;
     let (idle, during): (Vec<_>, Vec<_>) = samples
         .into_iter()
-        .filter(|(at, _)| *at >= idle_from)
-        .partition(|(at, _)| *at < big_at);
-    let (idle, idle_p99) = summary(idle.into_iter().map(|(_, d)| d).collect());
-    let (during, during_p99) = summary(during.into_iter().map(|(_, d)| d).collect());
+        .filter(|(at, _, _)| *at >= idle_from)
+        .partition(|(at, _, _)| *at < big_at);
+    let (idle_floor, idle_floor_p99) = summary(idle.iter().map(|(_, _, f)| *f).collect());
+    let (during_floor, during_floor_p99) = summary(during.iter().map(|(_, _, f)| *f).collect());
+    let (idle, idle_p99) = summary(idle.into_iter().map(|(_, d, _)| d).collect());
+    let (during, during_p99) = summary(during.into_iter().map(|(_, d, _)| d).collect());
     println!(
         "`big`: all {} objects labelled {:.1} s after its create (the new Usage was enforced at {:.1} s)",
         a.objects,
@@ -501,6 +560,12 @@ async fn main() -> Result<(), Error> {
     println!(
         "p99 during / idle: {:.2}",
         during_p99.as_secs_f64() / idle_p99.as_secs_f64().max(1e-9)
+    );
+    println!("floor (/healthz) idle:         {idle_floor}");
+    println!("floor (/healthz) during:       {during_floor}");
+    println!(
+        "floor p99 during / idle: {:.2}",
+        during_floor_p99.as_secs_f64() / idle_floor_p99.as_secs_f64().max(1e-9)
     );
     println!(
         "lien RSS at the end (VmRSS, VmHWM): {:?} KiB",
