@@ -460,15 +460,17 @@ impl Controller {
                         let attempt = events::attempt_of(&denial, t);
                         events::record_repeats(&st, &denial, &attempt, config.replay_key.as_ref())
                     }),
-                    hold_events: refusals.admit(
-                        crate::refusals::RefusalKey {
-                            object: denial.object.clone(),
-                            uid: denial.uid.clone(),
-                            user: denial.user.clone(),
-                            message: denial.message.clone(),
-                        },
-                        std::time::Instant::now(),
-                    ) == crate::refusals::Verdict::HoldBack,
+                    // Only a refusal that will be published counts as published.
+                    hold_events: target.is_some()
+                        && refusals.admit(
+                            crate::refusals::RefusalKey {
+                                object: denial.object.clone(),
+                                uid: denial.uid.clone(),
+                                user: denial.user.clone(),
+                                message: denial.message.clone(),
+                            },
+                            std::time::Instant::now(),
+                        ) == crate::refusals::Verdict::HoldBack,
                 };
                 let writer = Writer::new(client.clone(), config.write_timeout);
                 let recorder = audit_recorder();
