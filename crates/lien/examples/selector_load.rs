@@ -2,6 +2,8 @@
 //! enforced, and the webhook's latency meanwhile — against a real `lien run` process (issue 28,
 //! finding 1; docs/benchmarks.md "A selector Usage over many objects").
 //!
+//! `scripts/selector-load.sh N [pinned]` does all of this with a fresh sandbox; by hand:
+//!
 //! ```text
 //! cargo build --release -p lien --example selector_load --bin lien
 //! target/release/lien sandbox --no-lien --port 0 --kubeconfig /tmp/sl.kubeconfig \
