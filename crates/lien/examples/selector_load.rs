@@ -253,24 +253,7 @@ async fn post(conn: &mut BufReader<Tls>, body: &str) -> Result<String, Error> {
         body.len()
     );
     conn.get_mut().write_all(request.as_bytes()).await?;
-    let mut status = String::new();
-    conn.read_line(&mut status).await?;
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        conn.read_line(&mut line).await?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            length = v.trim().parse()?;
-        }
-    }
-    let mut answer = vec![0; length];
-    conn.read_exact(&mut answer).await?;
+    let (status, answer) = response(conn).await?;
     let review: Value = serde_json::from_slice(&answer)?;
     if review["response"]["allowed"] != json!(false) || review["response"]["status"]["code"] != 409
     {
@@ -314,11 +297,18 @@ async fn healthz(conn: &mut BufReader<Tls>) -> Result<(), Error> {
     conn.get_mut()
         .write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
         .await?;
-    let mut status = String::new();
-    conn.read_line(&mut status).await?;
+    let (status, _) = response(conn).await?;
     if !status.contains(" 200 ") {
         return Err(format!("/healthz answered {status}").into());
     }
+    Ok(())
+}
+
+/// One HTTP/1.1 response on a kept-alive connection: its status line and its body (the
+/// server gives a `content-length`).
+async fn response(conn: &mut BufReader<Tls>) -> Result<(String, Vec<u8>), Error> {
+    let mut status = String::new();
+    conn.read_line(&mut status).await?;
     let mut length = 0;
     loop {
         let mut line = String::new();
@@ -335,7 +325,7 @@ async fn healthz(conn: &mut BufReader<Tls>) -> Result<(), Error> {
     }
     let mut body = vec![0; length];
     conn.read_exact(&mut body).await?;
-    Ok(())
+    Ok((status, body))
 }
 
 /// A dry-run DELETE review of `object`, as kube-apiserver sends it.

@@ -23,6 +23,14 @@ async fn in_use(env: &mut Env, name: &str, used: &str, reason: &str) {
     wait_label(&env.configmaps(), used, true).await;
 }
 
+/// ConfigMaps `app` and `db`, `db` in use by `app` through the Usage `app-uses-db`.
+async fn app_uses_db(env: &mut Env) {
+    for name in ["app", "db"] {
+        env.configmap(name, json!({})).await;
+    }
+    in_use(env, "app-uses-db", "db", "the app keeps its orders in db").await;
+}
+
 fn note(e: &Event) -> &str {
     e.note.as_deref().unwrap_or_default()
 }
@@ -47,16 +55,8 @@ async fn a_refused_delete_is_a_warning_event_on_the_object_and_the_usage_and_a_d
     let mut env = Env::start("events-refused").await;
     let ns = env.ns.clone();
     let user = env.user().await;
-    for name in ["app", "db", "cache"] {
-        env.configmap(name, json!({})).await;
-    }
-    in_use(
-        &mut env,
-        "app-uses-db",
-        "db",
-        "the app keeps its orders in db",
-    )
-    .await;
+    app_uses_db(&mut env).await;
+    env.configmap("cache", json!({})).await;
     in_use(&mut env, "app-uses-cache", "cache", "the app warms it").await;
     let cms = env.configmaps();
 
@@ -138,16 +138,7 @@ async fn a_delete_retried_in_a_loop_is_recorded_and_reported_once_and_another_us
     let mut env = Env::start("events-retried").await;
     let ns = env.ns.clone();
     let alice = env.user().await;
-    for name in ["app", "db"] {
-        env.configmap(name, json!({})).await;
-    }
-    in_use(
-        &mut env,
-        "app-uses-db",
-        "db",
-        "the app keeps its orders in db",
-    )
-    .await;
+    app_uses_db(&mut env).await;
     let cms = env.configmaps();
     let refused = |cms: Api<ConfigMap>| async move {
         let err = cms
