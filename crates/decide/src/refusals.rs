@@ -12,9 +12,9 @@
 //! What is coalesced, and for how long, is decided here with the time passed in:
 //! - **Events**: one refusal of an object's incarnation (its UID) by one user with one message
 //!   (who holds it, what happens next) is published at most once per [`EVENT_WINDOW`]; repeats
-//!   inside the window are counted, and the next publication after it is a new event of the
-//!   series. A change of who holds the object, of the user or of the incarnation is a new key
-//!   and is published at once.
+//!   inside the window are counted (`lien_controller_refusals_coalesced_total`), and the first
+//!   repeat after it is published as an Event of its own. A change of who holds the object, of
+//!   the user or of the incarnation is a new key and is published at once.
 //! - **The record**: rewritten only when it would say something new — see
 //!   [`crate::replay::DeletionAttempt::repeats`] — or the one on the object is older than
 //!   [`RECORD_REFRESH`], so its time stays within a minute of the last refusal and it never
