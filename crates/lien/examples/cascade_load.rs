@@ -8,6 +8,9 @@
 //! set (see docs/benchmarks.md, "CascadeRule teardown"):
 //! `cargo run --release -p lien --example cascade_load -- 1000 9 2000`
 
+#[path = "load/schemaless.rs"]
+mod schemaless;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +18,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
@@ -29,38 +31,11 @@ const EXTERNAL: &str = "bench.example.org/external";
 const CONCURRENCY: usize = 64;
 
 fn ar(kind: &str, plural: &str) -> ApiResource {
-    let mut ar = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1", kind));
-    ar.plural = plural.into();
-    ar
+    schemaless::resource(GROUP, kind, plural)
 }
 
 async fn crd(client: &Client, kind: &str, plural: &str, namespaced: bool) -> anyhow::Result<()> {
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": format!("{plural}.{GROUP}")},
-        "spec": {"group": GROUP, "scope": if namespaced { "Namespaced" } else { "Cluster" },
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
-                      "listKind": format!("{kind}List")},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))?;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    api.patch(
-        &format!("{plural}.{GROUP}"),
-        &PatchParams::apply("cascade-load").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .with_context(|| format!("CRD {plural}"))?;
-    // Established: served.
-    let objects: Api<DynamicObject> = Api::all_with(client.clone(), &ar(kind, plural));
-    for _ in 0..200 {
-        if objects.list(&ListParams::default().limit(1)).await.is_ok() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    anyhow::bail!("CRD {plural} not served")
+    schemaless::crd(client, "cascade-load", GROUP, (kind, plural), namespaced).await
 }
 
 #[tokio::main]

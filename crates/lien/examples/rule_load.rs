@@ -38,8 +38,11 @@ use serde_json::{Value, json};
 
 #[path = "load/mod.rs"]
 mod load;
+#[path = "load/measure.rs"]
+mod measure;
 
 use load::{Error, create_all, resource};
+use measure::{child_of, dry_delete, percentile, rss};
 
 struct Args {
     kubeconfig: PathBuf,
@@ -189,54 +192,8 @@ fn pack_rule(path: &PathBuf) -> Result<Value, Error> {
     .into())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// `VmRSS` and `VmHWM` of a process, in KiB.
-fn rss(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// The `lien` process under `/usr/bin/time`: its only child.
-fn child_of(pid: u32) -> Option<u32> {
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    children.split_whitespace().next()?.parse().ok()
-}
-
-/// The HTTP status of a dry-run DELETE of the pool: 200 allowed, 409 refused (in use), 500 when
-/// Lien could not confirm a label its index cannot explain (a client retries).
-async fn dry_delete(pools: &Api<DynamicObject>, name: &str) -> Result<u16, Error> {
-    match pools
-        .delete(
-            name,
-            &DeleteParams {
-                dry_run: true,
-                ..Default::default()
-            },
-        )
-        .await
-    {
-        Ok(_) => Ok(200),
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 500 => Ok(e.code),
-        Err(e) => Err(e.into()),
-    }
 }
 
 async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut check: F) -> Result<Duration, Error>

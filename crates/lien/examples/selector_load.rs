@@ -49,8 +49,11 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 #[path = "load/mod.rs"]
 mod load;
+#[path = "load/measure.rs"]
+mod measure;
 
 use load::{Error, create_all, resource};
+use measure::{child_of, dry_delete, percentile, rss};
 
 const NAMESPACE: &str = "sel";
 
@@ -171,15 +174,6 @@ async fn create_objects(client: &Client, a: &Args) -> Result<(), Error> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// The HTTP status of a dry-run DELETE of ConfigMap `name`: 200 allowed, 409 refused.
-async fn dry_delete(cms: &Api<DynamicObject>, name: &str) -> Result<u16, Error> {
-    match cms.delete(name, &DeleteParams::default().dry_run()).await {
-        Ok(_) => Ok(200),
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 500 => Ok(e.code),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Polls until a dry-run DELETE of `name` is refused; the time it took.
@@ -348,14 +342,6 @@ fn review(object: &Value) -> String {
     .to_string()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
 fn us(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
@@ -385,25 +371,6 @@ impl Drop for Stop {
             .args(["-TERM", &self.0.to_string()])
             .status();
     }
-}
-
-/// `VmRSS` and `VmHWM` of a process, in KiB.
-fn rss(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// The `lien` process under `/usr/bin/time`: its only child.
-fn child_of(pid: u32) -> Option<u32> {
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    children.split_whitespace().next()?.parse().ok()
 }
 
 async fn labelled(cms: &Api<DynamicObject>) -> Result<usize, Error> {

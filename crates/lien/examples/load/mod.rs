@@ -1,4 +1,4 @@
-//! What the load examples (`plugin_load`, `rule_load`) share: their flags, the client, and
+//! What the load examples (`plugin_load`, `rule_load`, `selector_load`) share: their flags, the client, and
 //! building a fixture fast.
 
 use std::path::Path;
