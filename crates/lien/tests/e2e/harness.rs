@@ -763,6 +763,49 @@ pub async fn webhook_roots(env: &Env) -> rustls::RootCertStore {
     roots
 }
 
+/// An AdmissionReview of `operation` on `object` (the stored `old_object` beside it), forged in
+/// the name of the sandbox's admin (who may delete anything), as someone who reaches the
+/// webhook's port would POST it (`post_without_client_certificate`).
+pub fn forged_review(
+    uid: &str,
+    (kind, resource): (&str, &str),
+    operation: &str,
+    object: Value,
+    old_object: &Value,
+) -> Value {
+    let mut request = json!({"uid": uid,
+        "kind": {"group": "", "version": "v1", "kind": kind},
+        "resource": {"group": "", "version": "v1", "resource": resource},
+        "name": old_object["metadata"]["name"], "operation": operation,
+        "userInfo": {"username": lien_sandbox::sandbox::ADMIN_USER,
+                     "groups": ["system:masters", "system:authenticated"]},
+        "object": object, "oldObject": old_object, "dryRun": false});
+    if let Some(ns) = old_object["metadata"]["namespace"].as_str() {
+        request["namespace"] = json!(ns);
+    } else if resource == "namespaces" {
+        request["namespace"] = old_object["metadata"]["name"].clone();
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+}
+
+/// The sealed record the patch of `/mutate`'s `answer` would store, the review allowed.
+pub fn sealed_record(answer: &Value) -> String {
+    use base64::Engine;
+    let response = &answer["response"];
+    // No client CA: the webhook cannot tell a forged review from the API server, and answers.
+    assert_eq!(response["allowed"], true, "{answer}");
+    let patch: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(response["patch"].as_str().expect("a patch"))
+            .expect("base64"),
+    )
+    .expect("json");
+    patch[1]["value"]
+        .as_str()
+        .expect("a sealed record")
+        .to_owned()
+}
+
 /// POSTs `review` to the webhook's `path` (`/validate`, `/mutate`) over TLS without a client
 /// certificate, as anyone who can reach the port could; returns the AdmissionReview answered.
 pub async fn post_without_client_certificate(env: &Env, path: &str, review: &Value) -> Value {

@@ -23,35 +23,8 @@ use crate::harness::*;
 async fn forged_sealed_record(env: &Env, resource: &str, kind: &str, object: &Value) -> String {
     let mut asked = object.clone();
     asked["metadata"]["annotations"] = json!({DELETE_WHEN_FREE_ANNOTATION: "Background"});
-    let mut request = json!({"uid": "forged",
-        "kind": {"group": "", "version": "v1", "kind": kind},
-        "resource": {"group": "", "version": "v1", "resource": resource},
-        "name": object["metadata"]["name"], "operation": "UPDATE",
-        "userInfo": {"username": lien_sandbox::sandbox::ADMIN_USER,
-                     "groups": ["system:masters", "system:authenticated"]},
-        "object": asked, "oldObject": object, "dryRun": false});
-    if let Some(ns) = object["metadata"]["namespace"].as_str() {
-        request["namespace"] = json!(ns);
-    } else if resource == "namespaces" {
-        request["namespace"] = object["metadata"]["name"].clone();
-    }
-    let review =
-        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
-    let answer = post_without_client_certificate(env, "/mutate", &review).await;
-    let response = &answer["response"];
-    // No client CA: the webhook cannot tell this from the API server, and answers.
-    assert_eq!(response["allowed"], true, "{answer}");
-    use base64::Engine;
-    let patch: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::STANDARD
-            .decode(response["patch"].as_str().expect("a patch"))
-            .expect("base64"),
-    )
-    .expect("json");
-    patch[1]["value"]
-        .as_str()
-        .expect("a sealed record")
-        .to_owned()
+    let review = forged_review("forged", (kind, resource), "UPDATE", asked, object);
+    sealed_record(&post_without_client_certificate(env, "/mutate", &review).await)
 }
 
 fn refused_by(result: Result<impl std::fmt::Debug, kube::Error>, hook: &str, parts: &[&str]) {

@@ -55,35 +55,14 @@ async fn forge_both(env: &Env, name: &str) -> String {
     let stored = serde_json::to_value(cms.get(name).await.expect("get")).expect("json");
     let mut asked = stored.clone();
     asked["metadata"]["annotations"] = json!({DELETE_WHEN_FREE_ANNOTATION: "Background"});
-    let request = |op: &str, object: Value| {
-        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": format!("forged-{op}"),
-                "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-                "name": name, "namespace": env.ns, "operation": op,
-                "userInfo": {"username": lien_sandbox::sandbox::ADMIN_USER,
-                             "groups": ["system:masters", "system:authenticated"]},
-                "object": object, "oldObject": stored, "dryRun": false}})
-    };
-    let answer =
-        post_without_client_certificate(env, "/validate", &request("DELETE", Value::Null)).await;
+    let kind = ("ConfigMap", "configmaps");
+    let delete = forged_review("forged-DELETE", kind, "DELETE", Value::Null, &stored);
+    let answer = post_without_client_certificate(env, "/validate", &delete).await;
     // Answered (protection does not stop), as a refusal nobody records.
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
     assert_eq!(answer["response"]["status"]["code"], 409, "{answer}");
-    let answer = post_without_client_certificate(env, "/mutate", &request("UPDATE", asked)).await;
-    let response = &answer["response"];
-    assert_eq!(response["allowed"], true, "{answer}");
-    use base64::Engine;
-    let patch: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::STANDARD
-            .decode(response["patch"].as_str().expect("a patch"))
-            .expect("base64"),
-    )
-    .expect("json");
-    patch[1]["value"]
-        .as_str()
-        .expect("a sealed record")
-        .to_owned()
+    let update = forged_review("forged-UPDATE", kind, "UPDATE", asked, &stored);
+    sealed_record(&post_without_client_certificate(env, "/mutate", &update).await)
 }
 
 /// The object is intact: same UID, no record, no request.
