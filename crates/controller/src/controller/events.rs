@@ -69,31 +69,35 @@ fn source_reference(source: &Source, uid: &str) -> ObjectReference {
     }
 }
 
-/// Whether the object of `denial` already carries a record Lien sealed that will replay it —
-/// for this incarnation, not expired: typically a deletion requested with `kubectl lien delete
-/// --when-free`. A refusal that asks for no replay must not replace it (the user's request
-/// would be lost to someone else's plain `kubectl delete`).
-pub(super) fn replay_pending(
+/// The record Lien sealed on the object of `denial`, as cached, opened, with the object's UID
+/// (`None`: no key, no such object, no record, or one that does not verify).
+pub(super) fn cached_record(
     st: &State,
     denial: &Denial,
     key: Option<&ReplayKey>,
-    ttl: std::time::Duration,
-) -> bool {
-    let Some(key) = key else {
-        return false;
-    };
+) -> Option<(String, DeletionAttempt)> {
+    let key = key?;
     let object = &denial.object;
     let gk = GroupKind::new(&object.group, &object.kind);
-    let Some(o) = st.caches.kind(&gk).and_then(|k| {
+    let o = st.caches.kind(&gk).and_then(|k| {
         k.objects
             .get(&(object.namespace.clone(), object.name.clone()))
-    }) else {
-        return false;
-    };
-    o.annotations
-        .get(DELETION_ATTEMPT_ANNOTATION)
-        .and_then(|raw| replay::open(raw, key, object).ok())
-        .is_some_and(|a| a.replay && a.uid == o.uid && !a.expired(Timestamp::now(), ttl))
+    })?;
+    let raw = o.annotations.get(DELETION_ATTEMPT_ANNOTATION)?;
+    let attempt = replay::open(raw, key, object).ok()?;
+    Some((o.uid.clone(), attempt))
+}
+
+/// Whether `recorded` (on an object of UID `uid`) will replay it — for this incarnation, not
+/// expired: typically a deletion requested with `kubectl lien delete --when-free`. A refusal
+/// that asks for no replay must not replace it (the user's request would be lost to someone
+/// else's plain `kubectl delete`).
+pub(super) fn replay_pending(
+    uid: &str,
+    recorded: &DeletionAttempt,
+    ttl: std::time::Duration,
+) -> bool {
+    recorded.replay && recorded.uid == uid && !recorded.expired(Timestamp::now(), ttl)
 }
 
 /// Publishes the Normal Event of a replay on the object it deleted, naming who asked.
@@ -168,30 +172,10 @@ pub(super) fn attempt_of(denial: &Denial, target: &ObjectTarget) -> DeletionAtte
     }
 }
 
-/// Whether the record on the object (as cached) already says what `attempt` would, and is
-/// under [`refusals::RECORD_REFRESH`] old: a repeated refusal then rewrites nothing.
-pub(super) fn record_repeats(
-    st: &State,
-    denial: &Denial,
-    attempt: &DeletionAttempt,
-    key: Option<&ReplayKey>,
-) -> bool {
-    let Some(key) = key else {
-        return false;
-    };
-    let object = &denial.object;
-    let gk = GroupKind::new(&object.group, &object.kind);
-    st.caches
-        .kind(&gk)
-        .and_then(|k| {
-            k.objects
-                .get(&(object.namespace.clone(), object.name.clone()))
-        })
-        .and_then(|o| o.annotations.get(DELETION_ATTEMPT_ANNOTATION))
-        .and_then(|raw| replay::open(raw, key, object).ok())
-        .is_some_and(|recorded| {
-            attempt.repeats(&recorded, Timestamp::now(), refusals::RECORD_REFRESH)
-        })
+/// Whether `recorded` already says what `attempt` would, and is under
+/// [`refusals::RECORD_REFRESH`] old: a repeated refusal then rewrites nothing.
+pub(super) fn record_repeats(attempt: &DeletionAttempt, recorded: &DeletionAttempt) -> bool {
+    attempt.repeats(recorded, Timestamp::now(), refusals::RECORD_REFRESH)
 }
 
 /// What a refused DELETE still has written once its repeats are coalesced

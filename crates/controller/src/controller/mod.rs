@@ -449,17 +449,18 @@ impl Controller {
                 // What the record needs from the state is taken now, in the order of events.
                 let target = events::denial_target(&st, &denial);
                 let usages = events::blocking_sources(&st, &shared.index, &denial);
+                // The record on the object, opened once for both questions.
+                let recorded = events::cached_record(&st, &denial, config.replay_key.as_ref());
                 let coalesced = events::Coalesced {
-                    keep_pending: events::replay_pending(
-                        &st,
-                        &denial,
-                        config.replay_key.as_ref(),
-                        config.replay_ttl,
-                    ),
-                    repeats: target.as_ref().is_some_and(|t| {
-                        let attempt = events::attempt_of(&denial, t);
-                        events::record_repeats(&st, &denial, &attempt, config.replay_key.as_ref())
-                    }),
+                    keep_pending: recorded
+                        .as_ref()
+                        .is_some_and(|(uid, r)| events::replay_pending(uid, r, config.replay_ttl)),
+                    repeats: target
+                        .as_ref()
+                        .zip(recorded.as_ref())
+                        .is_some_and(|(t, (_, r))| {
+                            events::record_repeats(&events::attempt_of(&denial, t), r)
+                        }),
                     // Only a refusal that will be published counts as published.
                     hold_events: target.is_some()
                         && refusals.admit(
