@@ -25,16 +25,10 @@ pub(super) fn user_info(user: &UserInfo) -> Value {
     Value::Object(m)
 }
 
-/// The `request` of an `AdmissionReview`. Go's field order is kept; `subResource`,
-/// `requestSubResource`, `name` and `namespace` are `omitempty`, while `object`, `oldObject`
-/// and `options` are raw extensions that marshal as `null` when absent.
-///
-/// kube-apiserver sends the resource and kind the webhook matched (`resource`, `kind`) next to
-/// the ones of the actual request (`requestResource`, `requestKind`); with each resource served
-/// at a single version they are always equal here.
-pub(super) fn admission_request(uid: &str, attrs: &Attributes) -> Value {
+/// What a review and a CEL `request` both say of the request, in Go's field order, from
+/// `kind` to `userInfo`, `omitempty` fields left out when empty.
+fn described(attrs: &Attributes) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("uid".into(), json!(uid));
     m.insert("kind".into(), json!(attrs.kind));
     m.insert("resource".into(), json!(attrs.resource));
     if !attrs.sub_resource.is_empty() {
@@ -53,6 +47,20 @@ pub(super) fn admission_request(uid: &str, attrs: &Attributes) -> Value {
     }
     m.insert("operation".into(), json!(attrs.operation));
     m.insert("userInfo".into(), user_info(&attrs.user));
+    m
+}
+
+/// The `request` of an `AdmissionReview`. Go's field order is kept; `subResource`,
+/// `requestSubResource`, `name` and `namespace` are `omitempty`, while `object`, `oldObject`
+/// and `options` are raw extensions that marshal as `null` when absent.
+///
+/// kube-apiserver sends the resource and kind the webhook matched (`resource`, `kind`) next to
+/// the ones of the actual request (`requestResource`, `requestKind`); with each resource served
+/// at a single version they are always equal here.
+pub(super) fn admission_request(uid: &str, attrs: &Attributes) -> Value {
+    let mut m = Map::new();
+    m.insert("uid".into(), json!(uid));
+    m.extend(described(attrs));
     m.insert("object".into(), attrs.object.clone().unwrap_or(Value::Null));
     m.insert(
         "oldObject".into(),
@@ -80,25 +88,7 @@ pub(super) fn admission_review(api_version: &str, uid: &str, attrs: &Attributes)
 /// user's empty fields, are absent (`request.subResource` on a main resource's write is "no
 /// such key", `has(request.subResource)` false), not empty strings.
 pub(super) fn cel_request(attrs: &Attributes) -> Value {
-    let mut m = Map::new();
-    m.insert("kind".into(), json!(attrs.kind));
-    m.insert("resource".into(), json!(attrs.resource));
-    if !attrs.sub_resource.is_empty() {
-        m.insert("subResource".into(), json!(attrs.sub_resource));
-    }
-    m.insert("requestKind".into(), json!(attrs.kind));
-    m.insert("requestResource".into(), json!(attrs.resource));
-    if !attrs.sub_resource.is_empty() {
-        m.insert("requestSubResource".into(), json!(attrs.sub_resource));
-    }
-    if !attrs.name.is_empty() {
-        m.insert("name".into(), json!(attrs.name));
-    }
-    if !attrs.namespace.is_empty() {
-        m.insert("namespace".into(), json!(attrs.namespace));
-    }
-    m.insert("operation".into(), json!(attrs.operation));
-    m.insert("userInfo".into(), user_info(&attrs.user));
+    let mut m = described(attrs);
     m.insert("dryRun".into(), json!(attrs.dry_run));
     if !attrs.options.is_null() {
         m.insert("options".into(), attrs.options.clone());
