@@ -6,7 +6,6 @@
 //! Deletion in a Cluster" (tasks/administer-cluster/use-cascading-deletion), and
 //! kube-controller-manager's garbage collector (`attemptToDeleteItem`, `deleteObject`).
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -18,7 +17,7 @@ use serde_json::json;
 use crate::common;
 use crate::support::{
     DEADLINE, HOLD, configmap, is_deleting, namespace, owner_ref, present, remove_finalizer,
-    wait_gone, wait_until,
+    wait_gone, wait_until, watch_configmap_deletes,
 };
 
 /// "Garbage Collection" › Cascading deletion › Background cascading deletion: "the Kubernetes
@@ -111,7 +110,7 @@ async fn foreground_deletion_waits_for_blocking_dependents_only() {
     let webhook = TestWebhook::start(|_| Verdict::Allow)
         .await
         .expect("webhook starts");
-    watch_configmap_deletes(&client, &webhook, None).await;
+    watch_configmap_deletes(&client, &webhook, "configmap-deletes", None).await;
     let owner = configmap(&cms, "owner", vec![], &[], &[]).await;
     configmap(
         &cms,
@@ -382,6 +381,7 @@ async fn refused_delete_is_retried_until_admission_allows_it() {
     watch_configmap_deletes(
         &client,
         &webhook,
+        "configmap-deletes",
         Some(json!({"matchLabels": {"lifecycle.test/guarded": "true"}})),
     )
     .await;
@@ -442,26 +442,4 @@ async fn refused_delete_is_retried_until_admission_allows_it() {
     .await;
     webhook.stop().await;
     sandbox.shutdown().await;
-}
-
-/// Sends every DELETE of a ConfigMap (matching `selector`) to `webhook`.
-async fn watch_configmap_deletes(
-    client: &kube::Client,
-    webhook: &TestWebhook,
-    selector: Option<serde_json::Value>,
-) {
-    let config = webhook.configuration(
-        "configmap-deletes",
-        json!([{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]),
-        "Fail",
-        selector,
-    );
-    let hooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    hooks
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(config).expect("webhook configuration"),
-        )
-        .await
-        .expect("create webhook configuration");
 }

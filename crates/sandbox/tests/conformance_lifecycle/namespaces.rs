@@ -5,16 +5,14 @@
 //! `NamespaceLifecycle` admission plugin, and kube-controller-manager's namespace controller
 //! (`namespaced_resources_deleter`, its status conditions).
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, NamespaceCondition};
 use kube::api::{Api, DeleteParams, PostParams};
 use lien_sandbox::testing::{TestWebhook, Verdict};
-use serde_json::json;
 
 use crate::common;
 use crate::support::{
     DEADLINE, HOLD, configmap, is_deleting, namespace, present, remove_finalizer, status,
-    wait_gone, wait_until,
+    wait_gone, wait_until, watch_configmap_deletes,
 };
 
 fn condition<'a>(ns: &'a Namespace, type_: &str) -> Option<&'a NamespaceCondition> {
@@ -44,20 +42,7 @@ async fn terminating_namespace_refuses_content_and_deletes_it_through_admission(
     let webhook = TestWebhook::start(|_| Verdict::Allow)
         .await
         .expect("webhook starts");
-    let config = webhook.configuration(
-        "watch-deletes",
-        json!([{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]),
-        "Fail",
-        None,
-    );
-    let hooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    hooks
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(config).expect("webhook configuration"),
-        )
-        .await
-        .expect("create webhook configuration");
+    watch_configmap_deletes(&client, &webhook, "watch-deletes", None).await;
     configmap(&cms, "content", vec![], &[], &[]).await;
     configmap(&cms, "held", vec![], &[HOLD], &[]).await;
 
@@ -247,20 +232,7 @@ async fn a_refused_object_stops_its_collection_until_it_is_let_through() {
         .await
         .expect("webhook starts")
     };
-    let config = webhook.configuration(
-        "refuse-b",
-        json!([{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]),
-        "Fail",
-        None,
-    );
-    let hooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    hooks
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(config).expect("webhook configuration"),
-        )
-        .await
-        .expect("create webhook configuration");
+    watch_configmap_deletes(&client, &webhook, "refuse-b", None).await;
     for name in ["a", "b", "c"] {
         configmap(&cms, name, vec![], &[], &[]).await;
     }

@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use kube::{Resource, ResourceExt};
+use lien_sandbox::testing::TestWebhook;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -145,4 +147,28 @@ pub fn status<T: Debug>(result: Result<T, kube::Error>) -> Box<Status> {
         Err(kube::Error::Api(s)) => s,
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// Sends every DELETE of a ConfigMap (matching `selector`) to `webhook`, through a
+/// ValidatingWebhookConfiguration `name` that fails closed.
+pub async fn watch_configmap_deletes(
+    client: &kube::Client,
+    webhook: &TestWebhook,
+    name: &str,
+    selector: Option<serde_json::Value>,
+) {
+    let config = webhook.configuration(
+        name,
+        json!([{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]),
+        "Fail",
+        selector,
+    );
+    let hooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    hooks
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(config).expect("webhook configuration"),
+        )
+        .await
+        .expect("create webhook configuration");
 }
