@@ -33,6 +33,8 @@ The rules:
   `kube-root-ca.crt` ConfigMap, the webhook CA the case sends), the servers' own URLs
   (`https://127.0.0.1:PORT`, the recording proxy's `http://127.0.0.1:PORT`) and the test
   webhook's URL, which carries which server called it.
+- Go pointers: an address in a value Go's `%#v` printed into a message (`(*bool)(0xc000…)`)
+  becomes `(*bool)(<pointer>)`; a nil pointer stays `(*bool)(nil)`.
 - protobuf answers get the same rules through the generic decoding of protobuf.py, plus one for
   a `Time` there: a varint within a day of the run's start is a Unix time.
 """
@@ -66,6 +68,7 @@ QUERY_TIMEOUT = re.compile(r"([?&]timeoutSeconds=)\d+")
 QUERY_FIELD_SELECTOR = re.compile(r"([?&]fieldSelector=)([^&\s]+)")
 # klog's header on kubectl's log lines: severity, date, time, pid.
 KLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\s+\d+ ", re.M)
+GO_POINTER = re.compile(r"\((\*[\w.\[\]]+)\)\(0x[0-9a-f]+\)")
 DIFF_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d+ [+-]\d{4}")
 
 
@@ -124,6 +127,7 @@ def text(s, aliases, generated=()):
     s = KUBE_API_ACCESS.sub(lambda m: "kube-api-access-" + aliases.alias("gen", m.group(1)), s)
     s = SCRATCH.sub(lambda m: f"/tmp/<{m.group(1) or 'kubectl-edit'}>", s)
     s = DIFF_TIME.sub("<time>", s)
+    s = GO_POINTER.sub(r"(\1)(<pointer>)", s)
     s = NODE_PORT_IN_TEXT.sub(lambda m: _node_port(m, aliases), s)
     for prefix, suffix in generated:
         s = s.replace(prefix + suffix, prefix + aliases.alias("gen", suffix))

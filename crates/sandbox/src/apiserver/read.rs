@@ -208,12 +208,18 @@ fn encode_continue(revision: u64, after: ObjectKey) -> String {
     base64::engine::general_purpose::STANDARD.encode(token)
 }
 
+/// A requested resourceVersion, or the storage's `ParseResourceVersion` error: a field error
+/// kube-apiserver answers as a plain 500 (`resourceVersion: Invalid value: "x":
+/// strconv.ParseUint: …`).
 fn parse_revision(s: &str) -> Result<u64, ApiError> {
-    s.parse::<u64>().map_err(|_| {
-        ApiError::bad_request(format!(
-            "resourceVersion: Invalid value: \"{s}\": must be a valid resourceVersion"
-        ))
-    })
+    match super::options::parse_uint_error(s) {
+        None => Ok(s.parse::<u64>().unwrap_or_default()),
+        Some(why) => Err(ApiError::new(
+            500,
+            "",
+            format!("resourceVersion: Invalid value: \"{s}\": {why}"),
+        )),
+    }
 }
 
 impl ApiServer {
@@ -272,11 +278,11 @@ impl ApiServer {
             };
             Ok((table, token.revision, Some(token.after)))
         } else {
-            if let (Some(rv), Some("Exact")) = (
-                &opts.resource_version,
-                opts.resource_version_match.as_deref(),
-            ) {
-                let rv = parse_revision(rv)?;
+            let requested = match opts.resource_version.as_deref() {
+                None | Some("") => None,
+                Some(rv) => Some(parse_revision(rv)?),
+            };
+            if let (Some(rv), Some("Exact")) = (requested, opts.resource_version_match.as_deref()) {
                 if rv != store.revision() {
                     return Err(ApiError::gone(rv, store.revision()));
                 }

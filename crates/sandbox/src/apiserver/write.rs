@@ -551,8 +551,31 @@ impl ApiServer {
                 )],
             ));
         }
+        let client_uid = body["metadata"]["uid"].as_str().filter(|s| !s.is_empty());
         for _ in 0..MAX_RETRIES {
             let current = self.current(t)?;
+            // The storage's preconditions first: a body's uid is one (`DefaultUpdatedObjectInfo`
+            // `Preconditions`), checked against the stored object in `GuaranteedUpdate`.
+            let stored_uid = current["metadata"]["uid"].as_str().unwrap_or_default();
+            if let Some(uid) = client_uid.filter(|uid| *uid != stored_uid) {
+                return Err(ApiError::conflict(
+                    &t.resource.group,
+                    &t.resource.plural,
+                    &t.name,
+                    &format!(
+                        "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {stored_uid}",
+                        etcd_key(&t.resource, &t.namespace, &t.name)
+                    ),
+                ));
+            }
+            // Then the store's `ObjectResourceVersion` of the new object: Go's parse error,
+            // a plain 500.
+            if let Some(message) = client_rv
+                .as_deref()
+                .and_then(super::options::parse_uint_error)
+            {
+                return Err(ApiError::new(500, "", message));
+            }
             if let Some(rv) = &client_rv {
                 if current["metadata"]["resourceVersion"].as_str() != Some(rv.as_str()) {
                     return Err(ApiError::conflict_modified(
@@ -1200,4 +1223,28 @@ fn before_update(new: &Value, current: &Value) -> Value {
         }
     }
     view
+}
+
+/// Where kube-apiserver's etcd keeps an object (`/registry/<prefix>/<namespace>/<name>`), as its
+/// storage errors name it: the resource's name, but for the prefixes the built-in REST storages
+/// set themselves, and `<group>/<resource>` for custom resources and the aggregator's and
+/// apiextensions' own kinds.
+fn etcd_key(rt: &ResourceType, namespace: &str, name: &str) -> String {
+    let prefix = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "services") => "services/specs".to_string(),
+        ("", "endpoints") => "services/endpoints".to_string(),
+        ("", "nodes") => "minions".to_string(),
+        ("", "replicationcontrollers") => "controllers".to_string(),
+        ("networking.k8s.io", "ingresses") => "ingress".to_string(),
+        ("apiextensions.k8s.io" | "apiregistration.k8s.io", plural) => {
+            format!("{}/{plural}", rt.group)
+        }
+        (_, plural) if rt.is_custom() => format!("{}/{plural}", rt.group),
+        (_, plural) => plural.to_string(),
+    };
+    if rt.namespaced {
+        format!("/registry/{prefix}/{namespace}/{name}")
+    } else {
+        format!("/registry/{prefix}/{name}")
+    }
 }

@@ -2,6 +2,7 @@
 //! `as=Table`), watch streams and `Status` errors, over axum.
 
 mod discovery;
+mod go_json;
 mod negotiate;
 mod openapi;
 mod openapi_v2;
@@ -23,8 +24,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::apiserver::{
-    ApiServer, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, Propagation, Target,
-    WatchOptions, WriteOptions,
+    ApiServer, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, Target, WatchOptions,
+    WriteOptions,
 };
 use crate::auth::{Authenticator, UserInfo};
 use crate::error::ApiError;
@@ -534,7 +535,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
     let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
         .map_err(|_| ApiError::too_large("the request body is too large"))?;
-    let write = write_options(&query, user.clone(), &user_agent)?;
+    let write = write_options(&query, user.clone(), &user_agent, &method, &content_type)?;
     let body = body_as_json(&rt, &mut content_type, body)?;
     let q = |k: &str| query.get(k).map(String::as_str);
 
@@ -558,6 +559,22 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
     }
     match (method, info.name.is_empty()) {
         (Method::GET, true) if q("watch").is_some_and(query_bool) => {
+            if format == Format::Yaml {
+                // A watch has stream serializers for JSON and protobuf only (the watch
+                // handler's negotiation), so YAML is not acceptable, as kube-apiserver says.
+                let mut accepted = vec!["application/json;stream=watch"];
+                if !rt.is_custom() {
+                    accepted.push("application/vnd.kubernetes.protobuf;stream=watch");
+                }
+                return Err(ApiError::new(
+                    406,
+                    "NotAcceptable",
+                    format!(
+                        "only the following media types are accepted: {}",
+                        accepted.join(", ")
+                    ),
+                ));
+            }
             let opts = watch_options(&query)?;
             let timeout = opts.timeout.unwrap_or(server.config.default_watch_timeout);
             let stream = server.watch(&target, opts)?;
@@ -802,31 +819,59 @@ fn default_manager(user_agent: &str) -> String {
         .collect()
 }
 
+/// The options kind a write verb decodes its query into, as kube's handlers name it in a 422.
+fn write_options_kind(method: &Method) -> Option<&'static str> {
+    match *method {
+        Method::POST => Some("CreateOptions"),
+        Method::PUT => Some("UpdateOptions"),
+        Method::PATCH => Some("PatchOptions"),
+        _ => None,
+    }
+}
+
+/// A write's options from its query, validated as kube's create, update and patch handlers
+/// validate them before reading the body (`ValidateCreateOptions`, `…UpdateOptions`,
+/// `…PatchOptions`). A DELETE's are validated with its body ([`delete_options`]).
 fn write_options(
     query: &std::collections::HashMap<String, String>,
     user: UserInfo,
     user_agent: &str,
+    method: &Method,
+    content_type: &str,
 ) -> Result<WriteOptions, ApiError> {
-    let dry_run = match query.get("dryRun").map(String::as_str) {
-        None | Some("") => false,
-        Some("All") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid dryRun value: {other}: supported values: \"All\""
-            )));
-        }
-    };
-    let manager = query
-        .get("fieldManager")
+    let dry_run: Vec<String> = query
+        .get("dryRun")
+        .filter(|v| !v.is_empty())
         .cloned()
+        .into_iter()
+        .collect();
+    let field_validation = query.get("fieldValidation").map_or("", String::as_str);
+    let explicit_manager = query.get("fieldManager").map(String::as_str);
+    if let Some(kind) = write_options_kind(method) {
+        let patch = (*method == Method::PATCH).then(|| {
+            (
+                PatchKind::from_content_type(content_type) == Some(PatchKind::Apply),
+                query.contains_key("force"),
+            )
+        });
+        crate::apiserver::invalid_options(
+            kind,
+            crate::apiserver::validate_write_options(
+                explicit_manager,
+                &dry_run,
+                field_validation,
+                patch,
+            ),
+        )?;
+    }
+    let manager = explicit_manager
+        .map(str::to_string)
         .unwrap_or_else(|| default_manager(user_agent));
     Ok(WriteOptions {
         user,
-        dry_run,
+        dry_run: !dry_run.is_empty(),
         field_manager: manager,
-        field_validation: FieldValidation::parse(
-            query.get("fieldValidation").map_or("", String::as_str),
-        )?,
+        field_validation: FieldValidation::parse(field_validation),
         force: false,
         raw_body: None,
     })
@@ -839,13 +884,25 @@ fn list_options(
         query.get("labelSelector").map(String::as_str),
         query.get("fieldSelector").map(String::as_str),
     )?;
+    // A limit of zero or less is no limit (kube's `ListOptions.Limit` is an int64 it ignores
+    // unless positive).
     opts.limit = match query.get("limit") {
-        Some(l) if !l.is_empty() => Some(
-            l.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
-        ),
+        Some(l) if !l.is_empty() => {
+            let limit: i64 = l
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?;
+            usize::try_from(limit).ok().filter(|l| *l > 0)
+        }
         _ => None,
     };
+    let text = |k: &str| query.get(k).map_or("", String::as_str);
+    crate::apiserver::validate_list_options(&crate::apiserver::SentListOptions {
+        watch: query.get("watch").is_some_and(|v| query_bool(v)),
+        resource_version: text("resourceVersion"),
+        resource_version_match: text("resourceVersionMatch"),
+        continue_token: text("continue"),
+        send_initial_events: query.get("sendInitialEvents").map(|v| query_bool(v)),
+    })?;
     opts.continue_token = query.get("continue").filter(|c| !c.is_empty()).cloned();
     opts.resource_version = query
         .get("resourceVersion")
@@ -882,6 +939,8 @@ fn watch_options(
     })
 }
 
+/// A DELETE's options: from its body when it has one, else from its query — kube's delete
+/// handler reads one or the other — validated as `ValidateDeleteOptions` validates them.
 fn delete_options(
     query: &std::collections::HashMap<String, String>,
     body: &Bytes,
@@ -889,24 +948,43 @@ fn delete_options(
 ) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions::new(write.user.clone());
     opts.write = write;
-    if let Some(p) = query.get("propagationPolicy").filter(|p| !p.is_empty()) {
-        opts.propagation = Some(Propagation::parse(p)?);
-    }
-    if let Some(o) = query.get("orphanDependents") {
-        opts.orphan_dependents = Some(query_bool(o));
-        if opts.propagation.is_none() {
-            opts.propagation = Some(if query_bool(o) {
-                Propagation::Orphan
-            } else {
-                Propagation::Background
-            });
+    let sent = if body.is_empty() {
+        crate::apiserver::SentDeleteOptions {
+            orphan_dependents: query.get("orphanDependents").map(|o| query_bool(o)),
+            propagation: query
+                .get("propagationPolicy")
+                .filter(|p| !p.is_empty())
+                .cloned(),
+            dry_run: query
+                .get("dryRun")
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .into_iter()
+                .collect(),
+            ..Default::default()
         }
-    }
-    if !body.is_empty() {
-        let parsed = parse_json(body)?;
-        opts.merge_body(&parsed)?;
-    }
+    } else {
+        crate::apiserver::SentDeleteOptions::from_body(&delete_body(body)?)
+    };
+    opts.apply(sent)?;
     Ok(opts)
+}
+
+/// A DELETE's body, decoded as kube's delete handler decodes it: JSON or YAML into a
+/// `DeleteOptions`; what does not decode is its 500 (`couldn't get version/kind; json parse
+/// error: …`, the decoder's words, not a `StatusError`).
+fn delete_body(body: &Bytes) -> Result<Value, ApiError> {
+    match parse_json(body) {
+        Ok(value) if value.is_object() => Ok(value),
+        _ => Err(ApiError::new(
+            500,
+            "",
+            format!(
+                "couldn't get version/kind; json parse error: {}",
+                crate::http::go_json::syntax_error(body)
+            ),
+        )),
+    }
 }
 
 fn watch_response(
