@@ -266,7 +266,7 @@ impl Cause {
         }
     }
 
-    fn message_with_field(&self) -> String {
+    pub(crate) fn message_with_field(&self) -> String {
         if self.field.is_empty() {
             self.message.clone()
         } else {

@@ -11,7 +11,7 @@ use crate::validation::rules;
 pub(super) const DEPLOYMENTS: Workload = Workload {
     defaults: defaults::deployment,
     prepare_for_create: |object| object["status"] = json!({}),
-    validate: rules::replicated,
+    validate: rules::deployment,
     validate_update: rules::selector_unchanged,
     field_labels: FieldLabels::DEFAULT,
     scale: Some(BuiltinScale::LabelSelector),
@@ -37,7 +37,7 @@ pub(super) const STATEFUL_SETS: Workload = Workload {
     prepare_for_create: |object| {
         object["status"] = json!({"replicas": 0, "availableReplicas": 0});
     },
-    validate: rules::replicated,
+    validate: rules::stateful_set,
     validate_update: rules::stateful_set_update,
     field_labels: FieldLabels::DEFAULT,
     scale: Some(BuiltinScale::LabelSelector),

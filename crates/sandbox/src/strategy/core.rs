@@ -73,7 +73,7 @@ impl Strategy for Services {
         rules::service(object)
     }
     fn name_rule(&self) -> NameRule {
-        NameRule::Dns1123Label
+        NameRule::Dns1035Label
     }
     fn returns_deleted_object(&self) -> bool {
         true
@@ -120,6 +120,27 @@ impl Strategy for Secrets {
         causes.extend(string_maps(object));
         causes
     }
+    /// `ValidateSecretUpdate`: the type never changes; an immutable secret keeps its data and
+    /// stays immutable (`stringData` is already in `data`).
+    fn validate_update(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        if object["type"] != old["type"] {
+            causes.push(crate::schema::field::invalid(
+                "type",
+                &object["type"],
+                "field is immutable",
+            ));
+        }
+        causes.extend(rules::immutable_when_set(object, old, &["data"]));
+        causes.extend(self.validate(rt, version, object));
+        causes
+    }
     fn field_labels(&self) -> FieldLabels {
         FieldLabels {
             extra: &["type"],
@@ -134,6 +155,18 @@ impl Strategy for ConfigMaps {
     fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
         let mut causes = rules::config_map(object);
         causes.extend(string_maps(object));
+        causes
+    }
+    /// `ValidateConfigMapUpdate`: an immutable ConfigMap keeps its data and stays immutable.
+    fn validate_update(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<Cause> {
+        let mut causes = rules::immutable_when_set(object, old, &["data", "binaryData"]);
+        causes.extend(self.validate(rt, version, object));
         causes
     }
     fn field_labels(&self) -> FieldLabels {

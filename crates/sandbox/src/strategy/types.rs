@@ -9,8 +9,10 @@ use crate::registry::ResourceType;
 /// How `metadata.name` is checked (the `nameFn` a kind's `ValidateObjectMeta` is given).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {
-    /// `ValidateNamespaceName`, `ValidateServiceName`: a DNS-1123 label.
+    /// `ValidateNamespaceName`: a DNS-1123 label.
     Dns1123Label,
+    /// `ValidateServiceName`: a DNS-1035 label (it starts with a letter).
+    Dns1035Label,
     /// `ValidateRBACName`: a path segment (`system:discovery`).
     PathSegment,
     /// `NameIsDNSSubdomain`: everything else.

@@ -20,7 +20,9 @@
 //!
 //! Pure decision logic: no I/O, nothing panics on user input.
 
+pub(crate) mod kinds;
 pub(crate) mod names;
+mod owners;
 mod quantity;
 pub(crate) mod rules;
 
@@ -78,7 +80,7 @@ pub fn validate(
     object: &Value,
     kind_rules: Vec<Cause>,
 ) -> Result<Vec<Cause>, ApiError> {
-    let mut causes = metadata(object);
+    let mut causes = metadata(rt, object);
     let builtin = (!rt.is_custom())
         .then(|| crate::builtins::find(&rt.group, version, &rt.plural))
         .flatten();
@@ -108,9 +110,11 @@ pub fn validate(
     Ok(causes)
 }
 
-/// `ValidateObjectMeta`'s checks not made by `meta::prepare_create` (name and labels):
-/// `ValidateAnnotations`, keys then total size.
-fn metadata(object: &Value) -> Vec<Cause> {
+/// `ValidateObjectMeta`'s checks not made by `meta::prepare_create` (name and labels), in its
+/// order: `ValidateAnnotations` (keys, then total size), `ValidateOwnerReferences`,
+/// `ValidateFinalizers`; then, for the kinds validated by core's `ValidateObjectMeta`, its
+/// check that a finalizer without a `/` is a standard one.
+fn metadata(rt: &ResourceType, object: &Value) -> Vec<Cause> {
     let at = Path::root("metadata").child("annotations");
     let mut causes = names::annotation_keys(&object["metadata"]["annotations"], &at);
     if let Some(annotations) = object["metadata"]["annotations"].as_object() {
@@ -125,6 +129,21 @@ fn metadata(object: &Value) -> Vec<Cause> {
                 TOTAL_ANNOTATION_SIZE_LIMIT,
             ));
         }
+    }
+    causes.extend(owners::owner_references(
+        &object["metadata"]["ownerReferences"],
+    ));
+    let finalizers = &object["metadata"]["finalizers"];
+    causes.extend(owners::finalizers(finalizers));
+    // The kinds whose strategies call apimachinery's `ValidateObjectMeta` directly (custom
+    // resources, CRDs, webhook configurations, APIServices) skip core's extra check.
+    let core_meta = !rt.is_custom()
+        && !matches!(
+            rt.group.as_str(),
+            "apiextensions.k8s.io" | "admissionregistration.k8s.io" | "apiregistration.k8s.io"
+        );
+    if core_meta {
+        causes.extend(owners::kube_finalizer_names(finalizers));
     }
     causes
 }
@@ -432,10 +451,12 @@ mod tests {
     #[test]
     fn annotations_may_hold_256_kib() {
         let at_limit = json!({"metadata": {"annotations": {"k": "x".repeat(256 * 1024 - 1)}}});
-        assert!(metadata(&at_limit).is_empty());
+        let cm = crate::registry::Registry::with_builtins();
+        let cm = cm.get("", "configmaps").expect("built in");
+        assert!(metadata(cm, &at_limit).is_empty());
         let over = json!({"metadata": {"annotations": {"k": "x".repeat(256 * 1024)}}});
         assert_eq!(
-            metadata(&over)[0].message,
+            metadata(cm, &over)[0].message,
             "Too long: may not be more than 262144 bytes"
         );
     }

@@ -31,6 +31,20 @@ pub fn dns1123_label(s: &str) -> Vec<String> {
     errs
 }
 
+const DNS1035_LABEL: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// `IsDNS1035Label`: a DNS-1123 label that starts with a letter.
+pub fn dns1035_label(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !label_chars(s) || !s.starts_with(|c: char| c.is_ascii_lowercase()) {
+        errs.push(DNS1035_LABEL.to_string());
+    }
+    errs
+}
+
 /// `IsDNS1123Subdomain`.
 pub fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();

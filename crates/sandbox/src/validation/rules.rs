@@ -50,6 +50,84 @@ pub fn replicated(object: &Value) -> Vec<Cause> {
     causes
 }
 
+/// apps `ValidateDeploymentSpec`: what [`replicated`] checks, a selector that selects something,
+/// and `ValidateDeploymentStrategy`.
+pub fn deployment(object: &Value) -> Vec<Cause> {
+    let at = Path::root("spec");
+    let spec = &object["spec"];
+    let mut causes = replicated(object);
+    let selector = &spec["selector"];
+    let empty = |k: &str| {
+        selector[k].as_object().is_none_or(|m| m.is_empty())
+            && selector[k].as_array().is_none_or(|a| a.is_empty())
+    };
+    if selector.is_object() && empty("matchLabels") && empty("matchExpressions") {
+        // Go's `%#v` of the selector: nil or empty, as sent.
+        let labels = if selector["matchLabels"].is_object() {
+            "map[string]string{}"
+        } else {
+            "map[string]string(nil)"
+        };
+        let expressions = if selector["matchExpressions"].is_array() {
+            "[]v1.LabelSelectorRequirement{}"
+        } else {
+            "[]v1.LabelSelectorRequirement(nil)"
+        };
+        causes.push(Cause::new(
+            crate::schema::field::INVALID,
+            at.child("selector").as_str(),
+            format!(
+                "Invalid value: v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{expressions}}}: empty selector is invalid for deployment"
+            ),
+        ));
+    }
+    let strategy = &spec["strategy"];
+    let at = at.child("strategy");
+    match strategy["type"].as_str() {
+        Some("Recreate") => {
+            if !strategy["rollingUpdate"].is_null() {
+                causes.push(forbidden(
+                    at.child("rollingUpdate").as_str(),
+                    "may not be specified when strategy `type` is 'Recreate'",
+                ));
+            }
+        }
+        // Defaulted, with its rollingUpdate, when absent.
+        Some("RollingUpdate") | None => {}
+        Some(other) => {
+            let rolling = if strategy["rollingUpdate"].is_null() {
+                "(*apps.RollingUpdateDeployment)(nil)"
+            } else {
+                "(*apps.RollingUpdateDeployment)(0xc000010000)"
+            };
+            causes.push(Cause::new(
+                crate::schema::field::NOT_SUPPORTED,
+                at.as_str(),
+                format!(
+                    "Unsupported value: apps.DeploymentStrategy{{Type:{}, RollingUpdate:{rolling}}}: supported values: \"Recreate\", \"RollingUpdate\"",
+                    crate::schema::field::go_quote(other)
+                ),
+            ));
+        }
+    }
+    causes
+}
+
+/// apps `ValidateStatefulSetSpec`: what [`replicated`] checks, and the pod management policy.
+pub fn stateful_set(object: &Value) -> Vec<Cause> {
+    let mut causes = replicated(object);
+    if let Some(policy) = object["spec"]["podManagementPolicy"].as_str()
+        && !matches!(policy, "OrderedReady" | "Parallel" | "")
+    {
+        causes.push(invalid(
+            "spec.podManagementPolicy",
+            &json!(policy),
+            "must be 'OrderedReady' or 'Parallel'",
+        ));
+    }
+    causes
+}
+
 /// apps `ValidateDaemonSetSpec`: a selector that matches the template's labels.
 pub fn daemon_set(object: &Value) -> Vec<Cause> {
     selector_and_template(&object["spec"], &Path::root("spec"))
@@ -57,7 +135,19 @@ pub fn daemon_set(object: &Value) -> Vec<Cause> {
 
 /// core `ValidateReplicationControllerSpec`: replicas not negative.
 pub fn replication_controller(object: &Value) -> Vec<Cause> {
-    nonnegative(&object["spec"], &Path::root("spec"), "replicas")
+    let at = Path::root("spec");
+    let spec = &object["spec"];
+    let mut causes = Vec::new();
+    // `ValidateNonEmptySelector` (defaulting copied the template's labels, when there is one).
+    if spec["selector"].as_object().is_none_or(|m| m.is_empty()) {
+        causes.push(required(at.child("selector").as_str(), ""));
+    }
+    causes.extend(nonnegative(spec, &at, "replicas"));
+    // `ValidatePodTemplateSpecForRC`: the template is a pointer, and required.
+    if spec["template"].is_null() {
+        causes.push(required(at.child("template").as_str(), ""));
+    }
+    causes
 }
 
 /// batch `ValidateJobSpec`.
@@ -67,7 +157,19 @@ pub fn job(object: &Value) -> Vec<Cause> {
 
 /// batch `ValidateCronJobSpec`.
 pub fn cron_job(object: &Value) -> Vec<Cause> {
-    cron_job_spec(&object["spec"], &Path::root("spec"))
+    let mut causes = Vec::new();
+    // `ValidateCronJobCreate`: the name leaves room for the 11 characters of a Job's suffix in
+    // a DNS-1035 label.
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if name.len() > 52 {
+        causes.push(invalid(
+            "metadata.name",
+            &json!(name),
+            "must be no more than 52 characters",
+        ));
+    }
+    causes.extend(cron_job_spec(&object["spec"], &Path::root("spec")));
+    causes
 }
 
 /// core `ValidateService`'s spec checks, and `ValidateLoadBalancerStatus`'s rule that only a
@@ -325,16 +427,20 @@ fn job_spec(spec: &Value, at: &Path) -> Vec<Cause> {
     ] {
         causes.extend(nonnegative(spec, at, field));
     }
-    if let Some(policy) = spec["template"]["spec"]["restartPolicy"].as_str()
-        && !matches!(policy, "OnFailure" | "Never")
-    {
-        causes.push(not_supported(
-            at.child("template")
-                .child("spec")
-                .child("restartPolicy")
-                .as_str(),
-            &json!(policy),
-            &strings(&["OnFailure", "Never"]),
+    let pod = at.child("template").child("spec");
+    // The template is a struct in Go, validated even when the request has none; a PodSpec
+    // present is judged wherever it occurs (`of_type`).
+    if spec["template"]["spec"].is_null() {
+        causes.push(required(pod.child("containers").as_str(), ""));
+    }
+    // `validateJobSpec` words any other policy (the defaulted `Always` included) as required.
+    if !matches!(
+        spec["template"]["spec"]["restartPolicy"].as_str(),
+        Some("OnFailure" | "Never")
+    ) {
+        causes.push(required(
+            pod.child("restartPolicy").as_str(),
+            "valid values: \"OnFailure\", \"Never\"",
         ));
     }
     causes
@@ -443,6 +549,20 @@ fn pod_spec(spec: &Value, at: &Path) -> Vec<Cause> {
             &strings(&["Always", "OnFailure", "Never"]),
         ));
     }
+    // `validateDNSPolicy`, its values in its own order.
+    if let Some(policy) = spec["dnsPolicy"].as_str()
+        && !policy.is_empty()
+        && !matches!(
+            policy,
+            "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None"
+        )
+    {
+        causes.push(not_supported(
+            at.child("dnsPolicy").as_str(),
+            &json!(policy),
+            &strings(&["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]),
+        ));
+    }
     causes
 }
 
@@ -534,8 +654,33 @@ fn container<'a>(
         &at.child("resources"),
     ));
     // Checked after the common rules, as `validateContainers` does.
+    causes.extend(probes(c, at));
     if !seen.insert(name) {
         causes.push(duplicate(name_path.as_str(), &json!(name)));
+    }
+    causes
+}
+
+/// core `validateProbe` → `validateHandler`: a probe has exactly one handler.
+fn probes(c: &Value, at: &Path) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        let Some(fields) = c[probe].as_object() else {
+            continue;
+        };
+        let path = at.child(probe);
+        let handlers: Vec<&str> = ["exec", "httpGet", "tcpSocket", "grpc"]
+            .into_iter()
+            .filter(|h| fields.get(*h).is_some_and(|v| !v.is_null()))
+            .collect();
+        match handlers.as_slice() {
+            [] => causes.push(required(path.as_str(), "must specify a handler type")),
+            [_] => {}
+            [_, extra, ..] => causes.push(forbidden(
+                path.child(extra).as_str(),
+                "may not specify more than 1 handler type",
+            )),
+        }
     }
     causes
 }
@@ -686,6 +831,27 @@ fn container_resource_name(name: &str, at: &Path) -> Vec<Cause> {
 fn service_spec(spec: &Value, at: &Path) -> Vec<Cause> {
     let mut causes = Vec::new();
     let ports = spec["ports"].as_array().map_or(&[][..], Vec::as_slice);
+    let external_name = spec["type"].as_str() == Some("ExternalName");
+    let headless = spec["clusterIP"].as_str() == Some("None");
+    if ports.is_empty() && !headless && !external_name {
+        causes.push(required(at.child("ports").as_str(), ""));
+    }
+    if external_name {
+        // A CNAME, which may end in a dot.
+        let cname = spec["externalName"].as_str().unwrap_or_default();
+        let cname = cname.strip_suffix('.').unwrap_or(cname);
+        if cname.is_empty() {
+            causes.push(required(at.child("externalName").as_str(), ""));
+        } else {
+            for m in names::dns1123_subdomain(cname) {
+                causes.push(invalid(
+                    at.child("externalName").as_str(),
+                    &json!(cname),
+                    &m,
+                ));
+            }
+        }
+    }
     let require_name = ports.len() > 1;
     let mut seen = std::collections::HashSet::new();
     for (i, port) in ports.iter().enumerate() {
@@ -791,6 +957,27 @@ pub fn config_map(object: &Value) -> Vec<Cause> {
     causes
 }
 
+/// What `ValidateConfigMapUpdate` and `ValidateSecretUpdate` keep of an object stored with
+/// `immutable: true`: `immutable` itself and the `fields` holding its data (compared as Go's
+/// `reflect.DeepEqual` compares the maps: absent and empty differ).
+pub fn immutable_when_set(object: &Value, old: &Value, fields: &[&str]) -> Vec<Cause> {
+    const WHY: &str = "field is immutable when `immutable` is set";
+    if old["immutable"].as_bool() != Some(true) {
+        return Vec::new();
+    }
+    let mut causes = Vec::new();
+    if object["immutable"].as_bool() != Some(true) {
+        causes.push(forbidden("immutable", WHY));
+    }
+    let present = |o: &Value, f: &str| o.get(f).filter(|v| !v.is_null()).cloned();
+    for field in fields {
+        if present(object, field) != present(old, field) {
+            causes.push(forbidden(field, WHY));
+        }
+    }
+    causes
+}
+
 /// The number of bytes a base64 text decodes to.
 fn decoded_len(text: &str) -> i64 {
     let padding = text.bytes().rev().take_while(|&c| c == b'=').count();
@@ -818,7 +1005,58 @@ pub fn secret(object: &Value) -> Vec<Cause> {
     if size > MAX_SECRET_SIZE {
         causes.push(too_long(data.as_str(), MAX_SECRET_SIZE));
     }
+    causes.extend(secret_type(object, &data));
     causes
+}
+
+/// `ValidateSecret`'s switch on the type: the keys each well-known type must carry. (The JSON
+/// of a docker config is not parsed here.)
+fn secret_type(object: &Value, data: &Path) -> Vec<Cause> {
+    let has =
+        |key: &str| object["data"].get(key).is_some() || object["stringData"].get(key).is_some();
+    let needed = |keys: &[&str]| -> Vec<Cause> {
+        keys.iter()
+            .filter(|k| !has(k))
+            .map(|k| required(data.key(k).as_str(), ""))
+            .collect()
+    };
+    match object["type"].as_str().unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let key = "kubernetes.io/service-account.name";
+            if object["metadata"]["annotations"][key]
+                .as_str()
+                .is_none_or(str::is_empty)
+            {
+                vec![required(
+                    Path::root("metadata")
+                        .child("annotations")
+                        .key(key)
+                        .as_str(),
+                    "",
+                )]
+            } else {
+                Vec::new()
+            }
+        }
+        "kubernetes.io/dockercfg" => needed(&[".dockercfg"]),
+        "kubernetes.io/dockerconfigjson" => needed(&[".dockerconfigjson"]),
+        // Either may be empty, but not both absent.
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            needed(&["username", "password"])
+        }
+        "kubernetes.io/ssh-auth" => {
+            let key = object["data"]["ssh-privatekey"]
+                .as_str()
+                .or(object["stringData"]["ssh-privatekey"].as_str());
+            if key.is_none_or(str::is_empty) {
+                vec![required(data.key("ssh-privatekey").as_str(), "")]
+            } else {
+                Vec::new()
+            }
+        }
+        "kubernetes.io/tls" => needed(&["tls.crt", "tls.key"]),
+        _ => Vec::new(),
+    }
 }
 
 /// networking `validateHTTPIngressPath`: `pathType` required and one of three; `Exact` and
@@ -858,6 +1096,23 @@ fn pvc_spec(spec: &Value, at: &Path) -> Vec<Cause> {
             at.child("accessModes").as_str(),
             "at least 1 access mode is required",
         ));
+    }
+    for mode in spec["accessModes"].as_array().into_iter().flatten() {
+        if !matches!(
+            mode.as_str(),
+            Some("ReadWriteOnce" | "ReadOnlyMany" | "ReadWriteMany" | "ReadWriteOncePod")
+        ) {
+            causes.push(not_supported(
+                at.child("accessModes").as_str(),
+                mode,
+                &strings(&[
+                    "ReadOnlyMany",
+                    "ReadWriteMany",
+                    "ReadWriteOnce",
+                    "ReadWriteOncePod",
+                ]),
+            ));
+        }
     }
     if spec["resources"]["requests"]["storage"].is_null() {
         causes.push(required(at.child("resources").key("storage").as_str(), ""));

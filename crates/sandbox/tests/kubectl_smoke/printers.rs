@@ -276,7 +276,8 @@ apiVersion: storage.k8s.io/v1
 kind: VolumeAttachment
 metadata: {name: va-SFX}
 spec:
-  attacher: example.com/disk
+  # A CSI driver's name, as v1 requires (kube-apiserver refuses a path here).
+  attacher: disk.example.com
   nodeName: sandbox
   source: {persistentVolumeName: pv-SFX}
 ---
@@ -871,7 +872,7 @@ async fn kubectl_get_prints_kube_apiservers_columns_for_every_builtin_kind() {
             &["NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE"],
             vec![
                 format!("va-{sfx}"),
-                "example.com/disk".into(),
+                "disk.example.com".into(),
                 format!("pv-{sfx}"),
                 "sandbox".into(),
                 "false".into(),
