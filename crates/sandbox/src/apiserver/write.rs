@@ -649,7 +649,24 @@ impl ApiServer {
                 PatchKind::Json => crate::patch::json_patch(&current, body)?,
                 PatchKind::Merge => crate::patch::merge_patch(&current, body)?,
                 PatchKind::StrategicMerge => {
-                    crate::patch::strategic_merge_patch(&current, body, &rt.group, &rt.kind)?
+                    let patched =
+                        crate::patch::strategic_merge_patch(&current, body, &rt.group, &rt.kind)?;
+                    // kube converts the patched map into the Go type directly: what does not
+                    // fit is a 422 naming the patch (`applyPatchToObject`), not a decoding 400.
+                    if let Some(why) = crate::validation::unconvertible(&rt, &t.version, &patched) {
+                        let patch = crate::patch::parse_json(body).unwrap_or_default();
+                        return Err(ApiError::invalid(
+                            "",
+                            "",
+                            "",
+                            vec![crate::schema::field::invalid(
+                                "patch",
+                                &json!(crate::schema::field::go_plus_v(&patch)),
+                                &why,
+                            )],
+                        ));
+                    }
+                    patched
                 }
                 PatchKind::Apply => {
                     let applied = crate::patch::parse_apply_body(body)?;

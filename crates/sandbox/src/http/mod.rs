@@ -448,6 +448,32 @@ fn body_as_json(
     Ok(Bytes::from(serde_json::to_vec(&object).unwrap_or_default()))
 }
 
+/// `NegotiateInputSerializer` for a create or an update: the body's media type is one the
+/// resource decodes, or kube-apiserver's 415 (a plain `Status`, no details).
+fn accepts_body(rt: &crate::registry::ResourceType, content_type: &str) -> Result<(), ApiError> {
+    let media_type = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let mut accepted = vec!["application/json", "application/yaml"];
+    if !rt.is_custom() {
+        accepted.push(protobuf::MEDIA_TYPE);
+    }
+    if accepted.contains(&media_type.as_str()) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: {}",
+            accepted.join(", ")
+        ),
+    ))
+}
+
 async fn handle(state: HttpState, req: Request, format: Format) -> Result<Response, ApiError> {
     let path = req.uri().path().to_string();
     if let ["apis", group] = path
@@ -479,6 +505,16 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         let listed = crate::builtins::find(&rt.group, &info.version, &rt.plural)
             .is_some_and(|b| b.subresources.iter().any(|s| s.name == info.subresource));
         if listed {
+            // Their REST storages read the pod (the node, the service) first: a missing one is
+            // kube-apiserver's 404 for it.
+            if !info.name.is_empty() {
+                server.get(&Target::new(
+                    rt.clone(),
+                    &info.version,
+                    &info.namespace,
+                    &info.name,
+                ))?;
+            }
             // Discovery lists it as kube-apiserver does, but nothing runs in the sandbox to
             // answer it (logs, exec, proxies…): refuse it plainly instead of serving the parent.
             return Err(ApiError::method_not_allowed(format!(
@@ -536,6 +572,9 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         .await
         .map_err(|_| ApiError::too_large("the request body is too large"))?;
     let write = write_options(&query, user.clone(), &user_agent, &method, &content_type)?;
+    if matches!(method, Method::POST | Method::PUT) && info.subresource.is_empty() {
+        accepts_body(&rt, &content_type)?;
+    }
     let body = body_as_json(&rt, &mut content_type, body)?;
     let q = |k: &str| query.get(k).map(String::as_str);
 

@@ -102,6 +102,33 @@ pub fn forbidden(path: &str, detail: &str) -> Cause {
     Cause::new(FORBIDDEN, path, with_detail("Forbidden".into(), detail))
 }
 
+/// A decoded JSON value as Go's `%+v` prints a `map[string]interface{}` and what it holds:
+/// `map[data:map[x:1]]`, keys sorted, strings bare, lists `[a b]`, null `<nil>`.
+pub fn go_plus_v(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_plus_v).collect::<Vec<_>>().join(" ")
+        ),
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            format!(
+                "map[{}]",
+                entries
+                    .iter()
+                    .map(|(k, v)| format!("{k}:{}", go_plus_v(v)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        }
+    }
+}
+
 /// A JSON value as `ErrorBody` prints it: numbers and booleans bare, strings (and `null`, which
 /// Go replaces by the string "null") quoted, objects and arrays in Go syntax.
 pub fn go_value(value: &Value) -> String {

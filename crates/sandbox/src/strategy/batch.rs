@@ -14,7 +14,7 @@ pub(super) const JOBS: Workload = Workload {
         object["status"] = json!({});
     },
     validate: rules::job,
-    validate_update: no_update_rules,
+    validate_update: rules::job_update,
     field_labels: FieldLabels {
         extra: &["status.successful"],
         refusal: Refusal::ForKind,

@@ -21,6 +21,15 @@ pub(super) const NO_EXTRA_LABELS: FieldLabels = FieldLabels {
 pub(super) struct Pods;
 
 impl Strategy for Pods {
+    fn validate_update(
+        &self,
+        _rt: &ResourceType,
+        _version: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<Cause> {
+        rules::pod_update(object, old)
+    }
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         defaults::pod(object, &crate::object::name_suffix());
     }
@@ -206,6 +215,17 @@ impl Strategy for PersistentVolumeClaims {
     fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
         rules::persistent_volume_claim(object)
     }
+    fn validate_update(
+        &self,
+        rt: &ResourceType,
+        version: &str,
+        object: &Value,
+        old: &Value,
+    ) -> Vec<Cause> {
+        let mut causes = rules::persistent_volume_claim_update(object, old);
+        causes.extend(self.validate(rt, version, object));
+        causes
+    }
     fn field_labels(&self) -> FieldLabels {
         NO_EXTRA_LABELS
     }
@@ -216,6 +236,9 @@ pub(super) struct PersistentVolumes;
 impl Strategy for PersistentVolumes {
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         object["status"] = json!({"phase": "Pending"});
+    }
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        crate::validation::kinds::persistent_volume(object)
     }
 }
 
@@ -235,6 +258,9 @@ pub(super) const REPLICATION_CONTROLLERS: Workload = Workload {
 pub(super) struct Events;
 
 impl Strategy for Events {
+    fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
+        crate::validation::kinds::event(object)
+    }
     fn field_labels(&self) -> FieldLabels {
         FieldLabels {
             extra: &[

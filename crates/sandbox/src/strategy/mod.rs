@@ -119,7 +119,13 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
             field_labels: core::NO_EXTRA_LABELS,
             ..Facts::GENERIC
         },
-        ("", "endpoints" | "resourcequotas") => &Facts {
+        ("", "endpoints") => &Facts {
+            validate: kinds::endpoints,
+            field_labels: core::NO_EXTRA_LABELS,
+            ..Facts::GENERIC
+        },
+        ("", "resourcequotas") => &Facts {
+            validate: kinds::resource_quota,
             field_labels: core::NO_EXTRA_LABELS,
             ..Facts::GENERIC
         },
@@ -129,8 +135,18 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         ("apps", "daemonsets") => &apps::DAEMON_SETS,
         ("batch", "jobs") => &batch::JOBS,
         ("batch", "cronjobs") => &batch::CRON_JOBS,
-        ("policy", "poddisruptionbudgets") | ("networking.k8s.io", "ingresses") => &Facts {
+        ("policy", "poddisruptionbudgets") => &Facts {
+            validate: kinds::pod_disruption_budget,
             generation: true,
+            ..Facts::GENERIC
+        },
+        ("networking.k8s.io", "ingresses") => &Facts {
+            validate: kinds::ingress,
+            generation: true,
+            ..Facts::GENERIC
+        },
+        ("", "limitranges") => &Facts {
+            validate: kinds::limit_range,
             ..Facts::GENERIC
         },
         ("networking.k8s.io", "networkpolicies") => &Facts {

@@ -272,6 +272,301 @@ pub fn horizontal_pod_autoscaler(object: &Value) -> Vec<Cause> {
     causes
 }
 
+/// The volume sources a PersistentVolume may name (`PersistentVolumeSource`'s fields).
+const PV_SOURCES: [&str; 22] = [
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "hostPath",
+    "glusterfs",
+    "nfs",
+    "rbd",
+    "iscsi",
+    "cinder",
+    "cephfs",
+    "fc",
+    "flocker",
+    "flexVolume",
+    "azureFile",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "scaleIO",
+    "local",
+    "storageos",
+    "csi",
+];
+
+/// core `ValidatePersistentVolumeSpec`: a capacity of `storage` alone, and one volume source.
+pub fn persistent_volume(object: &Value) -> Vec<Cause> {
+    let spec = &object["spec"];
+    let mut causes = Vec::new();
+    let capacity = spec["capacity"].as_object();
+    if capacity.is_none_or(|c| c.is_empty()) {
+        causes.push(required("spec.capacity", ""));
+    }
+    if capacity.is_none_or(|c| !c.contains_key("storage") || c.len() > 1) {
+        // Go's `%#v` of the `core.ResourceList`: the nil and empty maps are printed exactly.
+        let printed = match capacity {
+            None => "core.ResourceList(nil)".to_string(),
+            Some(c) if c.is_empty() => "core.ResourceList{}".to_string(),
+            Some(c) => format!(
+                "core.ResourceList{{{}}}",
+                c.keys()
+                    .map(|k| format!("{k:?}:resource.Quantity{{…}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        causes.push(Cause::new(
+            crate::schema::field::NOT_SUPPORTED,
+            "spec.capacity",
+            format!("Unsupported value: {printed}: supported values: \"storage\""),
+        ));
+    }
+    let sources = PV_SOURCES
+        .iter()
+        .filter(|s| spec.get(**s).is_some_and(|v| !v.is_null()))
+        .count();
+    if sources == 0 {
+        causes.push(required("spec", "must specify a volume type"));
+    }
+    causes
+}
+
+/// core `ValidateLimitRange` → `validateLimitRangeTypeName`: a qualified name, and without a
+/// `/` one of the standard types.
+pub fn limit_range(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let at = Path::root("spec").child("limits");
+    for (i, limit) in object["spec"]["limits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let p = at.index(i).child("type");
+        let kind = limit["type"].as_str().unwrap_or_default();
+        let problems = names::qualified_name(kind);
+        if !problems.is_empty() {
+            causes.extend(
+                problems
+                    .iter()
+                    .map(|m| invalid(p.as_str(), &json!(kind), m)),
+            );
+        } else if !kind.contains('/')
+            && !matches!(kind, "Pod" | "Container" | "PersistentVolumeClaim")
+        {
+            causes.push(invalid(
+                p.as_str(),
+                &json!(kind),
+                "must be a standard limit type or fully qualified",
+            ));
+        }
+    }
+    causes
+}
+
+/// core `ValidateResourceQuotaSpec` → `ValidateResourceQuantityValue`: every hard limit not
+/// negative, and whole for the counted resources.
+pub fn resource_quota(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let at = Path::root("spec").child("hard");
+    for (name, value) in object["spec"]["hard"].as_object().into_iter().flatten() {
+        let text = match value {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => continue,
+        };
+        let Ok(q) = super::quantity::parse(&text) else {
+            continue;
+        };
+        if q.is_negative() {
+            causes.push(invalid(
+                at.key(name).as_str(),
+                &json!(q.to_string()),
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    causes
+}
+
+/// networking `ValidateIngressSpec`: a default backend or rules, and each rule's host a DNS
+/// subdomain (wildcards and IPs aside).
+pub fn ingress(object: &Value) -> Vec<Cause> {
+    let spec = &object["spec"];
+    let mut causes = Vec::new();
+    let rules = spec["rules"].as_array();
+    if rules.is_none_or(|r| r.is_empty()) && spec["defaultBackend"].is_null() {
+        let printed = if rules.is_some() {
+            "[]networking.IngressRule{}"
+        } else {
+            "[]networking.IngressRule(nil)"
+        };
+        causes.push(Cause::new(
+            crate::schema::field::INVALID,
+            "spec",
+            format!(
+                "Invalid value: {printed}: either `defaultBackend` or `rules` must be specified"
+            ),
+        ));
+    }
+    for (i, rule) in rules.into_iter().flatten().enumerate() {
+        let host = rule["host"].as_str().unwrap_or_default();
+        if host.is_empty() || host.contains('*') {
+            continue;
+        }
+        let p = Path::root("spec").child("rules").index(i).child("host");
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            causes.push(invalid(
+                p.as_str(),
+                &json!(host),
+                "must be a DNS name, not an IP address",
+            ));
+            continue;
+        }
+        for m in names::dns1123_subdomain(host) {
+            causes.push(invalid(p.as_str(), &json!(host), &m));
+        }
+    }
+    causes
+}
+
+/// An int-or-string as Go's `%#v` prints an `intstr.IntOrString`.
+fn go_int_or_string(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!(
+            "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
+            crate::schema::field::go_quote(s)
+        ),
+        other => format!("intstr.IntOrString{{Type:0, IntVal:{other}, StrVal:\"\"}}"),
+    }
+}
+
+/// policy `ValidatePodDisruptionBudgetSpec`: not both bounds, each a non-negative number or a
+/// percentage of at most 100.
+pub fn pod_disruption_budget(object: &Value) -> Vec<Cause> {
+    let spec = &object["spec"];
+    let mut causes = Vec::new();
+    let (min, max) = (&spec["minAvailable"], &spec["maxUnavailable"]);
+    if !min.is_null() && !max.is_null() {
+        let pointer = |v: &Value| {
+            if v.is_null() {
+                "(nil)"
+            } else {
+                "(0xc000010000)"
+            }
+        };
+        causes.push(Cause::new(
+            crate::schema::field::INVALID,
+            "spec",
+            format!(
+                "Invalid value: policy.PodDisruptionBudgetSpec{{MinAvailable:(*intstr.IntOrString){}, Selector:(*v1.LabelSelector){}, MaxUnavailable:(*intstr.IntOrString){}, UnhealthyPodEvictionPolicy:(*policy.UnhealthyPodEvictionPolicyType){}}}: minAvailable and maxUnavailable cannot be both set",
+                pointer(min),
+                pointer(&spec["selector"]),
+                pointer(max),
+                pointer(&spec["unhealthyPodEvictionPolicy"]),
+            ),
+        ));
+    }
+    for (field, value) in [("minAvailable", min), ("maxUnavailable", max)] {
+        let p = format!("spec.{field}");
+        match value {
+            Value::Null => {}
+            Value::String(s) => {
+                let percent = s.strip_suffix('%').and_then(|n| n.parse::<i64>().ok());
+                match percent {
+                    None => causes.push(Cause::new(
+                        crate::schema::field::INVALID,
+                        p.clone(),
+                        format!(
+                            "Invalid value: {}: must be an integer or percentage (e.g '5%')",
+                            go_int_or_string(value)
+                        ),
+                    )),
+                    Some(n) if n > 100 => causes.push(Cause::new(
+                        crate::schema::field::INVALID,
+                        p.clone(),
+                        format!(
+                            "Invalid value: {}: must not be greater than 100%",
+                            go_int_or_string(value)
+                        ),
+                    )),
+                    Some(_) => {}
+                }
+            }
+            other => {
+                if other.as_i64().is_some_and(|n| n < 0) {
+                    causes.push(invalid(&p, other, "must be greater than or equal to 0"));
+                }
+            }
+        }
+    }
+    causes
+}
+
+/// core `ValidateEndpoints` → `validateEndpointAddress`: every address an IP (the legacy
+/// field's check, then the non-special one, as kube 1.32 words them both).
+pub fn endpoints(object: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (i, subset) in object["subsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for list in ["addresses", "notReadyAddresses"] {
+            for (j, address) in subset[list].as_array().into_iter().flatten().enumerate() {
+                let ip = address["ip"].as_str().unwrap_or_default();
+                if ip.parse::<std::net::IpAddr>().is_ok() {
+                    continue;
+                }
+                let p = Path::root("subsets")
+                    .index(i)
+                    .child(list)
+                    .index(j)
+                    .child("ip");
+                causes.push(invalid(
+                    p.as_str(),
+                    &json!(ip),
+                    "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                ));
+                causes.push(invalid(
+                    p.as_str(),
+                    &json!(ip),
+                    "must be a valid IP address",
+                ));
+            }
+        }
+    }
+    causes
+}
+
+/// core `ValidateEventCreate` (v1): the involved object's namespace is the event's own (or,
+/// when empty, the event is in `default` or cluster-wide).
+pub fn event(object: &Value) -> Vec<Cause> {
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let involved = object["involvedObject"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let agrees = if involved.is_empty() {
+        namespace.is_empty() || namespace == "default"
+    } else {
+        involved == namespace
+    };
+    if agrees {
+        Vec::new()
+    } else {
+        vec![invalid(
+            "involvedObject.namespace",
+            &json!(involved),
+            "does not match event.namespace",
+        )]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +639,70 @@ mod tests {
             [
                 "addressType: Unsupported value: \"IPv5\": supported values: \"FQDN\", \"IPv4\", \"IPv6\""
             ]
+        );
+    }
+
+    #[test]
+    fn volumes_limits_quotas_ingresses_budgets_endpoints_and_events() {
+        assert_eq!(
+            said(persistent_volume(
+                &json!({"spec": {"accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/x"}}})
+            )),
+            [
+                "spec.capacity: Required value",
+                "spec.capacity: Unsupported value: core.ResourceList(nil): supported values: \"storage\""
+            ]
+        );
+        assert_eq!(
+            said(persistent_volume(
+                &json!({"spec": {"capacity": {"storage": "1Gi"}}})
+            )),
+            ["spec: Required value: must specify a volume type"]
+        );
+        assert_eq!(
+            said(limit_range(
+                &json!({"spec": {"limits": [{"type": "Cluster"}]}})
+            )),
+            [
+                "spec.limits[0].type: Invalid value: \"Cluster\": must be a standard limit type or fully qualified"
+            ]
+        );
+        assert_eq!(
+            said(resource_quota(&json!({"spec": {"hard": {"pods": "-1"}}}))),
+            ["spec.hard[pods]: Invalid value: \"-1\": must be greater than or equal to 0"]
+        );
+        assert_eq!(
+            said(ingress(&json!({"spec": {}}))),
+            [
+                "spec: Invalid value: []networking.IngressRule(nil): either `defaultBackend` or `rules` must be specified"
+            ]
+        );
+        assert_eq!(
+            ingress(&json!({"spec": {"rules": [{"host": "https://example.com"}]}})).len(),
+            1
+        );
+        assert_eq!(
+            said(pod_disruption_budget(
+                &json!({"spec": {"minAvailable": "150%"}})
+            )),
+            [
+                "spec.minAvailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%"
+            ]
+        );
+        assert_eq!(
+            pod_disruption_budget(&json!({"spec": {"minAvailable": 1, "maxUnavailable": 1}})).len(),
+            1
+        );
+        assert_eq!(
+            endpoints(&json!({"subsets": [{"addresses": [{"ip": "not-an-ip"}]}]})).len(),
+            2
+        );
+        assert!(endpoints(&json!({"subsets": [{"addresses": [{"ip": "10.0.0.1"}]}]})).is_empty());
+        assert_eq!(
+            said(event(
+                &json!({"metadata": {"namespace": "ns"}, "involvedObject": {}})
+            )),
+            ["involvedObject.namespace: Invalid value: \"\": does not match event.namespace"]
         );
     }
 

@@ -978,6 +978,113 @@ pub fn immutable_when_set(object: &Value, old: &Value, fields: &[&str]) -> Vec<C
     causes
 }
 
+/// core `ValidatePodUpdate`: a pod's spec changes only in its containers' images, its active
+/// deadline, added tolerations and a negative grace period set to 1 (ephemeral containers
+/// change through their own subresource). The diff kube appends is not reproduced.
+pub fn pod_update(object: &Value, old: &Value) -> Vec<Cause> {
+    let (new_spec, old_spec) = (&object["spec"], &old["spec"]);
+    let mut comparable = new_spec.clone();
+    for list in ["containers", "initContainers"] {
+        if let (Some(items), Some(old_items)) =
+            (comparable[list].as_array_mut(), old_spec[list].as_array())
+            && items.len() == old_items.len()
+        {
+            for (item, old_item) in items.iter_mut().zip(old_items) {
+                item["image"] = old_item["image"].clone();
+            }
+        }
+    }
+    for field in ["activeDeadlineSeconds", "ephemeralContainers"] {
+        comparable[field] = old_spec[field].clone();
+    }
+    let old_tolerations = old_spec["tolerations"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let new_tolerations = new_spec["tolerations"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    if old_tolerations.iter().all(|t| new_tolerations.contains(t)) {
+        comparable["tolerations"] = old_spec["tolerations"].clone();
+    }
+    if old_spec["terminationGracePeriodSeconds"]
+        .as_i64()
+        .is_some_and(|g| g < 0)
+        && new_spec["terminationGracePeriodSeconds"].as_i64() == Some(1)
+    {
+        comparable["terminationGracePeriodSeconds"] =
+            old_spec["terminationGracePeriodSeconds"].clone();
+    }
+    let strip = |v: &Value| match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    if strip(&comparable) == strip(old_spec) {
+        return Vec::new();
+    }
+    vec![forbidden(
+        "spec",
+        "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+    )]
+}
+
+/// core `ValidatePersistentVolumeClaimUpdate`: an unbound claim's spec is immutable; a bound
+/// one's may change in `resources.requests` and `volumeAttributesClassName` only. The diff kube
+/// appends is not reproduced.
+pub fn persistent_volume_claim_update(object: &Value, old: &Value) -> Vec<Cause> {
+    let bound = old["status"]["phase"].as_str() == Some("Bound");
+    let mut comparable = object["spec"].clone();
+    if bound {
+        comparable["resources"]["requests"] = old["spec"]["resources"]["requests"].clone();
+        comparable["volumeAttributesClassName"] = old["spec"]["volumeAttributesClassName"].clone();
+    }
+    let strip = |v: &Value| match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    if strip(&comparable) == strip(&old["spec"]) {
+        return Vec::new();
+    }
+    vec![forbidden(
+        "spec",
+        "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+    )]
+}
+
+/// batch `ValidateJobSpecUpdate`: the selector, the pod template and the completions are
+/// immutable (the template's dump kube prints is not reproduced).
+pub fn job_update(object: &Value, old: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let (spec, old_spec) = (&object["spec"], &old["spec"]);
+    if spec["selector"] != old_spec["selector"] {
+        causes.push(invalid("spec.selector", &json!("…"), "field is immutable"));
+    }
+    if spec["template"] != old_spec["template"] {
+        causes.push(Cause::new(
+            crate::schema::field::INVALID,
+            "spec.template",
+            "Invalid value: core.PodTemplateSpec{…}: field is immutable",
+        ));
+    }
+    if spec["completions"] != old_spec["completions"] {
+        causes.push(invalid(
+            "spec.completions",
+            &spec["completions"],
+            "field is immutable",
+        ));
+    }
+    causes
+}
+
 /// The number of bytes a base64 text decodes to.
 fn decoded_len(text: &str) -> i64 {
     let padding = text.bytes().rev().take_while(|&c| c == b'=').count();
