@@ -229,13 +229,13 @@ fn builtin_resource_type(b: &crate::builtins::Builtin) -> ResourceType {
             .iter()
             .map(|s| s.name)
             // A namespace's `finalize`, a ServiceAccount's `token` (TokenRequest), a Pod's
-            // `eviction` and `ephemeralcontainers`.
+            // `eviction`, `ephemeralcontainers` and `binding`.
             .filter(|s| {
                 matches!(
                     (b.plural, *s),
                     (_, "finalize")
                         | ("serviceaccounts", "token")
-                        | ("pods", "eviction" | "ephemeralcontainers")
+                        | ("pods", "eviction" | "ephemeralcontainers" | "binding")
                 )
             })
             .collect(),

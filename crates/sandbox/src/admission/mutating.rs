@@ -12,11 +12,11 @@
 //! * a denial: the webhook's `Status` (`admission webhook "x" denied the request: …`), whatever
 //!   the failure policy;
 //! * a call that could not be made or answered unusably — unreachable, timeout, bad answer, a
-//!   patch that is not a JSON patch document, a `patchType` other than `JSONPatch` — is
-//!   `failed calling webhook "x": …`: a 500 under `failurePolicy: Fail`, skipped under `Ignore`;
-//! * a JSON patch that does not apply, or a patch of a request with no object (DELETE), is an
-//!   internal error of the request whatever the failure policy (kube-apiserver returns those
-//!   outside its "calling webhook" errors).
+//!   `patchType` other than `JSONPatch` — is `failed calling webhook "x": …`: a 500 under
+//!   `failurePolicy: Fail`, skipped under `Ignore`;
+//! * a patch that is not a JSON patch document, a JSON patch that does not apply, or a patch of
+//!   a request with no object (DELETE), is an internal error of the request whatever the
+//!   failure policy (kube-apiserver returns those outside its "calling webhook" errors).
 //!
 //! `reinvocationPolicy: IfNeeded`: when a webhook changes the object, every `IfNeeded` webhook
 //! called before it is called once more, after the first round, in the same order (never a
@@ -188,11 +188,18 @@ fn apply_patch(
     if response.patch.is_empty() {
         return Ok(None);
     }
-    let undecodable = |reason: String| {
-        CallError::Calling(format!(
-            "received undecodable patch in webhook response: {reason}"
-        ))
-    };
+    // The patch type is checked with the response (`VerifyAdmissionResponse`: a call error),
+    // before the patch is decoded.
+    if response.patch_type != "JSONPatch" {
+        return Err(CallError::Calling(format!(
+            "unsupported patch type \"{}\"",
+            response.patch_type
+        )));
+    }
+    // `jsonpatch.DecodePatch` failing is `apierrors.NewInternalError` in kube's
+    // `callAttrMutatingHook`: not a call error, so it fails the request whatever the failure
+    // policy (the differential's `webhooks/mutating-bad-patch-fails`: 500 under `Ignore`).
+    let undecodable = |reason: String| CallError::Rejected(ApiError::internal(reason));
     // `jsonpatch.DecodePatch`: a JSON array of operation objects.
     let operations = match crate::patch::parse_json(&response.patch).map_err(undecodable)? {
         Value::Null => return Ok(None),
@@ -221,12 +228,6 @@ fn apply_patch(
             "admission webhook \"{name}\" attempted to modify the object, which is not supported for this operation"
         ))));
     };
-    if response.patch_type != "JSONPatch" {
-        return Err(CallError::Calling(format!(
-            "unsupported patch type \"{}\"",
-            response.patch_type
-        )));
-    }
     // The Go library finds unknown operations and missing members only while applying: those
     // are errors of applying, not of decoding.
     let internal = |e: String| CallError::Rejected(ApiError::internal(e));
@@ -303,13 +304,14 @@ mod tests {
                 Ok(None)
             ));
         }
-        // Not a JSON patch document: a call failure (failure policy applies).
+        // Not a JSON patch document: an internal error whatever the failure policy, as
+        // kube-apiserver 1.32 answered the differential's `webhooks/mutating-bad-patch-fails`.
         let e = apply_patch("m", Some(&cm), &response(json!({"op": "add"}), "JSONPatch"));
         assert_eq!(
             e.err().map(message),
             Some((
-                true,
-                "received undecodable patch in webhook response: json: cannot unmarshal object into Go value of type jsonpatch.Patch".into()
+                false,
+                "Internal error occurred: json: cannot unmarshal object into Go value of type jsonpatch.Patch".into()
             ))
         );
         // Another patch type: a call failure.

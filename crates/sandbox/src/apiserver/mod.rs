@@ -13,6 +13,7 @@
 //! `options` (what a write is asked and answers); `read` and `write` (the verbs); `scale`,
 //! `eviction` and `bootstrap` (built on the verbs). This file only names them.
 
+mod binding;
 mod bootstrap;
 pub mod events;
 mod eviction;

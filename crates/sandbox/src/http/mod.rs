@@ -580,7 +580,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
 
     if matches!(
         info.subresource.as_str(),
-        "eviction" | "ephemeralcontainers"
+        "eviction" | "ephemeralcontainers" | "binding"
     ) {
         // Routes exist only for the verbs the subresource's storage implements.
         let verb = req_method_verb(&method).unwrap_or_default();
@@ -680,6 +680,11 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         (Method::POST, false) if info.subresource == "eviction" => {
             let object = parse_json(&body)?;
             let status = server.evict(&target, object, &write).await?;
+            Ok(json_response(StatusCode::CREATED, &status))
+        }
+        (Method::POST, false) if info.subresource == "binding" => {
+            let binding = parse_json(&body)?;
+            let status = server.bind(&target, &binding, &write)?;
             Ok(json_response(StatusCode::CREATED, &status))
         }
         (Method::POST, false) if info.subresource == "token" => {

@@ -120,6 +120,55 @@ fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
             "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version",
         ));
     }
+    // Where kube reports a per-version field: the v1 → internal conversion hoists a field that
+    // every version has alike (always, with one version) to the top of the spec, and validation
+    // runs on the internal object (`spec.validation`, `spec.subresources`,
+    // `spec.additionalPrinterColumns`).
+    let path_of = |i: usize, field: &str, hoisted: &str| {
+        let alike = versions.iter().all(|v| v[field] == versions[0][field]);
+        if alike {
+            hoisted.to_string()
+        } else {
+            format!("spec.versions[{i}].{field}")
+        }
+    };
+    for (i, v) in versions.iter().enumerate() {
+        let columns = path_of(
+            i,
+            "additionalPrinterColumns",
+            "spec.additionalPrinterColumns",
+        );
+        for (j, column) in v["additionalPrinterColumns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            // `ValidateCustomResourceColumnDefinition`: a type the printers know.
+            let ty = column["type"].as_str().unwrap_or_default();
+            if !matches!(ty, "boolean" | "date" | "integer" | "number" | "string") {
+                causes.push(crate::schema::field::invalid(
+                    &format!("{columns}[{j}].type"),
+                    &serde_json::json!(ty),
+                    "must be one of boolean,date,integer,number,string",
+                ));
+            }
+        }
+        let scale = &v["subresources"]["scale"];
+        if scale.is_object() {
+            // `ValidateCustomResourceDefinitionSubresources`: both replica paths required.
+            let at = path_of(i, "subresources", "spec.subresources");
+            for field in ["specReplicasPath", "statusReplicasPath"] {
+                if scale[field].as_str().is_none_or(str::is_empty) {
+                    causes.push(Cause::new(
+                        "FieldValueRequired",
+                        format!("{at}.scale.{field}"),
+                        "Required value",
+                    ));
+                }
+            }
+        }
+    }
     for (i, v) in versions.iter().enumerate() {
         match v["schema"]["openAPIV3Schema"].as_object() {
             None => causes.push(Cause::new(
@@ -130,8 +179,9 @@ fn validate_crd(object: &Value, old: Option<&Value>) -> Vec<Cause> {
             Some(_) => {
                 for mut c in crate::schema::validate_crd_schema(&v["schema"]["openAPIV3Schema"]) {
                     if !c.field.starts_with("spec.") {
+                        let at = path_of(i, "schema", "spec.validation");
                         c.field = format!(
-                            "spec.versions[{i}].schema.openAPIV3Schema{}{}",
+                            "{at}.openAPIV3Schema{}{}",
                             if c.field.is_empty() { "" } else { "." },
                             c.field
                         );

@@ -263,3 +263,68 @@ async fn ephemeral_containers_are_added_through_their_subresource() {
         "Pod \"p\" is invalid: spec.ephemeralContainers[1].image: Required value"
     );
 }
+
+/// `pods/binding`, as a scheduler binds a pod (kube's `BindingREST`, answers measured against
+/// kube-apiserver 1.32 in the differential's `kinds/pod-binding`): `201 Status{Success}`, the
+/// node set with `PodScheduled: True`; a second binding is a conflict; a binding for another
+/// name is 400 and one without a node 422; the pod's own update may not move it.
+#[tokio::test]
+async fn a_binding_puts_a_pod_on_a_node_once() {
+    let sandbox = sandbox().await;
+    let admin = client(&sandbox).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    pods.create(&PostParams::default(), &pod("p"))
+        .await
+        .expect("pod");
+    let path = "/api/v1/namespaces/default/pods/p/binding";
+    let binding = |name: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+               "target": {"kind": "Node", "name": node}})
+    };
+    let (code, body) = send(&admin, "POST", path, Some(binding("p", "node-1"))).await;
+    assert_eq!(
+        (code, &body),
+        (
+            201,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+        )
+    );
+    let bound = pods.get("p").await.expect("pod");
+    let spec = bound.spec.expect("spec");
+    assert_eq!(spec.node_name.as_deref(), Some("node-1"));
+    let conditions = bound.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "True"),
+        "{conditions:?}"
+    );
+
+    let (code, body) = send(&admin, "POST", path, Some(binding("p", "node-2"))).await;
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node \"node-1\""
+    );
+    let (code, _) = send(&admin, "POST", path, Some(binding("q", "node-1"))).await;
+    assert_eq!(code, 400);
+    let (code, body) = send(&admin, "POST", path, Some(binding("p", ""))).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "Binding \"p\" is invalid: target.name: Required value"
+    );
+    // Through the pod itself the node cannot change (`ValidatePodUpdate`).
+    let moved = pods
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"nodeName": "node-2"}})),
+        )
+        .await;
+    assert!(
+        matches!(&moved, Err(kube::Error::Api(s)) if s.code == 422),
+        "{moved:?}"
+    );
+    sandbox.shutdown().await;
+}
