@@ -30,7 +30,8 @@ mod write;
 pub use crate::authz::Authorization;
 pub use options::{
     DeleteOptions, DeleteOutcome, FieldValidation, Propagation, SentDeleteOptions, SentListOptions,
-    WriteOptions, Written, invalid_options, validate_list_options, validate_write_options,
+    SentWriteOptions, WriteOptions, Written, invalid_options, validate_list_options,
+    validate_write_options,
 };
 pub(crate) use read::{LazyItems, LazyList};
 pub use read::{ListOptions, WatchEvent, WatchOptions, WatchStream};

@@ -138,6 +138,16 @@ pub struct WriteOptions {
     /// A POST or PUT body as sent, for strict decoding in document order (duplicate fields
     /// are visible only there).
     pub raw_body: Option<bytes::Bytes>,
+    /// `?fieldManager=` and `?fieldValidation=` as the client sent them (before the server
+    /// derives a manager from the user agent): what an admission review's options carry.
+    pub sent: SentWriteOptions,
+}
+
+/// The options of a write a client set itself.
+#[derive(Debug, Clone, Default)]
+pub struct SentWriteOptions {
+    pub field_manager: Option<String>,
+    pub field_validation: Option<String>,
 }
 
 impl WriteOptions {
@@ -149,6 +159,7 @@ impl WriteOptions {
             field_validation: FieldValidation::Warn,
             force: false,
             raw_body: None,
+            sent: SentWriteOptions::default(),
         }
     }
 
@@ -160,16 +171,33 @@ impl WriteOptions {
         }
     }
 
+    /// The options an admission review carries, as kube's handlers pass them to admission:
+    /// what the client sent (no manager derived from its user agent); a patch is admitted with
+    /// the `UpdateOptions` `patchToUpdateOptions` makes of its `PatchOptions` (`dryRun`,
+    /// `fieldManager`, `fieldValidation`: no `force`); a `DeleteOptions` has neither a manager
+    /// nor a field validation.
     pub(super) fn options_object(&self, kind: &str) -> Value {
+        let kind = if kind == "PatchOptions" {
+            "UpdateOptions"
+        } else {
+            kind
+        };
         let mut o = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
         if self.dry_run {
             o["dryRun"] = json!(["All"]);
         }
-        if !self.field_manager.is_empty() {
-            o["fieldManager"] = json!(self.field_manager);
-        }
-        if kind == "PatchOptions" && self.force {
-            o["force"] = json!(true);
+        if kind != "DeleteOptions" {
+            if let Some(manager) = self.sent.field_manager.as_ref().filter(|m| !m.is_empty()) {
+                o["fieldManager"] = json!(manager);
+            }
+            if let Some(v) = self
+                .sent
+                .field_validation
+                .as_ref()
+                .filter(|v| !v.is_empty())
+            {
+                o["fieldValidation"] = json!(v);
+            }
         }
         o
     }

@@ -918,6 +918,10 @@ fn write_options(
         field_validation: FieldValidation::parse(field_validation),
         force: false,
         raw_body: None,
+        sent: crate::apiserver::SentWriteOptions {
+            field_manager: explicit_manager.map(str::to_string),
+            field_validation: query.get("fieldValidation").cloned(),
+        },
     })
 }
 

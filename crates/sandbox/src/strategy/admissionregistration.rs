@@ -32,10 +32,15 @@ impl Strategy for Configurations {
 fn default_webhooks(object: &mut Value) {
     // `get_mut`, not `object["webhooks"]`: indexing would insert `webhooks: null` into the
     // group's other kinds (ValidatingAdmissionPolicies), which strict decoding then refuses.
+    let mutating = object["kind"] == "MutatingWebhookConfiguration";
     let Some(hooks) = object.get_mut("webhooks").and_then(Value::as_array_mut) else {
         return;
     };
     for hook in hooks {
+        // `SetDefaults_MutatingWebhook`.
+        if mutating && hook["reinvocationPolicy"].is_null() {
+            hook["reinvocationPolicy"] = json!("Never");
+        }
         for (field, value) in [
             ("failurePolicy", json!("Fail")),
             ("matchPolicy", json!("Equivalent")),
