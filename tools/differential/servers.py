@@ -5,7 +5,7 @@
 - kube-apiserver: `scripts/control-plane.sh start` with the sandbox's Service range
   (10.96.0.0/12, so that a requested cluster IP is judged alike) and kube-controller-manager
   running only the controllers the sandbox also runs (garbage collector, namespace,
-  serviceaccount, root-ca-cert-publisher, clusterrole-aggregation): the Deployment, ReplicaSet,
+  serviceaccount, root-ca-cert-publisher, clusterrole-aggregation, PV and PVC protection): the Deployment, ReplicaSet,
   Job… controllers would write status and create objects the sandbox never does (docs/sandbox.md:
   "Nothing runs"), at their own pace, into the objects a case compares.
 
@@ -33,6 +33,8 @@ CONTROLLERS = ",".join([
     "serviceaccount-controller",
     "root-ca-certificate-publisher-controller",
     "clusterrole-aggregation-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
 ])
 
 

@@ -1,7 +1,8 @@
 //! The controllers kube-controller-manager and kube-apiserver run that deletion depends on: the
 //! garbage collector, the namespace controller, the CRD controllers (establish, clean up), and
 //! the serviceaccounts and root-ca-cert-publisher controllers (`bootstrap`), and the
-//! clusterrole-aggregation controller (`aggregation`) the default roles depend on.
+//! clusterrole-aggregation controller (`aggregation`) the default roles depend on, and the
+//! PVC and PV protection controllers (`protection`).
 //!
 //! Each is fed every change from the store (never dropped), keeps a work queue with per-item
 //! exponential backoff (client-go's `ItemExponentialFailureRateLimiter`), and acts through the
@@ -13,6 +14,7 @@ pub mod bootstrap;
 pub mod crds;
 pub mod gc;
 pub mod namespaces;
+pub mod protection;
 mod queue;
 
 use std::sync::Arc;
@@ -27,6 +29,7 @@ pub fn spawn_all(server: &Arc<ApiServer>) -> Vec<tokio::task::JoinHandle<()>> {
         tokio::spawn(namespaces::run(server.clone(), server.controller_feed())),
         tokio::spawn(crds::run(server.clone(), server.controller_feed())),
         tokio::spawn(aggregation::run(server.clone(), server.controller_feed())),
+        tokio::spawn(protection::run(server.clone(), server.controller_feed())),
     ]
 }
 

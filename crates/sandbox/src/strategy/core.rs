@@ -208,9 +208,25 @@ impl Strategy for Namespaces {
 
 pub(super) struct PersistentVolumeClaims;
 
+/// The `StorageObjectInUseProtection` admission plugin: a new claim or volume carries the
+/// finalizer its protection controller removes once nothing uses it
+/// (`crate::controllers::protection`).
+fn protect(object: &mut Value, finalizer: &str) {
+    if crate::object::has_finalizer(object, finalizer) {
+        return;
+    }
+    if !object["metadata"]["finalizers"].is_array() {
+        object["metadata"]["finalizers"] = json!([]);
+    }
+    if let Some(list) = object["metadata"]["finalizers"].as_array_mut() {
+        list.push(json!(finalizer));
+    }
+}
+
 impl Strategy for PersistentVolumeClaims {
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         object["status"] = json!({"phase": "Pending"});
+        protect(object, crate::controllers::protection::PVC_FINALIZER);
     }
     fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
         rules::persistent_volume_claim(object)
@@ -236,6 +252,7 @@ pub(super) struct PersistentVolumes;
 impl Strategy for PersistentVolumes {
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         object["status"] = json!({"phase": "Pending"});
+        protect(object, crate::controllers::protection::PV_FINALIZER);
     }
     fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
         crate::validation::kinds::persistent_volume(object)

@@ -328,3 +328,83 @@ async fn a_binding_puts_a_pod_on_a_node_once() {
     );
     sandbox.shutdown().await;
 }
+
+/// Storage object in-use protection (<https://kubernetes.io/docs/concepts/storage/persistent-volumes/#storage-object-in-use-protection>):
+/// a new claim carries `kubernetes.io/pvc-protection`; deleted while a scheduled pod mounts it,
+/// it stays, Terminating, until the pod is gone; a claim no scheduled pod mounts goes at once.
+#[tokio::test]
+async fn a_claim_a_scheduled_pod_mounts_waits_for_the_pod() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use kube::api::DeleteParams;
+    let sandbox = sandbox().await;
+    let admin = client(&sandbox).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), "default");
+    let claim = |name: &str| -> PersistentVolumeClaim {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .expect("claim")
+    };
+    for name in ["db", "idle"] {
+        let created = claims
+            .create(&PostParams::default(), &claim(name))
+            .await
+            .expect("claim");
+        assert_eq!(
+            created.metadata.finalizers.as_deref(),
+            Some(&["kubernetes.io/pvc-protection".to_string()][..])
+        );
+    }
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let mounting: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "db-0"},
+        "spec": {"containers": [{"name": "app", "image": "postgres:17"}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "db"}}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &mounting)
+        .await
+        .expect("pod");
+    let (code, body) = send(
+        &admin,
+        "POST",
+        "/api/v1/namespaces/default/pods/db-0/binding",
+        Some(
+            json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "db-0"},
+                    "target": {"kind": "Node", "name": "sandbox"}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+
+    claims
+        .delete("idle", &DeleteParams::default())
+        .await
+        .expect("delete");
+    claims
+        .delete("db", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while claims.get_opt("idle").await.expect("get").is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "idle claim not released"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Held while the pod mounts it (give the controller time to act wrongly).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let held = claims.get("db").await.expect("held by its finalizer");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    pods.delete("db-0", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("delete pod");
+    while claims.get_opt("db").await.expect("get").is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "db claim not released after its pod went"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    sandbox.shutdown().await;
+}
