@@ -472,12 +472,7 @@ async fn post(
 fn decode_response(status: u16, content_type: Option<&str>, body: &[u8]) -> Result<Value, String> {
     // No Content-Type means the client's own, JSON.
     let content_type = content_type.unwrap_or("application/json");
-    let media_type = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let media_type = crate::http::media_type(content_type);
     let is_json = media_type == "application/json";
     let parsed: Option<Value> = is_json
         .then(|| serde_json::from_slice::<Value>(body).ok())

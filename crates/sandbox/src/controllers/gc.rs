@@ -23,7 +23,7 @@ use super::target_of;
 use crate::apiserver::{ApiServer, DeleteOptions, Propagation, WriteOptions};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
-use crate::object::{finalizers, has_finalizer, is_deleting};
+use crate::object::{has_finalizer, is_deleting};
 use crate::store::{Change, EventType};
 
 const FOREGROUND: &str = "foregroundDeletion";
@@ -246,12 +246,7 @@ async fn remove_finalizer(
     obj: &Value,
     finalizer: &str,
 ) -> Result<(), ApiError> {
-    let mut updated = obj.clone();
-    let remaining: Vec<String> = finalizers(obj)
-        .into_iter()
-        .filter(|f| f != finalizer)
-        .collect();
-    updated["metadata"]["finalizers"] = json!(remaining);
+    let updated = super::without_finalizer(obj, finalizer);
     match server.update(target, updated, &gc_write()).await {
         Ok(_) => Ok(()),
         Err(e) if e.code == 404 => Ok(()),

@@ -43,6 +43,17 @@ pub fn spawn_bootstrap(server: &Arc<ApiServer>, ca_pem: &str) -> tokio::task::Jo
     ))
 }
 
+/// The object with one finalizer taken off, for a controller's update.
+pub(crate) fn without_finalizer(object: &serde_json::Value, finalizer: &str) -> serde_json::Value {
+    let mut updated = object.clone();
+    let kept: Vec<String> = crate::object::finalizers(object)
+        .into_iter()
+        .filter(|f| f != finalizer)
+        .collect();
+    updated["metadata"]["finalizers"] = serde_json::json!(kept);
+    updated
+}
+
 /// The API address of a stored object, at its resource's storage version.
 pub(crate) fn target_of(
     server: &ApiServer,

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::queue::{self, Reconciler, Synced, WorkQueue};
@@ -23,7 +23,7 @@ use super::target_of;
 use crate::apiserver::{ApiServer, WriteOptions};
 use crate::auth::UserInfo;
 use crate::error::ApiError;
-use crate::object::{finalizers, has_finalizer, is_deleting};
+use crate::object::{has_finalizer, is_deleting};
 use crate::store::Change;
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
@@ -117,12 +117,7 @@ impl Protection {
         let Some(target) = target_of(&self.server, resource, object) else {
             return Ok(Synced::Done);
         };
-        let mut updated = object.clone();
-        let kept: Vec<String> = finalizers(object)
-            .into_iter()
-            .filter(|f| f != finalizer)
-            .collect();
-        updated["metadata"]["finalizers"] = json!(kept);
+        let updated = super::without_finalizer(object, finalizer);
         let mut w = WriteOptions::as_user(UserInfo::service_account("kube-system", controller));
         w.field_manager = "kube-controller-manager".to_string();
         match self.server.update(&target, updated, &w).await {
@@ -201,6 +196,7 @@ impl Reconciler for Protection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn only_a_scheduled_pod_naming_the_claim_uses_it() {

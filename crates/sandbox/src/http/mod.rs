@@ -448,15 +448,20 @@ fn body_as_json(
     Ok(Bytes::from(serde_json::to_vec(&object).unwrap_or_default()))
 }
 
-/// `NegotiateInputSerializer` for a create or an update: the body's media type is one the
-/// resource decodes, or kube-apiserver's 415 (a plain `Status`, no details).
-fn accepts_body(rt: &crate::registry::ResourceType, content_type: &str) -> Result<(), ApiError> {
-    let media_type = content_type
+/// A `Content-Type`'s media type without its parameters, in lower case (`application/json`).
+pub(crate) fn media_type(content_type: &str) -> String {
+    content_type
         .split(';')
         .next()
         .unwrap_or_default()
         .trim()
-        .to_ascii_lowercase();
+        .to_ascii_lowercase()
+}
+
+/// `NegotiateInputSerializer` for a create or an update: the body's media type is one the
+/// resource decodes, or kube-apiserver's 415 (a plain `Status`, no details).
+fn accepts_body(rt: &crate::registry::ResourceType, content_type: &str) -> Result<(), ApiError> {
+    let media_type = media_type(content_type);
     let mut accepted = vec!["application/json", "application/yaml"];
     if !rt.is_custom() {
         accepted.push(protobuf::MEDIA_TYPE);

@@ -81,21 +81,10 @@ pub fn validate(
     kind_rules: Vec<Cause>,
 ) -> Result<Vec<Cause>, ApiError> {
     let mut causes = metadata(rt, object);
-    let builtin = (!rt.is_custom())
-        .then(|| crate::builtins::find(&rt.group, version, &rt.plural))
-        .flatten();
-    let Some(builtin) = builtin else {
+    let Some(walk) = Walk::of_builtin(rt, version, object) else {
         causes.extend(kind_rules);
         return Ok(causes);
     };
-    let mut walk = Walk::default();
-    walk.value(
-        &serde_json::json!({"$ref": format!("#/components/schemas/{}", builtin.schema)}),
-        object,
-        &Path::default(),
-        &GoField::default(),
-        0,
-    );
     if let Some(error) = walk.undecodable.first() {
         return Err(ApiError::bad_request(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}",
@@ -113,17 +102,10 @@ pub fn validate(
 /// What apimachinery's `DefaultUnstructuredConverter` says of a built-in object it cannot
 /// convert into its Go type (the first error), as a strategic merge patch meets it.
 pub fn unconvertible(rt: &ResourceType, version: &str, object: &Value) -> Option<String> {
-    let builtin =
-        crate::builtins::find(&rt.group, version, &rt.plural).filter(|_| !rt.is_custom())?;
-    let mut walk = Walk::default();
-    walk.value(
-        &serde_json::json!({"$ref": format!("#/components/schemas/{}", builtin.schema)}),
-        object,
-        &Path::default(),
-        &GoField::default(),
-        0,
-    );
-    walk.unconvertible.into_iter().next()
+    Walk::of_builtin(rt, version, object)?
+        .unconvertible
+        .into_iter()
+        .next()
 }
 
 /// `ValidateObjectMeta`'s checks not made by `meta::prepare_create` (name and labels), in its
@@ -211,6 +193,23 @@ fn go_struct(name: &str) -> String {
 }
 
 impl Walk {
+    /// A built-in object walked alongside its kind's schema; `None` for a custom resource.
+    fn of_builtin(rt: &ResourceType, version: &str, object: &Value) -> Option<Walk> {
+        if rt.is_custom() {
+            return None;
+        }
+        let builtin = crate::builtins::find(&rt.group, version, &rt.plural)?;
+        let mut walk = Walk::default();
+        walk.value(
+            &serde_json::json!({"$ref": format!("#/components/schemas/{}", builtin.schema)}),
+            object,
+            &Path::default(),
+            &GoField::default(),
+            0,
+        );
+        Some(walk)
+    }
+
     fn value(&mut self, schema: &Value, value: &Value, path: &Path, go: &GoField, depth: usize) {
         if depth > MAX_DEPTH || value.is_null() {
             return;

@@ -978,6 +978,23 @@ pub fn immutable_when_set(object: &Value, old: &Value, fields: &[&str]) -> Vec<C
     causes
 }
 
+/// Two specs alike as Go compares the decoded structs: a field set to `null` is a field left
+/// out.
+fn same_spec(a: &Value, b: &Value) -> bool {
+    let set = |v: &Value| -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    };
+    set(a) == set(b)
+}
+
 /// core `ValidatePodUpdate`: a pod's spec changes only in its containers' images, its active
 /// deadline, added tolerations and a negative grace period set to 1 (ephemeral containers
 /// change through their own subresource). The diff kube appends is not reproduced.
@@ -1014,16 +1031,7 @@ pub fn pod_update(object: &Value, old: &Value) -> Vec<Cause> {
         comparable["terminationGracePeriodSeconds"] =
             old_spec["terminationGracePeriodSeconds"].clone();
     }
-    let strip = |v: &Value| match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        other => other.clone(),
-    };
-    if strip(&comparable) == strip(old_spec) {
+    if same_spec(&comparable, old_spec) {
         return Vec::new();
     }
     vec![forbidden(
@@ -1042,16 +1050,7 @@ pub fn persistent_volume_claim_update(object: &Value, old: &Value) -> Vec<Cause>
         comparable["resources"]["requests"] = old["spec"]["resources"]["requests"].clone();
         comparable["volumeAttributesClassName"] = old["spec"]["volumeAttributesClassName"].clone();
     }
-    let strip = |v: &Value| match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        other => other.clone(),
-    };
-    if strip(&comparable) == strip(&old["spec"]) {
+    if same_spec(&comparable, &old["spec"]) {
         return Vec::new();
     }
     vec![forbidden(
