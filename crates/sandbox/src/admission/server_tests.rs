@@ -352,13 +352,21 @@ async fn response_uid_must_match() {
     server.stop().await;
 }
 
+/// An address that refuses every connection for as long as the returned socket lives: bound,
+/// never listening. (A port bound and then released, as these tests used before, can be taken by
+/// another test's server meanwhile: CI once got a TLS error there instead of a refusal.)
+fn refusing() -> (tokio::net::TcpSocket, std::net::SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .expect("bind");
+    let addr = socket.local_addr().expect("addr");
+    (socket, addr)
+}
+
 #[tokio::test]
 async fn webhook_down_fails_or_is_ignored_by_failure_policy() {
-    // A port that was just free: nothing listens there any more.
-    let addr = {
-        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        l.local_addr().expect("addr")
-    };
+    let (_refusing, addr) = refusing();
     let ca = Ca::new();
     let down = url_hook("down.example.org", &ca, addr, "/validate/");
     let err = dispatcher()
@@ -423,10 +431,8 @@ async fn slow_webhooks_time_out() {
 async fn services_are_mapped_and_tls_names_verified() {
     let ca = Ca::new();
     let server = Server::start(&ca, &["hook.webhooks.svc"], allow, Duration::ZERO).await;
-    // An address nothing listens on (bound, then released), tried first: skipped.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port");
+    // An address that refuses connections, tried first: skipped.
+    let (_refusing, dead) = refusing();
     let services = [
         (
             ("webhooks".to_string(), "hook".to_string()),
