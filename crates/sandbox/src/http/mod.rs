@@ -610,14 +610,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
                 if !rt.is_custom() {
                     accepted.push("application/vnd.kubernetes.protobuf;stream=watch");
                 }
-                return Err(ApiError::new(
-                    406,
-                    "NotAcceptable",
-                    format!(
-                        "only the following media types are accepted: {}",
-                        accepted.join(", ")
-                    ),
-                ));
+                return Err(negotiate::not_acceptable(&accepted));
             }
             let opts = watch_options(&query)?;
             let timeout = opts.timeout.unwrap_or(server.config.default_watch_timeout);

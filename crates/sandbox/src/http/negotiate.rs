@@ -74,18 +74,20 @@ pub(crate) fn negotiate(accept: Option<&str>, protobuf_served: bool) -> Result<F
             }
         }
     }
-    Err(ApiError::new(
+    let accepted: Vec<&str> = served.iter().map(|f| f.media_type()).collect();
+    Err(not_acceptable(&accepted))
+}
+
+/// kube-apiserver's `406 Not Acceptable`, naming the media types it would have answered in.
+pub(crate) fn not_acceptable(accepted: &[&str]) -> ApiError {
+    ApiError::new(
         406,
         "NotAcceptable",
         format!(
             "only the following media types are accepted: {}",
-            served
-                .iter()
-                .map(|f| f.media_type())
-                .collect::<Vec<_>>()
-                .join(", ")
+            accepted.join(", ")
         ),
-    ))
+    )
 }
 
 #[cfg(test)]
