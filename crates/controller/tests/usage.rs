@@ -402,3 +402,103 @@ async fn the_owner_reference_write_never_clobbers_a_concurrent_change() {
     assert_eq!(now.metadata.owner_references, None, "the change stands");
     sandbox.shutdown().await;
 }
+
+/// A used kind's CRD is deleted (its objects with it) and made again: while it is away the
+/// kind is not served and the Usage says so (`UnknownKind`, not a `NotFound` that a retrying
+/// watch would leave); once it is back, its objects are listed afresh at once and the new
+/// object is in use — at once, not after a watch backoff that grew while the kind was away.
+#[tokio::test]
+async fn a_used_kind_whose_crd_is_deleted_is_unknown_until_its_crd_is_made_again() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let (sandbox, client) = sandbox().await;
+    let ctl = start(&client, test_config());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.t.example"},
+        "spec": {"group": "t.example", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                          "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .expect("crd");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("t.example", "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "t.example/v1", "kind": "Widget", "metadata": {"name": "w1"}
+    }))
+    .expect("widget");
+    let usages: Api<Usage> = Api::namespaced(client.clone(), "default");
+    let ready = |reason: &'static str| {
+        let usages = usages.clone();
+        async move {
+            wait_for(&format!("the Usage Ready {reason}"), DEADLINE, || async {
+                let u = usages.get("widget-in-use").await.ok()?;
+                let want = if reason == "Resolved" {
+                    "True"
+                } else {
+                    "False"
+                };
+                (condition(&u, "Ready") == Some((want.into(), reason.into()))).then_some(())
+            })
+            .await
+        }
+    };
+    let in_use = || async {
+        wait_for("the widget's in-use label", DEADLINE, || async {
+            let w = widgets.get("w1").await.ok()?;
+            (w.metadata.labels?.get(lien_api::IN_USE_LABEL)? == "true").then_some(())
+        })
+        .await
+    };
+    let make = || async {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("crd created");
+        wait_for("widgets to be served", DEADLINE, || async {
+            widgets.list(&Default::default()).await.ok().map(drop)
+        })
+        .await;
+        widgets
+            .create(&PostParams::default(), &widget)
+            .await
+            .expect("widget created");
+    };
+    make().await;
+    create_usage(
+        &client,
+        "default",
+        json!({"metadata": {"name": "widget-in-use"}, "spec": {
+            "of": {"apiVersion": "t.example/v1", "kind": "Widget", "resourceRef": {"name": "w1"}},
+            "reason": "r"}}),
+    )
+    .await;
+    ready("Resolved").await;
+    in_use().await;
+    for _round in 0..3 {
+        crds.delete("widgets.t.example", &DeleteParams::default())
+            .await
+            .expect("crd deleted");
+        wait_for("the CRD to go", DEADLINE, || async {
+            crds.get_opt("widgets.t.example")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        })
+        .await;
+        ready("UnknownKind").await;
+        make().await;
+        ready("Resolved").await;
+        in_use().await;
+    }
+    ctl.stop().await;
+    sandbox.shutdown().await;
+}

@@ -128,6 +128,8 @@ pub struct Change {
 pub struct Subscription {
     pub backlog: Vec<Arc<Change>>,
     pub live: broadcast::Receiver<Arc<Change>>,
+    /// Resources no longer served (see [`Store::drop_resource`]): a watch of one ends.
+    pub retired: broadcast::Receiver<ResourceKey>,
 }
 
 pub struct Store {
@@ -142,6 +144,8 @@ pub struct Store {
     snapshots: VecDeque<((u64, ResourceKey), Table)>,
     snapshot_limit: usize,
     live: broadcast::Sender<Arc<Change>>,
+    /// Resources whose serving ended ([`Store::drop_resource`]).
+    retired: broadcast::Sender<ResourceKey>,
     controllers: Vec<mpsc::UnboundedSender<Arc<Change>>>,
 }
 
@@ -166,6 +170,7 @@ impl Store {
     /// watcher may fall behind before it is closed (the client then re-lists).
     pub fn new(history_limit: usize, watch_buffer: usize) -> Self {
         let (live, _) = broadcast::channel(watch_buffer.max(16));
+        let (retired, _) = broadcast::channel(16);
         Store {
             // etcd starts counting at 1; starting higher makes stale-version bugs visible.
             revision: 100,
@@ -177,6 +182,7 @@ impl Store {
             snapshots: VecDeque::new(),
             snapshot_limit: 64,
             live,
+            retired,
             controllers: Vec::new(),
         }
     }
@@ -314,11 +320,16 @@ impl Store {
         Some(last)
     }
 
-    /// Forgets a resource whose objects are all gone (a deleted CRD).
+    /// Forgets a resource whose objects are all gone (a deleted CRD), and ends every watch of
+    /// it: kube-apiserver's CRD handler destroys a deleted CRD's storage, which closes its
+    /// watches, and a client's list again is answered 404 (the registry no longer serves it:
+    /// the caller removed it first, so a watcher cannot list it again before it is gone).
     pub fn drop_resource(&mut self, resource: &ResourceKey) {
         if self.tables.get(resource).is_some_and(OrdMap::is_empty) {
             self.tables.remove(resource);
         }
+        // No receivers is fine: nobody is watching.
+        let _ = self.retired.send(resource.clone());
     }
 
     fn index(&mut self, resource: &ResourceKey, key: &ObjectKey, object: &Value) {
@@ -393,6 +404,7 @@ impl Store {
         Ok(Subscription {
             backlog,
             live: self.live.subscribe(),
+            retired: self.retired.subscribe(),
         })
     }
 

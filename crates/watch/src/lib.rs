@@ -19,7 +19,8 @@
 //! - [`forward`] / [`spawn_forward`]: the one "watch an `Api` with kube's default backoff,
 //!   forwarded into an event loop's channel" loop, the only place a watcher is made: a failed
 //!   list or watch is retried, never fatal; the loop ends when the channel closes (its event
-//!   loop stopped) or the task is aborted.
+//!   loop stopped) or the task is aborted. [`forward_while_served`] also ends when the kind
+//!   stops being served (a 404: its CRD deleted), for the caller to discover it again.
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -259,9 +260,60 @@ pub async fn served_resources(
 pub async fn forward<K, M>(
     api: Api<K>,
     tx: &mpsc::UnboundedSender<M>,
-    mut map: impl FnMut(watcher::Event<K>) -> Option<M>,
+    map: impl FnMut(watcher::Event<K>) -> Option<M>,
     failed: impl Fn(&watcher::Error),
 ) where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    forward_until(api, tx, map, failed, |_| false).await;
+}
+
+/// Why [`forward_while_served`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The listener's channel closed: its event loop stopped.
+    Closed,
+    /// The API server answered 404 to the list or the watch: the kind is not served any more
+    /// (its CRD was deleted). The caller discovers it again ([`discover_until_served`]), and a
+    /// CRD made again is watched from a fresh list, not after a backoff that grew while the
+    /// kind was away.
+    NotServed,
+}
+
+/// [`forward`], for a kind that may stop being served (a custom resource): returns
+/// [`Ended::NotServed`] when the API server says the resource does not exist, rather than
+/// retrying a list that cannot succeed until the CRD is back.
+pub async fn forward_while_served<K, M>(
+    api: Api<K>,
+    tx: &mpsc::UnboundedSender<M>,
+    map: impl FnMut(watcher::Event<K>) -> Option<M>,
+    failed: impl Fn(&watcher::Error),
+) -> Ended
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    forward_until(api, tx, map, failed, is_not_served).await
+}
+
+/// Whether a watcher's failure says its resource is not served: a 404 to the list or to the
+/// start of the watch (a 410 Gone is the watcher's own relist, never this).
+pub fn is_not_served(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            if s.code == 404
+    )
+}
+
+async fn forward_until<K, M>(
+    api: Api<K>,
+    tx: &mpsc::UnboundedSender<M>,
+    mut map: impl FnMut(watcher::Event<K>) -> Option<M>,
+    failed: impl Fn(&watcher::Error),
+    stop: impl Fn(&watcher::Error) -> bool,
+) -> Ended
+where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let stream = watcher(api, watcher::Config::default()).default_backoff();
@@ -272,12 +324,15 @@ pub async fn forward<K, M>(
                 if let Some(msg) = map(ev)
                     && tx.send(msg).is_err()
                 {
-                    return;
+                    return Ended::Closed;
                 }
             }
+            Err(e) if stop(&e) => return Ended::NotServed,
             Err(e) => failed(&e),
         }
     }
+    // The watcher's stream does not end on its own; treat an end as the listener's.
+    Ended::Closed
 }
 
 /// [`forward`] in a task of its own.

@@ -146,7 +146,8 @@ impl Calls {
 }
 
 /// Discovers a kind (retried under the watch service's backoff while it is not served: a CRD
-/// installed later), says so to the event loop, then forwards its objects' events.
+/// installed later), says so to the event loop, then forwards its objects' events until the
+/// channel closes — or the kind stops being served, when it is discovered again.
 fn spawn_kind_watch(
     client: Client,
     gk: GroupKind,
@@ -156,24 +157,30 @@ fn spawn_kind_watch(
     wrap: fn(GroupKind, watcher::Event<DynamicObject>) -> Msg,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let discovered = crate::watch::discover_until_served(&client, &gk, &api_version, |e| {
-            tx.send(found(gk.clone(), Err(e))).is_ok()
-        })
-        .await;
-        let Some(discovered) = discovered else {
-            return;
-        };
-        let api: Api<DynamicObject> = Api::all_with(client, &discovered.ar);
-        if tx.send(found(gk.clone(), Ok(discovered))).is_err() {
-            return;
+        loop {
+            let discovered = crate::watch::discover_until_served(&client, &gk, &api_version, |e| {
+                tx.send(found(gk.clone(), Err(e))).is_ok()
+            })
+            .await;
+            let Some(discovered) = discovered else {
+                return;
+            };
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &discovered.ar);
+            if tx.send(found(gk.clone(), Ok(discovered))).is_err() {
+                return;
+            }
+            let ended = crate::watch::forward_while_served(
+                api,
+                &tx,
+                |ev| Some(wrap(gk.clone(), ev)),
+                |e| tracing::warn!(error = %e, kind = %gk, "cascade watch failed; retrying"),
+            )
+            .await;
+            if ended == crate::watch::Ended::Closed {
+                return;
+            }
+            // Its CRD was deleted: discovered again, from a fresh list once it is back.
         }
-        crate::watch::forward(
-            api,
-            &tx,
-            |ev| Some(wrap(gk.clone(), ev)),
-            |e| tracing::warn!(error = %e, kind = %gk, "cascade watch failed; retrying"),
-        )
-        .await;
     })
 }
 

@@ -205,25 +205,49 @@ fn spawn_kind_watch(
     let span = tracing::info_span!("kind_watch", kind = %gk);
     tokio::spawn(
         async move {
-            // Discovery; an unknown kind is retried with the service's backoff (a CRD may be
-            // installed later; a CRD change also restarts this task at once).
-            let found = crate::watch::discover_until_served(&client, &gk, &api_version, |e| {
-                tracing::info!(error = %e, "kind not served");
-                tx.send(Msg::KindUnknown(gk.clone())).is_ok()
-            })
-            .await;
-            let Some(crate::watch::Discovered { ar, namespaced }) = found else {
-                return;
-            };
-            if tx
-                .send(Msg::KindFound(gk.clone(), ar.clone(), namespaced))
-                .is_err()
-            {
-                return;
-            }
-            match reader {
-                None => watch_metadata(client, &ar, gk, tx, &metrics).await,
-                Some(reader) => watch_full(client, &ar, gk, reader, labels, tx, &metrics).await,
+            loop {
+                // Discovery; an unknown kind is retried with the service's backoff (a CRD may
+                // be installed later; a CRD change also restarts this task at once).
+                let found = crate::watch::discover_until_served(&client, &gk, &api_version, |e| {
+                    tracing::info!(error = %e, "kind not served");
+                    tx.send(Msg::KindUnknown(gk.clone())).is_ok()
+                })
+                .await;
+                let Some(crate::watch::Discovered { ar, namespaced }) = found else {
+                    return;
+                };
+                if tx
+                    .send(Msg::KindFound(gk.clone(), ar.clone(), namespaced))
+                    .is_err()
+                {
+                    return;
+                }
+                let ended = match &reader {
+                    None => {
+                        watch_metadata(client.clone(), &ar, gk.clone(), tx.clone(), &metrics).await
+                    }
+                    Some(reader) => {
+                        let (reader, tx) = (reader.clone(), tx.clone());
+                        watch_full(
+                            client.clone(),
+                            &ar,
+                            gk.clone(),
+                            reader,
+                            labels,
+                            tx,
+                            &metrics,
+                        )
+                        .await
+                    }
+                };
+                match ended {
+                    crate::watch::Ended::Closed => return,
+                    // Its CRD was deleted: discovery again, whose miss marks the kind unknown
+                    // (its objects leave the caches) and whose retry a new CRD hurries.
+                    crate::watch::Ended::NotServed => {
+                        tracing::info!("kind no longer served: discovering it again");
+                    }
+                }
             }
         }
         .instrument(span),
@@ -236,10 +260,10 @@ async fn watch_metadata(
     gk: GroupKind,
     tx: mpsc::UnboundedSender<Msg>,
     metrics: &Metrics,
-) {
+) -> crate::watch::Ended {
     // `Api<PartialObjectMeta<_>>` lists and watches metadata only.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, ar);
-    crate::watch::forward(
+    crate::watch::forward_while_served(
         api,
         &tx,
         |ev| {
@@ -248,7 +272,7 @@ async fn watch_metadata(
         },
         |e| object_watch_failed(metrics, e),
     )
-    .await;
+    .await
 }
 
 fn object_watch_failed(metrics: &Metrics, e: &watcher::Error) {
@@ -264,9 +288,9 @@ async fn watch_full(
     labels: bool,
     tx: mpsc::UnboundedSender<Msg>,
     metrics: &Metrics,
-) {
+) -> crate::watch::Ended {
     let api: Api<DynamicObject> = Api::all_with(client, ar);
-    crate::watch::forward(
+    crate::watch::forward_while_served(
         api,
         &tx,
         |ev| {
@@ -282,5 +306,5 @@ async fn watch_full(
         },
         |e| object_watch_failed(metrics, e),
     )
-    .await;
+    .await
 }

@@ -93,6 +93,8 @@ pub struct WatchStream {
     pub(crate) backlog: std::collections::VecDeque<WatchEvent>,
     /// `None` for a watch that only reports an error and ends.
     pub(crate) live: Option<broadcast::Receiver<Arc<Change>>>,
+    /// Resources no longer served: this watch ends when its own is (a deleted CRD).
+    retired: Option<broadcast::Receiver<ResourceKey>>,
     pub(crate) last_revision: u64,
 }
 
@@ -124,8 +126,12 @@ impl WatchStream {
             return Some(e);
         }
         let live = self.live.as_mut()?;
+        let retired = self.retired.as_mut()?;
         loop {
             tokio::select! {
+                // In order: a change made before its resource was retired (its objects'
+                // deletions, made before a CRD goes) is sent before the watch ends.
+                biased;
                 change = live.recv() => match change {
                     Ok(change) => {
                         if change.revision <= self.last_revision {
@@ -137,6 +143,12 @@ impl WatchStream {
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                gone = retired.recv() => match gone {
+                    Ok(key) if key != self.key => {}
+                    // Its resource is not served any more (or too many were retired to tell):
+                    // the client lists again, and is told 404 if it is gone.
+                    Ok(_) | Err(_) => return None,
                 },
                 _ = bookmark.tick(), if self.options.allow_bookmarks => {
                     return Some(self.bookmark(false));
@@ -436,6 +448,7 @@ impl ApiServer {
                     }]
                     .into(),
                     live: None,
+                    retired: None,
                     last_revision: from,
                 });
             }
@@ -449,6 +462,7 @@ impl ApiServer {
             initial_events: Default::default(),
             backlog: Default::default(),
             live: Some(sub.live),
+            retired: Some(sub.retired),
             last_revision: from,
         };
         for change in &sub.backlog {

@@ -183,3 +183,52 @@ async fn deleting_a_crd_deletes_its_objects_first_then_stops_serving() {
     );
     sandbox.shutdown().await;
 }
+
+/// A watch of a custom resource ends when its CRD is deleted (kube-apiserver's CRD handler
+/// destroys the storage, closing its watches), and the client's list again is answered 404 —
+/// it never waits on a watch of a kind that is no longer served, and a CRD made again is
+/// listed afresh.
+#[tokio::test]
+async fn a_watch_of_a_custom_resource_ends_when_its_crd_is_deleted() {
+    use futures::StreamExt;
+    use kube::api::WatchParams;
+
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "crd-w").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd())
+        .await
+        .expect("create CRD");
+    wait_until(&crds, CRD, "Established", |c| {
+        condition(c, "Established").is_some_and(|e| e.status == "True")
+    })
+    .await;
+    let in_w = widgets(&client, "crd-w");
+    in_w.create(&PostParams::default(), &widget("plain", &[]))
+        .await
+        .expect("create widget");
+    let all = widgets(&client, "crd-w");
+    let mut events = all
+        .watch(&WatchParams::default().timeout(290), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    crds.delete(CRD, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    let mut seen = Vec::new();
+    let ended = tokio::time::timeout(crate::support::DEADLINE, async {
+        while let Some(e) = events.next().await {
+            seen.push(format!("{e:?}"));
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch is still open: {seen:#?}");
+    assert!(
+        seen.iter().any(|e| e.contains("Deleted")),
+        "the object's deletion is seen before the end: {seen:#?}"
+    );
+    assert_eq!(status(in_w.list(&Default::default()).await).code, 404);
+    sandbox.shutdown().await;
+}
