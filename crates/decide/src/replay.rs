@@ -85,10 +85,19 @@ pub const DELETION_REPLAYED_REASON: &str = "DeletionReplayed";
 /// Why an expired record is forgotten (also how the write loop counts expiries).
 pub const RECORD_EXPIRED: &str = "the record expired";
 
-/// How many recorded refused deletions wait for their object to be free (the object is still
-/// in use): the `lien_controller_replays_pending` gauge. O(objects watched), like
-/// [`replay_actions`], and run beside it once per write pass.
-pub fn pending_records(index: &RelationIndex, caches: &Caches) -> usize {
+/// How many recorded refused deletions wait for their object to be free **and will be
+/// replayed then**: the `lien_controller_replays_pending` gauge, which `LienReplaysStuck`
+/// alerts on. A record that asks for no replay (a refusal under a reason-only Usage: it only
+/// tells `why` who tried), one for an earlier incarnation of the object, an expired one, or
+/// one that does not parse is not pending — counting them paged on every normal refusal.
+/// The seal is not verified here (a forged record is dropped by [`replay_actions`]).
+/// O(objects watched), like [`replay_actions`], and run beside it once per write pass.
+pub fn pending_records(
+    index: &RelationIndex,
+    caches: &Caches,
+    now: Timestamp,
+    ttl: Duration,
+) -> usize {
     caches
         .kinds()
         .map(|(gk, kind)| {
@@ -96,7 +105,14 @@ pub fn pending_records(index: &RelationIndex, caches: &Caches) -> usize {
                 .iter()
                 .filter(|((ns, name), o)| {
                     !o.deleting
-                        && o.annotations.contains_key(DELETION_ATTEMPT_ANNOTATION)
+                        && o.annotations
+                            .get(DELETION_ATTEMPT_ANNOTATION)
+                            .and_then(|raw| serde_json::from_str::<Wire>(raw).ok())
+                            .is_some_and(|w| {
+                                w.attempt.replay
+                                    && w.attempt.uid == o.uid
+                                    && !w.attempt.expired(now, ttl)
+                            })
                         && index.is_in_use_ref(lien_core::KeyRef {
                             group: &gk.group,
                             kind: &gk.kind,
@@ -721,6 +737,52 @@ mod tests {
             replay_actions(&index, &c, true, now, ttl, &k)[..],
             [ReplayAction::Delete { .. }]
         ));
+    }
+
+    /// `LienReplaysStuck` alerts on this count: a normal refusal under a reason-only Usage
+    /// (recorded with `replay: false`) is not pending, nor is an expired record, one for an
+    /// earlier incarnation, or one whose object is free (it is replayed on the next pass).
+    #[test]
+    fn only_records_that_will_be_replayed_are_pending() {
+        let now = Timestamp::now();
+        let ttl = DEFAULT_REPLAY_TTL;
+        let mut index = RelationIndex::new();
+        let src = Source::usage("ns", "u");
+        index
+            .apply(&src, [Relation::protects(src.clone(), object(), "r")])
+            .expect("applies");
+        let pending = |c: &Caches, index: &RelationIndex| pending_records(index, c, now, ttl);
+        assert_eq!(pending(&with_record("u1", &attempt(now)), &index), 1);
+        let normal = DeletionAttempt {
+            replay: false,
+            ..attempt(now)
+        };
+        assert_eq!(
+            pending(&with_record("u1", &normal), &index),
+            0,
+            "no replay asked"
+        );
+        let old = DeletionAttempt {
+            time: now - ttl - Duration::from_secs(1),
+            ..attempt(now)
+        };
+        assert_eq!(pending(&with_record("u1", &old), &index), 0, "expired");
+        assert_eq!(
+            pending(&with_record("u2", &attempt(now)), &index),
+            0,
+            "an earlier incarnation's"
+        );
+        assert_eq!(
+            pending(&with_raw("u1", "not json"), &index),
+            0,
+            "unreadable"
+        );
+        index.delete(&src);
+        assert_eq!(
+            pending(&with_record("u1", &attempt(now)), &index),
+            0,
+            "free"
+        );
     }
 
     #[test]

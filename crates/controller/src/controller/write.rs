@@ -402,7 +402,7 @@ pub(super) fn plan(
         writes,
         labels_left: labels.left,
         revisit,
-        replays_pending: replay::pending_records(&index, &st.caches),
+        replays_pending: replay::pending_records(&index, &st.caches, now, config.replay_ttl),
         relations_by_source: index.len_by_source_kind(),
     }
 }
