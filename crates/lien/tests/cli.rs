@@ -211,6 +211,62 @@ async fn run_against_a_closed_port_names_the_url() {
     assert!(line.contains("--kubeconfig/--context"), "{line}");
 }
 
+/// The plugin's connection errors are `lien run`'s: one line with the real cause and the fix —
+/// a closed port (not kube's "ServiceError: client error (Connect)"), a context the kubeconfig
+/// lacks (not "failed to load current context").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_names_an_unreachable_server_and_a_missing_context_in_one_line() {
+    let dir = TempDir::new("plugin-errors");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let mut config = sandbox.kubeconfig();
+    drop(sandbox);
+    // Bound, never listening: connections are refused while the test runs.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let port = socket.local_addr().expect("addr").port();
+    for cluster in config["clusters"].as_array_mut().expect("clusters") {
+        cluster["cluster"]["server"] = serde_json::json!(format!("https://127.0.0.1:{port}"));
+    }
+    std::fs::write(&kubeconfig, config.to_string()).expect("kubeconfig");
+    let plugin = |args: Vec<String>| async move {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .stdout(Stdio::null());
+        tokio::task::spawn_blocking(move || finish(cmd))
+            .await
+            .expect("joined")
+    };
+    let k = format!("--kubeconfig={}", kubeconfig.display());
+    for command in [vec!["why", "cm/x"], vec!["status"]] {
+        let mut args: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+        args.push(k.clone());
+        let out = plugin(args).await;
+        let line = assert_one_line_failure(&out, "error: ");
+        assert!(
+            line.contains("cannot reach the API server: ") && line.contains("refused"),
+            "{line}"
+        );
+        assert!(line.contains("--kubeconfig/--context"), "{line}");
+        assert!(!line.contains("ServiceError"), "{line}");
+    }
+    let out = plugin(vec![
+        "why".into(),
+        "cm/x".into(),
+        k.clone(),
+        "--context=prod".into(),
+    ])
+    .await;
+    let line = assert_one_line_failure(
+        &out,
+        "error: loading the kubeconfig: context \"prod\" does not exist in ",
+    );
+    assert!(line.contains("kubectl config get-contexts"), "{line}");
+    drop(socket);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_without_its_namespace_says_to_create_it() {
     let dir = TempDir::new("no-namespace");
@@ -342,7 +398,7 @@ async fn kubectl_lien_tab_completes_commands_types_names_and_namespaces() {
     let out = run(&["__complete", "lien", ""]).await.expect("joined");
     assert_eq!(
         candidates(&out),
-        ["why", "graph", "plan", "delete", "completion"],
+        ["why", "graph", "plan", "delete", "status", "completion"],
         "the plugin's commands only: {out}"
     );
     let out = run(&["__complete", "lien", "why", "-n", "shop", "configmap/s"])

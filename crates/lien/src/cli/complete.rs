@@ -31,7 +31,7 @@ const FILES: u8 = 0;
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The commands offered as the plugin.
-const PLUGIN_COMMANDS: [&str; 5] = ["why", "graph", "plan", "delete", "completion"];
+const PLUGIN_COMMANDS: [&str; 6] = ["why", "graph", "plan", "delete", "status", "completion"];
 
 /// What the words typed so far ask to be completed.
 #[derive(Debug, Clone, PartialEq, Eq)]

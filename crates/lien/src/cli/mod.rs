@@ -63,6 +63,10 @@ pub enum Command {
     /// Delete an object; with --when-free, if Lien refuses because it is in use, Lien deletes
     /// it once it is free.
     Delete(plugin::DeleteArgs),
+    /// Whether Lien is enforcing right now: its webhook configuration, whether the webhook
+    /// answers, replicas and leader, client authentication, CA expiry, version, and how many
+    /// Usages and rules are Ready. Exit status 0 only when enforced.
+    Status(plugin::StatusArgs),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::CompletionArgs),
 }
@@ -135,6 +139,7 @@ pub fn main() -> std::process::ExitCode {
             | Command::Graph(_)
             | Command::Plan(_)
             | Command::Delete(_)
+            | Command::Status(_)
             | Command::Completion(_)
     );
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
@@ -174,6 +179,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Graph(args) => Err(Exit(plugin::graph(args).await)),
             Command::Plan(args) => Err(Exit(plugin::plan(args).await)),
             Command::Delete(args) => Err(Exit(plugin::delete(args).await)),
+            Command::Status(args) => Err(Exit(plugin::status(args).await)),
             Command::Completion(args) => {
                 completion::run(args, if as_plugin { PLUGIN_BIN } else { "lien" }).map_err(Fail)
             }

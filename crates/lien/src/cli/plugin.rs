@@ -1,4 +1,4 @@
-//! `lien why | graph | plan | delete` — also `kubectl lien …` when the binary is installed as
+//! `lien why | graph | plan | delete | status` — also `kubectl lien …` when the binary is installed as
 //! `kubectl-lien`. Flags follow kubectl's (`-n/--namespace`, `-A`, `--context`,
 //! `--kubeconfig`, `TYPE NAME` and `TYPE/NAME`); errors are printed as kubectl prints them.
 
@@ -65,6 +65,36 @@ pub struct DeleteArgs {
     pub cascade: plugin::delete::Cascade,
     #[command(flatten)]
     pub kube: KubeArgs,
+}
+
+/// `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Lien's namespace (`lien run --namespace`): its leader-election Lease, and its
+    /// Deployment when it runs in the cluster.
+    #[arg(long, default_value = "lien-system")]
+    pub lien_namespace: String,
+    /// The name of Lien's webhook configurations.
+    #[arg(long, default_value = "lien")]
+    pub configuration: String,
+    /// `text` for people, `json` for scripts.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: StatusFormat,
+}
+
+/// `status -o`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum StatusFormat {
+    /// The verdict, then one line per check.
+    Text,
+    /// `{"verdict", "reason", "checks"}`.
+    Json,
 }
 
 /// `graph -o`.
@@ -297,6 +327,7 @@ pub async fn why(args: WhyArgs) -> ExitCode {
         let info = read::get_object(&s.client, &key, &resource).await?;
         let mut g = load(&s, &args.kube).await?;
         g.nodes.insert(key.clone(), info);
+        warn_if_not_enforced(&s.client).await;
         Ok::<_, ReadError>(plugin::why(
             &g,
             &key,
@@ -307,6 +338,49 @@ pub async fn why(args: WhyArgs) -> ExitCode {
     match result {
         Ok(text) => print(&text),
         Err(e) => fail(e),
+    }
+}
+
+/// `status`: exit status 0 only when enforced.
+pub async fn status(args: StatusArgs) -> ExitCode {
+    let conn = Connection {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
+    let client = match read::connect(&conn).await {
+        Ok((client, _)) => client,
+        Err(e) => return fail(e),
+    };
+    // An API server that cannot be reached is one line, not a report of unreadable checks.
+    if let Err(e) = client.apiserver_version().await {
+        return fail(ReadError::from_kube("asking the API server its version", e));
+    }
+    let names = plugin::status_read::Names {
+        configuration: args.configuration.clone(),
+        namespace: args.lien_namespace.clone(),
+        ..Default::default()
+    };
+    let facts = plugin::status_read::gather(&client, &names).await;
+    let report = plugin::status::assess(&facts);
+    let text = match args.output {
+        StatusFormat::Text => plugin::status::to_text(&report),
+        StatusFormat::Json => plugin::status::to_json(&report),
+    };
+    match print(&text) {
+        code if code != ExitCode::SUCCESS => code,
+        _ if report.enforced() => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// The one-line warning (on stderr) when protection is not what `why`, `graph` and `plan`
+/// describe: the webhook configuration missing, Lien not answering, or failing open. Nothing
+/// when it cannot be told (a user who may not read the configuration): no claim either way.
+async fn warn_if_not_enforced(client: &kube::Client) {
+    let facts =
+        plugin::status_read::enforcement(client, &plugin::status_read::Names::default()).await;
+    if let Some(warning) = plugin::status::assess(&facts).verdict.warning() {
+        eprintln!("{warning}");
     }
 }
 
@@ -347,6 +421,7 @@ pub async fn graph(args: GraphArgs) -> ExitCode {
             .collect();
         let g = load(&s, &args.kube).await?;
         report_problems(&g);
+        warn_if_not_enforced(&s.client).await;
         let started = std::time::Instant::now();
         let view = plugin::select(
             &g,
@@ -483,6 +558,7 @@ pub async fn plan(args: PlanArgs) -> ExitCode {
         .await?;
         let g = load(&s, &args.kube).await?;
         report_problems(&g);
+        warn_if_not_enforced(&s.client).await;
         let keys = if args.all {
             plugin::plan::all_in_namespace(&g, &s.namespace)
         } else {

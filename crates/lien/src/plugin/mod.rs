@@ -17,6 +17,8 @@ pub mod layout;
 pub mod plan;
 pub mod read;
 pub mod snapshot;
+pub mod status;
+pub mod status_read;
 pub mod why;
 
 pub use graph::{Selection, View, select};

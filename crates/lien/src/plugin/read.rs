@@ -43,7 +43,7 @@ pub enum ReadError {
         status: Box<Status>,
     },
     /// The request failed before an answer.
-    #[error("error: {doing}: {source}")]
+    #[error("error: {doing}: {}", no_answer(.source))]
     Transport {
         /// What the plugin was doing.
         doing: String,
@@ -69,6 +69,32 @@ fn reason(status: &Status) -> String {
         String::new()
     } else {
         format!(" ({})", status.reason)
+    }
+}
+
+/// The innermost cause of an error (`Connection refused (os error 111)`, not kube's
+/// `ServiceError: client error (Connect)`).
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// A request that got no answer, in `lien run`'s words (`cli::cluster::unreachable`): the
+/// cause, and what to check.
+fn no_answer(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Service(_) | kube::Error::HyperError(_) => format!(
+            "cannot reach the API server: {} — check that the cluster is up and that --kubeconfig/--context (or $KUBECONFIG) name it",
+            root_cause(e)
+        ),
+        kube::Error::Auth(_) => format!(
+            "authenticating to the API server: {} — check the kubeconfig's user for this context",
+            root_cause(e)
+        ),
+        e => e.to_string(),
     }
 }
 
@@ -119,12 +145,42 @@ pub async fn connect(conn: &Connection) -> Result<(Client, String), ReadError> {
         context: conn.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let kubeconfig = match &conn.kubeconfig {
-        Some(path) => Kubeconfig::read_from(path)
-            .map_err(|e| ReadError::Kubeconfig(format!("{}: {e}", path.display())))?,
+    let (kubeconfig, origin) = match &conn.kubeconfig {
+        Some(path) => (
+            Kubeconfig::read_from(path)
+                .map_err(|e| ReadError::Kubeconfig(format!("{}: {e}", path.display())))?,
+            path.display().to_string(),
+        ),
         // `KUBECONFIG` (paths merged) or `~/.kube/config`, as kubectl reads them.
-        None => Kubeconfig::read().map_err(|e| ReadError::Kubeconfig(e.to_string()))?,
+        None => (
+            Kubeconfig::read().map_err(|e| {
+                ReadError::Kubeconfig(format!("{e} — pass --kubeconfig PATH or set KUBECONFIG"))
+            })?,
+            match std::env::var("KUBECONFIG") {
+                Ok(v) if !v.is_empty() => format!("$KUBECONFIG ({v})"),
+                _ => "~/.kube/config".to_owned(),
+            },
+        ),
     };
+    // kube's own words here are "failed to load current context: prod"; kubectl's are clearer.
+    let wanted = conn
+        .context
+        .clone()
+        .or_else(|| kubeconfig.current_context.clone())
+        .filter(|c| !c.is_empty());
+    match wanted {
+        None => {
+            return Err(ReadError::Kubeconfig(format!(
+                "{origin} has no current context — pass --context NAME, or set one with `kubectl config use-context NAME`"
+            )));
+        }
+        Some(c) if !kubeconfig.contexts.iter().any(|n| n.name == c) => {
+            return Err(ReadError::Kubeconfig(format!(
+                "context \"{c}\" does not exist in {origin} — `kubectl config get-contexts` lists them"
+            )));
+        }
+        Some(_) => {}
+    }
     let config = Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|e| ReadError::Kubeconfig(e.to_string()))?;

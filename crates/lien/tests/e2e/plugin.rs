@@ -182,3 +182,87 @@ async fn kubectl_lien_plan_refuses_a_cycle_and_apply_refuses_a_protection() {
     assert!(env.configmaps().get("kept").await.is_ok(), "kept must stay");
     env.finish().await;
 }
+
+/// `kubectl lien status` says whether Lien is enforcing, and `why` never claims a protection
+/// that is not: enforced while Lien answers; failing closed once it stops (its configuration
+/// left behind) — the DELETE then fails with an error, as the warning says; not enforced once
+/// the configuration is gone too — and the DELETE then goes through, as the warning says.
+#[tokio::test]
+async fn status_says_whether_protection_is_enforced_and_why_warns_when_it_is_not() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{Api, DeleteParams};
+
+    let mut env = Env::start("plugin-status").await;
+    if !env.is_local() {
+        // Stopping Lien needs a cluster of the scenario's own.
+        env.finish().await;
+        return;
+    }
+    let ns = env.ns.clone();
+    env.protected_configmap("db", "db-in-use", "orders live here")
+        .await;
+    wait_label(&env.configmaps(), "db", true).await;
+    let k = Kubectl::new(&env);
+
+    let (ok, stdout, stderr) = k.run(&["lien", "status"]).await;
+    assert!(ok, "status exits 0 while enforced:\n{stdout}{stderr}");
+    assert!(stdout.starts_with("Lien: enforced"), "{stdout}");
+    assert!(stdout.contains("(ready)"), "{stdout}");
+    assert!(stdout.contains("Usages: 1 of 1 Ready"), "{stdout}");
+    let (ok, stdout, stderr) = k.run(&["lien", "why", "cm/db", "-n", &ns]).await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        !stderr.contains("warning:"),
+        "no warning while enforced: {stderr}"
+    );
+
+    // Lien stops; its configuration stays (failurePolicy Fail).
+    assert!(env.stop_lien().await);
+    let (ok, stdout, stderr) = k.run(&["lien", "status", "-o", "json"]).await;
+    assert!(
+        !ok,
+        "status exits non-zero while not enforced:\n{stdout}{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("status -o json");
+    assert_eq!(report["verdict"], "failing-closed", "{stdout}");
+    assert!(
+        report["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("does not answer")),
+        "{stdout}"
+    );
+    let (ok, stdout, stderr) = k.run(&["lien", "why", "cm/db", "-n", &ns]).await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("warning: Lien is not answering") && stderr.contains("fails with an error"),
+        "{stderr}"
+    );
+    // As said: the DELETE fails with an error (not Lien's refusal), and the object stays.
+    let (ok, stdout, stderr) = k.run(&["delete", "configmap/db", "-n", &ns]).await;
+    assert!(!ok, "{stdout}{stderr}");
+    assert!(stderr.contains("failed calling webhook"), "{stderr}");
+    assert!(env.configmaps().get_opt("db").await.expect("get").is_some());
+
+    // The configuration goes too: nothing asks Lien any more.
+    Api::<ValidatingWebhookConfiguration>::all(env.client.clone())
+        .delete("lien", &DeleteParams::default())
+        .await
+        .expect("configuration deleted");
+    let (ok, stdout, _) = k.run(&["lien", "status"]).await;
+    assert!(!ok);
+    assert!(
+        stdout.starts_with("Lien: NOT enforced — ValidatingWebhookConfiguration lien is missing"),
+        "{stdout}"
+    );
+    let (ok, stdout, stderr) = k.run(&["lien", "why", "cm/db", "-n", &ns]).await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("warning: protection is NOT enforced"),
+        "{stderr}"
+    );
+    // As said: the DELETE goes through.
+    let (ok, stdout, stderr) = k.run(&["delete", "configmap/db", "-n", &ns]).await;
+    assert!(ok, "{stdout}{stderr}");
+    wait_gone(&env.configmaps(), "db", DEADLINE).await;
+    env.finish().await;
+}
