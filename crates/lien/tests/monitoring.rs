@@ -345,6 +345,48 @@ async fn every_counter_is_served_at_zero_from_start_and_the_log_names_the_leader
     );
 }
 
+/// The dashboard serves a platform team with many clusters and installs: `cluster` and
+/// `namespace` variables (multi-valued, "All" by default), and every metric of every panel
+/// filtered by both — a panel that forgets one sums every cluster's Lien into one line.
+#[test]
+fn the_dashboard_filters_every_query_by_cluster_and_namespace() {
+    let text = std::fs::read_to_string(monitoring_dir().join("grafana-dashboard.json"))
+        .expect("the dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables");
+    for name in ["cluster", "namespace"] {
+        let v = variables
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} variable"));
+        assert_eq!(v["includeAll"], true, "{v}");
+        assert_eq!(v["allValue"], ".*", "{v}");
+        let query = v["definition"].as_str().expect("definition");
+        assert!(query.starts_with("label_values(lien_"), "{query}");
+    }
+    let mut exprs = 0;
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("expr");
+            exprs += 1;
+            for metric in referenced(expr) {
+                let at = expr.find(&metric).expect("the metric");
+                let selector = &expr[at..];
+                let selector = &selector[..selector.find('}').map_or(0, |i| i + 1)];
+                assert!(
+                    selector.contains("cluster=~\"$cluster\"")
+                        && selector.contains("namespace=~\"$namespace\""),
+                    "{metric} in panel {:?} is not filtered by $cluster and $namespace: {expr}",
+                    panel["title"]
+                );
+            }
+        }
+    }
+    assert!(exprs >= 10, "only {exprs} queries");
+}
+
 /// The machine's `promtool`, or a failure that says how to get one.
 fn tool(name: &str) -> std::path::PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
