@@ -440,13 +440,37 @@ fn alert_rules_pass_promtool_check_and_their_unit_tests() {
         operator["spec"]["groups"], plain["groups"],
         "prometheus-rules.yaml's spec.groups differ from alerts.yaml's groups"
     );
-    // Every alert has unit tests.
+    // Every alert has unit tests, and a runbook: its section of docs/operations.md, under the
+    // workspace's repository URL (one setting).
     let tests = std::fs::read_to_string(dir.join("alerts-test.yaml")).expect("the tests");
+    let operations =
+        std::fs::read_to_string(workspace().join("docs/operations.md")).expect("operations.md");
+    let cargo = std::fs::read_to_string(workspace().join("Cargo.toml")).expect("Cargo.toml");
+    let repository = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = "))
+        .map(|v| v.trim().trim_matches('"'))
+        .expect("the workspace's repository");
     for rule in plain["groups"][0]["rules"].as_sequence().expect("rules") {
         let alert = rule["alert"].as_str().expect("an alert");
         assert!(
             tests.contains(&format!("alertname: {alert}\n")),
             "alerts-test.yaml has no case for {alert}"
+        );
+        assert_eq!(
+            rule["annotations"]["runbook_url"].as_str(),
+            Some(
+                format!(
+                    "{repository}/blob/main/docs/operations.md#{}",
+                    alert.to_lowercase()
+                )
+                .as_str()
+            ),
+            "{alert}'s runbook_url"
+        );
+        assert!(
+            operations.contains(&format!("\n### {alert}\n")),
+            "docs/operations.md has no section for {alert}"
         );
     }
 }
