@@ -228,6 +228,50 @@ fn why_text_matches_golden() {
     );
 }
 
+/// `why -o json|yaml` is the very report the text is written from: the same relations in
+/// the same order, every command of the text in `toDo`, the recorded refusal, the same data in
+/// YAML.
+#[test]
+fn why_json_and_yaml_carry_everything_the_text_says() {
+    let g = derive(&fixture()).expect("derives");
+    let report = plugin::why::why_report(&g, &settings(), TTL);
+    let text = plugin::why::why_text(&report);
+    assert_eq!(text, plugin::why(&g, &settings(), TTL));
+    let json: Value = serde_json::from_str(&plugin::why::why_json(&report)).expect("JSON");
+    let yaml: Value = serde_yaml_ng::from_str(&plugin::why::why_yaml(&report)).expect("YAML");
+    assert_eq!(json, yaml);
+    assert_eq!(json["object"]["kind"], "ConfigMap");
+    assert_eq!(json["object"]["name"], "settings");
+    let relations = json["relations"].as_array().expect("relations");
+    assert_eq!(relations.len(), 3, "{json:#}");
+    assert!(relations[0]["user"].is_null());
+    assert_eq!(relations[0]["source"]["kind"], "ClusterUsage");
+    assert_eq!(relations[1]["user"]["name"], "web");
+    assert_eq!(relations[1]["source"]["kind"], "Usage");
+    assert_eq!(relations[1]["replay"], true);
+    assert_eq!(relations[2]["source"]["kind"], "DependencyRule");
+    // Every command the text prints is in the data, and nothing else is.
+    let mut in_json: Vec<String> = relations
+        .iter()
+        .flat_map(|r| r["toDo"].as_array().expect("toDo").clone())
+        .flat_map(|s| s["commands"].as_array().expect("commands").clone())
+        .map(|c| c.as_str().expect("a command").to_owned())
+        .collect();
+    in_json.push(json["breakGlass"].as_str().expect("breakGlass").to_owned());
+    let in_text: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.find("kubectl ").map(|i| &l[i..]))
+        .map(|c| c.trim_end_matches(", then delete it."))
+        .collect();
+    assert_eq!(in_json, in_text);
+    assert_eq!(json["refusedDelete"]["user"], "alice");
+    assert_eq!(json["refusedDelete"]["replayUntil"], "2026-11-24T10:00:00Z");
+    let unused = plugin::why::why_report(&g, &key("", "ConfigMap", Some("shop"), "unused"), TTL);
+    let json: Value = serde_json::from_str(&plugin::why::why_json(&unused)).expect("JSON");
+    assert_eq!(json["relations"], json!([]));
+    assert!(json.get("breakGlass").is_none());
+}
+
 #[test]
 fn dot_and_mermaid_match_golden() {
     let g = derive(&fixture()).expect("derives");

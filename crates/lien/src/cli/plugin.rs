@@ -48,6 +48,21 @@ pub struct WhyArgs {
     /// Lien's `--replay-ttl-hours` (how long a refused DELETE stays replayable).
     #[arg(long, default_value_t = 24)]
     pub replay_ttl_hours: u64,
+    /// `text` for people; `json` or `yaml` for scripts (the same report: relations, sources,
+    /// reasons, the commands that lift each, the recorded refused DELETE).
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: WhyFormat,
+}
+
+/// `why -o`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum WhyFormat {
+    /// For people.
+    Text,
+    /// The report as JSON.
+    Json,
+    /// The report as YAML.
+    Yaml,
 }
 
 /// `delete`.
@@ -328,11 +343,13 @@ pub async fn why(args: WhyArgs) -> ExitCode {
         let mut g = load(&s, &args.kube).await?;
         g.nodes.insert(key.clone(), info);
         warn_if_not_enforced(&s.client).await;
-        Ok::<_, ReadError>(plugin::why(
-            &g,
-            &key,
-            Duration::from_secs(args.replay_ttl_hours * 3600),
-        ))
+        let report =
+            plugin::why::why_report(&g, &key, Duration::from_secs(args.replay_ttl_hours * 3600));
+        Ok::<_, ReadError>(match args.output {
+            WhyFormat::Text => plugin::why::why_text(&report),
+            WhyFormat::Json => plugin::why::why_json(&report),
+            WhyFormat::Yaml => plugin::why::why_yaml(&report),
+        })
     }
     .await;
     match result {
