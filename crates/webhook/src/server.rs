@@ -235,6 +235,11 @@ struct ModeLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UnauthenticatedLabels {
     /// `refused` (client CA configured), `unrecorded` (answered, records dropped) or
     /// `throttled` (an access check it needed was over the bound: refused 429, not asked).
@@ -318,6 +323,19 @@ impl Metrics {
             "1 for how the webhook authenticates the API server: client_certificate (--client-ca-file), answer_only (no client CA: refusals are not recorded, nothing is replayed) or trust_all",
             client_auth.clone(),
         );
+        // Prometheus's `build_info` convention: a dashboard or `kubectl lien status` tells
+        // which version answers (and a rollout's two versions apart).
+        let build_info = Family::<BuildLabels, prometheus_client::metrics::gauge::Gauge>::default();
+        registry.register(
+            "build_info",
+            "1, labelled with the version of Lien answering",
+            build_info.clone(),
+        );
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
         let unauthenticated = Family::<UnauthenticatedLabels, Counter>::default();
         registry.register(
             "unauthenticated_reviews",

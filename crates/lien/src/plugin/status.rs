@@ -69,8 +69,13 @@ pub enum Lookup<T> {
 /// Whether the webhook answers, as far as the plugin can tell.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reach {
-    /// The configuration names a URL and `GET /readyz` there answered 200.
-    Ready { url: String },
+    /// The configuration names a URL and `GET /readyz` there answered 200; what its
+    /// `/metrics` says (`lien_webhook_client_authentication`, `lien_webhook_build_info`).
+    Ready {
+        url: String,
+        client_authentication: Option<String>,
+        version: Option<String>,
+    },
     /// The URL answered, but not ready (its index still syncing): the status and body.
     NotReady { url: String, answer: String },
     /// The URL did not answer.
@@ -365,7 +370,7 @@ fn configuration_checks(facts: &Facts, checks: &mut Vec<Check>) -> Result<bool, 
 fn reach_check(facts: &Facts, checks: &mut Vec<Check>) -> Option<String> {
     let name = "webhook";
     let (level, detail, down) = match facts.reach.as_ref()? {
-        Reach::Ready { url } => (Level::Ok, format!("answering at {url} (ready)"), None),
+        Reach::Ready { url, .. } => (Level::Ok, format!("answering at {url} (ready)"), None),
         Reach::NotReady { url, answer } => (
             Level::Fail,
             format!("{url} answers but is not ready ({answer}): its index is still syncing"),
@@ -424,8 +429,19 @@ fn deployment_checks(facts: &Facts, checks: &mut Vec<Check>) {
         checks.push(check(
             "replicas",
             Level::Unknown,
-            "Lien runs outside the cluster (the configuration names a URL): its replicas, client authentication and version are not visible from here",
+            "Lien runs outside the cluster (the configuration names a URL): its replicas are not visible from here",
         ));
+        // What the webhook itself says on /metrics.
+        let (mode, version) = match &facts.reach {
+            Some(Reach::Ready {
+                client_authentication,
+                version,
+                ..
+            }) => (client_authentication.as_deref(), version.as_deref()),
+            _ => (None, None),
+        };
+        checks.push(client_authentication_check(mode));
+        checks.push(version_check(version, &facts.plugin_version));
         return;
     };
     let d = match deployment {
@@ -481,19 +497,12 @@ fn deployment_checks(facts: &Facts, checks: &mut Vec<Check>) {
             })
         })
     });
-    if env_set || args.iter().any(|a| a.starts_with("--client-ca-file")) {
-        checks.push(check(
-            "client authentication",
-            Level::Ok,
-            "client certificates (--client-ca-file): refusals are recorded, replayed and reported as events",
-        ));
+    let mode = if env_set || args.iter().any(|a| a.starts_with("--client-ca-file")) {
+        "client_certificate"
     } else {
-        checks.push(check(
-            "client authentication",
-            Level::Warn,
-            "no --client-ca-file: refused DELETEs are not recorded (no replay, no refusal events); `kubectl lien delete --when-free` is how a deletion waits for its object to be free",
-        ));
-    }
+        "answer_only"
+    };
+    checks.push(client_authentication_check(Some(mode)));
     let image = container.and_then(|c| c["image"].as_str()).unwrap_or("");
     let tag = image
         .rsplit_once('@')
@@ -502,19 +511,7 @@ fn deployment_checks(facts: &Facts, checks: &mut Vec<Check>) {
         .map(|(_, t)| t.trim_start_matches('v'))
         .filter(|t| !t.contains('/'));
     match tag {
-        Some(t) if t == facts.plugin_version => checks.push(check(
-            "version",
-            Level::Ok,
-            format!("server and plugin {t}"),
-        )),
-        Some(t) => checks.push(check(
-            "version",
-            Level::Warn,
-            format!(
-                "server {t}, plugin {}: the plugin reads what its version knows",
-                facts.plugin_version
-            ),
-        )),
+        Some(t) => checks.push(version_check(Some(t), &facts.plugin_version)),
         None => checks.push(check(
             "version",
             Level::Unknown,
@@ -523,6 +520,48 @@ fn deployment_checks(facts: &Facts, checks: &mut Vec<Check>) {
                 facts.plugin_version
             ),
         )),
+    }
+}
+
+/// How the webhook authenticates the API server (`lien_webhook_client_authentication`'s
+/// modes), and what that means for refusals.
+fn client_authentication_check(mode: Option<&str>) -> Check {
+    let name = "client authentication";
+    match mode {
+        Some("client_certificate") => check(
+            name,
+            Level::Ok,
+            "client certificates (--client-ca-file): refusals are recorded, replayed and reported as events",
+        ),
+        Some("answer_only") => check(
+            name,
+            Level::Warn,
+            "no --client-ca-file: refused DELETEs are not recorded (no replay, no refusal events); `kubectl lien delete --when-free` is how a deletion waits for its object to be free",
+        ),
+        Some("trust_all") => check(
+            name,
+            Level::Warn,
+            "trusts every caller (a sandbox or test setting): anyone who reaches the port can have a refusal recorded",
+        ),
+        Some(other) => check(name, Level::Unknown, format!("mode {other:?}")),
+        None => check(name, Level::Unknown, "not told by the webhook"),
+    }
+}
+
+/// The server's version against the plugin's.
+fn version_check(server: Option<&str>, plugin: &str) -> Check {
+    match server {
+        Some(v) if v == plugin => check("version", Level::Ok, format!("server and plugin {v}")),
+        Some(v) => check(
+            "version",
+            Level::Warn,
+            format!("server {v}, plugin {plugin}: the plugin reads what its version knows"),
+        ),
+        None => check(
+            "version",
+            Level::Unknown,
+            format!("the server's version is not told; plugin {plugin}"),
+        ),
     }
 }
 

@@ -236,8 +236,28 @@ async fn reach(client: &Client, config: &Value) -> Reach {
                 .trim_end_matches("/validate")
                 .to_owned();
             let roots = ca_bundle(config).unwrap_or_default();
-            match tokio::time::timeout(PROBE_TIMEOUT, probe(&base, &roots)).await {
-                Ok(Ok((200, _))) => Reach::Ready { url: base },
+            match tokio::time::timeout(PROBE_TIMEOUT, get(&base, &roots, "/readyz")).await {
+                Ok(Ok((200, _))) => {
+                    // How it authenticates the API server and its version, as its own
+                    // metrics say (the same port, the same certificate).
+                    let metrics =
+                        tokio::time::timeout(PROBE_TIMEOUT, get(&base, &roots, "/metrics"))
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                            .filter(|(code, _)| *code == 200)
+                            .map(|(_, body)| body)
+                            .unwrap_or_default();
+                    Reach::Ready {
+                        url: base,
+                        client_authentication: label_of(
+                            &metrics,
+                            "lien_webhook_client_authentication",
+                            "mode",
+                        ),
+                        version: label_of(&metrics, "lien_webhook_build_info", "version"),
+                    }
+                }
                 Ok(Ok((code, body))) => Reach::NotReady {
                     url: base,
                     answer: format!("{code} {}", body.trim()),
@@ -294,10 +314,26 @@ async fn reach(client: &Client, config: &Value) -> Reach {
     }
 }
 
-/// `GET {base}/readyz` over TLS verified against `roots` (the caBundle, as kube-apiserver
+/// The value of `label` on the sample of gauge `family` that is 1, in a Prometheus text
+/// exposition (`lien_webhook_client_authentication{mode="client_certificate"} 1`).
+fn label_of(exposition: &str, family: &str, label: &str) -> Option<String> {
+    exposition.lines().find_map(|line| {
+        let rest = line.strip_prefix(family)?.strip_prefix('{')?;
+        let (labels, value) = rest.split_once('}')?;
+        if value.trim() != "1" {
+            return None;
+        }
+        labels.split(',').find_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            (k.trim() == label).then(|| v.trim().trim_matches('"').to_owned())
+        })
+    })
+}
+
+/// `GET {base}{path}` over TLS verified against `roots` (the caBundle, as kube-apiserver
 /// verifies it): the status code and body.
-async fn probe(base: &str, roots: &[u8]) -> Result<(u16, String), String> {
-    let uri: hyper::Uri = format!("{base}/readyz")
+async fn get(base: &str, roots: &[u8], path: &str) -> Result<(u16, String), String> {
+    let uri: hyper::Uri = format!("{base}{path}")
         .parse()
         .map_err(|e| format!("{base}: {e}"))?;
     let host = uri
@@ -350,4 +386,26 @@ async fn probe(base: &str, roots: &[u8]) -> Result<(u16, String), String> {
         .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
         .unwrap_or_default();
     Ok((code, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::label_of;
+
+    #[test]
+    fn a_gauges_label_is_read_from_the_sample_at_1() {
+        let exposition = "# HELP lien_webhook_client_authentication how\n\
+            lien_webhook_client_authentication{mode=\"answer_only\"} 0\n\
+            lien_webhook_client_authentication{mode=\"client_certificate\"} 1\n\
+            lien_webhook_build_info{version=\"0.1.0\"} 1\n";
+        assert_eq!(
+            label_of(exposition, "lien_webhook_client_authentication", "mode").as_deref(),
+            Some("client_certificate")
+        );
+        assert_eq!(
+            label_of(exposition, "lien_webhook_build_info", "version").as_deref(),
+            Some("0.1.0")
+        );
+        assert_eq!(label_of(exposition, "lien_webhook_build", "version"), None);
+    }
 }

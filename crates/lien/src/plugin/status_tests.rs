@@ -30,6 +30,8 @@ fn facts(configuration: Lookup<Value>, reach: Option<Reach>) -> Facts {
 fn ready(url: &str) -> Option<Reach> {
     Some(Reach::Ready {
         url: url.to_owned(),
+        client_authentication: Some("client_certificate".to_owned()),
+        version: Some("0.1.0".to_owned()),
     })
 }
 
@@ -46,6 +48,12 @@ fn the_configuration_lien_writes_and_a_ready_webhook_are_enforced() {
         text.contains("answering at https://127.0.0.1:8443 (ready)"),
         "{text}"
     );
+    // Outside the cluster, the webhook's own /metrics says how it authenticates and its version.
+    assert!(
+        text.contains("client certificates (--client-ca-file)"),
+        "{text}"
+    );
+    assert!(text.contains("server and plugin 0.1.0"), "{text}");
 }
 
 #[test]

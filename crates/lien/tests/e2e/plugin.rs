@@ -209,6 +209,11 @@ async fn status_says_whether_protection_is_enforced_and_why_warns_when_it_is_not
     assert!(stdout.starts_with("Lien: enforced"), "{stdout}");
     assert!(stdout.contains("(ready)"), "{stdout}");
     assert!(stdout.contains("Usages: 1 of 1 Ready"), "{stdout}");
+    // The webhook's own /metrics tell its version (and how it authenticates the API server).
+    assert!(
+        stdout.contains(&format!("server and plugin {}", env!("CARGO_PKG_VERSION"))),
+        "{stdout}"
+    );
     let (ok, stdout, stderr) = k.run(&["lien", "why", "cm/db", "-n", &ns]).await;
     assert!(ok, "{stdout}{stderr}");
     assert!(
