@@ -27,6 +27,16 @@ fn facts(configuration: Lookup<Value>, reach: Option<Reach>) -> Facts {
     }
 }
 
+/// The report's check `name`.
+fn line(report: &Report, name: &str) -> Check {
+    report
+        .checks
+        .iter()
+        .find(|c| c.name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {report:#?}"))
+}
+
 fn ready(url: &str) -> Option<Reach> {
     Some(Reach::Ready {
         url: url.to_owned(),
@@ -191,34 +201,21 @@ fn the_deployment_says_replicas_client_authentication_and_version() {
         2,
     )));
     let report = assess(&f);
-    let line = |name: &str| {
-        report
-            .checks
-            .iter()
-            .find(|c| c.name == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {name} in {report:#?}"))
-    };
-    assert_eq!(line("replicas").level, Level::Ok);
-    assert_eq!(line("client authentication").level, Level::Ok);
-    assert_eq!(line("version").level, Level::Ok);
+    assert_eq!(line(&report, "replicas").level, Level::Ok);
+    assert_eq!(line(&report, "client authentication").level, Level::Ok);
+    assert_eq!(line(&report, "version").level, Level::Ok);
     f.deployment = Some(Lookup::Found(deployment(json!(["run"]), "lien:0.0.9", 1)));
     let report = assess(&f);
-    let line = |name: &str| {
-        report
-            .checks
-            .iter()
-            .find(|c| c.name == name)
-            .cloned()
-            .expect("line")
-    };
-    assert_eq!(line("replicas").level, Level::Warn);
-    assert_eq!(line("replicas").detail, "Deployment lien: 1 of 2 ready");
-    let auth = line("client authentication");
+    assert_eq!(line(&report, "replicas").level, Level::Warn);
+    assert_eq!(
+        line(&report, "replicas").detail,
+        "Deployment lien: 1 of 2 ready"
+    );
+    let auth = line(&report, "client authentication");
     assert_eq!(auth.level, Level::Warn);
     assert!(auth.detail.contains("--when-free"), "{auth:?}");
     assert!(
-        line("version")
+        line(&report, "version")
             .detail
             .contains("server 0.0.9, plugin 0.1.0")
     );

@@ -71,6 +71,19 @@ fn condition<'a>(
         .find(|c| c.type_ == type_)
 }
 
+/// The CRD, created and `Established`.
+async fn established(client: &kube::Client) -> Api<CustomResourceDefinition> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd())
+        .await
+        .expect("create CRD");
+    wait_until(&crds, CRD, "Established", |c| {
+        condition(c, "Established").is_some_and(|e| e.status == "True")
+    })
+    .await;
+    crds
+}
+
 /// "Extend the Kubernetes API with CustomResourceDefinitions" › Create a CustomResourceDefinition:
 /// the new endpoint is served once the CRD is `Established` (with `NamesAccepted`).
 #[tokio::test]
@@ -115,14 +128,7 @@ async fn deleting_a_crd_deletes_its_objects_first_then_stops_serving() {
     let client = common::client(&sandbox).await;
     namespace(&client, "crd-a").await;
     namespace(&client, "crd-b").await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd())
-        .await
-        .expect("create CRD");
-    wait_until(&crds, CRD, "Established", |c| {
-        condition(c, "Established").is_some_and(|e| e.status == "True")
-    })
-    .await;
+    let crds = established(&client).await;
     let in_a = widgets(&client, "crd-a");
     let in_b = widgets(&client, "crd-b");
     in_a.create(&PostParams::default(), &widget("plain", &[]))
@@ -196,14 +202,7 @@ async fn a_watch_of_a_custom_resource_ends_when_its_crd_is_deleted() {
     let sandbox = common::sandbox().await;
     let client = common::client(&sandbox).await;
     namespace(&client, "crd-w").await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd())
-        .await
-        .expect("create CRD");
-    wait_until(&crds, CRD, "Established", |c| {
-        condition(c, "Established").is_some_and(|e| e.status == "True")
-    })
-    .await;
+    let crds = established(&client).await;
     let in_w = widgets(&client, "crd-w");
     in_w.create(&PostParams::default(), &widget("plain", &[]))
         .await
