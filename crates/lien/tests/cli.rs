@@ -267,6 +267,25 @@ async fn the_plugin_names_an_unreachable_server_and_a_missing_context_in_one_lin
     drop(socket);
 }
 
+/// `-n` naming a namespace that does not exist is said as such, in one line, not as the
+/// object being "not found".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_names_a_missing_namespace_in_one_line() {
+    let dir = TempDir::new("plugin-namespace");
+    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+    let mut cmd = Command::new(BIN);
+    cmd.args(["why", "cm/x", "-n", "nope"])
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .stdout(Stdio::null());
+    let out = tokio::task::spawn_blocking(move || finish(cmd))
+        .await
+        .expect("joined");
+    let line = assert_one_line_failure(&out, "error: namespace \"nope\" does not exist");
+    assert!(line.contains("kubectl get namespaces"), "{line}");
+    drop(sandbox);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_without_its_namespace_says_to_create_it() {
     let dir = TempDir::new("no-namespace");

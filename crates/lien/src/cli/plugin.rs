@@ -268,6 +268,17 @@ async fn session(kube: &KubeArgs) -> Result<Session, ReadError> {
     let (client, default_ns) = read::connect(&kube.connection()).await?;
     let discovery = Discovery::read(&client).await?;
     tracing::debug!(elapsed = ?started.elapsed(), "connected, discovery read");
+    // A namespace given with -n that does not exist, said as such rather than as every object
+    // in it being "not found" (a user who may not read Namespaces is not asked about it).
+    if let Some(ns) = &kube.namespace {
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(client.clone());
+        if let Ok(None) = namespaces.get_opt(ns).await {
+            return Err(ReadError::Usage(format!(
+                "namespace \"{ns}\" does not exist (`kubectl get namespaces` lists them)"
+            )));
+        }
+    }
     Ok(Session {
         client,
         discovery,
@@ -415,6 +426,8 @@ pub async fn delete(args: DeleteArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => return fail(e),
     };
+    // A DELETE that goes through because nothing enforces protection is said, not hidden.
+    warn_if_not_enforced(&s.client).await;
     match plugin::delete::delete(&s.client, &key, &resource, args.cascade, args.when_free).await {
         Ok(deleted) => print(&plugin::delete::report(&ty, &key, &deleted)),
         Err(e) => fail(e),
