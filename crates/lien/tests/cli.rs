@@ -191,12 +191,13 @@ async fn run_against_a_closed_port_names_the_url() {
     let (sandbox, kubeconfig) = sandbox(&dir.0).await;
     let mut config = sandbox.kubeconfig();
     drop(sandbox);
-    // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    // Bound, never listening: connections are refused while the test runs (a port bound and
+    // released could be taken by another test's server meanwhile).
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let port = socket.local_addr().expect("addr").port();
     let url = format!("https://127.0.0.1:{port}");
     for cluster in config["clusters"].as_array_mut().expect("clusters") {
         cluster["cluster"]["server"] = serde_json::json!(url);
@@ -209,6 +210,7 @@ async fn run_against_a_closed_port_names_the_url() {
     );
     assert!(line.contains("refused"), "{line}");
     assert!(line.contains("--kubeconfig/--context"), "{line}");
+    drop(socket);
 }
 
 /// The plugin's connection errors are `lien run`'s: one line with the real cause and the fix —
