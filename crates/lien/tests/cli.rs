@@ -419,7 +419,15 @@ async fn kubectl_lien_tab_completes_commands_types_names_and_namespaces() {
     let out = run(&["__complete", "lien", ""]).await.expect("joined");
     assert_eq!(
         candidates(&out),
-        ["why", "graph", "plan", "delete", "status", "completion"],
+        [
+            "why",
+            "tree",
+            "graph",
+            "plan",
+            "delete",
+            "status",
+            "completion"
+        ],
         "the plugin's commands only: {out}"
     );
     let out = run(&["__complete", "lien", "why", "-n", "shop", "configmap/s"])

@@ -273,6 +273,21 @@ fn why_json_and_yaml_carry_everything_the_text_says() {
 }
 
 #[test]
+fn tree_text_matches_golden() {
+    let g = derive(&fixture()).expect("derives");
+    golden("tree-settings.txt", &plugin::tree::tree(&g, &settings()));
+    golden(
+        "tree-unused.txt",
+        &plugin::tree::tree(&g, &key("", "ConfigMap", Some("shop"), "unused")),
+    );
+    // The other way: what the Deployment uses.
+    golden(
+        "tree-web.txt",
+        &plugin::tree::tree(&g, &key("apps", "Deployment", Some("shop"), "web")),
+    );
+}
+
+#[test]
 fn dot_and_mermaid_match_golden() {
     let g = derive(&fixture()).expect("derives");
     let view = graph::select(&g, &Selection::default());

@@ -31,7 +31,15 @@ const FILES: u8 = 0;
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The commands offered as the plugin.
-const PLUGIN_COMMANDS: [&str; 6] = ["why", "graph", "plan", "delete", "status", "completion"];
+const PLUGIN_COMMANDS: [&str; 7] = [
+    "why",
+    "tree",
+    "graph",
+    "plan",
+    "delete",
+    "status",
+    "completion",
+];
 
 /// What the words typed so far ask to be completed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,8 +136,8 @@ pub fn analyse(root: &clap::Command, words: &[String], current: &str) -> (Typed,
                     .map(|s| (s.to_owned(), String::new()))
                     .to_vec(),
             ),
-            Some("why" | "delete") if typed.positionals.len() >= 2 => Want::Nothing,
-            Some("why" | "delete" | "graph" | "plan") => match typed.positionals.first() {
+            Some("why" | "tree" | "delete") if typed.positionals.len() >= 2 => Want::Nothing,
+            Some("why" | "tree" | "delete" | "graph" | "plan") => match typed.positionals.first() {
                 // `TYPE NAME…`: names of that type.
                 Some(ty) if !ty.contains('/') => Want::Name(ty.clone()),
                 _ => Want::TypeOrObject,

@@ -55,6 +55,9 @@ pub enum Command {
     /// Every relation holding an object (who uses it, through which Usage or rule, why), the
     /// refused DELETE recorded for replay, and what to do.
     Why(plugin::WhyArgs),
+    /// One object as a tree: what uses it (and what uses those), what it uses, each with its
+    /// status and the Usage or rule that relates them; --watch draws it again as it changes.
+    Tree(plugin::TreeArgs),
     /// The "X is used by Y" graph as DOT, Mermaid, SVG or JSON.
     Graph(plugin::GraphArgs),
     /// A safe deletion order (users before what they use), in numbered steps; --apply performs
@@ -136,6 +139,7 @@ pub fn main() -> std::process::ExitCode {
     let quiet = matches!(
         cli.command,
         Command::Why(_)
+            | Command::Tree(_)
             | Command::Graph(_)
             | Command::Plan(_)
             | Command::Delete(_)
@@ -176,6 +180,7 @@ pub fn main() -> std::process::ExitCode {
         match cli.command {
             // The plugin commands print their errors as kubectl does and choose the exit code.
             Command::Why(args) => Err(Exit(plugin::why(args).await)),
+            Command::Tree(args) => Err(Exit(plugin::tree(args).await)),
             Command::Graph(args) => Err(Exit(plugin::graph(args).await)),
             Command::Plan(args) => Err(Exit(plugin::plan(args).await)),
             Command::Delete(args) => Err(Exit(plugin::delete(args).await)),

@@ -1,4 +1,4 @@
-//! `lien why | graph | plan | delete | status` — also `kubectl lien …` when the binary is installed as
+//! `lien why | tree | graph | plan | delete | status` — also `kubectl lien …` when the binary is installed as
 //! `kubectl-lien`. Flags follow kubectl's (`-n/--namespace`, `-A`, `--context`,
 //! `--kubeconfig`, `TYPE NAME` and `TYPE/NAME`); errors are printed as kubectl prints them.
 
@@ -80,6 +80,22 @@ pub struct DeleteArgs {
     pub cascade: plugin::delete::Cascade,
     #[command(flatten)]
     pub kube: KubeArgs,
+}
+
+/// `tree`.
+#[derive(Debug, Args)]
+pub struct TreeArgs {
+    /// The object: `TYPE/NAME` or `TYPE NAME` (e.g. `configmap/settings`, `cm settings`).
+    #[arg(required = true, num_args = 1..=2, value_name = "TYPE/NAME")]
+    pub object: Vec<String>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Draw the tree again every --interval until interrupted (Ctrl-C) or the object is gone.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// With --watch: how often (e.g. `2s`, `500ms`).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub interval: Duration,
 }
 
 /// `status`.
@@ -366,6 +382,57 @@ pub async fn why(args: WhyArgs) -> ExitCode {
     match result {
         Ok(text) => print(&text),
         Err(e) => fail(e),
+    }
+}
+
+/// `tree`: once, or with --watch every --interval until Ctrl-C or the object is gone.
+pub async fn tree(args: TreeArgs) -> ExitCode {
+    use std::io::IsTerminal as _;
+    let result = async {
+        let s = session(&args.kube).await?;
+        let objects = read::parse_objects(&args.object)?;
+        let (key, resource) = one_object(&s, &objects, "tree")?;
+        Ok::<_, ReadError>((s, key, resource))
+    }
+    .await;
+    let (s, key, resource) = match result {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    warn_if_not_enforced(&s.client).await;
+    let terminal = std::io::stdout().is_terminal();
+    loop {
+        let frame = async {
+            let info = read::get_object(&s.client, &key, &resource).await?;
+            let mut g = load(&s, &args.kube).await?;
+            g.nodes.insert(key.clone(), info);
+            Ok::<_, ReadError>(plugin::tree::tree(&g, &key))
+        }
+        .await;
+        let text = match frame {
+            Ok(text) => text,
+            Err(e) => return fail(e),
+        };
+        if !args.watch {
+            return print(&text);
+        }
+        // As `watch(1)`: a header, the screen cleared on a terminal; frames one after the other
+        // into a pipe or a file.
+        let header = format!(
+            "{}Every {:?}: kubectl lien tree {} — {}\n\n",
+            if terminal { "\x1b[H\x1b[2J" } else { "" },
+            args.interval,
+            key.kubectl_arg(),
+            jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC"),
+        );
+        let code = print(&format!("{header}{text}\n"));
+        if code != ExitCode::SUCCESS {
+            return code;
+        }
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            () = tokio::time::sleep(args.interval) => {}
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod read;
 pub mod snapshot;
 pub mod status;
 pub mod status_read;
+pub mod tree;
 pub mod why;
 
 pub use graph::{Selection, View, select};

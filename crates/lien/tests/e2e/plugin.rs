@@ -271,3 +271,102 @@ async fn status_says_whether_protection_is_enforced_and_why_warns_when_it_is_not
     wait_gone(&env.configmaps(), "db", DEADLINE).await;
     env.finish().await;
 }
+
+/// `kubectl lien tree` shows an object's users (and theirs) and what it uses, each with its
+/// status and the Usage that relates them; `--watch` draws it again as it changes: the user's
+/// user deleted, its branch goes from the next frame.
+#[tokio::test]
+async fn tree_shows_users_and_what_is_used_and_watch_follows_a_deletion() {
+    use tokio::io::AsyncBufReadExt as _;
+
+    let mut env = Env::start("plugin-tree").await;
+    let ns = env.ns.clone();
+    chain(&mut env).await;
+    let k = Kubectl::new(&env);
+    let (ok, stdout, stderr) = k.run(&["lien", "tree", "cm/b", "-n", &ns]).await;
+    assert!(ok, "{stdout}{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("OBJECT"), "{stdout}");
+    assert!(
+        lines[1].starts_with(&format!("ConfigMap {ns}/b")),
+        "{stdout}"
+    );
+    assert!(lines[1].contains("in use (1)"), "{stdout}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("└─ used by ConfigMap {ns}/c"))
+                && l.contains(&format!("Usage {ns}/c-uses-b: c reads b"))),
+        "{stdout}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with(&format!("└─ uses ConfigMap {ns}/a")) && l.contains("in use (1)")
+        ),
+        "{stdout}"
+    );
+
+    // --watch on `a`: b uses it, c uses b.
+    let path = format!(
+        "{}:{}",
+        k.dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = tokio::process::Command::new("kubectl")
+        .args([
+            "lien",
+            "tree",
+            "cm/a",
+            "-n",
+            &ns,
+            "--watch",
+            "--interval",
+            "200ms",
+        ])
+        .env("PATH", path)
+        .env("KUBECONFIG", k.dir().join("kubeconfig"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl runs");
+    let mut out = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // Frames, each from its `Every …` header to the next.
+    let mut frame = String::new();
+    let mut next_frame = async || -> String {
+        loop {
+            let line = tokio::time::timeout(DEADLINE, out.next_line())
+                .await
+                .expect("a frame within the deadline")
+                .expect("read")
+                .expect("the watch goes on");
+            if line.starts_with("Every ") && !frame.is_empty() {
+                return std::mem::replace(&mut frame, line);
+            }
+            frame.push_str(&line);
+            frame.push('\n');
+        }
+    };
+    let c = format!("used by ConfigMap {ns}/c");
+    let first = next_frame().await;
+    assert!(
+        first.contains(&format!("used by ConfigMap {ns}/b")),
+        "{first}"
+    );
+    assert!(first.contains(&c), "c uses b, which uses a:\n{first}");
+    let (ok, o, e) = k.run(&["delete", "configmap/c", "-n", &ns]).await;
+    assert!(ok, "{o}{e}");
+    let mut frames = 0;
+    loop {
+        let f = next_frame().await;
+        frames += 1;
+        if !f.contains(&c) {
+            assert!(f.contains(&format!("used by ConfigMap {ns}/b")), "{f}");
+            break;
+        }
+        assert!(frames < 200, "c's branch never went:\n{f}");
+    }
+    let _ = child.kill().await;
+    env.finish().await;
+}
