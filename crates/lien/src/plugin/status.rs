@@ -78,7 +78,8 @@ pub enum Reach {
     },
     /// The URL answered, but not ready (its index still syncing): the status and body.
     NotReady { url: String, answer: String },
-    /// The URL did not answer.
+    /// The URL refused the connection, or its TLS does not verify against the caBundle: as
+    /// for kube-apiserver, which calls the same URL with the same bundle.
     Unreachable { url: String, error: String },
     /// The configuration names a Service: its EndpointSlices' ready endpoints.
     Endpoints {
@@ -88,7 +89,9 @@ pub enum Reach {
     },
     /// The configuration names a Service that does not exist.
     NoService { service: String },
-    /// Could not be told (the EndpointSlices could not be read).
+    /// Could not be told: the EndpointSlices could not be read, or the URL could not be
+    /// reached from this machine in a way that says nothing of the API server's view (no such
+    /// name here, no route, no answer in time).
     Unknown { what: String, error: String },
 }
 

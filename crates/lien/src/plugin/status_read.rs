@@ -28,6 +28,29 @@ use super::status::{ClientTarget, Facts, Lookup, Reach, SourceCount, client_targ
 /// How long the webhook's `/readyz` may take to answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Why the webhook's URL gave no answer.
+#[derive(Debug)]
+enum ProbeError {
+    /// As it would for kube-apiserver: the connection refused, TLS not verifying against the
+    /// caBundle, a broken answer.
+    Down(String),
+    /// Perhaps only from this machine: no such name here, no route, no answer in time — the
+    /// API server may reach what we cannot.
+    NotFromHere(String),
+}
+
+impl From<String> for ProbeError {
+    fn from(e: String) -> Self {
+        Self::Down(e)
+    }
+}
+
+impl From<&str> for ProbeError {
+    fn from(e: &str) -> Self {
+        Self::Down(e.to_owned())
+    }
+}
+
 /// Where Lien is: the names `lien run` and `lien manifests` use by default.
 #[derive(Debug, Clone)]
 pub struct Names {
@@ -262,10 +285,17 @@ async fn reach(client: &Client, config: &Value) -> Reach {
                     url: base,
                     answer: format!("{code} {}", body.trim()),
                 },
-                Ok(Err(error)) => Reach::Unreachable { url: base, error },
-                Err(_) => Reach::Unreachable {
-                    url: base,
-                    error: format!("no answer within {} s", PROBE_TIMEOUT.as_secs()),
+                Ok(Err(ProbeError::Down(error))) => Reach::Unreachable { url: base, error },
+                Ok(Err(ProbeError::NotFromHere(error))) => Reach::Unknown {
+                    what: format!("the webhook at {base}, from this machine"),
+                    error: format!("{error} (kube-apiserver may still reach it: not a verdict)"),
+                },
+                Err(_) => Reach::Unknown {
+                    what: format!("the webhook at {base}, from this machine"),
+                    error: format!(
+                        "no answer within {} s (kube-apiserver may still reach it: not a verdict)",
+                        PROBE_TIMEOUT.as_secs()
+                    ),
                 },
             }
         }
@@ -332,7 +362,7 @@ fn label_of(exposition: &str, family: &str, label: &str) -> Option<String> {
 
 /// `GET {base}{path}` over TLS verified against `roots` (the caBundle, as kube-apiserver
 /// verifies it): the status code and body.
-async fn get(base: &str, roots: &[u8], path: &str) -> Result<(u16, String), String> {
+async fn get(base: &str, roots: &[u8], path: &str) -> Result<(u16, String), ProbeError> {
     let uri: hyper::Uri = format!("{base}{path}")
         .parse()
         .map_err(|e| format!("{base}: {e}"))?;
@@ -361,7 +391,16 @@ async fn get(base: &str, roots: &[u8], path: &str) -> Result<(u16, String), Stri
         .map_err(|e| format!("{host}: {e}"))?;
     let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            // Refused: the host answered and nothing listens — Lien is down there, for the API
+            // server as for us. Anything else (no such name, no route) may be this machine's
+            // view only.
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                ProbeError::Down(e.to_string())
+            } else {
+                ProbeError::NotFromHere(e.to_string())
+            }
+        })?;
     let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
         .connect(server_name, tcp)
         .await
@@ -390,7 +429,24 @@ async fn get(base: &str, roots: &[u8], path: &str) -> Result<(u16, String), Stri
 
 #[cfg(test)]
 mod tests {
-    use super::label_of;
+    use super::{ProbeError, get, label_of};
+
+    /// A refused connection is Lien down there — for the API server too — not "cannot tell".
+    #[tokio::test]
+    async fn a_refused_connection_is_down_not_unknown() {
+        // Bound, never listening: refused while the test runs.
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("addr"))
+            .expect("bind");
+        let port = socket.local_addr().expect("addr").port();
+        let got = get(&format!("https://127.0.0.1:{port}"), &[], "/readyz").await;
+        assert!(
+            matches!(got, Err(ProbeError::Down(ref e)) if e.contains("refused")),
+            "{got:?}"
+        );
+        drop(socket);
+    }
 
     #[test]
     fn a_gauges_label_is_read_from_the_sample_at_1() {

@@ -146,6 +146,20 @@ fn the_controllers_word_that_its_configuration_changed_is_not_enforced() {
     );
 }
 
+/// A webhook this machine cannot reach (no such name here, no route, no answer in time) says
+/// nothing of what kube-apiserver reaches: unknown, no warning.
+#[test]
+fn a_webhook_unreachable_from_here_only_is_unknown_and_claims_nothing() {
+    let url = "https://lien.internal:8443";
+    let reach = Some(Reach::Unknown {
+        what: format!("the webhook at {url}, from this machine"),
+        error: "failed to lookup address information".into(),
+    });
+    let report = assess(&facts(Lookup::Found(configuration(url)), reach));
+    assert!(matches!(report.verdict, Verdict::Unknown(_)), "{report:#?}");
+    assert_eq!(report.verdict.warning(), None);
+}
+
 #[test]
 fn an_unreadable_configuration_is_unknown_and_claims_nothing() {
     let report = assess(&facts(Lookup::Unreadable("forbidden".into()), None));
