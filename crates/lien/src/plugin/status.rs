@@ -374,10 +374,13 @@ fn reach_check(facts: &Facts, checks: &mut Vec<Check>) -> Option<String> {
     let name = "webhook";
     let (level, detail, down) = match facts.reach.as_ref()? {
         Reach::Ready { url, .. } => (Level::Ok, format!("answering at {url} (ready)"), None),
+        // It answers reviews meanwhile (a replica just started): neither down nor known good.
         Reach::NotReady { url, answer } => (
-            Level::Fail,
-            format!("{url} answers but is not ready ({answer}): its index is still syncing"),
-            Some(format!("the webhook at {url} is not ready")),
+            Level::Warn,
+            format!(
+                "{url} answers but is not ready ({answer}): its index is still syncing; ask again in a moment"
+            ),
+            None,
         ),
         Reach::Unreachable { url, error } => (
             Level::Fail,
@@ -701,6 +704,9 @@ pub fn assess(facts: &Facts) -> Report {
         (Ok(_), None) => match facts.reach {
             Some(Reach::Unknown { .. }) | None => {
                 Verdict::Unknown("whether the webhook answers could not be told".to_owned())
+            }
+            Some(Reach::NotReady { .. }) => {
+                Verdict::Unknown("the webhook answers but is still syncing its index".to_owned())
             }
             Some(_) => Verdict::Enforced,
         },

@@ -146,6 +146,22 @@ fn the_controllers_word_that_its_configuration_changed_is_not_enforced() {
     );
 }
 
+/// A webhook that answers while its index syncs (a replica just started) is neither down nor
+/// known good: unknown, no warning, and `status` exits non-zero.
+#[test]
+fn a_webhook_still_syncing_is_unknown() {
+    let url = "https://127.0.0.1:8443";
+    let reach = Some(Reach::NotReady {
+        url: url.into(),
+        answer: "503 index not synced".into(),
+    });
+    let report = assess(&facts(Lookup::Found(configuration(url)), reach));
+    assert!(matches!(report.verdict, Verdict::Unknown(_)), "{report:#?}");
+    assert!(!report.enforced());
+    assert_eq!(report.verdict.warning(), None);
+    assert_eq!(line(&report, "webhook").level, Level::Warn);
+}
+
 /// A webhook this machine cannot reach (no such name here, no route, no answer in time) says
 /// nothing of what kube-apiserver reaches: unknown, no warning.
 #[test]
