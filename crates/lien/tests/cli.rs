@@ -185,14 +185,13 @@ fn assert_one_line_failure(out: &Output, want: &str) -> String {
     errors[0].to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_against_a_closed_port_names_the_url() {
-    let dir = TempDir::new("closed-port");
-    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
+/// A kubeconfig in `dir` whose server is `https://127.0.0.1:PORT` where PORT is bound and never
+/// listening (connections are refused while the socket lives; a port bound and released could
+/// be taken by another test's server meanwhile): the socket, the kubeconfig, the URL.
+async fn refusing_kubeconfig(dir: &Path) -> (tokio::net::TcpSocket, PathBuf, String) {
+    let (sandbox, kubeconfig) = sandbox(dir).await;
     let mut config = sandbox.kubeconfig();
     drop(sandbox);
-    // Bound, never listening: connections are refused while the test runs (a port bound and
-    // released could be taken by another test's server meanwhile).
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket
         .bind("127.0.0.1:0".parse().expect("addr"))
@@ -203,6 +202,13 @@ async fn run_against_a_closed_port_names_the_url() {
         cluster["cluster"]["server"] = serde_json::json!(url);
     }
     std::fs::write(&kubeconfig, config.to_string()).expect("kubeconfig");
+    (socket, kubeconfig, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_against_a_closed_port_names_the_url() {
+    let dir = TempDir::new("closed-port");
+    let (socket, kubeconfig, url) = refusing_kubeconfig(&dir.0).await;
     let out = lien_run(&kubeconfig, &[]).await;
     let line = assert_one_line_failure(
         &out,
@@ -219,19 +225,7 @@ async fn run_against_a_closed_port_names_the_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plugin_names_an_unreachable_server_and_a_missing_context_in_one_line() {
     let dir = TempDir::new("plugin-errors");
-    let (sandbox, kubeconfig) = sandbox(&dir.0).await;
-    let mut config = sandbox.kubeconfig();
-    drop(sandbox);
-    // Bound, never listening: connections are refused while the test runs.
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind("127.0.0.1:0".parse().expect("addr"))
-        .expect("bind");
-    let port = socket.local_addr().expect("addr").port();
-    for cluster in config["clusters"].as_array_mut().expect("clusters") {
-        cluster["cluster"]["server"] = serde_json::json!(format!("https://127.0.0.1:{port}"));
-    }
-    std::fs::write(&kubeconfig, config.to_string()).expect("kubeconfig");
+    let (socket, kubeconfig, _) = refusing_kubeconfig(&dir.0).await;
     let plugin = |args: Vec<String>| async move {
         let mut cmd = Command::new(BIN);
         cmd.args(args)

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+// One wording for an API server that gives no answer, here and in the plugin.
+pub use lien::plugin::read::{UNREACHABLE_HINT, root_cause};
 
 /// kubectl's connection flags.
 #[derive(Debug, Clone, Default, Args)]
@@ -61,21 +63,9 @@ impl ClusterArgs {
     }
 }
 
-/// The innermost cause of an error (`Connection refused (os error 111)` rather than
-/// `client error (Connect)`).
-pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
-}
-
 /// The API server could not be asked anything.
 pub fn unreachable(url: &str, cause: &str) -> String {
-    format!(
-        "cannot reach the API server at {url}: {cause} — check that the cluster is up and that --kubeconfig/--context (or $KUBECONFIG) name it"
-    )
+    format!("cannot reach the API server at {url}: {cause} — {UNREACHABLE_HINT}")
 }
 
 /// The answer to `GET /api/v1/namespaces/<namespace>`, judged: `Err` is the message. Only a

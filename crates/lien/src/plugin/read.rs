@@ -72,9 +72,14 @@ fn reason(status: &Status) -> String {
     }
 }
 
+/// What to check when the API server gives no answer (`lien run` says the same:
+/// `cli::cluster::unreachable`).
+pub const UNREACHABLE_HINT: &str =
+    "check that the cluster is up and that --kubeconfig/--context (or $KUBECONFIG) name it";
+
 /// The innermost cause of an error (`Connection refused (os error 111)`, not kube's
 /// `ServiceError: client error (Connect)`).
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(next) = cause.source() {
         cause = next;
@@ -87,7 +92,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 fn no_answer(e: &kube::Error) -> String {
     match e {
         kube::Error::Service(_) | kube::Error::HyperError(_) => format!(
-            "cannot reach the API server: {} — check that the cluster is up and that --kubeconfig/--context (or $KUBECONFIG) name it",
+            "cannot reach the API server: {} — {UNREACHABLE_HINT}",
             root_cause(e)
         ),
         kube::Error::Auth(_) => format!(
