@@ -79,6 +79,22 @@ pub struct Target {
 }
 
 impl Target {
+    /// The structural schema of the version addressed, for a custom resource.
+    pub fn schema(&self) -> Option<&serde_json::Value> {
+        self.resource
+            .version(&self.version)
+            .and_then(|v| v.schema.as_ref())
+    }
+
+    /// The kind addressed, as server-side apply and managedFields walk it.
+    pub fn typed(&self) -> crate::patch::Typed<'_> {
+        crate::patch::Typed {
+            group: &self.resource.group,
+            kind: &self.resource.kind,
+            schema: self.schema(),
+        }
+    }
+
     pub fn new(resource: Arc<ResourceType>, version: &str, namespace: &str, name: &str) -> Self {
         Target {
             resource,

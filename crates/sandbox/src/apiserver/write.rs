@@ -227,7 +227,10 @@ impl ApiServer {
         }
     }
 
-    /// Checks `apiVersion` and `kind` of a request body against the URL.
+    /// Checks `apiVersion` and `kind` of a request body against the URL, as decoding does: a
+    /// built-in kind's body names its kind or is refused (400); a custom resource's is decoded
+    /// whatever kind it names, and validation refuses another kind (422, with the object's other
+    /// errors: `customResourceValidator.ValidateTypeMeta`).
     fn check_type(t: &Target, body: &Value) -> Result<(), ApiError> {
         let rt = &t.resource;
         let expected = rt.api_version(&t.version);
@@ -240,11 +243,24 @@ impl ApiServer {
             _ => {}
         }
         match body["kind"].as_str() {
-            Some(k) if k != rt.kind => Err(ApiError::bad_request(format!(
+            Some(k) if k != rt.kind && !rt.is_custom() => Err(ApiError::bad_request(format!(
                 "the kind in the data ({k}) does not match the expected kind ({})",
                 rt.kind
             ))),
             _ => Ok(()),
+        }
+    }
+
+    /// The stored version's `apiVersion`, and the resource's `kind` — except a custom resource's
+    /// body that names another kind keeps it, for validation to refuse (see `check_type`).
+    fn stamp_type(rt: &ResourceType, object: &mut Value) {
+        object["apiVersion"] = json!(rt.api_version(rt.storage_version()));
+        let other_kind = rt.is_custom()
+            && object["kind"]
+                .as_str()
+                .is_some_and(|k| !k.is_empty() && k != rt.kind);
+        if !other_kind {
+            object["kind"] = json!(rt.kind);
         }
     }
 
@@ -413,8 +429,7 @@ impl ApiServer {
             None
         };
         let mut warnings = Self::prune(t, &mut body, write, record_manager)?;
-        body["apiVersion"] = json!(rt.api_version(rt.storage_version()));
-        body["kind"] = json!(rt.kind);
+        Self::stamp_type(&rt, &mut body);
         if record_manager {
             crate::patch::record_update(
                 None,
@@ -423,6 +438,7 @@ impl ApiServer {
                 &rt.api_version(&t.version),
                 "",
                 &crate::object::now(),
+                t.schema(),
             );
         }
         // Both admission phases see the name the request gave: none for generateName.
@@ -631,13 +647,13 @@ impl ApiServer {
                     // Apply creates what does not exist.
                     let applied = crate::patch::parse_apply_body(body)?;
                     Self::check_type(t, &applied)?;
+                    check_apply_fields(t, &applied)?;
                     let mut object = crate::patch::server_side_apply(
                         None,
                         &applied,
                         &write.field_manager,
                         write.force,
-                        &rt.group,
-                        &rt.kind,
+                        &t.typed(),
                         &crate::object::now(),
                     )?;
                     object["metadata"]["name"] = json!(t.name);
@@ -671,6 +687,7 @@ impl ApiServer {
                 PatchKind::Apply => {
                     let applied = crate::patch::parse_apply_body(body)?;
                     Self::check_type(t, &applied)?;
+                    check_apply_fields(t, &applied)?;
                     let apply = if t.subresource == "status" {
                         crate::patch::server_side_apply_status
                     } else {
@@ -678,10 +695,9 @@ impl ApiServer {
                          applied: &Value,
                          m: &str,
                          f: bool,
-                         g: &str,
-                         k: &str,
+                         typed: &crate::patch::Typed<'_>,
                          now: &str| {
-                            crate::patch::server_side_apply(Some(live), applied, m, f, g, k, now)
+                            crate::patch::server_side_apply(Some(live), applied, m, f, typed, now)
                         }
                     };
                     apply(
@@ -689,8 +705,7 @@ impl ApiServer {
                         &applied,
                         &write.field_manager,
                         write.force,
-                        &rt.group,
-                        &rt.kind,
+                        &t.typed(),
                         &crate::object::now(),
                     )?
                 }
@@ -760,8 +775,7 @@ impl ApiServer {
         }
         Self::prepare_updated(t, current, &mut new)?;
         let mut warnings = Self::prune(t, &mut new, write, options_kind == "UpdateOptions")?;
-        new["apiVersion"] = json!(rt.api_version(rt.storage_version()));
-        new["kind"] = json!(rt.kind);
+        Self::stamp_type(&rt, &mut new);
         if record_manager {
             crate::patch::record_update(
                 Some(current),
@@ -770,6 +784,7 @@ impl ApiServer {
                 &rt.api_version(&t.version),
                 sub,
                 &crate::object::now(),
+                t.schema(),
             );
         }
         let mutation = self
@@ -1197,6 +1212,51 @@ fn prune_builtin(schema: &Value, object: &mut Value) -> Vec<String> {
         }
     }
     unknown
+}
+
+/// structured-merge-diff's conversion of an apply body into the kind's type
+/// (`fieldmanager/internal/structuredmerge.go`): a field the type does not declare fails it,
+/// whatever `fieldValidation` asks, with a plain error kube-apiserver answers 500 and no reason
+/// (`failed to create typed patch object (ns/name; group/version, Kind=K): .bogus: field not
+/// declared in schema`). The object is named as the body names it. A field under a list item is
+/// named here by the item's index, where kube names an associative list's item by its keys.
+fn check_apply_fields(t: &Target, applied: &Value) -> Result<(), ApiError> {
+    let mut copy = applied.clone();
+    let unknown = if let Some(schema) = t.schema() {
+        crate::schema::prune_and_default(schema, &mut copy)
+    } else if let Some(schema) =
+        crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
+            .filter(|_| !t.resource.is_custom())
+            .and_then(|builtin| crate::builtins::pruning_schema(builtin.schema))
+    {
+        prune_builtin(&schema, &mut copy)
+    } else {
+        return Ok(());
+    };
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let errors: Vec<String> = unknown
+        .iter()
+        .map(|path| format!("{path}: field not declared in schema"))
+        .collect();
+    let errors = match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    let meta_ = &applied["metadata"];
+    let api_version = applied["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Err(ApiError::new(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({}/{}; {group}/{version}, Kind={}): {errors}",
+            meta_["namespace"].as_str().unwrap_or_default(),
+            meta_["name"].as_str().unwrap_or_default(),
+            applied["kind"].as_str().unwrap_or_default(),
+        ),
+    ))
 }
 
 /// The same write with unknown fields dropped without a word: kube-apiserver decodes a webhook's

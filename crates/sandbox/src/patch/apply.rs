@@ -27,11 +27,10 @@ pub fn server_side_apply(
     applied: &Value,
     manager: &str,
     force: bool,
-    group: &str,
-    kind: &str,
+    typed: &Typed<'_>,
     now: &str,
 ) -> Result<Value, ApiError> {
-    apply_at(live, applied, manager, "", force, (group, kind), now)
+    apply_at(live, applied, manager, "", force, typed, now)
 }
 
 /// Server-side apply to the `status` subresource: only `.status` is tracked and the entry
@@ -42,19 +41,10 @@ pub fn server_side_apply_status(
     applied: &Value,
     manager: &str,
     force: bool,
-    group: &str,
-    kind: &str,
+    typed: &Typed<'_>,
     now: &str,
 ) -> Result<Value, ApiError> {
-    apply_at(
-        Some(live),
-        applied,
-        manager,
-        "status",
-        force,
-        (group, kind),
-        now,
-    )
+    apply_at(Some(live), applied, manager, "status", force, typed, now)
 }
 
 fn apply_at(
@@ -63,9 +53,10 @@ fn apply_at(
     manager: &str,
     subresource: &str,
     force: bool,
-    (group, kind): (&str, &str),
+    typed: &Typed<'_>,
     now: &str,
 ) -> Result<Value, ApiError> {
+    let (group, kind) = (typed.group, typed.kind);
     if !applied.is_object() {
         return Err(ApiError::bad_request(
             "error decoding YAML: the applied configuration is not an object",
@@ -91,7 +82,6 @@ fn apply_at(
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
 
-    let typed = Typed { group, kind };
     let live_clean = live
         .map(without_managed_fields)
         .unwrap_or_else(|| Value::Object(Map::new()));
@@ -157,7 +147,7 @@ fn apply_at(
         // conflicts, the fields client-side apply recorded in the last-applied annotation whose
         // values are still live; only the other conflicts are reported.
         let allowed = if manager == KUBECTL {
-            allowed_by_last_applied(&typed, &live_clean, group, kind, subresource)
+            allowed_by_last_applied(typed, &live_clean, group, kind, subresource)
         } else {
             None
         };
@@ -429,7 +419,14 @@ mod tests {
     }
 
     fn apply(live: Option<&Value>, cfg: &Value, who: &str, force: bool) -> Result<Value, ApiError> {
-        server_side_apply(live, cfg, who, force, "apps", "Deployment", T1)
+        server_side_apply(
+            live,
+            cfg,
+            who,
+            force,
+            &Typed::builtin("apps", "Deployment"),
+            T1,
+        )
     }
 
     fn managers(obj: &Value) -> Vec<(String, String, Value)> {
@@ -490,7 +487,15 @@ mod tests {
             .as_array_mut()
             .expect("list")
             .push(json!({"name": "sidecar", "image": "s"}));
-        super::super::record_update(Some(&first), &mut live, "kubectl-edit", "apps/v1", "", T0);
+        super::super::record_update(
+            Some(&first),
+            &mut live,
+            "kubectl-edit",
+            "apps/v1",
+            "",
+            T0,
+            None,
+        );
 
         let mut next = cfg();
         next["spec"]
@@ -530,7 +535,7 @@ mod tests {
         let first = apply(None, &cfg(), "mgr", false).expect("applies");
         let mut scaled = first.clone();
         scaled["spec"]["replicas"] = json!(5);
-        super::super::record_update(Some(&first), &mut scaled, "hpa", "apps/v1", "", T0);
+        super::super::record_update(Some(&first), &mut scaled, "hpa", "apps/v1", "", T0, None);
         assert_eq!(
             managers(&scaled)[1],
             (
@@ -605,8 +610,15 @@ mod tests {
         let cr = json!({"apiVersion": "example.org/v1", "kind": "Widget",
                         "metadata": {"name": "w", "finalizers": ["a"]},
                         "spec": {"items": [1, 2], "nested": {"x": 1}}});
-        let obj =
-            server_side_apply(None, &cr, "m", false, "example.org", "Widget", T1).expect("applies");
+        let obj = server_side_apply(
+            None,
+            &cr,
+            "m",
+            false,
+            &Typed::builtin("example.org", "Widget"),
+            T1,
+        )
+        .expect("applies");
         assert_eq!(
             obj["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}}},
@@ -617,8 +629,15 @@ mod tests {
         let mut cr2 = cr.clone();
         cr2["metadata"]["finalizers"] = json!(["c"]);
         cr2["spec"]["items"] = json!([3]);
-        let obj = server_side_apply(Some(&live), &cr2, "m", false, "example.org", "Widget", T1)
-            .expect("applies");
+        let obj = server_side_apply(
+            Some(&live),
+            &cr2,
+            "m",
+            false,
+            &Typed::builtin("example.org", "Widget"),
+            T1,
+        )
+        .expect("applies");
         // "a" was the applier's and is pruned; "b" is nobody's and stays.
         assert_eq!(obj["metadata"]["finalizers"], json!(["b", "c"]));
         assert_eq!(obj["spec"]["items"], json!([3]));
@@ -657,8 +676,15 @@ mod tests {
         let live = apply(None, &cfg(), "mgr", false).expect("applies");
         let mut status = deploy(json!({}));
         status["status"] = json!({"conditions": [{"type": "Available", "status": "True"}]});
-        let obj = server_side_apply_status(&live, &status, "ctrl", false, "apps", "Deployment", T1)
-            .expect("applies");
+        let obj = server_side_apply_status(
+            &live,
+            &status,
+            "ctrl",
+            false,
+            &Typed::builtin("apps", "Deployment"),
+            T1,
+        )
+        .expect("applies");
         // Both are Apply entries with the same time, so they sort by manager name.
         let entry = &obj["metadata"]["managedFields"][0];
         assert_eq!(entry["manager"], "ctrl");
@@ -671,8 +697,15 @@ mod tests {
         // A second status applier setting the same condition differently conflicts.
         let mut other = status.clone();
         other["status"]["conditions"][0]["status"] = json!("False");
-        let e = server_side_apply_status(&obj, &other, "ctrl2", false, "apps", "Deployment", T1)
-            .expect_err("conflict");
+        let e = server_side_apply_status(
+            &obj,
+            &other,
+            "ctrl2",
+            false,
+            &Typed::builtin("apps", "Deployment"),
+            T1,
+        )
+        .expect_err("conflict");
         assert_eq!(
             e.message,
             "Apply failed with 1 conflict: conflict with \"ctrl\" with subresource \"status\": .status.conditions[type=\"Available\"].status"
@@ -683,7 +716,8 @@ mod tests {
     fn service_ports_key_on_port_and_defaulted_protocol() {
         let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
                          "spec": {"ports": [{"port": 80, "targetPort": 8080}]}});
-        let obj = server_side_apply(None, &svc, "m", false, "", "Service", T1).expect("applies");
+        let obj = server_side_apply(None, &svc, "m", false, &Typed::builtin("", "Service"), T1)
+            .expect("applies");
         assert_eq!(
             obj["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:spec": {"f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {
@@ -693,8 +727,15 @@ mod tests {
         live["spec"]["ports"][0]["protocol"] = json!("TCP");
         let mut more = svc.clone();
         more["spec"]["ports"] = json!([{"port": 80, "targetPort": 8080}, {"port": 443}]);
-        let obj =
-            server_side_apply(Some(&live), &more, "m", false, "", "Service", T1).expect("applies");
+        let obj = server_side_apply(
+            Some(&live),
+            &more,
+            "m",
+            false,
+            &Typed::builtin("", "Service"),
+            T1,
+        )
+        .expect("applies");
         assert_eq!(
             obj["spec"]["ports"],
             json!([{"port": 80, "targetPort": 8080, "protocol": "TCP"}, {"port": 443}])

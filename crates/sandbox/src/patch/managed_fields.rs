@@ -200,18 +200,31 @@ impl Comparison {
 }
 
 /// Walks objects of one kind with that kind's list and struct strategies.
-pub(crate) struct Typed<'a> {
+#[derive(Debug, Clone)]
+pub struct Typed<'a> {
     pub group: &'a str,
     pub kind: &'a str,
+    /// A custom resource's structural schema (of the version written), where its lists' and
+    /// maps' `x-kubernetes-list-type`, `-list-map-keys` and `-map-type` are read.
+    pub schema: Option<&'a Value>,
 }
 
-impl Typed<'_> {
+impl<'a> Typed<'a> {
+    /// A built-in kind (or a custom resource whose schema is not at hand).
+    pub fn builtin(group: &'a str, kind: &'a str) -> Self {
+        Typed {
+            group,
+            kind,
+            schema: None,
+        }
+    }
+
     pub(crate) fn list_kind(&self, names: &[String]) -> ListKind {
-        list_kind(self.group, self.kind, names)
+        list_kind(self.group, self.kind, self.schema, names)
     }
 
     pub(crate) fn atomic_map(&self, names: &[String]) -> bool {
-        is_atomic_map(self.group, self.kind, names)
+        is_atomic_map(self.group, self.kind, self.schema, names)
     }
 
     /// The path element of an item of the list at `names`; the error names the missing key.
@@ -436,6 +449,7 @@ pub fn record_update(
     api_version: &str,
     subresource: &str,
     now: &str,
+    schema: Option<&Value>,
 ) {
     let kind = new
         .get("kind")
@@ -455,6 +469,7 @@ pub fn record_update(
     let typed = Typed {
         group: &group,
         kind: &kind,
+        schema,
     };
     let cmp = typed
         .compare(&old_clean, new)
@@ -554,7 +569,7 @@ mod tests {
     fn create_records_added_fields_with_dot_for_new_maps() {
         let mut obj = cm(json!({"a": "1"}));
         obj["metadata"]["labels"] = json!({"app": "x"});
-        record_update(None, &mut obj, "kubectl-create", "v1", "", T0);
+        record_update(None, &mut obj, "kubectl-create", "v1", "", T0, None);
         assert_eq!(
             obj["metadata"]["managedFields"],
             json!([{
@@ -576,7 +591,7 @@ mod tests {
                                            "ports": [{"containerPort": 80}]}]}}},
             "status": {"replicas": 0}
         });
-        record_update(None, &mut d, "m", "apps/v1", "", T0);
+        record_update(None, &mut d, "m", "apps/v1", "", T0, None);
         assert_eq!(
             d["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:spec": {
@@ -659,7 +674,7 @@ mod tests {
             old["metadata"]["managedFields"] = Value::Array(c.before);
             let writer = if c.name.starts_with("same") { "a" } else { "b" };
             let mut new = cm(c.new);
-            record_update(Some(&old), &mut new, writer, "v1", "", T1);
+            record_update(Some(&old), &mut new, writer, "v1", "", T1, None);
             let got = decode(&new);
             let got: Vec<(String, Value)> = got
                 .iter()
@@ -686,14 +701,14 @@ mod tests {
     #[test]
     fn managed_fields_sent_by_the_client_win_and_empty_entry_clears() {
         let mut old = cm(json!({"x": "1"}));
-        record_update(None, &mut old, "a", "v1", "", T0);
+        record_update(None, &mut old, "a", "v1", "", T0, None);
         let mut new = old.clone();
         new["metadata"]["managedFields"] = json!([{}]);
-        record_update(Some(&old), &mut new, "b", "v1", "", T1);
+        record_update(Some(&old), &mut new, "b", "v1", "", T1, None);
         assert!(new["metadata"].get("managedFields").is_none(), "{new:#}");
         // Omitted managedFields keep the live ones.
         let mut new = without_managed_fields(&old);
-        record_update(Some(&old), &mut new, "b", "v1", "", T1);
+        record_update(Some(&old), &mut new, "b", "v1", "", T1, None);
         assert_eq!(
             new["metadata"]["managedFields"],
             old["metadata"]["managedFields"]
@@ -708,7 +723,7 @@ mod tests {
         };
         let old = dep(1, 0);
         let mut new = dep(2, 1);
-        record_update(Some(&old), &mut new, "ctrl", "apps/v1", "status", T0);
+        record_update(Some(&old), &mut new, "ctrl", "apps/v1", "status", T0, None);
         assert_eq!(
             new["metadata"]["managedFields"],
             json!([{"manager": "ctrl", "operation": "Update", "apiVersion": "apps/v1", "time": T0,
@@ -716,7 +731,7 @@ mod tests {
                     "subresource": "status"}])
         );
         let mut new = dep(2, 1);
-        record_update(Some(&old), &mut new, "kubectl", "apps/v1", "", T0);
+        record_update(Some(&old), &mut new, "kubectl", "apps/v1", "", T0, None);
         assert_eq!(
             new["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:spec": {"f:replicas": {}}})
@@ -730,10 +745,10 @@ mod tests {
                    "spec": {"template": {"spec": {"containers": [{"name": "a", "image": image}]}}}})
         };
         let mut old = dep("a:1");
-        record_update(None, &mut old, "m", "apps/v1", "", T0);
+        record_update(None, &mut old, "m", "apps/v1", "", T0, None);
         let mut new = dep("a:2");
         new["metadata"]["managedFields"] = old["metadata"]["managedFields"].clone();
-        record_update(Some(&old), &mut new, "n", "apps/v1", "", T1);
+        record_update(Some(&old), &mut new, "n", "apps/v1", "", T1, None);
         let got: Vec<(String, Value)> = decode(&new)
             .iter()
             .map(|e| (e.manager.clone(), e.set.to_fields_v1()))

@@ -32,7 +32,7 @@ use serde_json::Value;
 use crate::error::{ApiError, Cause};
 
 pub use apply::{server_side_apply, server_side_apply_status};
-pub use managed_fields::record_update;
+pub use managed_fields::{Typed, record_update};
 pub use strategic::strategic_merge_patch;
 
 /// The four PATCH content types kube-apiserver accepts.

@@ -5,6 +5,9 @@
 //! apply. This server has no Go types, so the handful of fields whose behaviour differs from the
 //! default (lists replaced whole, maps merged key by key) are listed here, addressed by the field
 //! names from the object root with list items elided (`spec.template.spec.containers.ports`).
+//! A custom resource's come from its CRD's structural schema, as kube's field manager takes them.
+
+use serde_json::Value;
 
 /// How a list field merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,8 +92,14 @@ fn pod_spec_list(rel: &str) -> ListKind {
     }
 }
 
-/// The strategy of the list at `path` (field names from the root, list items elided).
-pub(crate) fn list_kind(group: &str, kind: &str, path: &[String]) -> ListKind {
+/// The strategy of the list at `path` (field names from the root, list items elided); a custom
+/// resource's from its version's structural `schema`, when given.
+pub(crate) fn list_kind(
+    group: &str,
+    kind: &str,
+    schema: Option<&Value>,
+    path: &[String],
+) -> ListKind {
     let joined = path.join(".");
     let joined = joined.as_str();
     // ObjectMeta, at the root and in pod templates.
@@ -106,8 +115,11 @@ pub(crate) fn list_kind(group: &str, kind: &str, path: &[String]) -> ListKind {
         return k;
     }
     if !is_builtin_group(group) {
-        // Custom resources: their `x-kubernetes-list-type` is not known here.
-        return ListKind::Atomic;
+        // Custom resources: `x-kubernetes-list-type` (atomic when unset), as the field manager
+        // reads it from the CRD's schema.
+        return schema
+            .and_then(|s| node_at(s, path))
+            .map_or(ListKind::Atomic, custom_list_kind);
     }
     if let Some(prefix) = pod_spec_prefix(group, kind)
         && let Some(rel) = joined
@@ -133,14 +145,22 @@ pub(crate) fn list_kind(group: &str, kind: &str, path: &[String]) -> ListKind {
 
 /// Whether the object at `path` is `structType=atomic`/`mapType=atomic`: apply replaces and owns
 /// it whole.
-pub(crate) fn is_atomic_map(group: &str, kind: &str, path: &[String]) -> bool {
+pub(crate) fn is_atomic_map(
+    group: &str,
+    kind: &str,
+    schema: Option<&Value>,
+    path: &[String],
+) -> bool {
     let joined = path.join(".");
     let joined = joined.as_str();
     if joined.ends_with("metadata.ownerReferences") {
         return true;
     }
     if !is_builtin_group(group) {
-        return false;
+        // `x-kubernetes-map-type: atomic` in the CRD's schema (granular when unset).
+        return schema
+            .and_then(|s| node_at(s, path))
+            .is_some_and(|node| node["x-kubernetes-map-type"] == "atomic");
     }
     if let Some(prefix) = pod_spec_prefix(group, kind)
         && let Some(rel) = joined
@@ -197,6 +217,71 @@ pub(crate) fn is_always_present(group: &str, kind: &str, path: &[String]) -> boo
         || joined == "spec.updateStrategy"
         || joined == "spec.jobTemplate"
         || joined == "spec.jobTemplate.spec"
+}
+
+/// The node of a structural schema at `path` (field names, list items elided): a list's items
+/// are stepped into before the next name, a map's `additionalProperties` stand for any key.
+fn node_at<'s>(schema: &'s Value, path: &[String]) -> Option<&'s Value> {
+    let mut node = schema;
+    for name in path {
+        while node["type"] == "array" {
+            node = node.get("items")?;
+        }
+        node = node["properties"]
+            .get(name)
+            .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))?;
+    }
+    Some(node)
+}
+
+/// A custom resource's list by its `x-kubernetes-list-type` and `x-kubernetes-list-map-keys`.
+fn custom_list_kind(node: &Value) -> ListKind {
+    match node["x-kubernetes-list-type"].as_str() {
+        Some("set") => ListKind::Set,
+        Some("map") => {
+            let keys: Vec<&str> = node["x-kubernetes-list-map-keys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match interned_keys(&keys) {
+                Some(ssa_keys) => ListKind::Map {
+                    smp_key: ssa_keys[0],
+                    ssa_keys,
+                },
+                // A CRD's validation requires keys for a map list; without them, atomic.
+                None => ListKind::Atomic,
+            }
+        }
+        _ => ListKind::Atomic,
+    }
+}
+
+/// The keys of a custom resource's map list with the `'static` life of the built-in tables'.
+/// Interned, not leaked per request: each distinct key list is kept once, so the memory is
+/// bounded by the distinct lists the served CRDs have declared.
+fn interned_keys(keys: &[&str]) -> Option<&'static [&'static str]> {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashSet<&'static [&'static str]>>> = OnceLock::new();
+    if keys.is_empty() {
+        return None;
+    }
+    let mut seen = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(found) = seen.iter().find(|k| **k == keys) {
+        return Some(found);
+    }
+    let owned: Vec<&'static str> = keys
+        .iter()
+        .map(|k| &*Box::leak(k.to_string().into_boxed_str()))
+        .collect();
+    let interned: &'static [&'static str] = Box::leak(owned.into_boxed_slice());
+    seen.insert(interned);
+    Some(interned)
 }
 
 /// A key field's value when the object omits it (`+default` on a list-map key).
@@ -263,14 +348,83 @@ mod tests {
             ("", "Namespace", "status.conditions", by("type", &["type"])),
         ];
         for (g, k, path, want) in cases {
-            assert_eq!(list_kind(g, k, &p(path)), want, "{g}/{k} {path}");
+            assert_eq!(list_kind(g, k, None, &p(path)), want, "{g}/{k} {path}");
         }
-        assert!(is_atomic_map("apps", "Deployment", &p("spec.selector")));
-        assert!(!is_atomic_map("apps", "Deployment", &p("spec.template")));
+        assert!(is_atomic_map(
+            "apps",
+            "Deployment",
+            None,
+            &p("spec.selector")
+        ));
+        assert!(!is_atomic_map(
+            "apps",
+            "Deployment",
+            None,
+            &p("spec.template")
+        ));
         assert!(is_always_present(
             "apps",
             "Deployment",
             &p("spec.template.spec")
         ));
+    }
+
+    #[test]
+    fn a_custom_resources_lists_and_maps_follow_its_schema() {
+        let schema = serde_json::json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["port", "protocol"],
+                      "items": {"type": "object", "properties": {
+                          "port": {"type": "integer"},
+                          "hosts": {"type": "array", "x-kubernetes-list-type": "set",
+                                    "items": {"type": "string"}}}}},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "selector": {"type": "object", "x-kubernetes-map-type": "atomic"},
+            "limits": {"type": "object", "additionalProperties": {
+                "type": "object", "x-kubernetes-map-type": "atomic"}}
+        }}}});
+        let s = Some(&schema);
+        assert_eq!(
+            list_kind("example.org", "Widget", s, &p("spec.ports")),
+            by("port", &["port", "protocol"])
+        );
+        assert_eq!(
+            list_kind("example.org", "Widget", s, &p("spec.ports.hosts")),
+            ListKind::Set
+        );
+        assert_eq!(
+            list_kind("example.org", "Widget", s, &p("spec.tags")),
+            ListKind::Atomic
+        );
+        assert_eq!(
+            list_kind("example.org", "Widget", None, &p("spec.ports")),
+            ListKind::Atomic
+        );
+        assert!(is_atomic_map(
+            "example.org",
+            "Widget",
+            s,
+            &p("spec.selector")
+        ));
+        assert!(is_atomic_map(
+            "example.org",
+            "Widget",
+            s,
+            &p("spec.limits.cpu")
+        ));
+        assert!(!is_atomic_map("example.org", "Widget", s, &p("spec")));
+        // The same key list is one allocation, however often it is read.
+        let again = list_kind("example.org", "Widget", s, &p("spec.ports"));
+        match (
+            again,
+            list_kind("example.org", "Widget", s, &p("spec.ports")),
+        ) {
+            (ListKind::Map { ssa_keys: a, .. }, ListKind::Map { ssa_keys: b, .. }) => {
+                assert!(std::ptr::eq(a, b));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

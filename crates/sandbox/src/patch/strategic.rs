@@ -178,7 +178,7 @@ impl Ctx<'_> {
     /// The merge key of the list at `names`: `Some("")` for sets of scalars, `None` when the
     /// list has no strategy.
     fn merge_key(&self, names: &[String]) -> Option<&'static str> {
-        match list_kind(self.group, self.kind, names) {
+        match list_kind(self.group, self.kind, None, names) {
             ListKind::Atomic => None,
             ListKind::Set => Some(""),
             ListKind::Map { smp_key, .. } => Some(smp_key),

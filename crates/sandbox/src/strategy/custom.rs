@@ -16,9 +16,24 @@ fn schema_rules(
     object: &Value,
     old: Option<&Value>,
 ) -> Vec<Cause> {
-    match rt.version(version).and_then(|v| v.schema.as_ref()) {
-        Some(schema) => crate::schema::validate(schema, object, old),
-        None => Vec::new(),
+    let mut causes = type_meta(rt, object);
+    if let Some(schema) = rt.version(version).and_then(|v| v.schema.as_ref()) {
+        causes.extend(crate::schema::validate(schema, object, old));
+    }
+    causes
+}
+
+/// `customResourceValidator.ValidateTypeMeta`: a custom resource's body is decoded whatever
+/// kind it names (the API version was checked at decoding); another kind than the CRD's is
+/// invalid, reported with the object's other errors.
+fn type_meta(rt: &ResourceType, object: &Value) -> Vec<Cause> {
+    match object["kind"].as_str() {
+        Some(kind) if kind != rt.kind => vec![Cause::new(
+            "FieldValueInvalid",
+            "kind",
+            format!("Invalid value: {}: must be {}", Value::from(kind), rt.kind),
+        )],
+        _ => Vec::new(),
     }
 }
 

@@ -264,7 +264,10 @@ pub fn validate(
         return Ok(());
     }
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    Err(ApiError::invalid(&rt.group, &rt.kind, name, causes))
+    // kube names the kind the object says it is (`strategy.ObjectKinds`): a custom resource's
+    // may be another kind, which is then one of the causes.
+    let kind = object["kind"].as_str().unwrap_or(&rt.kind);
+    Err(ApiError::invalid(&rt.group, kind, name, causes))
 }
 
 #[cfg(test)]
