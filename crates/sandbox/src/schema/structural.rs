@@ -21,7 +21,42 @@ enum Level {
 pub fn check(schema: &Value, prefix: &str) -> Vec<Cause> {
     let mut errs = Vec::new();
     node(Node(schema), prefix, Level::Root, &mut errs);
+    if errs.is_empty() {
+        // Defaults are validated once the schema is structural (`ValidateDefaults`).
+        defaults(Node(schema), prefix, &mut errs);
+    }
     errs
+}
+
+/// Every `default` must be valid against its own node, as an object's value there would be
+/// (`structuraldefaulting.ValidateDefaults`): the errors under the node's `default`, so that a
+/// CRD whose default could never pass validation is refused when it is written, not when the
+/// first object takes the default.
+fn defaults(n: Node<'_>, path: &str, errs: &mut Vec<Cause>) {
+    if let Some(default) = n.get("default") {
+        let at = format!("{path}.default");
+        for mut cause in super::validate::validate(n.0, default, None) {
+            cause.field = if cause.field == field::NIL_PATH || cause.field.is_empty() {
+                at.clone()
+            } else {
+                format!("{at}.{}", cause.field)
+            };
+            // kube-openapi's validator of a default names its root by an empty path that it
+            // prints as a space: `Invalid value: "string":   in body must be of type integer`
+            // (as kube-apiserver v1.32.13 words it).
+            cause.message = cause.message.replacen(":  in body ", ":   in body ", 1);
+            errs.push(cause);
+        }
+    }
+    for (name, prop) in n.properties() {
+        defaults(prop, &format!("{path}.properties[{name}]"), errs);
+    }
+    if let Some(additional) = n.additional_properties_schema() {
+        defaults(additional, &format!("{path}.additionalProperties"), errs);
+    }
+    if let Some(items) = n.items() {
+        defaults(items, &format!("{path}.items"), errs);
+    }
 }
 
 fn node(n: Node<'_>, path: &str, level: Level, errs: &mut Vec<Cause>) {

@@ -665,6 +665,26 @@ fn crd_schema_checks() {
                 ),
             ],
         ),
+        (
+            // Measured against kube-apiserver v1.32.13 (differential case `crd/crd-invalid-default`).
+            "a default its own schema refuses",
+            json!({"type": "object", "properties": {
+                "n": {"type": "integer", "default": "x"},
+                "ok": {"type": "integer", "default": 3},
+                "l": {"type": "array", "items": {"type": "string", "maxLength": 2, "default": "abc"}}}}),
+            vec![
+                t(
+                    "FieldValueTypeInvalid",
+                    &format!("{p}.properties[n].default"),
+                    "Invalid value: \"string\":   in body must be of type integer: \"string\"",
+                ),
+                t(
+                    "FieldValueTooLong",
+                    &format!("{p}.properties[l].items.default"),
+                    "Too long: may not be more than 2 bytes",
+                ),
+            ],
+        ),
     ];
     for (name, schema, want) in cases {
         let got = triples(&validate_crd_schema(&schema));
