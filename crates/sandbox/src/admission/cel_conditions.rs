@@ -10,8 +10,9 @@
 //! `authorizer` variable is not provided (the sandbox has no RBAC): an expression using it
 //! fails to evaluate, and then `failurePolicy` applies. The function library is Lien's one CEL
 //! engine's (`lien-cel`: the standard library, the strings and lists extensions and Kubernetes'
-//! list and regex functions, without quantity, url, ip, …), and expressions are checked when
-//! evaluated, not when the configuration is written.
+//! list and regex functions, without quantity, url, ip, …). An expression that does not parse
+//! is refused when the configuration is written (`strategy::admissionregistration`); one that
+//! parses but names what the sandbox lacks fails when evaluated.
 
 use lien_cel::cel::{self, Context};
 use serde_json::Value;

@@ -11,7 +11,7 @@
 //! - [`validate`]: kube-openapi's schema validation, list-type uniqueness, then CEL rules.
 //! - [`validate_crd_schema`]: what the CRD must satisfy for its schema to be accepted.
 
-mod cel;
+pub(crate) mod cel;
 pub mod field;
 mod node;
 mod prune;

@@ -149,6 +149,48 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
                 ));
             }
         }
+        match_conditions(hook, i, &mut causes);
     }
     causes
+}
+
+/// `ValidateMatchConditions` as kube-apiserver runs it on a write: each condition named once
+/// and its expression compiled, so that a configuration whose condition can never evaluate is
+/// refused (422) rather than failing every request it matches.
+fn match_conditions(hook: &Value, i: usize, causes: &mut Vec<Cause>) {
+    let Some(conditions) = hook["matchConditions"].as_array() else {
+        return;
+    };
+    let mut names = std::collections::HashSet::new();
+    for (j, condition) in conditions.iter().enumerate() {
+        let at = format!("webhooks[{i}].matchConditions[{j}]");
+        let name = condition["name"].as_str().unwrap_or_default();
+        if name.is_empty() {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("{at}.name"),
+                "Required value",
+            ));
+        } else if !names.insert(name) {
+            causes.push(Cause::new(
+                "FieldValueDuplicate",
+                format!("{at}.name"),
+                format!("Duplicate value: {}", Value::from(name)),
+            ));
+        }
+        let expression = condition["expression"].as_str().unwrap_or_default();
+        if expression.is_empty() {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("{at}.expression"),
+                "Required value",
+            ));
+        } else if let Err(e) = crate::schema::cel::compile(expression) {
+            causes.push(crate::schema::field::invalid(
+                &format!("{at}.expression"),
+                &json!(expression),
+                &format!("compilation failed: {e}"),
+            ));
+        }
+    }
 }

@@ -457,6 +457,56 @@ async fn match_conditions_gate_the_call() {
     hook.stop().await;
 }
 
+/// "Dynamic Admission Control" (matchConditions): a condition whose expression does not compile
+/// is refused when the configuration is written — 422 naming the expression — and two
+/// conditions may not share a name; checked against kube-apiserver v1.32.13 (differential case
+/// `invalid/mutatingwebhook-bad-cel`).
+#[tokio::test]
+async fn a_match_condition_that_does_not_compile_is_refused_when_written() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let hook = start_webhook(annotating("gated", "yes")).await;
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let write = |conditions: Value| {
+        let config = configuration_with(&hook, "gated", "Fail", "matchConditions", conditions);
+        let configs = configs.clone();
+        async move {
+            configs
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(config).expect("a configuration"),
+                )
+                .await
+        }
+    };
+    let s = crate::support::status(
+        write(json!([{"name": "c", "expression": "object.metadata.name =="}])).await,
+    );
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+    let causes = s.details.expect("details").causes;
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(causes[0].field, "webhooks[0].matchConditions[0].expression");
+    assert!(
+        causes[0]
+            .message
+            .starts_with("Invalid value: \"object.metadata.name ==\": compilation failed: "),
+        "{causes:?}"
+    );
+    let s = crate::support::status(
+        write(json!([{"name": "c", "expression": "true"}, {"name": "c", "expression": "true"}]))
+            .await,
+    );
+    assert_eq!(
+        s.details.expect("details").causes[0].field,
+        "webhooks[0].matchConditions[1].name"
+    );
+    write(json!([{"name": "c", "expression": "object.metadata.name == 'x'"}]))
+        .await
+        .expect("a condition that compiles is stored");
+    sandbox.shutdown().await;
+    hook.stop().await;
+}
+
 /// "Dynamic Admission Control" (side effects): a dry-run request is sent to a mutating webhook
 /// with `sideEffects: None`, whose patch shows in the answer while nothing is stored.
 #[tokio::test]
