@@ -184,6 +184,7 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
             ..Facts::GENERIC
         },
         ("certificates.k8s.io", "certificatesigningrequests") => &Facts {
+            validate: kinds::certificate_signing_request,
             field_labels: FieldLabels {
                 extra: &["spec.signerName"],
                 refusal: Refusal::Plain,

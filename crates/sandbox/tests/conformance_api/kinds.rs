@@ -650,3 +650,37 @@ async fn webhooks_review_scale_writes_as_scale() {
     hook.stop().await;
     sandbox.shutdown().await;
 }
+
+/// "Certificates and Certificate Signing Requests": a CSR's `spec.request` must be a PEM
+/// `CERTIFICATE REQUEST` signed by its key — anything else is 422 naming the bytes as Go prints
+/// them (checked against kube-apiserver v1.32.13: differential case `invalid/csr-bad-request`);
+/// a request made by a real key is stored.
+#[tokio::test]
+async fn a_certificate_signing_request_must_hold_a_signed_request() {
+    use base64::Engine;
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let path = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let csr = |name: &str, request: &[u8]| {
+        json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+               "metadata": {"name": name},
+               "spec": {"request": base64::engine::general_purpose::STANDARD.encode(request),
+                        "signerName": "example.com/s", "usages": ["client auth"]}})
+    };
+    let (code, body) = raw(&client, "POST", path, Some(csr("bad", b"hello"))).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "CertificateSigningRequest.certificates.k8s.io \"bad\" is invalid: spec.request: Invalid value: []byte{0x68, 0x65, 0x6c, 0x6c, 0x6f}: PEM block type must be CERTIFICATE REQUEST"
+    );
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let request = rcgen::CertificateParams::new(vec!["someone".to_string()])
+        .expect("params")
+        .serialize_request(&key)
+        .expect("a request")
+        .pem()
+        .expect("pem");
+    let (code, body) = raw(&client, "POST", path, Some(csr("good", request.as_bytes()))).await;
+    assert_eq!(code, 201, "{body}");
+    sandbox.shutdown().await;
+}
