@@ -202,14 +202,7 @@ impl ApiServer {
         match ns {
             None => Err(ApiError::not_found("", "namespaces", namespace)),
             Some(ns) if crate::object::is_deleting(&ns) => {
-                // `admission.NewForbidden` names the object before any name is generated: its
-                // name, else its generateName, else "Unknown".
-                let meta_ = &body["metadata"];
-                let name = [&meta_["name"], &meta_["generateName"]]
-                    .into_iter()
-                    .filter_map(|v| v.as_str())
-                    .find(|s| !s.is_empty())
-                    .unwrap_or("Unknown");
+                let name = admission_name(body);
                 let mut err = ApiError::forbidden(
                     &rt.group,
                     &rt.plural,
@@ -225,6 +218,49 @@ impl ApiServer {
             }
             Some(_) => Ok(()),
         }
+    }
+
+    /// The `ServiceAccount` admission plugin's lookup on a Pod's create: the service account
+    /// the Pod runs as (`default` when it names none) must exist, or the create is forbidden.
+    /// `default` is made by the serviceaccounts controller moments after its namespace, so it
+    /// is looked up again for about a second before the Pod is refused, as the plugin does (ten
+    /// live lookups 100–200 ms apart); a named one is looked up once. Mirror pods are exempt.
+    async fn check_service_account(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        body: &Value,
+    ) -> Result<(), ApiError> {
+        if !(rt.group.is_empty() && rt.plural == "pods")
+            || !body["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_null()
+        {
+            return Ok(());
+        }
+        let spec = &body["spec"];
+        let account = [&spec["serviceAccountName"], &spec["serviceAccount"]]
+            .into_iter()
+            .filter_map(Value::as_str)
+            .find(|s| !s.is_empty())
+            .unwrap_or("default");
+        let attempts = if account == "default" { 10 } else { 1 };
+        let key = (String::new(), "serviceaccounts".to_string());
+        let object = (namespace.to_string(), account.to_string());
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            }
+            if self.store().get(&key, &object).is_some() {
+                return Ok(());
+            }
+        }
+        Err(ApiError::forbidden(
+            "",
+            "pods",
+            admission_name(body),
+            &format!(
+                "error looking up service account {namespace}/{account}: serviceaccount \"{account}\" not found"
+            ),
+        ))
     }
 
     /// Checks `apiVersion` and `kind` of a request body against the URL, as decoding does: a
@@ -414,6 +450,7 @@ impl ApiServer {
             Storage::Plain | Storage::Namespace | Storage::ClusterIps => {}
         }
         self.check_namespace_open(&rt, &t.namespace, &body)?;
+        self.check_service_account(&rt, &t.namespace, &body).await?;
         // Admission sees the name as the request gave it: empty when generateName is used.
         let requested_name = body["metadata"]["name"]
             .as_str()
@@ -869,15 +906,16 @@ impl ApiServer {
             crate::strategy::defaults::pod_spec(&mut new["spec"]);
             meta::validate_ephemeral_containers(current, new)?;
         }
-        if sub.is_empty() {
+        if sub.is_empty() || sub == "finalize" {
+            // A namespace's `finalize` body is decoded, so defaulted, as the main resource's
+            // (its name label is set again); `namespaceFinalizeStrategy.PrepareForUpdate` then
+            // resets status only (done above: status is read-only there), so the spec's
+            // finalizers and the metadata written are stored.
             crate::strategy::of(rt).defaults(new);
             if crate::strategy::of(rt).storage() == Storage::ClusterIps {
                 super::services::keep_allocated(new, current)?;
             }
         }
-        // A namespace's `finalize` is the main update without its defaults: kube-apiserver's
-        // `namespaceFinalizeStrategy.PrepareForUpdate` resets status only (done above: status
-        // is read-only there), so the spec's finalizers and the metadata written are stored.
         Ok(())
     }
 
@@ -1212,6 +1250,17 @@ fn prune_builtin(schema: &Value, object: &mut Value) -> Vec<String> {
         }
     }
     unknown
+}
+
+/// How `admission.NewForbidden` names an object being created, before any name is generated:
+/// its name, else its generateName, else "Unknown".
+fn admission_name(body: &Value) -> &str {
+    let meta_ = &body["metadata"];
+    [&meta_["name"], &meta_["generateName"]]
+        .into_iter()
+        .filter_map(|v| v.as_str())
+        .find(|s| !s.is_empty())
+        .unwrap_or("Unknown")
 }
 
 /// structured-merge-diff's conversion of an apply body into the kind's type

@@ -67,10 +67,13 @@ async fn sync(server: &ApiServer, name: &str) -> Result<bool, ApiError> {
     if !is_deleting(&ns) {
         return Ok(true);
     }
-    let pending = ns["spec"]["finalizers"]
+    // kube-controller-manager's `finalized`: a namespace whose spec lists no finalizer at all.
+    // One that lists only others' (the `kubernetes` token removed through `finalize`) still
+    // has its content deleted; it then waits for those finalizers' owners.
+    let finalized = ns["spec"]["finalizers"]
         .as_array()
-        .is_some_and(|f| f.iter().any(|x| x == "kubernetes"));
-    if !pending {
+        .is_none_or(|f| f.is_empty());
+    if finalized {
         return Ok(true);
     }
     let resources: Vec<_> = server

@@ -186,6 +186,14 @@ impl Strategy for ConfigMaps {
 pub(super) struct Namespaces;
 
 impl Strategy for Namespaces {
+    /// `SetDefaults_Namespace`: every Namespace decoded — created, updated or finalized —
+    /// carries its name as the `kubernetes.io/metadata.name` label, which no write can remove.
+    fn defaults(&self, object: &mut Value) {
+        let name = object["metadata"]["name"].clone();
+        if name.as_str().is_some_and(|n| !n.is_empty()) {
+            object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        }
+    }
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         let name = object["metadata"]["name"].clone();
         object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;

@@ -786,12 +786,12 @@ fn csr_error(pem: &[u8]) -> Option<String> {
         Ok((_, block)) if block.label == "CERTIFICATE REQUEST" => block,
         _ => return Some("PEM block type must be CERTIFICATE REQUEST".into()),
     };
-    let request =
-        match x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
-        {
-            Ok((_, request)) => request,
-            Err(e) => return Some(format!("x509: malformed certificate request: {e}")),
-        };
+    let request = match x509_parser::certification_request::X509CertificationRequest::from_der(
+        &block.contents,
+    ) {
+        Ok((_, request)) => request,
+        Err(e) => return Some(format!("x509: malformed certificate request: {e}")),
+    };
     request
         .verify_signature()
         .err()

@@ -408,3 +408,43 @@ async fn a_claim_a_scheduled_pod_mounts_waits_for_the_pod() {
     }
     sandbox.shutdown().await;
 }
+
+/// "Service Accounts" (the ServiceAccount admission controller): a Pod runs as a service account
+/// that exists — one that names a missing account is forbidden (403, kube-apiserver v1.32.13's
+/// words: differential case `python-client/…serviceaccountname-nobody`); one that names none
+/// runs as `default`; once the account is made, the same Pod is admitted.
+#[tokio::test]
+async fn a_pod_must_run_as_a_service_account_that_exists() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let sandbox = sandbox().await;
+    let admin = client(&sandbox).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let mut nobody = pod("p");
+    nobody.spec.as_mut().expect("spec").service_account_name = Some("nobody".into());
+    let s = status(pods.create(&PostParams::default(), &nobody).await);
+    assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"), "{s:?}");
+    assert_eq!(
+        s.message,
+        "pods \"p\" is forbidden: error looking up service account default/nobody: serviceaccount \"nobody\" not found"
+    );
+    let plain = pods
+        .create(&PostParams::default(), &pod("q"))
+        .await
+        .expect("a pod naming no account runs as default");
+    assert_eq!(
+        plain.spec.expect("spec").service_account_name.as_deref(),
+        Some("default")
+    );
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "default");
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "nobody"}})).expect("sa"),
+        )
+        .await
+        .expect("create the account");
+    pods.create(&PostParams::default(), &nobody)
+        .await
+        .expect("admitted once its account exists");
+    sandbox.shutdown().await;
+}

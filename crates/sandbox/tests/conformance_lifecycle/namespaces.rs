@@ -175,6 +175,81 @@ async fn content_with_finalizers_holds_the_namespace_and_is_reported() {
     sandbox.shutdown().await;
 }
 
+/// "Namespaces" (finalizers in `spec`): a namespace's `spec.finalizers` written through its
+/// `finalize` subresource with another owner's token instead of `kubernetes` — the namespace
+/// controller still deletes its content on deletion (it stops only at an empty list), then the
+/// namespace waits, Terminating, for that owner; its name label stays through the write;
+/// finalizing it empty lets it go. Checked against kube-apiserver and kube-controller-manager
+/// v1.32.13 (differential case `kubectl-delete/delete-namespace-with-finalizer-in-spec`).
+#[tokio::test]
+async fn a_namespace_finalized_to_another_owner_still_loses_its_content_then_waits() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    namespace(&client, "foreign").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "foreign");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    configmap(&cms, "content", vec![], &[], &[]).await;
+    let finalize = |finalizers: serde_json::Value| {
+        let namespaces = namespaces.clone();
+        async move {
+            let body: Namespace = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "foreign"}, "spec": {"finalizers": finalizers}}))
+            .expect("namespace");
+            namespaces
+                .replace_subresource("finalize", "foreign", &PostParams::default(), &body)
+                .await
+                .expect("finalize")
+        }
+    };
+    let written = finalize(serde_json::json!(["example.com/mine"])).await;
+    assert_eq!(
+        written
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("kubernetes.io/metadata.name"),
+        Some(&"foreign".to_string()),
+        "the name label is defaulted on the finalize write too"
+    );
+    namespaces
+        .delete("foreign", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    wait_gone(&cms, "content").await;
+    let ns = wait_until(&namespaces, "foreign", "content conditions", |ns| {
+        condition(ns, "NamespaceContentRemaining").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    assert_eq!(phase(&ns), Some("Terminating"));
+    assert_eq!(
+        ns.spec.clone().and_then(|s| s.finalizers),
+        Some(vec!["example.com/mine".to_string()])
+    );
+    // Waiting is quiet: the controller's no-op finalize and conditions write nothing new.
+    let settled = wait_until(&namespaces, "foreign", "settled", |ns| {
+        condition(ns, "NamespaceContentRemaining").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let later = namespaces.get("foreign").await.expect("get");
+    assert_eq!(
+        later.metadata.resource_version, settled.metadata.resource_version,
+        "a waiting namespace is not rewritten"
+    );
+    finalize(serde_json::json!([])).await;
+    common::wait_for("the namespace to go", DEADLINE, || async {
+        namespaces
+            .get_opt("foreign")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    sandbox.shutdown().await;
+}
+
 /// "Namespaces" › Initial namespaces, and the `NamespaceLifecycle` admission plugin: `default`,
 /// `kube-system` and `kube-public` may not be deleted (`kube-node-lease` may).
 #[tokio::test]
