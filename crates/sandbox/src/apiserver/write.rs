@@ -231,9 +231,8 @@ impl ApiServer {
         namespace: &str,
         body: &Value,
     ) -> Result<(), ApiError> {
-        if !(rt.group.is_empty() && rt.plural == "pods")
-            || !body["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_null()
-        {
+        let mirror = !body["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_null();
+        if !rt.group.is_empty() || rt.plural != "pods" || mirror {
             return Ok(());
         }
         let spec = &body["spec"];

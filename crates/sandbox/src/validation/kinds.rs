@@ -567,6 +567,55 @@ pub fn event(object: &Value) -> Vec<Cause> {
     }
 }
 
+/// certificates `ValidateCertificateSigningRequestCreate`'s check of the request (`validateCSR`):
+/// `spec.request` holds a PEM block of type `CERTIFICATE REQUEST` whose PKCS#10 request parses
+/// and whose signature verifies. The invalid value is printed as Go's `%#v` of the bytes. Go's
+/// x509 wording of a request that does not parse or verify is not reproduced (only the PEM
+/// check's is kube's own text).
+pub fn certificate_signing_request(object: &Value) -> Vec<Cause> {
+    use base64::Engine;
+    let Some(bytes) = object["spec"]["request"]
+        .as_str()
+        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+    else {
+        return Vec::new();
+    };
+    match csr_error(&bytes) {
+        None => Vec::new(),
+        Some(why) => {
+            let shown = bytes
+                .iter()
+                .map(|b| format!("{b:#04x}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            vec![Cause::new(
+                "FieldValueInvalid",
+                "spec.request",
+                format!("Invalid value: []byte{{{shown}}}: {why}"),
+            )]
+        }
+    }
+}
+
+/// Why `pem` is not a signed certificate request (`certificates.ParseCSR`, `CheckSignature`).
+fn csr_error(pem: &[u8]) -> Option<String> {
+    use x509_parser::prelude::FromDer;
+    let block = match x509_parser::pem::parse_x509_pem(pem) {
+        Ok((_, block)) if block.label == "CERTIFICATE REQUEST" => block,
+        _ => return Some("PEM block type must be CERTIFICATE REQUEST".into()),
+    };
+    let request = match x509_parser::certification_request::X509CertificationRequest::from_der(
+        &block.contents,
+    ) {
+        Ok((_, request)) => request,
+        Err(e) => return Some(format!("x509: malformed certificate request: {e}")),
+    };
+    request
+        .verify_signature()
+        .err()
+        .map(|e| format!("x509: signature verification failure: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -747,53 +796,4 @@ mod tests {
             ["spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`"]
         );
     }
-}
-
-/// certificates `ValidateCertificateSigningRequestCreate`'s check of the request (`validateCSR`):
-/// `spec.request` holds a PEM block of type `CERTIFICATE REQUEST` whose PKCS#10 request parses
-/// and whose signature verifies. The invalid value is printed as Go's `%#v` of the bytes. Go's
-/// x509 wording of a request that does not parse or verify is not reproduced (only the PEM
-/// check's is kube's own text).
-pub fn certificate_signing_request(object: &Value) -> Vec<Cause> {
-    use base64::Engine;
-    let Some(bytes) = object["spec"]["request"]
-        .as_str()
-        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
-    else {
-        return Vec::new();
-    };
-    match csr_error(&bytes) {
-        None => Vec::new(),
-        Some(why) => {
-            let shown = bytes
-                .iter()
-                .map(|b| format!("{b:#04x}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            vec![Cause::new(
-                "FieldValueInvalid",
-                "spec.request",
-                format!("Invalid value: []byte{{{shown}}}: {why}"),
-            )]
-        }
-    }
-}
-
-/// Why `pem` is not a signed certificate request (`certificates.ParseCSR`, `CheckSignature`).
-fn csr_error(pem: &[u8]) -> Option<String> {
-    use x509_parser::prelude::FromDer;
-    let block = match x509_parser::pem::parse_x509_pem(pem) {
-        Ok((_, block)) if block.label == "CERTIFICATE REQUEST" => block,
-        _ => return Some("PEM block type must be CERTIFICATE REQUEST".into()),
-    };
-    let request = match x509_parser::certification_request::X509CertificationRequest::from_der(
-        &block.contents,
-    ) {
-        Ok((_, request)) => request,
-        Err(e) => return Some(format!("x509: malformed certificate request: {e}")),
-    };
-    request
-        .verify_signature()
-        .err()
-        .map(|e| format!("x509: signature verification failure: {e}"))
 }
