@@ -174,8 +174,10 @@ def write_report(outcomes, judged, entries, label, out_dir):
                 continue
             j = judged[o.case_id]
             tags = (" STATUS CODE DIFFERS" if j.status else "") + (" NOT EXPLAINED" if j.unexplained else "")
-            if known.timing_dependent(o.case_id, entries):
-                tags += " (timing-dependent: not scored)"
+            unscored_by = known.unscored_by(o.case_id, entries)
+            if unscored_by:
+                why = "kube-apiserver fails it" if unscored_by.kube_defect else "timing-dependent"
+                tags += f" ({why}: not scored)"
             f.write(f"== {o.case_id} (namespace {o.ns}, {o.seconds:.1f} s){tags}\n")
             if j.entries:
                 f.write(f"   known: {', '.join(j.entries)}\n")
@@ -281,7 +283,7 @@ def main():
             shutil.rmtree(os.path.join(args.out, "raw"), ignore_errors=True)
         outcomes, seconds = run_all(args, all_cases)
     outcomes.sort(key=lambda o: o.case_id)
-    unscored = [o.case_id for o in outcomes if known.timing_dependent(o.case_id, entries)]
+    unscored = [o.case_id for o in outcomes if known.unscored_by(o.case_id, entries)]
     all_outcomes = outcomes
     outcomes = [o for o in outcomes if o.case_id not in set(unscored)]
     judged = known.judge(outcomes, entries)
@@ -300,10 +302,10 @@ def main():
     if args.only is None:
         used = {e for j in judged.values() for e in j.entries}
         failures += [f"{known_path}: `{e.id}` explains nothing in this run: remove it" for e in entries
-                     if e.id not in used and not e.timing]
+                     if e.id not in used and not e.unscored]
     took = f" in {seconds:.0f} s" if seconds is not None else ""
     print(f"\n{same} of {total} cases identical ({100.0 * same / max(total, 1):.1f} %){took}"
-          f" ({len(unscored)} timing-dependent cases run, not scored); "
+          f" ({len(unscored)} timing-dependent or kube-failing cases run, not scored); "
           f"a status code differs in {len(status)}, something Lien reads in {len(lien)}, "
           f"not explained: {len(unexplained)}; details: {os.path.join(args.out, 'report.txt')}")
     section = known.docs_section(outcomes, entries, judged, label, unscored)

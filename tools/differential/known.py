@@ -15,6 +15,10 @@ known.yaml is a list of entries:
     cases: 'crd/*'                       # optional: a glob (or a list of globs) the case's id must match
     timing: true                         # instead of `where`: the cases (named by `cases`) whose
                                          # outcome depends on timing; run and reported, not scored
+    kube-defect: true                    # instead of `where`: the cases (named by `cases`) where
+                                         # kube-apiserver itself fails (a panic, a dropped
+                                         # connection): nothing for the sandbox to copy; run and
+                                         # reported, not scored, `why` saying what the sandbox does
     sandbox-bug: true                    # optional: the sandbox should change; `why` says how
 
 Entries explain single differences, not cases: a case is explained when every one of its
@@ -62,8 +66,15 @@ class Entry:
         self.cases = [cases] if isinstance(cases, str) else cases
         self.bug = bool(raw.get("sandbox-bug"))
         self.timing = bool(raw.get("timing"))
-        if self.timing and not self.cases:
-            raise ValueError(f"{self.id}: a `timing` entry names its cases")
+        self.kube_defect = bool(raw.get("kube-defect"))
+        if (self.timing or self.kube_defect) and not self.cases:
+            raise ValueError(f"{self.id}: a `timing` or `kube-defect` entry names its cases")
+
+    @property
+    def unscored(self):
+        """Whether the entry names cases left out of the number rather than explaining
+        differences."""
+        return self.timing or self.kube_defect
 
     def matches(self, case_id, path, a, b):
         if self.cases and not any(fnmatch.fnmatchcase(case_id, c) for c in self.cases):
@@ -124,11 +135,12 @@ class Judged:
                 self.entries.append(entry.id)
 
 
-def timing_dependent(case_id, entries):
-    """The `timing: true` entry naming this case: a case whose outcome depends on which of two
-    things happens first (a kubectl poll and a garbage collector, a watch and a write). It runs
-    and is reported, but is not scored, so that the number and the list are the same run to run."""
-    return next((e for e in entries if e.timing and any(fnmatch.fnmatchcase(case_id, c) for c in e.cases)), None)
+def unscored_by(case_id, entries):
+    """The `timing: true` or `kube-defect: true` entry naming this case: a case whose outcome
+    depends on which of two things happens first (a kubectl poll and a garbage collector, a
+    watch and a write), or where kube-apiserver itself fails. It runs and is reported, but is
+    not scored, so that the number and the list are the same run to run."""
+    return next((e for e in entries if e.unscored and any(fnmatch.fnmatchcase(case_id, c) for c in e.cases)), None)
 
 
 def judge(outcomes, entries):
@@ -185,13 +197,20 @@ def docs_section(outcomes, entries, judged, label, unscored=()):
         mark = (" (*Lien reads*)" if e.id in lien_entries else "") + (" (sandbox bug)" if e.bug else "")
         why = e.why.replace("|", "\\|")
         lines.append(f"| `{e.id}`{mark} | {len(cases)}: {shown} | {why} |")
-    timing = [e for e in entries if e.timing]
-    if timing:
-        lines += ["", "### Timing-dependent cases, not scored", "",
-                  "Run and reported every time, but left out of the number: whether they differ depends on "
-                  "which of two things happens first.", "",
-                  "| cases | why |", "| --- | --- |"]
-        for e in timing:
+    for kind, title, intro in [
+        ("timing", "Timing-dependent cases, not scored",
+         "Run and reported every time, but left out of the number: whether they differ depends on "
+         "which of two things happens first."),
+        ("kube_defect", "Where kube-apiserver itself fails, not scored",
+         "Run and reported every time, but left out of the number: kube-apiserver v1.32.13 fails "
+         "these requests itself (a panic, a dropped connection), so there is no answer to copy; "
+         "each says what the sandbox answers instead."),
+    ]:
+        named = [e for e in entries if getattr(e, kind)]
+        if not named:
+            continue
+        lines += ["", f"### {title}", "", intro, "", "| cases | why |", "| --- | --- |"]
+        for e in named:
             ids = sorted(c for c in unscored if any(fnmatch.fnmatchcase(c, g) for g in e.cases))
             why = e.why.replace("|", "\\|")
             lines.append(f"| {', '.join(f'`{c}`' for c in ids)} | {why} |")

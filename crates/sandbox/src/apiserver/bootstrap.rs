@@ -1,6 +1,7 @@
 //! What kube-apiserver creates as it starts (its post-start hooks) and keeps while it serves:
 //! the namespaces every cluster has, the bootstrap RBAC policy, the system PriorityClasses, the
-//! `kubernetes` Service and its endpoints.
+//! `kubernetes` Service and its endpoints, the APIServices of the groups it serves
+//! (`api_services`).
 
 use super::server::ApiServer;
 use super::{meta, services};
@@ -17,6 +18,7 @@ impl ApiServer {
         self.bootstrap_rbac();
         self.bootstrap_priority_classes();
         self.bootstrap_namespaces();
+        self.bootstrap_api_services();
     }
 
     /// `pkg/registry/scheduling/rest/storage_scheduling.go` `AddSystemPriorityClasses`, with

@@ -13,8 +13,10 @@
 //! `options` (what a write is asked and answers); `read` and `write` (the verbs); `scale`,
 //! `eviction` and `bootstrap` (built on the verbs). This file only names them.
 
+mod api_services;
 mod binding;
 mod bootstrap;
+pub mod component_statuses;
 pub mod events;
 mod eviction;
 pub mod fields;

@@ -236,6 +236,9 @@ fn parse_revision(s: &str) -> Result<u64, ApiError> {
 
 impl ApiServer {
     pub fn get(&self, t: &Target) -> Result<Value, ApiError> {
+        if super::component_statuses::is_component_statuses(&t.resource.group, &t.resource.plural) {
+            return self.component_status(&t.name);
+        }
         let object = self.current(t)?;
         Ok(Self::output(&t.resource, &t.version, &object))
     }
@@ -310,6 +313,15 @@ impl ApiServer {
     /// `remainingItemCount` as kube-apiserver fills them.
     pub fn list(&self, t: &Target, opts: &ListOptions) -> Result<Value, ApiError> {
         let rt = &t.resource;
+        if super::component_statuses::is_component_statuses(&rt.group, &rt.plural) {
+            // Probed, not stored: no revision to name.
+            return Ok(json!({
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version(&t.version),
+                "metadata": {},
+                "items": self.component_statuses(),
+            }));
+        }
         let ns = rt
             .namespaced
             .then_some(t.namespace.as_str())
@@ -366,10 +378,12 @@ impl ApiServer {
         t: &Target,
         opts: &ListOptions,
     ) -> Result<Option<LazyList>, ApiError> {
-        if opts.limit.is_some_and(|l| l > 0) {
+        let rt = &t.resource;
+        if opts.limit.is_some_and(|l| l > 0)
+            || super::component_statuses::is_component_statuses(&rt.group, &rt.plural)
+        {
             return Ok(None);
         }
-        let rt = &t.resource;
         let opts = opts.converted(rt)?;
         let (table, revision, after) = self.list_snapshot(t, &opts, None)?;
         Ok(Some(LazyList {

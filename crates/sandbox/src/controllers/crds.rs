@@ -118,6 +118,7 @@ pub fn on_crd_written(server: &ApiServer, crd: &Value) {
     if gone {
         server.registry_mut().remove(&rt.id());
         server.store().drop_resource(&rt.key());
+        server.sync_crd_api_services();
         return;
     }
     let conflict = server
@@ -128,6 +129,7 @@ pub fn on_crd_written(server: &ApiServer, crd: &Value) {
         return;
     }
     server.registry_mut().insert(rt.clone());
+    server.sync_crd_api_services();
     let mut status = json!({
         "acceptedNames": crd["spec"]["names"],
         "storedVersions": stored_versions(crd, &rt),

@@ -171,6 +171,19 @@ pub(crate) fn error_response(err: &ApiError) -> Response {
     json_response(status, &err.to_status())
 }
 
+/// A read of a deprecated API carries kube-apiserver's deprecation warning (the only one the
+/// sandbox serves is ComponentStatus).
+fn deprecated(rt: &crate::registry::ResourceType, resp: Response) -> Response {
+    if crate::apiserver::component_statuses::is_component_statuses(&rt.group, &rt.plural) {
+        with_warnings(
+            resp,
+            &[crate::apiserver::component_statuses::DEPRECATION.to_string()],
+        )
+    } else {
+        resp
+    }
+}
+
 fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
     for w in warnings {
         // Quoted as Go's strconv.Quote does (apimachinery's util/net NewWarningHeader), so
@@ -644,7 +657,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
             } else {
                 list
             };
-            Ok(json_response(StatusCode::OK, &body))
+            Ok(deprecated(&rt, json_response(StatusCode::OK, &body)))
         }
         (Method::GET, false) => {
             let object = server.get(&target)?;
@@ -661,7 +674,7 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
             } else {
                 object
             };
-            Ok(json_response(StatusCode::OK, &body))
+            Ok(deprecated(&rt, json_response(StatusCode::OK, &body)))
         }
         (Method::POST, true) => {
             let object = parse_json(&body)?;

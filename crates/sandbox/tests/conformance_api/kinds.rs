@@ -684,3 +684,59 @@ async fn a_certificate_signing_request_must_hold_a_signed_request() {
     assert_eq!(code, 201, "{body}");
     sandbox.shutdown().await;
 }
+
+/// The deprecated ComponentStatus API (`kubectl get componentstatuses`): probed on each read,
+/// not stored — the scheduler and controller-manager at their default ports on this machine
+/// (nothing listens there in a test: unhealthy, in Go's words), the storage healthy — with
+/// kube's deprecation warning on every read. Checked against kube-apiserver v1.32.13
+/// (differential cases `errors/get-api-v1-componentstatuses-etcd-0`, `kinds/get-componentstatuses`).
+#[tokio::test]
+async fn component_statuses_are_probed_on_each_read_with_a_deprecation_warning() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let one = request(
+        &client,
+        "GET",
+        "/api/v1/componentstatuses/etcd-0",
+        &[],
+        vec![],
+    )
+    .await;
+    assert_eq!(one.status, 200);
+    assert_eq!(
+        one.warnings,
+        ["299 - \"v1 ComponentStatus is deprecated in v1.19+\""]
+    );
+    let etcd: Value = serde_json::from_slice(&one.body).expect("json");
+    assert_eq!(
+        etcd,
+        json!({"kind": "ComponentStatus", "apiVersion": "v1", "metadata": {"name": "etcd-0"},
+               "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]})
+    );
+    let all = request(&client, "GET", "/api/v1/componentstatuses", &[], vec![]).await;
+    let list: Value = serde_json::from_slice(&all.body).expect("json");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["scheduler", "controller-manager", "etcd-0"]);
+    let scheduler = &list["items"][0]["conditions"][0];
+    if scheduler["status"] == "False" {
+        assert_eq!(
+            scheduler["error"],
+            "Get \"https://127.0.0.1:10259/healthz\": dial tcp 127.0.0.1:10259: connect: connection refused"
+        );
+    }
+    let missing = request(
+        &client,
+        "GET",
+        "/api/v1/componentstatuses/nope",
+        &[],
+        vec![],
+    )
+    .await;
+    assert_eq!(missing.status, 404);
+    sandbox.shutdown().await;
+}

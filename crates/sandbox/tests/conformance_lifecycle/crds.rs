@@ -231,3 +231,62 @@ async fn a_watch_of_a_custom_resource_ends_when_its_crd_is_deleted() {
     assert_eq!(status(in_w.list(&Default::default()).await).code, 404);
     sandbox.shutdown().await;
 }
+
+/// "Kubernetes API Aggregation Layer": the API server registers an APIService for each group
+/// version it serves itself — the built-in ones as it starts (`automanaged: onstart`, kube's
+/// priorities), a CRD's while a CRD serves it (`automanaged: "true"`, priority 1000/100) — all
+/// "Local" and available; `kubectl get apiservices v1.apps` finds one. Checked against
+/// kube-apiserver v1.32.13 (differential case `kinds/get-apiservices-v1-apps-o-wide`).
+#[tokio::test]
+async fn every_group_version_served_has_a_local_api_service() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let services: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+            "apiservices",
+        ),
+    );
+    let apps = services.get("v1.apps").await.expect("v1.apps");
+    assert_eq!(
+        apps.data["spec"],
+        json!({"group": "apps", "version": "v1", "groupPriorityMinimum": 17800, "versionPriority": 15})
+    );
+    assert_eq!(
+        apps.labels()
+            .get("kube-aggregator.kubernetes.io/automanaged"),
+        Some(&"onstart".to_string())
+    );
+    let available = &apps.data["status"]["conditions"][0];
+    assert_eq!(
+        (
+            &available["type"],
+            &available["status"],
+            &available["reason"]
+        ),
+        (&json!("Available"), &json!("True"), &json!("Local"))
+    );
+    let core = services.get("v1.").await.expect("the core group's");
+    assert_eq!(core.data["spec"]["groupPriorityMinimum"], 18000);
+    assert!(core.data["spec"].get("group").is_none());
+
+    let crds = established(&client).await;
+    let custom = wait_until(&services, "v1.lifecycle.test", "registered", |_| true).await;
+    assert_eq!(
+        custom.data["spec"],
+        json!({"group": "lifecycle.test", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 100})
+    );
+    assert_eq!(
+        custom
+            .labels()
+            .get("kube-aggregator.kubernetes.io/automanaged"),
+        Some(&"true".to_string())
+    );
+    crds.delete(CRD, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    wait_gone(&services, "v1.lifecycle.test").await;
+    assert!(services.get_opt("v1.apps").await.expect("get").is_some());
+    sandbox.shutdown().await;
+}
