@@ -389,11 +389,15 @@ class Side:
     def wait(self, step):
         method, path, headers, body = self.request_parts({"http": step["wait"], **{k: v for k, v in step.items() if k != "wait"}})
         until = int(step.get("until", 200))
+        # `contains`: also wait for this text in the answer (e.g. a path in an index that a
+        # controller of kube-apiserver updates a moment after the thing it lists is served).
+        contains = self.sub(step["contains"]).encode() if "contains" in step else None
         deadline = time.monotonic() + float(step.get("timeout", 60))
         status = None
         while time.monotonic() < deadline:
-            status = self.upstream.request(step.get("user", "admin"), method, path, headers, body).status
-            if status == until:
+            resp = self.upstream.request(step.get("user", "admin"), method, path, headers, body)
+            status = resp.status
+            if status == until and (contains is None or contains in resp.body):
                 return {"wait": step["wait"], "came": True}
             time.sleep(0.1)
         return {"wait": step["wait"], "came": False, "last": status}

@@ -390,6 +390,7 @@ impl ApiServer {
             kind: rt.list_kind.clone(),
             api_version: rt.api_version(&t.version),
             resource_version: revision.to_string(),
+            typed_items: rt.is_custom(),
             items: LazyItems {
                 namespace: rt
                     .namespaced
@@ -503,6 +504,8 @@ pub(crate) struct LazyList {
     pub kind: String,
     pub api_version: String,
     pub resource_version: String,
+    /// Whether the items carry `apiVersion` and `kind` in JSON (a custom resource's do).
+    pub typed_items: bool,
     pub items: LazyItems,
 }
 

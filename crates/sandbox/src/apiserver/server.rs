@@ -406,6 +406,7 @@ impl ApiServer {
         let mut out = Self::view(rt, object);
         out["apiVersion"] = Value::String(rt.api_version(version));
         out["kind"] = Value::String(rt.kind.clone());
+        zero_template_times(rt, &mut out);
         out
     }
 
@@ -448,4 +449,71 @@ pub fn system_admin() -> UserInfo {
         "",
         &["system:masters", "system:authenticated"],
     )
+}
+
+/// Where a built-in kind embeds an `ObjectMeta` of its own (a pod template, a job template, a
+/// StatefulSet's claim templates), as paths of object fields; `[]` steps into every list item.
+fn embedded_metadata(rt: &ResourceType) -> &'static [&'static [&'static str]] {
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") | ("batch", "Job") => {
+            &[&["spec", "template"]]
+        }
+        ("apps", "StatefulSet") => &[
+            &["spec", "template"],
+            &["spec", "volumeClaimTemplates", "[]"],
+        ],
+        ("batch", "CronJob") => &[
+            &["spec", "jobTemplate"],
+            &["spec", "jobTemplate", "spec", "template"],
+        ],
+        ("", "ReplicationController") => &[&["spec", "template"]],
+        ("", "PodTemplate") => &[&["template"]],
+        _ => &[],
+    }
+}
+
+/// Go's encoding of an embedded `ObjectMeta` (a struct, never omitted) whose `metav1.Time` is
+/// zero: kube-apiserver writes `metadata: {creationTimestamp: null}` in every template of an
+/// object it returns, where the sandbox stores nothing. Protobuf encodes the null as the empty
+/// Time message kube sends.
+fn zero_template_times(rt: &ResourceType, object: &mut Value) {
+    fn at(value: &mut Value, path: &[&str]) {
+        let Some((first, rest)) = path.split_first() else {
+            if let Some(template) = value.as_object_mut() {
+                let metadata = template
+                    .entry("metadata")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(m) = metadata.as_object_mut()
+                    && !m.contains_key("creationTimestamp")
+                {
+                    // Where Go's ObjectMeta has it: after the identity fields, before the rest.
+                    const AFTER: [&str; 7] = [
+                        "deletionTimestamp",
+                        "deletionGracePeriodSeconds",
+                        "labels",
+                        "annotations",
+                        "ownerReferences",
+                        "finalizers",
+                        "managedFields",
+                    ];
+                    let index = m
+                        .keys()
+                        .position(|k| AFTER.contains(&k.as_str()))
+                        .unwrap_or(m.len());
+                    m.shift_insert(index, "creationTimestamp".into(), Value::Null);
+                }
+            }
+            return;
+        };
+        if *first == "[]" {
+            for item in value.as_array_mut().into_iter().flatten() {
+                at(item, rest);
+            }
+        } else if let Some(child) = value.get_mut(*first).filter(|c| !c.is_null()) {
+            at(child, rest);
+        }
+    }
+    for path in embedded_metadata(rt) {
+        at(object, path);
+    }
 }

@@ -171,6 +171,29 @@ pub(crate) fn error_response(err: &ApiError) -> Response {
     json_response(status, &err.to_status())
 }
 
+/// An object written as an item of a built-in kind's list: kube-apiserver encodes each item
+/// without `apiVersion` and `kind` (the Go objects' empty TypeMeta; the list's own `kind` names
+/// them), where a custom resource's items, unstructured, keep theirs. Every client takes the
+/// type from the list. Serialized in place, without copying the object.
+pub(crate) struct Untyped<'a>(pub &'a Value);
+
+impl serde::Serialize for Untyped<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(fields) = self.0.as_object() else {
+            return self.0.serialize(serializer);
+        };
+        let kept = fields
+            .iter()
+            .filter(|(k, _)| k.as_str() != "apiVersion" && k.as_str() != "kind");
+        let mut map = serializer.serialize_map(None)?;
+        for (k, v) in kept {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
 /// A read of a deprecated API carries kube-apiserver's deprecation warning (the only one the
 /// sandbox serves is ComponentStatus).
 fn deprecated(rt: &crate::registry::ResourceType, resp: Response) -> Response {
@@ -651,10 +674,19 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
                     Ok(stream::list(lazy))
                 };
             }
-            let list = server.list(&target, &opts)?;
+            let mut list = server.list(&target, &opts)?;
             let body = if table {
                 table::list_to_table(&rt, &info.version, &list, q("includeObject"))
             } else {
+                if !rt.is_custom() {
+                    for item in list["items"].as_array_mut().into_iter().flatten() {
+                        if let Some(item) = item.as_object_mut() {
+                            // `shift_remove`: the other fields keep their order, as streamed.
+                            item.shift_remove("apiVersion");
+                            item.shift_remove("kind");
+                        }
+                    }
+                }
                 list
             };
             Ok(deprecated(&rt, json_response(StatusCode::OK, &body)))

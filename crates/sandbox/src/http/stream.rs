@@ -26,8 +26,9 @@ pub(crate) struct Streamed;
 
 /// How each item is written.
 enum Items {
-    /// `items` of a `…List`: the objects themselves.
-    Objects,
+    /// `items` of a `…List`: the objects themselves — without `apiVersion` and `kind` unless
+    /// `typed` (see [`super::Untyped`]).
+    Objects { typed: bool },
     /// `rows` of a `Table`: each object's cells (and `?includeObject=`).
     Rows {
         columns: Vec<PrinterColumn>,
@@ -60,7 +61,10 @@ impl Iterator for Writer {
                     out.push(b',');
                 }
                 let written = match &self.how {
-                    Items::Objects => serde_json::to_writer(&mut out, object),
+                    Items::Objects { typed: true } => serde_json::to_writer(&mut out, object),
+                    Items::Objects { typed: false } => {
+                        serde_json::to_writer(&mut out, &super::Untyped(object))
+                    }
                     Items::Rows { columns, include } => serde_json::to_writer(
                         &mut out,
                         &table::row(columns, object, include.as_deref()),
@@ -110,7 +114,8 @@ pub(crate) fn list(list: LazyList) -> Response {
         "metadata": {"resourceVersion": list.resource_version},
         "items": [],
     });
-    respond(&head, list.items, Items::Objects)
+    let typed = list.typed_items;
+    respond(&head, list.items, Items::Objects { typed })
 }
 
 /// The same list as a `meta.k8s.io/v1` `Table` (as [`table::list_to_table`]).

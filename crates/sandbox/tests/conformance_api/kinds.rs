@@ -740,3 +740,64 @@ async fn component_statuses_are_probed_on_each_read_with_a_deprecation_warning()
     assert_eq!(missing.status, 404);
     sandbox.shutdown().await;
 }
+
+/// A template's own metadata, as kube-apiserver encodes it: Go's `ObjectMeta` is embedded by
+/// value, so every pod or job template it returns has `metadata: {creationTimestamp: null}`
+/// even when none was sent — in a Deployment's template and both of a CronJob's templates —
+/// while the object's own metadata has its time. Checked against kube-apiserver v1.32.13
+/// (differential entry `pod-template-creation-timestamp-null`).
+#[tokio::test]
+async fn templates_carry_go_s_zero_creation_time() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let pod_spec =
+        json!({"containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "OnFailure"});
+    let (code, deployment) = raw(
+        &client,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        Some(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                    "spec": {"selector": {"matchLabels": {"a": "b"}},
+                             "template": {"metadata": {"labels": {"a": "b"}},
+                                          "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{deployment}");
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"],
+        json!({"creationTimestamp": null, "labels": {"a": "b"}})
+    );
+    assert!(deployment["metadata"]["creationTimestamp"].is_string());
+    let (code, cronjob) = raw(
+        &client,
+        "POST",
+        "/apis/batch/v1/namespaces/default/cronjobs",
+        Some(
+            json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+                    "spec": {"schedule": "* * * * *",
+                             "jobTemplate": {"spec": {"template": {"spec": pod_spec}}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{cronjob}");
+    assert_eq!(
+        cronjob["spec"]["jobTemplate"]["metadata"],
+        json!({"creationTimestamp": null})
+    );
+    assert_eq!(
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
+        json!({"creationTimestamp": null})
+    );
+    let (_, read) = raw(
+        &client,
+        "GET",
+        "/apis/batch/v1/namespaces/default/cronjobs/c",
+        None,
+    )
+    .await;
+    assert_eq!(
+        read["spec"]["jobTemplate"]["metadata"],
+        json!({"creationTimestamp": null})
+    );
+    sandbox.shutdown().await;
+}
