@@ -20,15 +20,18 @@ pub const DEPRECATION: &str = "v1 ComponentStatus is deprecated in v1.19+";
 const PROBED: [(&str, u16); 2] = [("scheduler", 10259), ("controller-manager", 10257)];
 
 fn component(name: &str, healthy: Result<(), String>) -> Value {
-    let condition = match healthy {
-        Ok(()) => json!({"type": "Healthy", "status": "True", "message": "ok"}),
-        Err(error) => json!({"type": "Healthy", "status": "False", "error": error}),
+    // kube's probe reports a failed check in `message` (its `error` stays empty, so absent),
+    // which `kubectl get componentstatuses` prints under MESSAGE.
+    let (status, message) = match healthy {
+        Ok(()) => ("True", "ok".to_string()),
+        Err(why) => ("False", why),
     };
     json!({
         "kind": "ComponentStatus",
         "apiVersion": "v1",
-        "metadata": {"name": name},
-        "conditions": [condition],
+        // Never stored: Go's zero creation time, written as null.
+        "metadata": {"name": name, "creationTimestamp": null},
+        "conditions": [{"type": "Healthy", "status": status, "message": message}],
     })
 }
 

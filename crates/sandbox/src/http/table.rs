@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::registry::{PrinterColumn, ResourceType};
 
+mod descriptions;
 mod printers;
 
 fn column(name: &str, type_: &str, format: &str, description: &str) -> PrinterColumn {
@@ -19,17 +20,35 @@ fn column(name: &str, type_: &str, format: &str, description: &str) -> PrinterCo
     }
 }
 
-const AGE_DESCRIPTION: &str =
-    "CreationTimestamp is a timestamp representing the server time when this object was created.";
+const AGE_DESCRIPTION: &str = descriptions::CREATION_TIMESTAMP;
+
+/// A Table's columns, each described as kube-apiserver describes it: a built-in resource's
+/// from the generated `descriptions` (kube's documentation of each column), a custom
+/// resource's from its CRD (its own `description`, else kube's sentence naming the JSONPath).
+fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
+    let mut cols = undescribed_columns(rt, version);
+    for c in &mut cols {
+        if rt.is_custom() {
+            c.description = custom_description(&c.description, &c.json_path);
+        } else if let Some(d) = descriptions::of(&rt.group, &rt.plural, &c.name) {
+            c.description = d.into();
+        }
+    }
+    cols
+}
+
+/// A CRD's printer column's description: its own, else kube's sentence naming its JSONPath.
+fn custom_description(own: &str, json_path: &str) -> String {
+    if own.is_empty() && !json_path.is_empty() {
+        format!("Custom resource definition column (in JSONPath format): {json_path}")
+    } else {
+        own.to_string()
+    }
+}
 
 /// Columns between Name and Age (or all columns for CRDs, which list their own).
-fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
-    let mut cols = vec![column(
-        "Name",
-        "string",
-        "name",
-        "Name must be unique within a namespace.",
-    )];
+fn undescribed_columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
+    let mut cols = vec![column("Name", "string", "name", descriptions::NAME)];
     if rt.is_custom() {
         let declared = rt
             .version(version)
@@ -375,6 +394,12 @@ pub fn list_to_table(
     if let Some(c) = list["metadata"].get("continue") {
         table["metadata"]["continue"] = c.clone();
     }
+    if list["metadata"].get("resourceVersion").is_none()
+        && let Some(m) = table["metadata"].as_object_mut()
+    {
+        // A list of what is not stored (ComponentStatus) names no revision; nor does its Table.
+        m.shift_remove("resourceVersion");
+    }
     table
 }
 
@@ -403,6 +428,43 @@ mod tests {
             [json!("True")]
         );
         assert!(json_path(&o, ".spec.missing").is_empty());
+    }
+
+    /// Every column of a built-in Table is described as kube-apiserver v1.32.13 describes it
+    /// (the generated `descriptions`), whatever printer makes it; a custom resource's column
+    /// without a description of its own gets kube's sentence naming its JSONPath.
+    #[test]
+    fn columns_are_described_as_kube_describes_them() {
+        let registry = crate::registry::Registry::with_builtins();
+        for (group, plural) in [
+            ("", "pods"),
+            ("apps", "deployments"),
+            ("", "events"),
+            ("rbac.authorization.k8s.io", "roles"),
+        ] {
+            let rt = registry.get(group, plural).expect("built in");
+            let cols = columns(rt, rt.storage_version());
+            assert!(!cols.is_empty());
+            for c in &cols {
+                assert_eq!(
+                    Some(c.description.as_str()),
+                    descriptions::of(group, plural, &c.name),
+                    "{group}/{plural} {}",
+                    c.name
+                );
+            }
+        }
+        assert!(
+            descriptions::NAME.starts_with("Name must be unique within a namespace. Is required")
+        );
+        assert_eq!(
+            custom_description("", ".spec.size"),
+            "Custom resource definition column (in JSONPath format): .spec.size"
+        );
+        assert_eq!(
+            custom_description("its colour", ".spec.color"),
+            "its colour"
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub(super) fn printer(group: &str, resource: &str) -> Option<&'static Printer> {
 
 pub(super) fn description(column: &Column) -> &'static str {
     match column.name {
-        "Name" => "Name must be unique within a namespace.",
+        "Name" => super::descriptions::NAME,
         "Age" => AGE_DESCRIPTION,
         _ => "",
     }
