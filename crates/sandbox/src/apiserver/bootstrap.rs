@@ -65,6 +65,7 @@ impl ApiServer {
     /// adapter writes its EndpointSlice itself) and that EndpointSlice, both at the address and
     /// port it serves on; the Service's `targetPort` is that port too.
     pub fn publish_endpoints(&self, addr: std::net::SocketAddr) {
+        let _ = self.serving.set(addr);
         let (ip, port) = (addr.ip().to_string(), addr.port());
         let registry = self.registry();
         let (Some(svc_rt), Some(ep_rt), Some(slice_rt)) = (

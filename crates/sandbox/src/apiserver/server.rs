@@ -132,6 +132,8 @@ pub struct ApiServer {
     pub(super) service_allocator: services::Allocator,
     /// Signs and verifies the service account tokens TokenRequest issues.
     pub(super) tokens: Option<tokens::TokenSigner>,
+    /// The address it serves on, once it serves (`publish_endpoints`).
+    pub(super) serving: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -154,9 +156,16 @@ impl ApiServer {
             admission,
             service_allocator: services::Allocator::default(),
             tokens: tokens::TokenSigner::generate().ok(),
+            serving: std::sync::OnceLock::new(),
         });
         server.bootstrap();
         server
+    }
+
+    /// The address and port it serves on, as `/api` advertises it (`serverAddressByClientCIDRs`);
+    /// `None` before it serves.
+    pub fn serving_address(&self) -> Option<std::net::SocketAddr> {
+        self.serving.get().copied()
     }
 
     /// Whether `attrs` is allowed, by the configured [`Authorization`]. In RBAC mode the policy

@@ -28,13 +28,19 @@ pub async fn version() -> Response {
     )
 }
 
-pub async fn api_versions() -> Response {
+/// `/api`: the legacy group's versions, and the address clients are told to reach the server
+/// at — its advertised address and port, as kube-apiserver writes it.
+pub async fn api_versions(State(state): State<HttpState>) -> Response {
+    let address = state
+        .server
+        .serving_address()
+        .map_or_else(|| "127.0.0.1".to_string(), |a| a.to_string());
     json_response(
         StatusCode::OK,
         &json!({
             "kind": "APIVersions",
             "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
         }),
     )
 }

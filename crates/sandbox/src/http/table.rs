@@ -467,6 +467,35 @@ mod tests {
         );
     }
 
+    /// Every built-in Table has kube-apiserver v1.32.13's columns in kube's order (the
+    /// generated `descriptions` list them as kube answered).
+    #[test]
+    fn built_in_tables_have_kubes_columns_in_kubes_order() {
+        let registry = crate::registry::Registry::with_builtins();
+        let mut wrong = Vec::new();
+        for rt in registry.all().filter(|r| !r.is_custom()) {
+            let kube: Vec<&str> = descriptions::DESCRIPTIONS
+                .iter()
+                .filter(|(g, r, _, _)| *g == rt.group && *r == rt.plural)
+                .map(|(_, _, c, _)| *c)
+                .collect();
+            if kube.is_empty() {
+                continue; // not listed by kube (a review, a subresource-only kind)
+            }
+            let ours: Vec<String> = columns(rt, rt.storage_version())
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
+            if ours != kube {
+                wrong.push(format!(
+                    "{}/{}: {ours:?} where kube has {kube:?}",
+                    rt.group, rt.plural
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     #[test]
     fn ages_read_like_kubectl() {
         assert_eq!(human_duration(5), "5s");

@@ -342,3 +342,18 @@ async fn a_deeply_nested_body_is_refused_at_once() {
     );
     sandbox.shutdown().await;
 }
+
+/// "API discovery": `/api` tells clients where the server is — its address with its port, as
+/// kube-apiserver advertises it (checked against v1.32.13: differential entry
+/// `server-address-without-port`).
+#[tokio::test]
+async fn the_legacy_api_advertises_the_address_and_port_served() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let reply = crate::support::request(&client, "GET", "/api", &[], vec![]).await;
+    assert_eq!(
+        reply.json()["serverAddressByClientCIDRs"],
+        serde_json::json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": sandbox.addr().to_string()}])
+    );
+    sandbox.shutdown().await;
+}
