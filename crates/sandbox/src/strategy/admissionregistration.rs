@@ -75,19 +75,13 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
     let mut names = std::collections::HashSet::new();
     for (i, hook) in hooks.iter().enumerate() {
         let name = hook["name"].as_str().unwrap_or_default();
-        if name.is_empty() {
-            causes.push(Cause::new(
-                "FieldValueRequired",
-                format!("webhooks[{i}].name"),
-                "Required value",
-            ));
-        } else if !names.insert(name) {
-            causes.push(Cause::new(
-                "FieldValueDuplicate",
-                format!("webhooks[{i}].name"),
-                format!("Duplicate value: \"{name}\""),
-            ));
-        } else if name.split('.').count() < 3 {
+        if named_once(
+            name,
+            &format!("webhooks[{i}].name"),
+            &mut names,
+            &mut causes,
+        ) && name.split('.').count() < 3
+        {
             causes.push(Cause::new(
                 "FieldValueInvalid",
                 format!("webhooks[{i}].name"),
@@ -154,6 +148,29 @@ fn validate_webhooks(object: &Value) -> Vec<Cause> {
     causes
 }
 
+/// A name that must be given and given once in its list (a webhook's, a match condition's):
+/// `Required value` or `Duplicate value` at `at`; whether it was both.
+fn named_once<'a>(
+    name: &'a str,
+    at: &str,
+    seen: &mut std::collections::HashSet<&'a str>,
+    causes: &mut Vec<Cause>,
+) -> bool {
+    if name.is_empty() {
+        causes.push(Cause::new("FieldValueRequired", at, "Required value"));
+        false
+    } else if !seen.insert(name) {
+        causes.push(Cause::new(
+            "FieldValueDuplicate",
+            at,
+            format!("Duplicate value: {}", Value::from(name)),
+        ));
+        false
+    } else {
+        true
+    }
+}
+
 /// `ValidateMatchConditions` as kube-apiserver runs it on a write: each condition named once
 /// and its expression compiled, so that a configuration whose condition can never evaluate is
 /// refused (422) rather than failing every request it matches.
@@ -165,19 +182,7 @@ fn match_conditions(hook: &Value, i: usize, causes: &mut Vec<Cause>) {
     for (j, condition) in conditions.iter().enumerate() {
         let at = format!("webhooks[{i}].matchConditions[{j}]");
         let name = condition["name"].as_str().unwrap_or_default();
-        if name.is_empty() {
-            causes.push(Cause::new(
-                "FieldValueRequired",
-                format!("{at}.name"),
-                "Required value",
-            ));
-        } else if !names.insert(name) {
-            causes.push(Cause::new(
-                "FieldValueDuplicate",
-                format!("{at}.name"),
-                format!("Duplicate value: {}", Value::from(name)),
-            ));
-        }
+        named_once(name, &format!("{at}.name"), &mut names, causes);
         let expression = condition["expression"].as_str().unwrap_or_default();
         if expression.is_empty() {
             causes.push(Cause::new(
