@@ -127,6 +127,10 @@ def compared(case_id, ns, raw, seconds):
         aliases = normalize.Aliases(raw["sent"])
         for url, placeholder in raw["sides"][s]["urls"]:
             aliases.add_url(url, placeholder)
+            if placeholder == "<server>" and "://" in url:
+                # The server's own address as it advertises it (`/api`'s
+                # serverAddressByClientCIDRs): host and port, without the scheme.
+                aliases.add_url(url.split("://", 1)[1], "<server-address>")
         normalized[s] = compare.normalize_side(raw["sides"][s]["results"], aliases)
     diffs = compare.differences(normalized["sandbox"], normalized["kube"])
     o = Outcome(case_id, ns, normalized, diffs, seconds)

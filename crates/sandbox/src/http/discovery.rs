@@ -101,6 +101,9 @@ pub fn group_or_resources(
         if !rt.categories.is_empty() {
             entry["categories"] = json!(rt.categories);
         }
+        if let Some(hash) = storage_version_hash(&rt) {
+            entry["storageVersionHash"] = json!(hash);
+        }
         list.push(entry);
         if let Some(builtin) =
             crate::builtins::find(&rt.group, version, &rt.plural).filter(|_| !rt.is_custom())
@@ -177,4 +180,25 @@ pub fn group(server: &ApiServer, group: &str) -> Result<Value, ApiError> {
     g["kind"] = json!("APIGroup");
     g["apiVersion"] = json!("v1");
     Ok(g)
+}
+
+/// `discovery.StorageVersionHash`: the first 8 bytes of the SHA-256 of `group/version/kind` of
+/// the version a resource is stored at, in base64 — what the storage version migrator watches
+/// for a change. Only resources kept in storage have one (not reviews, not ComponentStatus,
+/// not the `bindings` a Pod's scheduling creates through).
+fn storage_version_hash(rt: &crate::registry::ResourceType) -> Option<String> {
+    use crate::strategy::Storage;
+    use base64::Engine;
+    let stored = matches!(
+        crate::strategy::of(rt).storage(),
+        Storage::Plain | Storage::Namespace | Storage::ClusterIps
+    );
+    let virtual_ =
+        rt.group.is_empty() && matches!(rt.plural.as_str(), "bindings" | "componentstatuses");
+    if !stored || virtual_ {
+        return None;
+    }
+    let gvk = format!("{}/{}/{}", rt.group, rt.storage_version(), rt.kind);
+    let digest = ring::digest::digest(&ring::digest::SHA256, gvk.as_bytes());
+    Some(base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8]))
 }

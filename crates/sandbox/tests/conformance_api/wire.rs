@@ -357,3 +357,38 @@ async fn the_legacy_api_advertises_the_address_and_port_served() {
     );
     sandbox.shutdown().await;
 }
+
+/// "API discovery": every resource kept in storage names the hash of the version it is stored
+/// at (`storageVersionHash`, what the storage version migrator watches), computed as
+/// kube-apiserver computes it — a ConfigMap's is kube-apiserver v1.32.13's own value — and
+/// what is not stored (ComponentStatus, bindings, reviews) has none.
+#[tokio::test]
+async fn discovery_names_the_storage_version_hash_of_stored_resources() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let core = request(&client, "GET", "/api/v1", &[], vec![]).await.json();
+    let hash = |name: &str| {
+        core["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r.get("storageVersionHash").cloned())
+            .expect("listed")
+    };
+    assert_eq!(hash("configmaps"), Some(serde_json::json!("qFsyl6wFWjQ=")));
+    assert_eq!(hash("componentstatuses"), None);
+    assert_eq!(hash("bindings"), None);
+    let authz = request(&client, "GET", "/apis/authorization.k8s.io/v1", &[], vec![])
+        .await
+        .json();
+    assert!(
+        authz["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .all(|r| r.get("storageVersionHash").is_none()),
+        "{authz}"
+    );
+    sandbox.shutdown().await;
+}
