@@ -456,16 +456,14 @@ impl ApiServer {
             .unwrap_or_default()
             .to_string();
         meta::prepare_create(&rt, &t.namespace, &mut body)?;
-        crate::strategy::default_on_create(&rt, &mut body);
-        // Held until the Service is stored (or the create fails), then released.
-        let _reserved = if crate::strategy::of(&rt).storage() == Storage::ClusterIps {
-            let in_use = super::services::InUse::of(&self.store().list(&rt.key(), None));
-            Some(self.service_allocator.allocate(&mut body, in_use)?)
-        } else {
-            None
-        };
+        let strategy = crate::strategy::of(&rt);
+        strategy.defaults(&mut body);
         let mut warnings = Self::prune(t, &mut body, write, record_manager)?;
         Self::stamp_type(&rt, &mut body);
+        // The writer owns what it sent and what decoding defaulted — kube's field manager runs
+        // in the handler, before the strategy, the admission plugins and the allocators set
+        // the rest (a Namespace's finalizer, a Pod's service account volume, a Service's IPs),
+        // which nobody owns.
         if record_manager {
             crate::patch::record_update(
                 None,
@@ -477,6 +475,14 @@ impl ApiServer {
                 t.schema(),
             );
         }
+        strategy.prepare_for_create(&rt, &mut body);
+        // Held until the Service is stored (or the create fails), then released.
+        let _reserved = if strategy.storage() == Storage::ClusterIps {
+            let in_use = super::services::InUse::of(&self.store().list(&rt.key(), None));
+            Some(self.service_allocator.allocate(&mut body, in_use)?)
+        } else {
+            None
+        };
         // Both admission phases see the name the request gave: none for generateName.
         let mut admitted = t.clone();
         admitted.name = requested_name.clone();

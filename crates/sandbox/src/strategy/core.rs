@@ -30,8 +30,11 @@ impl Strategy for Pods {
     ) -> Vec<Cause> {
         rules::pod_update(object, old)
     }
+    fn defaults(&self, object: &mut Value) {
+        defaults::pod(object);
+    }
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
-        defaults::pod(object, &crate::object::name_suffix());
+        defaults::pod_admitted(object, &crate::object::name_suffix());
     }
     /// `podStatusStrategy`: spec, `deletionTimestamp` and owner references ("old kubelets
     /// corrupt them"); labels and annotations written through `pods/status` are stored.

@@ -130,11 +130,9 @@ pub fn pod_template(template: &mut Value) {
     }
 }
 
-/// A Pod on create: `SetDefaults_Pod` (limits copied to unset requests, `enableServiceLinks`),
-/// the pod spec defaults, what the `ServiceAccount`, `Priority` and `DefaultTolerationSeconds`
-/// admission plugins add, and `PrepareForCreate`'s status (`Pending`, with its QoS class).
-/// `volume_suffix` names the projected token volume (`kube-api-access-<suffix>`).
-pub fn pod(object: &mut Value, volume_suffix: &str) {
+/// A Pod as decoding defaults it: `SetDefaults_Pod` (limits copied to unset requests,
+/// `enableServiceLinks`) and the pod spec defaults — what the writer's managedFields own.
+pub fn pod(object: &mut Value) {
     let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
         return;
     };
@@ -151,6 +149,16 @@ pub fn pod(object: &mut Value, volume_suffix: &str) {
     }
     pod_spec(spec);
     default(spec, "enableServiceLinks", json!(true));
+}
+
+/// A Pod on create, after decoding (and after its writer's managedFields are recorded, so
+/// nobody owns these): what the `ServiceAccount`, `Priority` and `DefaultTolerationSeconds`
+/// admission plugins add, and `PrepareForCreate`'s status (`Pending`, with its QoS class).
+/// `volume_suffix` names the projected token volume (`kube-api-access-<suffix>`).
+pub fn pod_admitted(object: &mut Value, volume_suffix: &str) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
     // ServiceAccount admission plugin.
     default(spec, "serviceAccountName", json!("default"));
     let sa = spec["serviceAccountName"].clone();
@@ -561,7 +569,8 @@ mod tests {
         let mut p = json!({"metadata": {"name": "p"}, "spec": {"containers": [
             {"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
         ]}});
-        pod(&mut p, "abcde");
+        pod(&mut p);
+        pod_admitted(&mut p, "abcde");
         let spec = &p["spec"];
         assert_eq!(spec["restartPolicy"], "Always");
         assert_eq!(spec["serviceAccountName"], "default");
