@@ -12,7 +12,9 @@ use crate::registry::ResourceType;
 pub(super) struct Configurations;
 
 impl Strategy for Configurations {
-    fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
+    /// `SetDefaults_ValidatingWebhook`/`_MutatingWebhook` are decode defaults: applied to every
+    /// write, and owned by the writer's managedFields.
+    fn defaults(&self, object: &mut Value) {
         default_webhooks(object);
     }
     fn validate(&self, _rt: &ResourceType, _version: &str, object: &Value) -> Vec<Cause> {
