@@ -465,6 +465,13 @@ impl ApiServer {
         // the rest (a Namespace's finalizer, a Pod's service account volume, a Service's IPs),
         // which nobody owns.
         if record_manager {
+            // A status sent to a kind with a status subresource is reset on create (kube's
+            // "reset fields"): never the writer's.
+            let sent_status = if rt.has_status() {
+                body.as_object_mut().and_then(|m| m.shift_remove("status"))
+            } else {
+                None
+            };
             crate::patch::record_update(
                 None,
                 &mut body,
@@ -474,6 +481,9 @@ impl ApiServer {
                 &crate::object::now(),
                 t.schema(),
             );
+            if let Some(status) = sent_status {
+                body["status"] = status;
+            }
         }
         strategy.prepare_for_create(&rt, &mut body);
         // Held until the Service is stored (or the create fails), then released.
