@@ -123,8 +123,10 @@ async fn ordering_without_replay_the_used_object_stays_after_its_user_goes() {
 }
 
 /// Deleted ConfigMaps of a namespace, in order, with when.
+/// Each deletion seen: name, when, and the resourceVersion of its DELETED event (the storage
+/// order, printed when an ordering assertion fails).
 struct Deletions(
-    Arc<Mutex<Vec<(String, Instant)>>>,
+    Arc<Mutex<Vec<(String, Instant, String)>>>,
     tokio::task::JoinHandle<()>,
 );
 
@@ -145,7 +147,8 @@ impl Deletions {
                     }
                     Ok(watcher::Event::Delete(cm)) => {
                         let name = cm.metadata.name.unwrap_or_default();
-                        log.lock().expect("log").push((name, Instant::now()));
+                        let rv = cm.metadata.resource_version.unwrap_or_default();
+                        log.lock().expect("log").push((name, Instant::now(), rv));
                     }
                     _ => {}
                 }
@@ -160,8 +163,21 @@ impl Deletions {
             .lock()
             .expect("log")
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, t)| *t)
+            .find(|(n, _, _)| n == name)
+            .map(|(_, t, _)| *t)
+    }
+
+    /// Every deletion seen, in the order seen, with its resourceVersion.
+    fn seen(&self) -> String {
+        let log = self.0.lock().expect("log");
+        let first = log.first().map(|(_, t, _)| *t);
+        log.iter()
+            .map(|(n, t, rv)| {
+                let after = first.map(|f| t.duration_since(f)).unwrap_or_default();
+                format!("{n} (rv {rv}, +{after:?})")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -270,7 +286,11 @@ async fn teardown(
         deletions.when("app").zip(deletions.when("db"))
     })
     .await;
-    assert!(app <= db, "the user went first");
+    assert!(
+        app <= db,
+        "the user went first; deletions seen: {}",
+        deletions.seen()
+    );
     Some(total)
 }
 
