@@ -311,17 +311,9 @@ impl ApiServer {
         decoded: bool,
     ) -> Result<Vec<String>, ApiError> {
         let mut body_errors: Vec<String> = Vec::new();
-        let unknown = if let Some(schema) = t
-            .resource
-            .version(&t.version)
-            .and_then(|v| v.schema.as_ref())
-        {
+        let unknown = if let Some(schema) = t.schema() {
             crate::schema::prune_and_default(schema, object)
-        } else if let Some(schema) =
-            crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
-                .filter(|_| !t.resource.is_custom())
-                .and_then(|builtin| crate::builtins::pruning_schema(builtin.schema))
-        {
+        } else if let Some(schema) = builtin_pruning_schema(t) {
             // kube-apiserver decodes a built-in kind into its Go struct: fields the struct does
             // not have are dropped, and reported under Strict/Warn (apimachinery's strict JSON
             // decoding, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go).
@@ -1278,6 +1270,14 @@ fn admission_name(body: &Value) -> &str {
         .unwrap_or("Unknown")
 }
 
+/// A built-in kind's schema for pruning what its Go type does not have (none for a custom
+/// resource, whose CRD schema `Target::schema` gives).
+fn builtin_pruning_schema(t: &Target) -> Option<std::sync::Arc<Value>> {
+    crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
+        .filter(|_| !t.resource.is_custom())
+        .and_then(|builtin| crate::builtins::pruning_schema(builtin.schema))
+}
+
 /// structured-merge-diff's conversion of an apply body into the kind's type
 /// (`fieldmanager/internal/structuredmerge.go`): a field the type does not declare fails it,
 /// whatever `fieldValidation` asks, with a plain error kube-apiserver answers 500 and no reason
@@ -1288,11 +1288,7 @@ fn check_apply_fields(t: &Target, applied: &Value) -> Result<(), ApiError> {
     let mut copy = applied.clone();
     let unknown = if let Some(schema) = t.schema() {
         crate::schema::prune_and_default(schema, &mut copy)
-    } else if let Some(schema) =
-        crate::builtins::find(&t.resource.group, &t.version, &t.resource.plural)
-            .filter(|_| !t.resource.is_custom())
-            .and_then(|builtin| crate::builtins::pruning_schema(builtin.schema))
-    {
+    } else if let Some(schema) = builtin_pruning_schema(t) {
         prune_builtin(&schema, &mut copy)
     } else {
         return Ok(());
