@@ -34,6 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 /// The certificate chain (leaf first) the client presented during the TLS handshake, on every
@@ -58,7 +59,10 @@ const LINGER: Duration = Duration::from_secs(1);
 /// HTTP/2 server waits after its final GOAWAY for the same reason.
 struct Lingering {
     tcp: Option<tokio::net::TcpStream>,
-    linger: Option<Duration>,
+    /// How long to linger, and the tracker the serve loop waits on before it returns: a
+    /// process that exits once its server has stopped would otherwise close the socket (and
+    /// reset it) before the lingering read ran.
+    linger: Option<(Duration, TaskTracker)>,
 }
 
 impl Lingering {
@@ -115,21 +119,24 @@ impl tokio::io::AsyncWrite for Lingering {
 
 impl Drop for Lingering {
     fn drop(&mut self) {
-        let (Some(mut tcp), Some(linger)) = (self.tcp.take(), self.linger) else {
+        let (Some(mut tcp), Some((linger, tracker))) = (self.tcp.take(), self.linger.take()) else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        runtime.spawn(async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let _ = tcp.shutdown().await;
-            let mut sink = [0u8; 4096];
-            let _ = tokio::time::timeout(linger, async {
-                while matches!(tcp.read(&mut sink).await, Ok(n) if n > 0) {}
-            })
-            .await;
-        });
+        tracker.spawn_on(
+            async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let _ = tcp.shutdown().await;
+                let mut sink = [0u8; 4096];
+                let _ = tokio::time::timeout(linger, async {
+                    while matches!(tcp.read(&mut sink).await, Ok(n) if n > 0) {}
+                })
+                .await;
+            },
+            &runtime,
+        );
     }
 }
 
@@ -189,6 +196,8 @@ pub fn serve_tls_with(
         let mut connections = JoinSet::new();
         // Told to each connection when draining.
         let (drain_tx, drain_rx) = watch::channel(false);
+        // The closed connections still lingering; waited for at the end of a drain.
+        let lingering = TaskTracker::new();
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
@@ -200,6 +209,12 @@ pub fn serve_tls_with(
                             while connections.join_next().await.is_some() {}
                         })
                         .await;
+                        // What outlived the drain is cut off now (and lingers too), and the
+                        // loop returns only once every closed connection has stopped
+                        // lingering: its caller may exit the process next.
+                        connections.shutdown().await;
+                        lingering.close();
+                        let _ = tokio::time::timeout(LINGER, lingering.wait()).await;
                     }
                     return;
                 }
@@ -216,7 +231,7 @@ pub fn serve_tls_with(
             let _ = tcp.set_nodelay(true);
             let tcp = Lingering {
                 tcp: Some(tcp),
-                linger: timeouts.drain.map(|_| LINGER),
+                linger: timeouts.drain.map(|_| (LINGER, lingering.clone())),
             };
             let acceptor = acceptor.clone();
             let app = app.clone();
@@ -352,6 +367,62 @@ mod tests {
         // Others are still served.
         let answer = get_ok(addr, client).await.expect("request");
         assert!(answer.ends_with("served"), "{answer}");
+    }
+
+    /// A draining server's loop returns only once its closed connections have stopped
+    /// lingering (the client closed, or the linger passed): the process that awaited it may
+    /// exit next, and a socket closed by the exit with a late request unread is reset — the
+    /// client would see "broken pipe" instead of the server's last frames (tests/ha.rs saw 3
+    /// such reviews in 785 before the loop waited).
+    #[tokio::test]
+    async fn a_drain_ends_once_closed_connections_stop_lingering() {
+        let (server, client) = tls_pair();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = watch::channel(false);
+        let app = Router::new().route("/ok", get(|| async { "served" }));
+        let timeouts = Timeouts {
+            drain: Some(Duration::from_secs(5)),
+            ..Timeouts::default()
+        };
+        let mut task = serve_tls_with(listener, server, app, stopped, timeouts);
+
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        let mut tls = TlsConnector::from(client)
+            .connect(name, tcp)
+            .await
+            .expect("handshake");
+        tls.write_all(b"GET /ok HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await
+            .expect("write");
+        let mut answer = Vec::new();
+        while !answer.ends_with(b"served") {
+            let mut buf = [0u8; 512];
+            let n = tls.read(&mut buf).await.expect("answer");
+            assert!(n > 0, "{}", String::from_utf8_lossy(&answer));
+            answer.extend_from_slice(&buf[..n]);
+        }
+
+        // The idle keep-alive connection is closed by the drain; the client sees it closed…
+        stop.send(true).expect("stop");
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut rest))
+            .await
+            .expect("closed by the drain");
+        // …while the server still reads what it might send, so the loop has not returned.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), &mut task)
+                .await
+                .is_err(),
+            "the serve loop returned while a closed connection was still lingering"
+        );
+        // Once the client closes too, the loop returns (well before the 1 s linger).
+        drop(tls);
+        tokio::time::timeout(Duration::from_millis(800), task)
+            .await
+            .expect("the loop returns once the client has closed")
+            .expect("loop ends");
     }
 
     #[tokio::test]
