@@ -138,10 +138,17 @@ pub(crate) fn list_metadata(index: usize, metadata: &Value) -> Result<Vec<u8>, C
 
 /// Some of a list's `items` (tag 2, repeated): each chunk's bytes follow the previous ones'.
 pub(crate) fn list_items(index: usize, items: Vec<Value>) -> Result<Vec<u8>, CodecError> {
-    let mut map = Map::new();
-    map.insert("items".into(), Value::Array(items));
+    let msg = message(index);
+    let field = msg
+        .fields
+        .iter()
+        .find(|f| f.json == "items")
+        .ok_or_else(|| CodecError::new(format!("{} has no items", msg.name)))?;
     let mut out = Vec::new();
-    encode_fields(index, &map, &mut out, 0)?;
+    for item in &items {
+        encode_value(field.ty, field.tag, item, &mut out, 0)
+            .map_err(|e| CodecError::new(format!("{}.items: {e}", msg.name)))?;
+    }
     Ok(out)
 }
 
@@ -357,15 +364,40 @@ fn decode_message(index: usize, data: &[u8], depth: usize) -> Result<Option<Valu
             },
         }
     }
-    // Go writes every non-pointer field to protobuf, empty or not; in JSON an optional empty
-    // string is omitted (`omitempty`), so it is dropped here. Numbers and booleans are kept: the
-    // wire cannot tell a pointer set to 0 (`replicas: 0`) from an unset value.
-    for field in msg.fields {
-        if !field.required
-            && field.label == Label::Optional
-            && matches!(field.ty, Ty::String | Ty::Bytes)
-            && out.get(field.json).and_then(Value::as_str) == Some("")
-        {
+    // The object as Go holds it, then as Go writes it to JSON. A field Go holds as a value
+    // (`go_fields.txt`) is written to protobuf zero or not, and one the body leaves out is its
+    // zero all the same; JSON leaves a zero scalar out under `omitempty` and writes it
+    // otherwise. A pointer set to zero (`replicas: 0`) stays. A field the Go table does not know
+    // keeps the older rule: an optional empty string is left out.
+    for field in msg
+        .fields
+        .iter()
+        .filter(|f| f.label == Label::Optional && !f.inline)
+    {
+        let zero = match (field.ty, out.get(field.json)) {
+            (Ty::String, Some(Value::String(s))) => s.is_empty(),
+            (Ty::Bool, Some(Value::Bool(b))) => !b,
+            (Ty::Int32 | Ty::Int64 | Ty::Double, Some(Value::Number(n))) => n.as_f64() == Some(0.0),
+            _ => false,
+        };
+        if field.value {
+            if zero && field.omitempty {
+                out.remove(field.json);
+            } else if !out.contains_key(field.json) {
+                let zero = match field.ty {
+                    Ty::String if !field.omitempty => Value::String(String::new()),
+                    Ty::Bool if !field.omitempty => Value::Bool(false),
+                    Ty::Int32 | Ty::Int64 | Ty::Double if !field.omitempty => Value::from(0),
+                    // A zero `metav1.Time` held as a value: `omitempty` does not apply to a
+                    // struct, and its MarshalJSON writes null (`creationTimestamp: null`).
+                    Ty::Message(i) if matches!(special(i), Special::Time | Special::MicroTime) => {
+                        Value::Null
+                    }
+                    _ => continue,
+                };
+                out.insert(field.json.to_string(), zero);
+            }
+        } else if zero && !field.required && matches!(field.ty, Ty::String) {
             out.remove(field.json);
         }
     }
@@ -687,10 +719,12 @@ fn encode_fields(
             }
             continue;
         }
-        let Some(value) = map.get(&key) else { continue };
-        if value.is_null() {
+        let Some(value) = map.get(&key).filter(|v| !v.is_null()) else {
+            if field.value && field.label == Label::Optional {
+                put_zero(out, field, depth)?;
+            }
             continue;
-        }
+        };
         let at = |e: CodecError| CodecError::new(format!("{}.{}: {e}", msg.name, field.json));
         match (field.label, value) {
             (Label::Map, Value::Object(entries)) => {
@@ -719,6 +753,34 @@ fn encode_fields(
                     }
                 ))));
             }
+        }
+    }
+    Ok(())
+}
+
+/// The zero of a field Go holds as a value, which Go writes whether set or not: an empty
+/// string, 0, false, or the message with its own value fields zero (a zero `Time` is an
+/// empty message, as `time_proto.go` writes it).
+fn put_zero(out: &mut Vec<u8>, field: &table::Field, depth: usize) -> Result<(), CodecError> {
+    match field.ty {
+        Ty::String => put_bytes(out, field.tag, b""),
+        Ty::Bytes => {}
+        Ty::Bool | Ty::Int32 | Ty::Int64 => {
+            put_key(out, field.tag, VARINT);
+            put_varint(out, 0);
+        }
+        Ty::Double => {
+            put_key(out, field.tag, FIXED64);
+            out.extend_from_slice(&0f64.to_bits().to_le_bytes());
+        }
+        Ty::Message(index) => {
+            let mut inner = Vec::new();
+            if special(index) == Special::None {
+                encode_fields(index, &Map::new(), &mut inner, depth + 1)?;
+            } else {
+                encode_message(index, &Value::Null, &mut inner, depth + 1)?;
+            }
+            put_bytes(out, field.tag, &inner);
         }
     }
     Ok(())

@@ -27,6 +27,11 @@ pub(crate) struct Field {
     pub required: bool,
     /// A Go struct embedded with `json:",inline"`: its fields are the parent's in JSON.
     pub inline: bool,
+    /// Go holds it as a value, not a pointer, slice or map (`go_fields.txt`): Go writes it to
+    /// protobuf even when zero, and a body that leaves it out means its zero.
+    pub value: bool,
+    /// Its JSON tag says `omitempty`: Go leaves a zero scalar out of JSON.
+    pub omitempty: bool,
 }
 
 /// A [`Field`], in the generated table's short form.
@@ -37,6 +42,8 @@ pub(crate) const fn field(
     ty: Ty,
     required: bool,
     inline: bool,
+    value: bool,
+    omitempty: bool,
 ) -> Field {
     Field {
         tag,
@@ -45,6 +52,8 @@ pub(crate) const fn field(
         ty,
         required,
         inline,
+        value,
+        omitempty,
     }
 }
 
