@@ -19,7 +19,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Number, Value};
 
-use table::{Label, Ty, message, message_for, named};
+use table::{Held, Label, Ty, message, message_for, named};
 use wire::{FIXED64, LEN, Reader, VARINT, put_bytes, put_key, put_varint};
 
 /// Kubernetes' protobuf media type.
@@ -367,8 +367,9 @@ fn decode_message(index: usize, data: &[u8], depth: usize) -> Result<Option<Valu
     // The object as Go holds it, then as Go writes it to JSON. A field Go holds as a value
     // (`go_fields.txt`) is written to protobuf zero or not, and one the body leaves out is its
     // zero all the same; JSON leaves a zero scalar out under `omitempty` and writes it
-    // otherwise. A pointer set to zero (`replicas: 0`) stays. A field the Go table does not know
-    // keeps the older rule: an optional empty string is left out.
+    // otherwise. A pointer set to zero (`replicas: 0`, a PVC's `storageClassName: ""`) stays.
+    // A field the Go table does not know keeps the older rule: an optional empty string is
+    // left out.
     for field in msg
         .fields
         .iter()
@@ -380,7 +381,7 @@ fn decode_message(index: usize, data: &[u8], depth: usize) -> Result<Option<Valu
             (Ty::Int32 | Ty::Int64 | Ty::Double, Some(Value::Number(n))) => n.as_f64() == Some(0.0),
             _ => false,
         };
-        if field.value {
+        if field.held == Held::Value {
             if zero && field.omitempty {
                 out.remove(field.json);
             } else if !out.contains_key(field.json) {
@@ -397,7 +398,11 @@ fn decode_message(index: usize, data: &[u8], depth: usize) -> Result<Option<Valu
                 };
                 out.insert(field.json.to_string(), zero);
             }
-        } else if zero && !field.required && matches!(field.ty, Ty::String) {
+        } else if field.held == Held::Unknown
+            && zero
+            && !field.required
+            && matches!(field.ty, Ty::String)
+        {
             out.remove(field.json);
         }
     }
@@ -720,7 +725,7 @@ fn encode_fields(
             continue;
         }
         let Some(value) = map.get(&key).filter(|v| !v.is_null()) else {
-            if field.value && field.label == Label::Optional {
+            if field.held == Held::Value && field.label == Label::Optional {
                 put_zero(out, field, depth)?;
             }
             continue;

@@ -606,3 +606,39 @@ fn differences(a: &Value, b: &Value, at: &str) -> Vec<String> {
         _ => vec![format!("{at}: {a} ≠ {b}")],
     }
 }
+
+/// A pointer set to its zero is not unset: a PVC's `storageClassName: ""` (a `*string`: "no
+/// class", which kube-apiserver keeps) and a Deployment's `replicas: 0` (a `*int32`) survive a
+/// protobuf body, while a value field's zero under `omitempty` (`paused: false`) is left out
+/// of JSON as Go leaves it.
+#[test]
+fn a_pointer_set_to_zero_is_kept_a_value_zero_is_not() {
+    use k8s_pb::api::apps::v1 as apps;
+    use k8s_pb::api::core::v1 as pb;
+    let claim = pb::PersistentVolumeClaim {
+        metadata: meta("data", "demo"),
+        spec: Some(pb::PersistentVolumeClaimSpec {
+            storage_class_name: s(""),
+            volume_mode: s("Filesystem"),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let decoded = decode(&envelope("v1", "PersistentVolumeClaim", &claim)).expect("decode");
+    assert_eq!(
+        decoded["spec"],
+        json!({"storageClassName": "", "volumeMode": "Filesystem"})
+    );
+    let deployment = apps::Deployment {
+        metadata: meta("web", "demo"),
+        spec: Some(apps::DeploymentSpec {
+            replicas: Some(0),
+            paused: Some(false),
+            min_ready_seconds: Some(0),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let decoded = decode(&envelope("apps/v1", "Deployment", &deployment)).expect("decode");
+    assert_eq!(decoded["spec"], json!({"replicas": 0}));
+}

@@ -27,9 +27,8 @@ pub(crate) struct Field {
     pub required: bool,
     /// A Go struct embedded with `json:",inline"`: its fields are the parent's in JSON.
     pub inline: bool,
-    /// Go holds it as a value, not a pointer, slice or map (`go_fields.txt`): Go writes it to
-    /// protobuf even when zero, and a body that leaves it out means its zero.
-    pub value: bool,
+    /// How Go holds it (`go_fields.txt`).
+    pub held: Held,
     /// Its JSON tag says `omitempty`: Go leaves a zero scalar out of JSON.
     pub omitempty: bool,
 }
@@ -42,7 +41,7 @@ pub(crate) const fn field(
     ty: Ty,
     required: bool,
     inline: bool,
-    value: bool,
+    held: Held,
     omitempty: bool,
 ) -> Field {
     Field {
@@ -52,9 +51,21 @@ pub(crate) const fn field(
         ty,
         required,
         inline,
-        value,
+        held,
         omitempty,
     }
+}
+
+/// How Go holds a field of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// A value: Go writes it to protobuf even when zero, and a body that leaves it out means
+    /// its zero.
+    Value,
+    /// A pointer, slice or map: written when set, and set to zero is not unset.
+    Pointer,
+    /// A field the Go module does not have (k8s-pb is newer): written when set.
+    Unknown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
