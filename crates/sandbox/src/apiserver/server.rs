@@ -90,6 +90,7 @@ impl Target {
     pub fn typed(&self) -> crate::patch::Typed<'_> {
         crate::patch::Typed {
             group: &self.resource.group,
+            version: &self.version,
             kind: &self.resource.kind,
             schema: self.schema(),
         }

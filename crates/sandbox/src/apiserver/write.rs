@@ -431,6 +431,27 @@ impl ApiServer {
         // Reviews are answered, not stored.
         match crate::strategy::of(&rt).storage() {
             Storage::AccessReview => {
+                // kube's create handler records the writer's fields on the decoded review
+                // before its REST storage answers it (k8s.io/apiserver `handlers/create.go`),
+                // and the answer is the request with a status: it carries them, beside a zero
+                // creationTimestamp (null in JSON). A SelfSubjectReview's answer is a new
+                // object, without either.
+                if record_manager {
+                    crate::patch::record_update(
+                        None,
+                        &mut body,
+                        &write.manager(),
+                        &rt.api_version(&t.version),
+                        "",
+                        &crate::object::now(),
+                        t.schema(),
+                    );
+                    if let Some(meta) = body["metadata"].as_object_mut() {
+                        if !meta.contains_key("creationTimestamp") {
+                            meta.shift_insert(0, "creationTimestamp".into(), Value::Null);
+                        }
+                    }
+                }
                 let review = self.review_access(&rt.kind, body, &write.user)?;
                 return Ok(Written::review(&rt, &t.version, review));
             }

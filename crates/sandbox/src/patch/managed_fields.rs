@@ -203,6 +203,9 @@ impl Comparison {
 #[derive(Debug, Clone)]
 pub struct Typed<'a> {
     pub group: &'a str,
+    /// The version written (`""`: the group's preferred one), whose built-in list types and
+    /// atomic maps apply (an autoscaling/v1 HPA's `scaleTargetRef` is atomic, v2's is not).
+    pub version: &'a str,
     pub kind: &'a str,
     /// A custom resource's structural schema (of the version written), where its lists' and
     /// maps' `x-kubernetes-list-type`, `-list-map-keys` and `-map-type` are read.
@@ -214,16 +217,36 @@ impl<'a> Typed<'a> {
     pub fn builtin(group: &'a str, kind: &'a str) -> Self {
         Typed {
             group,
+            version: "",
             kind,
             schema: None,
         }
     }
 
+    /// A built-in kind's lists as kube-apiserver's field manager types them
+    /// (`builtin_fields.txt`), metadata's and a custom resource's as `schema::list_kind` does.
     pub(crate) fn list_kind(&self, names: &[String]) -> ListKind {
+        if !names.iter().any(|n| n == "metadata") {
+            let path = names.join(".");
+            if let Some(k) =
+                super::builtin_fields::list_kind(self.group, self.version, self.kind, &path)
+            {
+                return k;
+            }
+        }
         list_kind(self.group, self.kind, self.schema, names)
     }
 
+    /// As [`Typed::list_kind`], for maps.
     pub(crate) fn atomic_map(&self, names: &[String]) -> bool {
+        if !names.iter().any(|n| n == "metadata") {
+            let path = names.join(".");
+            if let Some(atomic) =
+                super::builtin_fields::is_atomic_map(self.group, self.version, self.kind, &path)
+            {
+                return atomic;
+            }
+        }
         is_atomic_map(self.group, self.kind, self.schema, names)
     }
 
@@ -466,8 +489,10 @@ pub fn record_update(
     };
     *new = without_managed_fields(new);
     let old_clean = old.map(without_managed_fields).unwrap_or_else(|| json!({}));
+    let version = api_version.rsplit('/').next().unwrap_or_default();
     let typed = Typed {
         group: &group,
+        version,
         kind: &kind,
         schema,
     };

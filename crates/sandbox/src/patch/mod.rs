@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 mod apply;
+mod builtin_fields;
 mod fieldset;
 mod managed_fields;
 mod schema;

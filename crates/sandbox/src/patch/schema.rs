@@ -52,22 +52,7 @@ fn pod_spec_prefix(group: &str, kind: &str) -> Option<&'static str> {
 
 /// Whether `group` serves only built-in kinds (everything else is a custom resource).
 pub(crate) fn is_builtin_group(group: &str) -> bool {
-    matches!(
-        group,
-        "" | "apps"
-            | "batch"
-            | "coordination.k8s.io"
-            | "storage.k8s.io"
-            | "events.k8s.io"
-            | "admissionregistration.k8s.io"
-            | "apiextensions.k8s.io"
-            | "rbac.authorization.k8s.io"
-            | "policy"
-            | "networking.k8s.io"
-            | "autoscaling"
-            | "scheduling.k8s.io"
-            | "discovery.k8s.io"
-    )
+    crate::protobuf::is_builtin_group(group)
 }
 
 fn pod_spec_list(rel: &str) -> ListKind {
@@ -191,32 +176,13 @@ pub(crate) fn is_atomic_map(
 
 /// Go non-pointer structs and fields without `omitempty`: a typed empty object already has them
 /// (as `{}` or `null`), so creating an object never "adds" them and an `Update` entry does not
-/// own them as a whole (no `.` entry).
+/// own them as a whole (no `.` entry). Read from how Go holds each field
+/// (`protobuf::go_always_present`); a custom resource has only its `metadata`.
 pub(crate) fn is_always_present(group: &str, kind: &str, path: &[String]) -> bool {
     if !is_builtin_group(group) {
         return matches!(path, [one] if one == "metadata");
     }
-    let joined = path.join(".");
-    if matches!(path.last().map(String::as_str), Some("resources")) {
-        return true;
-    }
-    if matches!(joined.as_str(), "metadata" | "spec" | "status") {
-        return true;
-    }
-    let Some(prefix) = pod_spec_prefix(group, kind) else {
-        return false;
-    };
-    let template = prefix.strip_suffix(".spec").unwrap_or(prefix);
-    if joined.strip_prefix(prefix) == Some(".containers") {
-        return true;
-    }
-    joined == prefix
-        || joined == template
-        || joined == format!("{template}.metadata")
-        || joined == "spec.strategy"
-        || joined == "spec.updateStrategy"
-        || joined == "spec.jobTemplate"
-        || joined == "spec.jobTemplate.spec"
+    crate::protobuf::go_always_present(group, kind, path).unwrap_or(false)
 }
 
 /// The node of a structural schema at `path` (field names, list items elided): a list's items

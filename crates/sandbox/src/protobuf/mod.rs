@@ -118,6 +118,44 @@ pub(crate) fn envelope_head(api_version: &str, kind: &str, raw_len: usize) -> Ve
 /// The empty `contentEncoding` and `contentType` after `raw` (as [`encode_unknown`]).
 pub(crate) const ENVELOPE_TAIL: [u8; 4] = [0x1a, 0x00, 0x22, 0x00];
 
+/// Whether `group` is one of Kubernetes' own API groups (`""` is the core group): one whose
+/// kinds have protobuf messages. A custom resource's group never is.
+pub(crate) fn is_builtin_group(group: &str) -> bool {
+    table::group_prefix(group).is_some()
+}
+
+/// Whether a typed empty object of built-in `kind` (of API `group`) already has the field at
+/// `path` (JSON names, list items elided): Go holds it as a struct value, or its JSON tag has
+/// no `omitempty`, so encoding/json writes it (`{}`, `null`, `""`). `None` when no message of
+/// the kind has that path. structured-merge-diff compares a create with that typed empty
+/// object, so such a field is never "added" as a whole (no `.` entry in managedFields).
+pub(crate) fn go_always_present(group: &str, kind: &str, path: &[String]) -> Option<bool> {
+    let index = table::resources_of(group, kind).next()?;
+    let (last, parents) = path.split_last()?;
+    let mut msg = message(index);
+    for name in parents {
+        match go_field(msg, name)?.ty {
+            Ty::Message(i) => msg = message(i),
+            _ => return None,
+        }
+    }
+    let field = go_field(msg, last)?;
+    Some(match field.held {
+        Held::Unknown => return None,
+        Held::Value if !field.omitempty => true,
+        Held::Value => matches!(field.ty, Ty::Message(i) if special(i) == Special::None),
+        Held::Pointer => !field.omitempty,
+    })
+}
+
+/// The field of `msg` named `json` in JSON, looked for in its inline structs too.
+fn go_field(msg: &'static table::Message, json: &str) -> Option<&'static table::Field> {
+    msg.fields.iter().find_map(|f| match f.ty {
+        Ty::Message(i) if f.inline => go_field(message(i), json),
+        _ => (f.json == json).then_some(f),
+    })
+}
+
 /// A list kind's message, or the error [`encode`] gives for a kind without one.
 pub(crate) fn list_message(api_version: &str, kind: &str) -> Result<usize, CodecError> {
     message_for(api_version, kind).ok_or_else(|| {

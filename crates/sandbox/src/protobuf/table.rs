@@ -164,6 +164,22 @@ pub(crate) fn message_for(api_version: &str, kind: &str) -> Option<usize> {
         .or_else(|| lookup(META))
 }
 
+/// The package prefix of the versions of API `group` (`apps` → `api/apps`), if Kubernetes
+/// defines the group.
+pub(crate) fn group_prefix(group: &str) -> Option<&'static str> {
+    index().groups.get(group).copied()
+}
+
+/// The messages of built-in `kind` in API `group`, one per version that has it.
+pub(crate) fn resources_of<'a>(group: &'a str, kind: &'a str) -> impl Iterator<Item = usize> + 'a {
+    RESOURCES
+        .iter()
+        .filter(move |r| {
+            r.kind == kind && r.api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
+        })
+        .map(|r| r.message)
+}
+
 /// The message named `name` in `package` (used for the well-known messages).
 pub(crate) fn named(package: &str, name: &str) -> Option<usize> {
     index().by_name.get(&(package, name)).copied()

@@ -148,3 +148,42 @@ async fn self_subject_rules_review_under_always_allow_is_everything() {
     );
     sandbox.shutdown().await;
 }
+
+/// An access review's answer is the request with its status, and kube's create handler has
+/// recorded the writer's fields on it first (k8s.io/apiserver `handlers/create.go`): kube-apiserver
+/// answers a SelfSubjectAccessReview with `metadata: {creationTimestamp: null, managedFields:
+/// [the writer's spec fields]}` (the differential's `rbac/self-subject-access-review`); a
+/// SelfSubjectReview's answer is a new object, without them.
+#[tokio::test]
+async fn an_access_review_answer_carries_the_writers_fields() {
+    let sandbox = sandbox().await;
+    let client = client(&sandbox).await;
+    let answer = post(
+        &client,
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews?fieldManager=asker",
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "spec": {"resourceAttributes": {"namespace": "default", "verb": "get",
+                                               "resource": "configmaps"}}}),
+    )
+    .await;
+    assert_eq!(answer["status"]["allowed"], true, "{answer}");
+    let meta = &answer["metadata"];
+    assert_eq!(meta["creationTimestamp"], Value::Null, "{answer}");
+    assert!(
+        meta.as_object()
+            .is_some_and(|m| m.contains_key("creationTimestamp"))
+    );
+    let entries = meta["managedFields"].as_array().expect("managedFields");
+    assert_eq!(entries.len(), 1, "{answer}");
+    assert_eq!(entries[0]["manager"], "asker");
+    assert_eq!(entries[0]["operation"], "Update");
+    assert_eq!(entries[0]["apiVersion"], "authorization.k8s.io/v1");
+    assert_eq!(
+        entries[0]["fieldsV1"],
+        json!({"f:spec": {"f:resourceAttributes": {".": {}, "f:namespace": {},
+                                                   "f:resource": {}, "f:verb": {}}}})
+    );
+    let me = whoami(&client).await.expect("review answered");
+    assert!(me["metadata"].get("managedFields").is_none(), "{me}");
+    sandbox.shutdown().await;
+}
