@@ -76,6 +76,17 @@ async fn authenticate(
 ) -> Response {
     let path = req.uri().path();
     let public = matches!(path, "/healthz" | "/livez" | "/readyz" | "/version");
+    // A refusal of the filter chain is written as kube's `responsewriters.ErrorNegotiated`
+    // writes it: in what `Accept` prefers among JSON, YAML and protobuf (a `Status` has a
+    // protobuf message whatever the path), JSON when nothing matches.
+    let format = negotiate(
+        req.headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+        true,
+    )
+    .unwrap_or(Format::Json);
+    let refuse = |e: ApiError| encode_response(error_response(&e), format);
     let authorization = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -88,12 +99,12 @@ async fn authenticate(
         return if public {
             next.run(req).await
         } else {
-            error_response(&ApiError::unauthorized())
+            refuse(ApiError::unauthorized()).await
         };
     };
     let user = match impersonate(&state.server, user, req.headers()) {
         Ok(user) => user,
-        Err(e) => return error_response(&e),
+        Err(e) => return refuse(e).await,
     };
     let attrs = crate::authz::request_attributes(
         &user,
@@ -103,7 +114,7 @@ async fn authenticate(
     );
     let decision = state.server.authorize(&attrs);
     if !decision.allowed() {
-        return error_response(&crate::authz::forbidden(&attrs, decision.reason()));
+        return refuse(crate::authz::forbidden(&attrs, decision.reason())).await;
     }
     req.extensions_mut().insert(user);
     next.run(req).await

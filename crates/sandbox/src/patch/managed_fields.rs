@@ -424,11 +424,31 @@ impl<'a> Typed<'a> {
             }
         }
         match (l, r) {
+            (None, Some(v)) | (Some(v), None) if self.typed_empty_has(path, names, v) => {}
             (None, Some(_)) => c.added.insert(path),
             (Some(_), None) => c.removed.insert(path),
             (Some(a), Some(b)) if a != b => c.modified.insert(path),
             _ => {}
         }
+    }
+
+    /// Whether a typed empty object already holds `value` at `path`: kube compares typed Go
+    /// objects, where a field Go always writes (a struct value, a field without `omitempty`)
+    /// is there, zero, on both sides — a body's `status: {allowed: false}` or `spec: {}` is no
+    /// change from it. Only on a chain of such fields from the root: a new list item's zero
+    /// fields are new (`f:resources: {}` of a container).
+    fn typed_empty_has(&self, path: &Path, names: &[String], value: &Value) -> bool {
+        let zero = match value {
+            Value::Null => true,
+            Value::Bool(b) => !b,
+            Value::Number(n) => n.as_f64() == Some(0.0),
+            Value::String(s) => s.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::Object(m) => m.is_empty(),
+        };
+        zero && !names.is_empty()
+            && path.iter().all(|pe| matches!(pe, PathElement::Field(_)))
+            && (1..=names.len()).all(|n| is_always_present(self.group, self.kind, &names[..n]))
     }
 
     /// structured-merge-diff's post-item hook: a map field or list item that appears or

@@ -152,7 +152,8 @@ async fn self_subject_rules_review_under_always_allow_is_everything() {
 /// An access review's answer is the request with its status, and kube's create handler has
 /// recorded the writer's fields on it first (k8s.io/apiserver `handlers/create.go`): kube-apiserver
 /// answers a SelfSubjectAccessReview with `metadata: {creationTimestamp: null, managedFields:
-/// [the writer's spec fields]}` (the differential's `rbac/self-subject-access-review`); a
+/// [the writer's spec fields]}` (the differential's `rbac/self-subject-access-review`), not the
+/// zero status a protobuf body carries; a
 /// SelfSubjectReview's answer is a new object, without them.
 #[tokio::test]
 async fn an_access_review_answer_carries_the_writers_fields() {
@@ -163,7 +164,10 @@ async fn an_access_review_answer_carries_the_writers_fields() {
         "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews?fieldManager=asker",
         json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                "spec": {"resourceAttributes": {"namespace": "default", "verb": "get",
-                                               "resource": "configmaps"}}}),
+                                               "resource": "configmaps"}},
+               // What a protobuf body decodes to: Go's zero status, which is no change from
+               // the typed empty object the writer's fields are computed against.
+               "status": {"allowed": false}}),
     )
     .await;
     assert_eq!(answer["status"]["allowed"], true, "{answer}");

@@ -392,3 +392,37 @@ async fn discovery_names_the_storage_version_hash_of_stored_resources() {
     );
     sandbox.shutdown().await;
 }
+
+/// A refusal of the filter chain (authorization here) is written in what `Accept` prefers, as
+/// kube-apiserver's `responsewriters.ErrorNegotiated` writes it: kubectl's protobuf clients get
+/// the 403 `Status` in protobuf (the differential's `protobuf/status-forbidden`), a JSON client
+/// in JSON.
+#[tokio::test]
+async fn a_refusal_of_the_filter_chain_is_answered_in_the_negotiated_format() {
+    let sandbox =
+        common::sandbox_with(|c| c.authorization = lien_sandbox::apiserver::Authorization::Rbac)
+            .await;
+    let user = common::client_for(&sandbox, "sandbox-user").await;
+    let path = "/api/v1/namespaces/kube-system/secrets";
+    let answer = get(&user, path, PROTOBUF_THEN_JSON).await;
+    assert_eq!(answer.status, 403);
+    let (api_version, kind, raw) = unknown(&answer);
+    assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "Status"));
+    let status = pbmeta::Status::decode(raw.as_slice()).expect("a Status");
+    assert_eq!(status.reason.as_deref(), Some("Forbidden"));
+    assert_eq!(status.code, Some(403));
+    assert!(
+        status
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("cannot list resource \"secrets\"")),
+        "{status:?}"
+    );
+    let answer = get(&user, path, "application/json").await;
+    assert_eq!(
+        (answer.status, answer.content_type.as_str()),
+        (403, "application/json")
+    );
+    assert_eq!(answer.json()["reason"], "Forbidden");
+    sandbox.shutdown().await;
+}
