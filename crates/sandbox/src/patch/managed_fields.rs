@@ -394,7 +394,7 @@ impl<'a> Typed<'a> {
                     path.push(PathElement::Field(k.clone()));
                     names.push(k.clone());
                     self.cmp(lv, rv, path, names, c);
-                    let whole = !is_always_present(self.group, self.kind, names);
+                    let whole = !self.in_typed_empty(path, names);
                     self.after_item(lv, rv, whole, path, c);
                     names.pop();
                     path.pop();
@@ -446,7 +446,15 @@ impl<'a> Typed<'a> {
             Value::Array(a) => a.is_empty(),
             Value::Object(m) => m.is_empty(),
         };
-        zero && !names.is_empty()
+        zero && self.in_typed_empty(path, names)
+    }
+
+    /// Whether the typed empty object has the field at `path`: a chain of fields Go always
+    /// writes from the root, through no list item. Such a field is never added as a whole (no
+    /// `.` entry); inside a new list item or under a pointer everything is new (a webhook's
+    /// `clientConfig`, a ReplicationController's `template.metadata`).
+    fn in_typed_empty(&self, path: &Path, names: &[String]) -> bool {
+        !names.is_empty()
             && path.iter().all(|pe| matches!(pe, PathElement::Field(_)))
             && (1..=names.len()).all(|n| is_always_present(self.group, self.kind, &names[..n]))
     }
