@@ -520,6 +520,79 @@ pub fn secret_string_data(object: &mut Value) {
     }
 }
 
+/// `SetDefaults_EndpointPort` (core/v1): a port's protocol is TCP.
+pub fn endpoints(object: &mut Value) {
+    each(object, "subsets", |subset| {
+        each(subset, "ports", |port| {
+            default(port, "protocol", json!("TCP"))
+        });
+    });
+}
+
+/// `SetDefaults_NetworkPolicyPort` and `SetDefaults_NetworkPolicy` (networking/v1): a port's
+/// protocol is TCP; `policyTypes` is `Ingress`, plus `Egress` when egress rules are given.
+pub fn network_policy(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    for rules in ["ingress", "egress"] {
+        each(spec, rules, |rule| {
+            each(rule, "ports", |port| {
+                default(port, "protocol", json!("TCP"))
+            });
+        });
+    }
+    if spec["policyTypes"].as_array().is_none_or(Vec::is_empty) {
+        let mut types = vec![json!("Ingress")];
+        if spec["egress"].as_array().is_some_and(|e| !e.is_empty()) {
+            types.push(json!("Egress"));
+        }
+        spec["policyTypes"] = Value::Array(types);
+    }
+}
+
+/// `SetDefaults_PriorityClass` (scheduling/v1): `preemptionPolicy: PreemptLowerPriority`.
+pub fn priority_class(object: &mut Value) {
+    default(object, "preemptionPolicy", json!("PreemptLowerPriority"));
+}
+
+/// `SetDefaults_StorageClass` (storage/v1): `reclaimPolicy: Delete`, `volumeBindingMode:
+/// Immediate`.
+pub fn storage_class(object: &mut Value) {
+    default(object, "reclaimPolicy", json!("Delete"));
+    default(object, "volumeBindingMode", json!("Immediate"));
+}
+
+/// `SetDefaults_CSIDriver` (storage/v1), with the feature gates of a v1.32 cluster's defaults.
+pub fn csi_driver(object: &mut Value) {
+    let spec = object_at(object, "spec");
+    default(spec, "attachRequired", json!(true));
+    default(spec, "podInfoOnMount", json!(false));
+    default(spec, "storageCapacity", json!(false));
+    default(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
+    default(spec, "requiresRepublish", json!(false));
+    default(spec, "seLinuxMount", json!(false));
+    if spec["volumeLifecycleModes"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        spec["volumeLifecycleModes"] = json!(["Persistent"]);
+    }
+}
+
+/// flowcontrol/v1's `SetDefaults_LimitedPriorityLevelConfiguration`: a limited level's
+/// `lendablePercent` is 0 (its `nominalConcurrencyShares` is 30 unless set).
+pub fn flow_control(object: &mut Value) {
+    if let Some(limited) = object
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("limited"))
+        .filter(|l| l.is_object())
+    {
+        default(limited, "lendablePercent", json!(0));
+        default(limited, "nominalConcurrencyShares", json!(30));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,5 +670,43 @@ mod tests {
         let mut r = json!({"spec": {"strategy": {"type": "Recreate"}}});
         deployment(&mut r);
         assert_eq!(r["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
+
+    /// The defaults kube-apiserver v1.32.13 answered with in the differential (`kinds/csidriver`,
+    /// `kinds/storageclass`, `kinds/priorityclass`, `kinds/endpoints`, `kinds/networkpolicy`,
+    /// `kinds/prioritylevelconfiguration`).
+    #[test]
+    fn kinds_get_kube_apiservers_defaults() {
+        let mut driver = json!({"spec": {"attachRequired": false}});
+        csi_driver(&mut driver);
+        assert_eq!(
+            driver["spec"],
+            json!({"attachRequired": false, "podInfoOnMount": false, "storageCapacity": false,
+                   "fsGroupPolicy": "ReadWriteOnceWithFSType", "requiresRepublish": false,
+                   "seLinuxMount": false, "volumeLifecycleModes": ["Persistent"]})
+        );
+        let mut class = json!({"provisioner": "x"});
+        storage_class(&mut class);
+        assert_eq!(
+            (&class["reclaimPolicy"], &class["volumeBindingMode"]),
+            (&json!("Delete"), &json!("Immediate"))
+        );
+        let mut priority = json!({"value": 10});
+        priority_class(&mut priority);
+        assert_eq!(priority["preemptionPolicy"], "PreemptLowerPriority");
+        let mut endpoints = json!({"subsets": [{"ports": [{"port": 80}]}]});
+        super::endpoints(&mut endpoints);
+        assert_eq!(endpoints["subsets"][0]["ports"][0]["protocol"], "TCP");
+        let mut policy = json!({"spec": {"podSelector": {},
+                                         "ingress": [{"ports": [{"port": 80}]}],
+                                         "egress": [{}]}});
+        network_policy(&mut policy);
+        assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+        let mut level = json!({"spec": {"type": "Limited", "limited": {
+            "limitResponse": {"type": "Reject"}}}});
+        flow_control(&mut level);
+        assert_eq!(level["spec"]["limited"]["lendablePercent"], 0);
+        assert_eq!(level["spec"]["limited"]["nominalConcurrencyShares"], 30);
     }
 }

@@ -49,6 +49,8 @@ pub use types::{
 struct Facts {
     /// The kind's own `Validate<Kind>` rules, on create and update.
     validate: fn(&Value) -> Vec<crate::error::Cause>,
+    /// The kind's `SetDefaults_<Kind>` (k/k `pkg/apis/<group>/<version>/defaults.go`).
+    defaults: fn(&mut Value),
     generation: bool,
     returns_deleted_object: bool,
     field_labels: FieldLabels,
@@ -58,6 +60,7 @@ struct Facts {
 impl Facts {
     const GENERIC: Facts = Facts {
         validate: crate::validation::kinds::none,
+        defaults: |_| {},
         generation: false,
         returns_deleted_object: false,
         field_labels: FieldLabels::DEFAULT,
@@ -73,6 +76,9 @@ impl Strategy for Facts {
         object: &Value,
     ) -> Vec<crate::error::Cause> {
         (self.validate)(object)
+    }
+    fn defaults(&self, object: &mut Value) {
+        (self.defaults)(object)
     }
     fn tracks_generation(&self) -> bool {
         self.generation
@@ -121,6 +127,7 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         },
         ("", "endpoints") => &Facts {
             validate: kinds::endpoints,
+            defaults: defaults::endpoints,
             field_labels: core::NO_EXTRA_LABELS,
             ..Facts::GENERIC
         },
@@ -151,6 +158,7 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         },
         ("networking.k8s.io", "networkpolicies") => &Facts {
             validate: kinds::network_policy,
+            defaults: defaults::network_policy,
             generation: true,
             ..Facts::GENERIC
         },
@@ -158,8 +166,10 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
             validate: kinds::ingress_class,
             ..Facts::GENERIC
         },
+        // `endpointSliceStrategy.PrepareForCreate`: generation 1, bumped by changes.
         ("discovery.k8s.io", "endpointslices") => &Facts {
             validate: kinds::endpoint_slice,
+            generation: true,
             ..Facts::GENERIC
         },
         ("coordination.k8s.io", "leases") => &Facts {
@@ -168,6 +178,7 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         },
         ("scheduling.k8s.io", "priorityclasses") => &Facts {
             validate: kinds::priority_class,
+            defaults: defaults::priority_class,
             ..Facts::GENERIC
         },
         ("node.k8s.io", "runtimeclasses") => &Facts {
@@ -180,6 +191,7 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         },
         ("storage.k8s.io", "storageclasses") => &Facts {
             validate: kinds::storage_class,
+            defaults: defaults::storage_class,
             returns_deleted_object: true,
             ..Facts::GENERIC
         },
@@ -191,13 +203,17 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
             },
             ..Facts::GENERIC
         },
-        (
-            "storage.k8s.io",
-            "csidrivers" | "csinodes" | "csistoragecapacities" | "volumeattributesclasses",
-        ) => &Facts {
+        ("storage.k8s.io", "csidrivers") => &Facts {
+            defaults: defaults::csi_driver,
             returns_deleted_object: true,
             ..Facts::GENERIC
         },
+        ("storage.k8s.io", "csinodes" | "csistoragecapacities" | "volumeattributesclasses") => {
+            &Facts {
+                returns_deleted_object: true,
+                ..Facts::GENERIC
+            }
+        }
         // `volumeAttachmentStatusStrategy`, `resourceclaimStatusStrategy`:
         // `ResetObjectMetaForStatus`.
         ("storage.k8s.io", "volumeattachments") => &Facts {
@@ -214,6 +230,7 @@ pub fn of(rt: &ResourceType) -> &'static dyn Strategy {
         // `flowSchemaStatusStrategy`, `priorityLevelConfigurationStatusStrategy`: the whole
         // ObjectMeta but managedFields.
         ("flowcontrol.apiserver.k8s.io", "flowschemas" | "prioritylevelconfigurations") => &Facts {
+            defaults: defaults::flow_control,
             status_metadata: StatusMetadata::Reset,
             ..Facts::GENERIC
         },
