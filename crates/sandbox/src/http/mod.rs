@@ -416,7 +416,13 @@ async fn dispatch(State(state): State<HttpState>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok());
     let format = match negotiate(accept, protobuf_served) {
         Ok(format) => format,
-        Err(e) => return error_response(&e),
+        // The 406 itself is a `Status`, which has a protobuf message whatever the resource:
+        // written in what `Accept` prefers (a custom resource asked for in protobuf only gets
+        // its 406 in protobuf from kube-apiserver).
+        Err(e) => {
+            let format = negotiate(accept, true).unwrap_or(Format::Json);
+            return encode_response(error_response(&e), format).await;
+        }
     };
     let resp = match handle(state, req, format).await {
         Ok(resp) => resp,

@@ -169,7 +169,8 @@ async fn accept_chooses_the_answer_format_for_objects_lists_and_errors() {
 
 /// Custom resources have no protobuf form: apiextensions-apiserver serves them as JSON and YAML
 /// only (k/k PR 77817, `customresource_handler.go`): a protobuf-only `Accept` is 406 `only the
-/// following media types are accepted: application/json, application/yaml`, a protobuf body 415,
+/// following media types are accepted: application/json, application/yaml` (itself in
+/// protobuf), a protobuf body 415,
 /// and `protobuf,json` gets JSON.
 #[tokio::test]
 async fn custom_resources_are_json_only() {
@@ -179,9 +180,14 @@ async fn custom_resources_are_json_only() {
     let path = "/apis/example.com/v1/namespaces/default/widgets";
     let refused = get(&client, path, PROTOBUF).await;
     assert_eq!(refused.status, 406);
+    // The refusal is a `Status`, which has a protobuf form: kube-apiserver writes it in the
+    // protobuf the client asked for (the differential's `crd/get-widget-protobuf`).
+    let (_, kind, raw) = unknown(&refused);
+    assert_eq!(kind, "Status");
+    let status = pbmeta::Status::decode(raw.as_slice()).expect("a Status message");
     assert_eq!(
-        refused.json()["message"],
-        "only the following media types are accepted: application/json, application/yaml"
+        status.message.as_deref(),
+        Some("only the following media types are accepted: application/json, application/yaml")
     );
     let json = get(&client, path, PROTOBUF_THEN_JSON).await;
     assert_eq!(
