@@ -34,6 +34,10 @@ pub(crate) struct Field {
 }
 
 /// A [`Field`], in the generated table's short form.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the positional short form of 4,000 generated table rows, one per field"
+)]
 pub(crate) const fn field(
     tag: u32,
     json: &'static str,
