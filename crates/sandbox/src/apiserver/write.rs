@@ -408,6 +408,20 @@ impl ApiServer {
         .with_details(details))
     }
 
+    /// The writer's managedFields entry of a create: operation `Update`, no subresource, what
+    /// `body` holds now.
+    fn record_creator(t: &Target, body: &mut Value, write: &WriteOptions) {
+        crate::patch::record_update(
+            None,
+            body,
+            &write.manager(),
+            &t.resource.api_version(&t.version),
+            "",
+            &crate::object::now(),
+            t.schema(),
+        );
+    }
+
     /// `record_manager` is false when server-side apply already recorded the applier's fields.
     async fn create_object(
         &self,
@@ -437,15 +451,7 @@ impl ApiServer {
                 // creationTimestamp (null in JSON). A SelfSubjectReview's answer is a new
                 // object, without either.
                 if record_manager {
-                    crate::patch::record_update(
-                        None,
-                        &mut body,
-                        &write.manager(),
-                        &rt.api_version(&t.version),
-                        "",
-                        &crate::object::now(),
-                        t.schema(),
-                    );
+                    Self::record_creator(t, &mut body, write);
                     if let Some(meta) = body["metadata"].as_object_mut() {
                         if !meta.contains_key("creationTimestamp") {
                             meta.shift_insert(0, "creationTimestamp".into(), Value::Null);
@@ -485,15 +491,7 @@ impl ApiServer {
             } else {
                 None
             };
-            crate::patch::record_update(
-                None,
-                &mut body,
-                &write.manager(),
-                &rt.api_version(&t.version),
-                "",
-                &crate::object::now(),
-                t.schema(),
-            );
+            Self::record_creator(t, &mut body, write);
             if let Some(status) = sent_status {
                 body["status"] = status;
             }
