@@ -128,13 +128,34 @@ async fn ordering_without_replay_the_used_object_stays_after_its_user_goes() {
 struct Deletions(
     Arc<Mutex<Vec<(String, Instant, String)>>>,
     tokio::task::JoinHandle<()>,
+    /// Every event seen, in order: what a failure prints (was the in-use label taken off
+    /// before the used object went? did the user start deleting?).
+    Arc<Mutex<Vec<String>>>,
 );
 
 impl Deletions {
     async fn watch(api: Api<ConfigMap>) -> Deletions {
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let events = Arc::new(Mutex::new(Vec::new()));
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let log = seen.clone();
+        let all = events.clone();
+        let started = Instant::now();
+        let describe = move |what: &str, cm: &ConfigMap| {
+            let m = &cm.metadata;
+            format!(
+                "{what} {} rv {} in-use {:?} deleting {} finalizers {:?} (+{:?})",
+                m.name.as_deref().unwrap_or_default(),
+                m.resource_version.as_deref().unwrap_or_default(),
+                m.labels
+                    .as_ref()
+                    .and_then(|l| l.get("lien.dev/in-use"))
+                    .map(String::as_str),
+                m.deletion_timestamp.is_some(),
+                m.finalizers.as_deref().unwrap_or_default(),
+                started.elapsed(),
+            )
+        };
         let task = tokio::spawn(async move {
             let mut ready = Some(ready_tx);
             let mut stream = watcher(api, watcher::Config::default()).boxed();
@@ -145,7 +166,11 @@ impl Deletions {
                             let _ = tx.send(());
                         }
                     }
+                    Ok(watcher::Event::Apply(cm)) => {
+                        all.lock().expect("log").push(describe("changed", &cm));
+                    }
                     Ok(watcher::Event::Delete(cm)) => {
+                        all.lock().expect("log").push(describe("deleted", &cm));
                         let name = cm.metadata.name.unwrap_or_default();
                         let rv = cm.metadata.resource_version.unwrap_or_default();
                         log.lock().expect("log").push((name, Instant::now(), rv));
@@ -155,7 +180,12 @@ impl Deletions {
             }
         });
         ready_rx.await.expect("watch started");
-        Deletions(seen, task)
+        Deletions(seen, task, events)
+    }
+
+    /// Every event seen, one per line.
+    fn events(&self) -> String {
+        self.2.lock().expect("log").join("\n")
     }
 
     fn when(&self, name: &str) -> Option<Instant> {
@@ -269,7 +299,11 @@ async fn teardown(
         if tokio::time::Instant::now() >= end {
             // The user still goes first, whatever the GC's backoff does to the used object.
             assert!(gone("app").await, "the user is gone within {bound:?}");
-            assert!(!gone("db").await || deletions.when("db") >= deletions.when("app"));
+            assert!(
+                !gone("db").await || deletions.when("db") >= deletions.when("app"),
+                "the used object went first; events:\n{}",
+                deletions.events()
+            );
             return None;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -288,8 +322,9 @@ async fn teardown(
     .await;
     assert!(
         app <= db,
-        "the user went first; deletions seen: {}",
-        deletions.seen()
+        "the user went first; deletions seen: {}\nevents:\n{}",
+        deletions.seen(),
+        deletions.events()
     );
     Some(total)
 }
