@@ -919,6 +919,26 @@ pub fn labelled(labels: Option<&std::collections::BTreeMap<String, String>>) -> 
         .is_some_and(|v| v == "true")
 }
 
+/// Waits until Lien has guarded the Usage or ClusterUsage `name` with its finalizer: from then
+/// on deleting it alone lifts nothing (docs/operations.md, "A Usage's first moments").
+pub async fn wait_guarded<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    wait_for(&format!("{name}'s finalizer"), DEADLINE, || async {
+        api.get(name)
+            .await
+            .ok()?
+            .meta()
+            .finalizers
+            .as_ref()?
+            .iter()
+            .any(|f| f == lien_api::USAGE_FINALIZER)
+            .then_some(())
+    })
+    .await;
+}
+
 /// Waits until the ConfigMap's in-use label is `want`.
 pub async fn wait_label(api: &Api<ConfigMap>, name: &str, want: bool) {
     wait_for(

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::harness::{
     DEADLINE, Env, Kubectl, api_resource, cluster_usage_across_namespaces, run_hint, wait_for,
-    wait_gone, wait_label,
+    wait_gone, wait_guarded, wait_label,
 };
 
 /// `app` uses `db` through the Usage `app-uses-db` (with `by`, so it carries Lien's finalizer),
@@ -29,21 +29,7 @@ async fn app_uses_db(env: &mut Env, replay: bool) {
     wait_label(&env.configmaps(), "db", true).await;
     // The finalizer is what makes "delete the Usage" alone not enough: wait until it is there,
     // as it is for anyone who reads `why` a moment after creating the Usage.
-    let usages = env.usages();
-    wait_for("the Usage's finalizer", DEADLINE, || async {
-        usages
-            .get("app-uses-db")
-            .await
-            .ok()
-            .filter(|u| {
-                u.metadata
-                    .finalizers
-                    .as_ref()
-                    .is_some_and(|f| f.iter().any(|f| f == lien_api::USAGE_FINALIZER))
-            })
-            .map(drop)
-    })
-    .await;
+    wait_guarded(&env.usages(), "app-uses-db").await;
 }
 
 /// The commands of the piece of advice that starts on the first line containing `marker`: a
@@ -362,20 +348,7 @@ async fn why_for_a_cluster_usage_with_by_drop_it_frees_it() {
     let ns = env.ns.clone();
     let (_, name) = cluster_usage_across_namespaces(&mut env).await;
     let cluster_usages: Api<lien_api::ClusterUsage> = Api::all(env.client.clone());
-    wait_for("the ClusterUsage's finalizer", DEADLINE, || async {
-        cluster_usages
-            .get(&name)
-            .await
-            .ok()
-            .filter(|u| {
-                u.metadata
-                    .finalizers
-                    .as_ref()
-                    .is_some_and(|f| f.iter().any(|f| f == lien_api::USAGE_FINALIZER))
-            })
-            .map(drop)
-    })
-    .await;
+    wait_guarded(&cluster_usages, &name).await;
     let k = Kubectl::new(&env);
     let text = why(&k, "cm/shared", &ns).await;
     let commands = commands_after(&text, "or: drop the ClusterUsage:");

@@ -15,7 +15,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 use lien_controller::NAMESPACE_HELD_REASON;
 
-use super::harness::{DEADLINE, Env, Kubectl, run_hint, wait_for, wait_gone, wait_label};
+use super::harness::{
+    DEADLINE, Env, Kubectl, run_hint, wait_for, wait_gone, wait_guarded, wait_label,
+};
 
 /// A ConfigMap `data` and the reason-only Usage `keep-data` protecting it, in `ns`.
 fn manifest(ns: &str) -> String {
@@ -53,18 +55,7 @@ async fn vault(env: &mut Env, k: &Kubectl) -> String {
     )
     .await;
     let usages: Api<lien_api::Usage> = Api::namespaced(env.client.clone(), &ns);
-    wait_for("the Usage's finalizer", DEADLINE, || async {
-        usages
-            .get("keep-data")
-            .await
-            .ok()?
-            .metadata
-            .finalizers?
-            .iter()
-            .any(|f| f == lien_api::USAGE_FINALIZER)
-            .then_some(())
-    })
-    .await;
+    wait_guarded(&usages, "keep-data").await;
     ns
 }
 

@@ -247,21 +247,7 @@ async fn composition(env: &mut Env, replay: bool, slow_user: bool) {
     // are the protection); a teardown that starts between the two lets the
     // garbage collector delete the unguarded Usage, and its protection with it — the window
     // this scenario is not about (docs/operations.md, "A Usage's first moments").
-    let usages = env.usages();
-    wait_for("the Usage's finalizer", DEADLINE, || async {
-        usages
-            .get("app-uses-db")
-            .await
-            .ok()
-            .filter(|u| {
-                u.metadata
-                    .finalizers
-                    .as_ref()
-                    .is_some_and(|f| f.iter().any(|f| f == lien_api::USAGE_FINALIZER))
-            })
-            .map(drop)
-    })
-    .await;
+    wait_guarded(&env.usages(), "app-uses-db").await;
 }
 
 const SLOW: &str = "e2e.lien.dev/slow-teardown";

@@ -18,7 +18,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use super::harness::{
-    DEADLINE, Env, Kubectl, api_resource, gone, labelled, wait_for, wait_gone, wait_label,
+    DEADLINE, Env, Kubectl, api_resource, gone, labelled, wait_for, wait_gone, wait_guarded,
+    wait_label,
 };
 
 // Files of the repository, as `packs.rs` reads them.
@@ -672,20 +673,7 @@ async fn the_plan_s_cycle_hint_breaks_the_cycle() {
     }
     // The advice depends on the Usages' finalizers: wait until Lien has added its own.
     for usage in ["x-uses-y", "y-uses-x"] {
-        wait_for(&format!("{usage}'s finalizer"), DEADLINE, || async {
-            env.usages()
-                .get(usage)
-                .await
-                .ok()
-                .filter(|u| {
-                    u.metadata
-                        .finalizers
-                        .as_ref()
-                        .is_some_and(|f| f.iter().any(|f| f == "lien.dev/usage"))
-                })
-                .map(drop)
-        })
-        .await;
+        wait_guarded(&env.usages(), usage).await;
     }
     wait_label(&env.configmaps(), "x", true).await;
     let k = Kubectl::new(&env);
