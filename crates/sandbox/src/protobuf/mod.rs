@@ -130,7 +130,7 @@ pub(crate) fn is_builtin_group(group: &str) -> bool {
 /// the kind has that path. structured-merge-diff compares a create with that typed empty
 /// object, so such a field is never "added" as a whole (no `.` entry in managedFields).
 pub(crate) fn go_always_present(group: &str, kind: &str, path: &[String]) -> Option<bool> {
-    let index = table::resources_of(group, kind).next()?;
+    let index = table::resource_of(group, kind)?;
     let (last, parents) = path.split_last()?;
     let mut msg = message(index);
     for name in parents {

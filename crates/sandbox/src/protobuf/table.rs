@@ -125,6 +125,8 @@ struct Index {
     by_kind: HashMap<(&'static str, &'static str), usize>,
     /// API group → the package prefix of its versions (`apps` → `api/apps`).
     groups: HashMap<&'static str, &'static str>,
+    /// (group, kind) → the message of the kind's first version in the table.
+    by_group_kind: HashMap<(&'static str, &'static str), usize>,
 }
 
 fn index() -> &'static Index {
@@ -137,9 +139,11 @@ fn index() -> &'static Index {
             .collect();
         let mut by_kind = HashMap::new();
         let mut groups = HashMap::new();
+        let mut by_group_kind = HashMap::new();
         for r in RESOURCES {
             by_kind.insert((r.api_version, r.kind), r.message);
             let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            by_group_kind.entry((group, r.kind)).or_insert(r.message);
             let package = MESSAGES[r.message].package;
             if let Some((prefix, _version)) = package.rsplit_once('/') {
                 groups.insert(group, prefix);
@@ -149,6 +153,7 @@ fn index() -> &'static Index {
             by_name,
             by_kind,
             groups,
+            by_group_kind,
         }
     })
 }
@@ -174,14 +179,10 @@ pub(crate) fn group_prefix(group: &str) -> Option<&'static str> {
     index().groups.get(group).copied()
 }
 
-/// The messages of built-in `kind` in API `group`, one per version that has it.
-pub(crate) fn resources_of<'a>(group: &'a str, kind: &'a str) -> impl Iterator<Item = usize> + 'a {
-    RESOURCES
-        .iter()
-        .filter(move |r| {
-            r.kind == kind && r.api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
-        })
-        .map(|r| r.message)
+/// The message of built-in `kind` in API `group` (of its first version in the table): a lookup,
+/// as the managedFields walk asks it for every field of every write.
+pub(crate) fn resource_of(group: &str, kind: &str) -> Option<usize> {
+    index().by_group_kind.get(&(group, kind)).copied()
 }
 
 /// The message named `name` in `package` (used for the well-known messages).
