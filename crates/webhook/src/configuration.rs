@@ -38,8 +38,13 @@
 //! | --- | --- | --- | --- | --- |
 //! | `seal.lien.dev` | UPDATE, CREATE | `*/*` | matchConditions: on the object, an UPDATE with `lien.dev/delete-when-free` set, or `lien.dev/deletion-attempt` added or changed; through a subresource, either annotation added, changed or removed | Fail |
 //!
-//! Its match conditions keep it off every other write, so with Lien down only deletion
-//! requests and record writes fail.
+//! | `guard.lien.dev` | CREATE | `lien.dev` `usages`, `clusterusages` | — | Ignore |
+//!
+//! The seal hook's match conditions keep it off every other write, so with Lien down only
+//! deletion requests and record writes fail. The guard adds Lien's finalizer to a Usage in its
+//! CREATE ([`crate::guard`]). It fails open: mutating admission runs before the CRD's schema,
+//! so a closed guard would hide the schema's error behind "failed calling webhook" while Lien is
+//! down — and then `usages.lien.dev` refuses the CREATE anyway, after the schema.
 //!
 //! # Subresources: `*/*`
 //!
@@ -137,6 +142,8 @@ pub mod names {
     pub const EVICTIONS: &str = "evictions.lien.dev";
     /// The mutating hook: deletion requests sealed, hand-written replay records refused.
     pub const SEAL: &str = "seal.lien.dev";
+    /// The mutating hook adding Lien's finalizer to a Usage in its CREATE.
+    pub const GUARD: &str = "guard.lien.dev";
 }
 
 fn client_config(client: &ClientConfig, ca_bundle: &str, path: &str) -> Value {
@@ -205,11 +212,38 @@ pub fn mutating_webhook_configuration(opts: &ConfigurationOptions, ca_bundle: &s
             {"key": label, "operator": "NotIn", "values": ["true"]}
         ]});
     }
+    // The finalizer in the Usage's CREATE (`crate::guard`). `Ignore`: mutating admission runs
+    // before the CRD's schema is checked, so failing closed here would answer a malformed
+    // Usage with "failed calling webhook" instead of the schema's error naming the field,
+    // while Lien is down — and then `usages.lien.dev` (after the schema) refuses the CREATE
+    // anyway: no Usage is stored unguarded because this hook was skipped. `IfNeeded`: a
+    // mutating webhook called after this one may rewrite `metadata.finalizers`; the guard's
+    // answer is idempotent, so a second call costs one round trip and nothing else.
+    let mut guard = json!({
+        "name": names::GUARD,
+        "clientConfig": client_config(&opts.client, ca_bundle, MUTATE_PATH),
+        "rules": [{
+            "operations": ["CREATE"],
+            "apiGroups": [lien_api::GROUP],
+            "apiVersions": ["*"],
+            "resources": crate::guard::GUARDED_RESOURCES,
+            "scope": "*",
+        }],
+        "failurePolicy": "Ignore",
+        "matchPolicy": "Equivalent",
+        "sideEffects": "None",
+        "timeoutSeconds": opts.timeout_seconds,
+        "admissionReviewVersions": ["v1"],
+        "reinvocationPolicy": "IfNeeded",
+    });
+    if opts.ignore_namespaces_label.is_some() {
+        guard["namespaceSelector"] = hook["namespaceSelector"].clone();
+    }
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": opts.name, "labels": {"app.kubernetes.io/managed-by": "lien"}},
-        "webhooks": [hook],
+        "webhooks": [hook, guard],
     })
 }
 
@@ -468,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn one_mutating_hook_for_deletion_requests_and_records_only() {
+    fn mutating_hooks_for_deletion_requests_records_and_usage_creates_only() {
         let opts = ConfigurationOptions::new(ClientConfig::Service {
             namespace: "lien-system".into(),
             name: "lien-webhook".into(),
@@ -478,7 +512,18 @@ mod tests {
         assert_eq!(c["kind"], "MutatingWebhookConfiguration");
         assert_eq!(c["metadata"]["name"], "lien");
         let hooks = c["webhooks"].as_array().expect("webhooks");
-        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks.len(), 2);
+        let guard = &hooks[1];
+        assert_eq!(guard["name"], names::GUARD);
+        assert_eq!(guard["failurePolicy"], "Ignore");
+        assert_eq!(guard["rules"][0]["operations"], json!(["CREATE"]));
+        assert_eq!(guard["rules"][0]["apiGroups"], json!(["lien.dev"]));
+        assert_eq!(
+            guard["rules"][0]["resources"],
+            json!(["usages", "clusterusages"])
+        );
+        assert_eq!(guard["clientConfig"]["service"]["path"], "/mutate");
+        assert!(guard.get("matchConditions").is_none());
         let h = &hooks[0];
         assert_eq!(h["name"], names::SEAL);
         assert_eq!(h["failurePolicy"], "Fail");

@@ -21,6 +21,7 @@
 //! [`Webhook`] to serve, a CA bundle to publish, and the configuration to apply.
 
 pub mod configuration;
+pub mod guard;
 pub mod mutate;
 mod process;
 pub mod review;

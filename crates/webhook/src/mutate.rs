@@ -67,6 +67,9 @@ pub enum Mutation {
         /// Shown by kubectl.
         warnings: Vec<String>,
     },
+    /// Let a Usage's CREATE through with Lien's finalizer added (this JSON Patch,
+    /// [`crate::guard`]).
+    Guarded(Vec<u8>),
     /// Refuse it.
     Deny(Status),
     /// Ask whether the requester may delete the object, then [`Seal::resolve`].
@@ -74,7 +77,7 @@ pub enum Mutation {
 }
 
 impl Mutation {
-    fn allow() -> Self {
+    pub(crate) fn allow() -> Self {
         Self::Allow {
             patch: None,
             warnings: Vec::new(),
@@ -93,6 +96,7 @@ impl Mutation {
     pub fn label(&self) -> &'static str {
         match self {
             Self::Allow { patch: Some(_), .. } => "sealed",
+            Self::Guarded(_) => "guarded",
             Self::Allow { patch: None, .. } => "allowed",
             Self::Deny(s) if s.code == 403 => "forbidden",
             Self::Deny(s) if s.code == 429 => "throttled",
@@ -273,6 +277,9 @@ pub fn decide_mutation(
             );
         }
         return Mutation::allow();
+    }
+    if crate::guard::guards(req) {
+        return crate::guard::guard_usage(req, body);
     }
     if req.operation != Operation::Update {
         return Mutation::allow();

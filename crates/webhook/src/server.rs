@@ -345,7 +345,7 @@ impl Metrics {
         let mutations = Family::<ResultLabels, Counter>::default();
         registry.register(
             "mutations",
-            "Reviews answered on /mutate, by result: sealed (a deletion request sealed into a replay record), allowed (nothing to do), forbidden (the requester may not delete the object, or a hand-written replay record), throttled (its access check was over the bound for unauthenticated callers), invalid, error",
+            "Reviews answered on /mutate, by result: sealed (a deletion request sealed into a replay record), guarded (a Usage created with Lien's finalizer added), allowed (nothing to do), forbidden (the requester may not delete the object, or a hand-written replay record), throttled (its access check was over the bound for unauthenticated callers), invalid, error",
             mutations.clone(),
         );
         let waiting = prometheus_client::metrics::gauge::Gauge::default();
@@ -893,6 +893,7 @@ impl Webhook {
                             None => answer,
                         }
                     }
+                    Mutation::Guarded(patch) => Answer::allow(req.uid.as_ref()).with_patch(patch),
                     Mutation::Deny(status) => {
                         Answer::deny(req.uid.as_ref(), status.code, status.reason, status.message)
                     }

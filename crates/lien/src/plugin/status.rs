@@ -339,17 +339,34 @@ fn configuration_checks(facts: &Facts, checks: &mut Vec<Check>) -> Result<bool, 
     };
     checks.push(check(name, level, detail));
     match &facts.mutating {
-        Lookup::Found(m) if hook(m, lien_webhook::configuration::names::SEAL).is_some() => {
-            checks.push(check(
-                "mutating configuration",
-                Level::Ok,
-                "MutatingWebhookConfiguration lien: deletion requests and replay records are sealed",
-            ));
+        Lookup::Found(m) => {
+            use lien_webhook::configuration::names::{GUARD, SEAL};
+            let absent: Vec<String> = [
+                (SEAL, "`kubectl lien delete --when-free` requests are not sealed, so Lien does not act on them"),
+                (GUARD, "a new Usage is unguarded until Lien's controller adds its finalizer"),
+            ]
+            .into_iter()
+            .filter(|(name, _)| hook(m, name).is_none())
+            .map(|(name, what)| format!("{name} is missing: {what}"))
+            .collect();
+            if absent.is_empty() {
+                checks.push(check(
+                    "mutating configuration",
+                    Level::Ok,
+                    "MutatingWebhookConfiguration lien: deletion requests and replay records are sealed, Usages guarded from their creation",
+                ));
+            } else {
+                checks.push(check(
+                    "mutating configuration",
+                    Level::Warn,
+                    format!("MutatingWebhookConfiguration lien: {}", absent.join("; ")),
+                ));
+            }
         }
-        Lookup::Found(_) | Lookup::Missing => checks.push(check(
+        Lookup::Missing => checks.push(check(
             "mutating configuration",
             Level::Warn,
-            "MutatingWebhookConfiguration lien (seal.lien.dev) is missing: `kubectl lien delete --when-free` requests are not sealed, so Lien does not act on them",
+            "MutatingWebhookConfiguration lien (seal.lien.dev, guard.lien.dev) is missing: `kubectl lien delete --when-free` requests are not sealed, so Lien does not act on them, and a new Usage is unguarded until Lien's controller adds its finalizer",
         )),
         Lookup::Unreadable(e) => checks.push(check(
             "mutating configuration",

@@ -658,3 +658,104 @@ async fn replicaset_scale_down_does_not_delete_a_pod_in_use() {
     lifted_then_deleted(&env, &pods, &kept).await;
     env.finish().await;
 }
+
+/// A Usage deleted in its first moments — by the garbage collector, its owner deleted together
+/// with what it protects, or by a script — still holds while its user exists: the API server's
+/// CREATE stores it with Lien's finalizer (`guard.lien.dev`), before Lien's controller has seen
+/// it. Without that, the Usage went at once and the object it named was never protected.
+#[tokio::test]
+async fn a_usage_deleted_at_once_still_holds_while_its_user_exists() {
+    let mut env = Env::start("paths-first-moments").await;
+    env.configmap("data", json!({})).await;
+    env.configmap("app", json!({})).await;
+    let usage = env
+        .usage(
+            "app-uses-data",
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "data"}},
+                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "app"}},
+                   "reason": "the app reads it"}),
+        )
+        .await;
+    // In the CREATE's own answer: stored with the finalizer.
+    assert_eq!(
+        usage.metadata.finalizers.as_deref(),
+        Some(&[lien_api::USAGE_FINALIZER.to_owned()][..]),
+        "the Usage as the API server stored it"
+    );
+    let usages = env.usages();
+    usages
+        .delete("app-uses-data", &DeleteParams::default())
+        .await
+        .expect("the Usage's DELETE is accepted (it is held, not refused)");
+    // Held while `app` exists, and what it names is protected.
+    wait_label(&env.configmaps(), "data", true).await;
+    let refused = super::harness::wait_refused(&env.configmaps(), "data").await;
+    assert!(refused.contains("app-uses-data"), "{refused}");
+    let held = usages.get("app-uses-data").await.expect("still there");
+    assert!(held.metadata.deletion_timestamp.is_some());
+
+    // The user goes: the Usage follows and `data` is free.
+    env.configmaps()
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("the user is free to go");
+    wait_gone(&usages, "app-uses-data", DEADLINE).await;
+    wait_label(&env.configmaps(), "data", false).await;
+    env.configmaps()
+        .delete("data", &DeleteParams::default())
+        .await
+        .expect("free once its user is gone");
+    env.finish().await;
+}
+
+/// A ClusterUsage is stored with Lien's finalizer only when it has a user (without one nothing
+/// would keep it), and a Usage that already lists the finalizer keeps one copy.
+#[tokio::test]
+async fn the_finalizer_at_creation_follows_the_controllers_rule() {
+    let mut env = Env::start("paths-create-finalizer").await;
+    env.configmap("data", json!({})).await;
+    let name = env.cluster_name("no-user");
+    let ns = env.ns.clone();
+    let without_user = env
+        .create(
+            json!({"apiVersion": "lien.dev/v1alpha1", "kind": "ClusterUsage",
+            "metadata": {"name": name},
+            "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap",
+                            "resourceRef": {"name": "data", "namespace": ns}},
+                     "reason": "kept"}}),
+        )
+        .await;
+    assert_eq!(without_user.metadata.finalizers, None);
+    let listed = env
+        .create(json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+            "metadata": {"name": "listed", "namespace": ns,
+                         "finalizers": ["example.org/keep", lien_api::USAGE_FINALIZER]},
+            "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "data"}},
+                     "reason": "kept"}}))
+        .await;
+    assert_eq!(
+        listed.metadata.finalizers.as_deref(),
+        Some(
+            &[
+                "example.org/keep".to_owned(),
+                lien_api::USAGE_FINALIZER.to_owned()
+            ][..]
+        )
+    );
+    // Lifted by hand again (the test's own finalizer), so the namespace can go.
+    env.usages()
+        .patch(
+            "listed",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "test", "path": "/metadata/finalizers/0", "value": "example.org/keep"},
+                    {"op": "remove", "path": "/metadata/finalizers/0"}
+                ]))
+                .expect("patch"),
+            ),
+        )
+        .await
+        .expect("the test's own finalizer removed");
+    env.finish().await;
+}
