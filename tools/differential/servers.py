@@ -100,4 +100,7 @@ def start_control_plane(root, workdir):
         raise RuntimeError(f"the control plane did not start (log: {log.name})")
     ready = json.loads(line)
     threading.Thread(target=proc.stdout.read, daemon=True).start()
-    return Started("kube", proc, ready["kubeconfig"], log.name), ready["startup_seconds"]
+    # The users by bearer token, as the sandbox authenticates its own (same names, uids and
+    # groups): an AdmissionReview's or SelfSubjectReview's userInfo then depends on the server,
+    # not on how the runner's kubeconfig happens to authenticate.
+    return Started("kube", proc, ready["token_kubeconfig"], log.name), ready["startup_seconds"]

@@ -26,6 +26,30 @@ const (
 type user struct {
 	name string
 	cert *issued
+	// token, when set, authenticates the user instead of cert (kube-apiserver's
+	// --token-auth-file).
+	token string
+}
+
+// tokenUser is a user of the static token file: the sandbox's users, with the sandbox's uids
+// and groups (crates/sandbox/src/sandbox.rs), so that an AdmissionReview's or a
+// SelfSubjectReview's userInfo is the same on both servers for the same request.
+type tokenUser struct {
+	name, uid, group string
+}
+
+var tokenUsers = []tokenUser{
+	{adminUser, "sandbox-admin-uid", mastersGroup},
+	{secondUser, "sandbox-user-uid", secondUserOrg},
+}
+
+// tokenFile renders kube-apiserver's --token-auth-file: `token,user,uid,"group"` per line.
+func tokenFile(tokens []string) []byte {
+	var b []byte
+	for i, u := range tokenUsers {
+		b = fmt.Appendf(b, "%s,%s,%s,%q\n", tokens[i], u.name, u.uid, u.group)
+	}
+	return b
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -36,10 +60,14 @@ func kubeconfig(server string, caPEM []byte, users []user, contexts []string) ([
 	type named map[string]any
 	var us, cs []named
 	for i, u := range users {
-		us = append(us, named{"name": u.name, "user": map[string]string{
-			"client-certificate-data": b64(u.cert.certPEM),
-			"client-key-data":         b64(u.cert.keyPEM),
-		}})
+		credentials := map[string]string{"token": u.token}
+		if u.token == "" {
+			credentials = map[string]string{
+				"client-certificate-data": b64(u.cert.certPEM),
+				"client-key-data":         b64(u.cert.keyPEM),
+			}
+		}
+		us = append(us, named{"name": u.name, "user": credentials})
 		cs = append(cs, named{"name": contexts[i], "context": map[string]string{
 			"cluster": clusterName, "user": u.name, "namespace": "default",
 		}})

@@ -45,19 +45,24 @@ type controlPlane struct {
 	controllerCert    [2]string
 	saKey, saPub      string
 
-	ca          *authority
-	adminCert   *issued
-	userCert    *issued
-	controller  *issued
-	kubeconfig  string
-	kcmKubecfg  string
-	apiPort     int
-	kcmPort     int
-	etcdPort    int
-	etcdPeer    int
-	procs       []*proc
-	exited      chan procExit
-	adminClient *http.Client
+	ca         *authority
+	adminCert  *issued
+	userCert   *issued
+	controller *issued
+	kubeconfig string
+	// tokenKubeconfig: the same users authenticated by bearer tokens, as `lien sandbox`
+	// authenticates its own (the differential compares the two servers with it).
+	tokenKubeconfig string
+	tokens          []string
+	tokenFilePath   string
+	kcmKubecfg      string
+	apiPort         int
+	kcmPort         int
+	etcdPort        int
+	etcdPeer        int
+	procs           []*proc
+	exited          chan procExit
+	adminClient     *http.Client
 }
 
 type proc struct {
@@ -150,6 +155,17 @@ func (cp *controlPlane) writePKI() error {
 		return err
 	}
 	if cp.controller, err = cp.ca.issue(leaf{commonName: controllerUser, client: true}); err != nil {
+		return err
+	}
+	for range tokenUsers {
+		t, err := randomToken()
+		if err != nil {
+			return err
+		}
+		cp.tokens = append(cp.tokens, t)
+	}
+	cp.tokenFilePath = filepath.Join(cp.pkiDir, "tokens.csv")
+	if err := os.WriteFile(cp.tokenFilePath, tokenFile(cp.tokens), 0o600); err != nil {
 		return err
 	}
 	kcmServing, err := cp.ca.issue(leaf{commonName: "kube-controller-manager", hosts: []string{"127.0.0.1", "localhost"}, server: true})
@@ -273,7 +289,7 @@ func freePorts(n int) ([]int, error) {
 // writeKubeconfigs writes the two kubeconfigs, which name the API server's port.
 func (cp *controlPlane) writeKubeconfigs() error {
 	text, err := kubeconfig(cp.server(), cp.ca.certPEM,
-		[]user{{adminUser, cp.adminCert}, {secondUser, cp.userCert}},
+		[]user{{name: adminUser, cert: cp.adminCert}, {name: secondUser, cert: cp.userCert}},
 		[]string{adminContext, secondContext})
 	if err != nil {
 		return err
@@ -282,7 +298,17 @@ func (cp *controlPlane) writeKubeconfigs() error {
 	if err := os.WriteFile(cp.kubeconfig, text, 0o600); err != nil {
 		return err
 	}
-	text, err = kubeconfig(cp.server(), cp.ca.certPEM, []user{{controllerUser, cp.controller}}, []string{"controller-manager"})
+	text, err = kubeconfig(cp.server(), cp.ca.certPEM,
+		[]user{{name: adminUser, token: cp.tokens[0]}, {name: secondUser, token: cp.tokens[1]}},
+		[]string{adminContext, secondContext})
+	if err != nil {
+		return err
+	}
+	cp.tokenKubeconfig = filepath.Join(cp.dataDir, "kubeconfig-tokens")
+	if err := os.WriteFile(cp.tokenKubeconfig, text, 0o600); err != nil {
+		return err
+	}
+	text, err = kubeconfig(cp.server(), cp.ca.certPEM, []user{{name: controllerUser, cert: cp.controller}}, []string{"controller-manager"})
 	if err != nil {
 		return err
 	}
@@ -323,6 +349,7 @@ func (cp *controlPlane) apiserverArgs() []string {
 		"--cert-dir=" + filepath.Join(cp.dataDir, "apiserver"),
 		"--tls-cert-file=" + cp.apiserverCert[0], "--tls-private-key-file=" + cp.apiserverCert[1],
 		"--client-ca-file=" + cp.caPath,
+		"--token-auth-file=" + cp.tokenFilePath,
 		"--etcd-servers=https://127.0.0.1:" + strconv.Itoa(cp.etcdPort),
 		"--etcd-cafile=" + cp.etcdCAPath,
 		"--etcd-certfile=" + cp.etcdClient[0], "--etcd-keyfile=" + cp.etcdClient[1],

@@ -39,6 +39,9 @@ func init() {
 type ready struct {
 	Server     string `json:"server"`
 	Kubeconfig string `json:"kubeconfig"`
+	// The same users by bearer token (kube-apiserver's --token-auth-file), as `lien sandbox`
+	// authenticates its users.
+	TokenKubeconfig string `json:"token_kubeconfig"`
 	// The cluster CA: it signed the API server's serving certificate and the users'.
 	CA string `json:"ca"`
 	// The CA of the certificate kube-apiserver presents to webhooks (give it to
@@ -142,6 +145,7 @@ func run(o options) int {
 	line, err := json.Marshal(ready{
 		Server:              cp.server(),
 		Kubeconfig:          cp.kubeconfig,
+		TokenKubeconfig:     cp.tokenKubeconfig,
 		CA:                  cp.caPath,
 		AdmissionClientCA:   cp.admissionCAPath,
 		AdmissionClientCert: !o.noAdmissionCert,

@@ -180,3 +180,12 @@ func serviceAccountKeys(dir string) (string, string, error) {
 	}
 	return privPath, pubPath, nil
 }
+
+// randomToken is a bearer token of 32 random bytes, hex-encoded.
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x", b), nil
+}
