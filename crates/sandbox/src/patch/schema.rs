@@ -118,7 +118,10 @@ pub(crate) fn list_kind(
     }
     match (group, kind, joined) {
         ("", "Service", "spec.ports") => by("port", &["port", "protocol"]),
-        ("", "ServiceAccount", "secrets" | "imagePullSecrets") => NAME,
+        // Not `imagePullSecrets`: a ServiceAccount's has no patch strategy in k8s.io/api (a
+        // PodSpec's has), so a patch replaces it (kube-apiserver v1.32: `[p]` patched with
+        // `[q]` is `[q]`).
+        ("", "ServiceAccount", "secrets") => NAME,
         (
             "admissionregistration.k8s.io",
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",

@@ -298,8 +298,11 @@ fn identity<'v>(item: &'v Value, key: Option<&str>) -> Option<&'v Value> {
 }
 
 /// kube-apiserver's `normalizeElementOrder`: the items named in `order` come in that order, the
-/// others in `server` order, interleaved so that an item named in `order` goes before a
-/// server-only item only when it also came before it on the server.
+/// others in `server` order, interleaved as its `mergeSortedSlice` does: a server-only item goes
+/// first only when the named item is on the server too and after it there; so an item the
+/// patch adds comes before the server-only items still waiting (kube-apiserver v1.32: a
+/// container `c` patched into `[nginx]` gives `[c, nginx]`; finalizers `[b, c]` patched into
+/// `[a]` give `[b, c, a]`, then `[a, d]` into that gives `[b, c, a, d]`).
 fn normalize_order(
     merged: Vec<Value>,
     order: &[Value],
@@ -316,24 +319,24 @@ fn normalize_order(
     named.sort_by_key(|item| index_in(order, item));
     server_only.sort_by_key(|item| index_in(server, item).unwrap_or(usize::MAX));
     let mut out = Vec::with_capacity(named.len() + server_only.len());
-    let (mut left, mut right) = (
+    let (mut named, mut server_only) = (
         named.into_iter().peekable(),
         server_only.into_iter().peekable(),
     );
     loop {
-        match (left.peek(), right.peek()) {
+        match (server_only.peek(), named.peek()) {
             (None, None) => break,
-            (Some(_), None) => out.extend(left.next()),
-            (None, Some(_)) => out.extend(right.next()),
-            (Some(l), Some(r)) => {
-                let before = match (index_in(server, l), index_in(server, r)) {
-                    (Some(li), Some(ri)) => li < ri,
+            (Some(_), None) => out.extend(server_only.next()),
+            (None, Some(_)) => out.extend(named.next()),
+            (Some(s), Some(n)) => {
+                let server_first = match (index_in(server, s), index_in(server, n)) {
+                    (Some(si), Some(ni)) => si < ni,
                     _ => false,
                 };
-                if before {
-                    out.extend(left.next());
+                if server_first {
+                    out.extend(server_only.next());
                 } else {
-                    out.extend(right.next());
+                    out.extend(named.next());
                 }
             }
         }
@@ -398,16 +401,17 @@ mod tests {
                 ]),
             ),
             (
-                "new container appended",
+                // kube-apiserver puts an item the patch adds before the server's others.
+                "new container first",
                 json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "c:1", "x": null}]}}}}),
-                "/spec/template/spec/containers/2",
+                "/spec/template/spec/containers/0",
                 json!({"name": "c", "image": "c:1"}),
             ),
             (
                 "env merged by name inside a container",
                 json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "env": [{"name": "Z", "value": "3"}]}]}}}}),
                 "/spec/template/spec/containers/0/env",
-                json!([{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}, {"name": "Z", "value": "3"}]),
+                json!([{"name": "Z", "value": "3"}, {"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]),
             ),
             (
                 "ports merged by containerPort",
@@ -422,17 +426,24 @@ mod tests {
                 json!([{"key": "k2"}]),
             ),
             (
+                // `a` stays first: it came before `b` on the server, and `c` follows `b`.
                 "finalizers are a merged set",
                 json!({"metadata": {"finalizers": ["b", "c"]}}),
                 "/metadata/finalizers",
                 json!(["a", "b", "c"]),
             ),
             (
+                "a new finalizer goes before the server's others",
+                json!({"metadata": {"finalizers": ["c"]}}),
+                "/metadata/finalizers",
+                json!(["c", "a", "b"]),
+            ),
+            (
                 "ownerReferences merge by uid",
                 json!({"metadata": {"ownerReferences": [{"uid": "u2", "name": "o2", "kind": "K", "apiVersion": "v1"}]}}),
                 "/metadata/ownerReferences",
-                json!([{"uid": "u1", "name": "o1", "kind": "K", "apiVersion": "v1"},
-                       {"uid": "u2", "name": "o2", "kind": "K", "apiVersion": "v1"}]),
+                json!([{"uid": "u2", "name": "o2", "kind": "K", "apiVersion": "v1"},
+                       {"uid": "u1", "name": "o1", "kind": "K", "apiVersion": "v1"}]),
             ),
             (
                 "null deletes a map key",
@@ -520,7 +531,7 @@ mod tests {
             (
                 "directives in a new subtree are stripped",
                 json!({"spec": {"template": {"spec": {"volumes": [{"name": "w", "$patch": "merge", "secret": {"secretName": "s"}}]}}}}),
-                "/spec/template/spec/volumes/1",
+                "/spec/template/spec/volumes/0",
                 json!({"name": "w", "secret": {"secretName": "s"}}),
             ),
         ];
@@ -591,7 +602,7 @@ mod tests {
     }
 
     #[test]
-    fn service_ports_merge_by_port_and_service_account_secrets_by_name() {
+    fn service_ports_merge_by_port_and_service_account_secrets_by_name_as_kube_apiserver_does() {
         let svc =
             json!({"spec": {"ports": [{"port": 80, "name": "http"}], "selector": {"a": "1"}}});
         let got = strategic_merge_patch(
@@ -601,9 +612,10 @@ mod tests {
             "Service",
         )
         .expect("patches");
+        // As kube-apiserver v1.32 answers: the port the patch adds first.
         assert_eq!(
             got["spec"],
-            json!({"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}],
+            json!({"ports": [{"port": 443, "name": "https"}, {"port": 80, "name": "http"}],
                    "selector": {"a": "1", "b": "2"}})
         );
         let sa = json!({"secrets": [{"name": "a"}], "imagePullSecrets": [{"name": "p"}]});
@@ -614,11 +626,9 @@ mod tests {
             "ServiceAccount",
         )
         .expect("patches");
-        assert_eq!(got["secrets"], json!([{"name": "a"}, {"name": "b"}]));
-        assert_eq!(
-            got["imagePullSecrets"],
-            json!([{"name": "p"}, {"name": "q"}])
-        );
+        assert_eq!(got["secrets"], json!([{"name": "b"}, {"name": "a"}]));
+        // No patch strategy on a ServiceAccount's: replaced.
+        assert_eq!(got["imagePullSecrets"], json!([{"name": "q"}]));
     }
 
     #[test]
