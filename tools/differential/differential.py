@@ -306,7 +306,7 @@ def main():
     if args.only is None:
         used = {e for j in judged.values() for e in j.entries}
         failures += [f"{known_path}: `{e.id}` explains nothing in this run: remove it" for e in entries
-                     if e.id not in used and not e.unscored]
+                     if e.id not in used and not e.unscored and not e.sometimes]
     took = f" in {seconds:.0f} s" if seconds is not None else ""
     print(f"\n{same} of {total} cases identical ({100.0 * same / max(total, 1):.1f} %){took}"
           f" ({len(unscored)} timing-dependent or kube-failing cases run, not scored); "

@@ -20,11 +20,15 @@ known.yaml is a list of entries:
                                          # connection): nothing for the sandbox to copy; run and
                                          # reported, not scored, `why` saying what the sandbox does
     sandbox-bug: true                    # optional: the sandbox should change; `why` says how
+    sometimes: true                      # optional: the difference shows in some runs only (an
+                                         # order Go's map iteration randomizes): not stale when
+                                         # a run has none
 
 Entries explain single differences, not cases: a case is explained when every one of its
 differences is. A difference in a status code (an HTTP status, kubectl's exit code, the status
 of an ApiException) is never explained by an entry: it is always listed as such, and fails the
-run. An entry that matched nothing in a whole run fails it too (it is stale: remove it).
+run. An entry that matched nothing in a whole run fails it too (it is stale: remove it), unless
+it is marked `sometimes`.
 """
 
 import fnmatch
@@ -67,6 +71,7 @@ class Entry:
         self.bug = bool(raw.get("sandbox-bug"))
         self.timing = bool(raw.get("timing"))
         self.kube_defect = bool(raw.get("kube-defect"))
+        self.sometimes = bool(raw.get("sometimes"))
         if (self.timing or self.kube_defect) and not self.cases:
             raise ValueError(f"{self.id}: a `timing` or `kube-defect` entry names its cases")
 

@@ -74,7 +74,11 @@ fn evaluate_one(expression: &str, context: &Context) -> Result<bool, String> {
             "expression '{expression}' resulted in error: expected a bool, got {:?}",
             other.type_of()
         )),
-        Err(e) => Err(format!("expression '{expression}' resulted in error: {e}")),
+        // In cel-go's words, as kube-apiserver embeds them (`no such key: …`).
+        Err(e) => Err(format!(
+            "expression '{expression}' resulted in error: {}",
+            crate::schema::cel::eval_error_text(&e)
+        )),
     }
 }
 
@@ -177,7 +181,7 @@ mod tests {
             Some((
                 403,
                 "Forbidden".to_string(),
-                "pods \"p\" is forbidden: expression 'object.spec.nothing == 1' resulted in error: No such key: spec"
+                "pods \"p\" is forbidden: expression 'object.spec.nothing == 1' resulted in error: no such key: spec"
                     .to_string()
             ))
         );
@@ -196,7 +200,7 @@ mod tests {
         assert!(
             absent
                 .as_deref()
-                .is_some_and(|m| m.ends_with("resulted in error: No such key: subResource")),
+                .is_some_and(|m| m.ends_with("resulted in error: no such key: subResource")),
             "{absent:?}"
         );
         // A false condition skips the webhook even when another one errs.

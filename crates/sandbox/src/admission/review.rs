@@ -61,11 +61,17 @@ pub(super) fn admission_request(uid: &str, attrs: &Attributes) -> Value {
     let mut m = Map::new();
     m.insert("uid".into(), json!(uid));
     m.extend(described(attrs));
-    m.insert("object".into(), attrs.object.clone().unwrap_or(Value::Null));
-    m.insert(
-        "oldObject".into(),
-        attrs.old_object.clone().unwrap_or(Value::Null),
-    );
+    // kube-apiserver encodes a built-in object from its Go struct: `creationTimestamp: null`
+    // in a CREATE's object, a Pod's `status: {}` (`protobuf::go_json_zeros`).
+    let typed = |o: &Option<Value>| {
+        let mut o = o.clone().unwrap_or(Value::Null);
+        if o.is_object() {
+            crate::protobuf::go_json_zeros(&mut o);
+        }
+        o
+    };
+    m.insert("object".into(), typed(&attrs.object));
+    m.insert("oldObject".into(), typed(&attrs.old_object));
     m.insert("dryRun".into(), json!(attrs.dry_run));
     m.insert("options".into(), attrs.options.clone());
     Value::Object(m)

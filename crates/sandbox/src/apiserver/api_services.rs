@@ -115,7 +115,7 @@ impl ApiServer {
                 (group_priority, version_priority),
                 "onstart",
             );
-            store.insert(&rt.key(), object);
+            store.insert(&rt.key(), Self::to_storage(&rt, object));
         }
     }
 
@@ -162,7 +162,7 @@ impl ApiServer {
                 (CRD_GROUP_PRIORITY, CRD_VERSION_PRIORITY),
                 "true",
             );
-            store.insert(&key, object);
+            store.insert(&key, Self::to_storage(&rt, object));
         }
     }
 }

@@ -54,7 +54,7 @@ impl ApiServer {
                 "preemptionPolicy": "PreemptLowerPriority",
             });
             if meta::prepare_create(&rt, "", &mut pc).is_ok() {
-                store.insert(&rt.key(), pc);
+                store.insert(&rt.key(), Self::to_storage(&rt, pc));
             }
         }
     }
@@ -92,7 +92,7 @@ impl ApiServer {
                 "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}],
         });
         if meta::prepare_create(&ep_rt, "default", &mut endpoints).is_ok() {
-            store.insert(&ep_rt.key(), endpoints);
+            store.insert(&ep_rt.key(), Self::to_storage(&ep_rt, endpoints));
         }
         let mut slice = serde_json::json!({
             "apiVersion": "discovery.k8s.io/v1",
@@ -104,7 +104,7 @@ impl ApiServer {
             "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
         });
         if meta::prepare_create(&slice_rt, "default", &mut slice).is_ok() {
-            store.insert(&slice_rt.key(), slice);
+            store.insert(&slice_rt.key(), Self::to_storage(&slice_rt, slice));
         }
     }
 
@@ -122,7 +122,7 @@ impl ApiServer {
         let mut store = self.store();
         for (rt, mut object) in objects {
             if meta::prepare_create(&rt, "", &mut object).is_ok() {
-                store.insert(&rt.key(), object);
+                store.insert(&rt.key(), Self::to_storage(&rt, object));
             }
         }
     }
@@ -141,7 +141,7 @@ impl ApiServer {
             });
             if meta::prepare_create(&rt, "", &mut ns).is_ok() {
                 crate::strategy::default_on_create(&rt, &mut ns);
-                store.insert(&key, ns);
+                store.insert(&key, Self::to_storage(&rt, ns));
             }
         }
         drop(store);
@@ -175,6 +175,6 @@ impl ApiServer {
         else {
             return;
         };
-        self.store().insert(&rt.key(), svc);
+        self.store().insert(&rt.key(), Self::to_storage(&rt, svc));
     }
 }

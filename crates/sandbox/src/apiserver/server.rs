@@ -433,11 +433,18 @@ impl ApiServer {
 
     /// An object as it is stored (the inverse of [`Self::view`]).
     pub(crate) fn to_storage(rt: &ResourceType, object: Value) -> Value {
-        if rt.is_events_api() {
+        let mut object = if rt.is_events_api() {
             events::to_core(object)
         } else {
             object
+        };
+        // kube-apiserver keeps a built-in object as its Go struct: whatever it answers is
+        // encoded from that, with the zero fields Go writes (`status: {}`, a template's
+        // `creationTimestamp: null`).
+        if !rt.is_custom() {
+            crate::protobuf::go_json_zeros(&mut object);
         }
+        object
     }
 
     pub(crate) fn namespace_labels(

@@ -567,7 +567,7 @@ impl ApiServer {
                 return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.1));
             }
             if write.dry_run {
-                body
+                Self::to_storage(&rt, body)
             } else {
                 (*store.insert(&rt.key(), Self::to_storage(&rt, body))).clone()
             }
@@ -863,6 +863,12 @@ impl ApiServer {
         warnings.extend(mutation.warnings);
         if let Some(mutated) = mutation.object.filter(|_| mutation.changed) {
             new = Self::settle_mutated_update(t, current, &new, mutated, write)?;
+        }
+        // Validated as kube-apiserver validates its Go struct, whose zero fields the stored
+        // object has too (`ApiServer::to_storage`): compared with it field by field, a template
+        // without `metadata.creationTimestamp: null` would be "changed".
+        if !rt.is_custom() {
+            crate::protobuf::go_json_zeros(&mut new);
         }
         crate::strategy::validate(&rt, &t.version, &new, Some(current))?;
         warnings.extend(

@@ -148,6 +148,96 @@ pub(crate) fn go_always_present(group: &str, kind: &str, path: &[String]) -> Opt
     })
 }
 
+/// Adds to a built-in object (its own `apiVersion` and `kind`) the fields Go's `encoding/json`
+/// writes for the typed struct although the JSON lacks them: a struct held by value (`status:
+/// {}`, a template's `metadata: {}`), a zero `metav1.Time` as `null` (`creationTimestamp: null`),
+/// a scalar without `omitempty` as its zero, and a pointer, slice or map without `omitempty` as
+/// `null` — recursively, into what is there. kube-apiserver encodes every built-in object it
+/// sends from its Go struct, so these appear in what it writes (an AdmissionReview's `object`,
+/// for one); a custom resource is unstructured there and left alone. Struct-valued special
+/// types other than times (a `Quantity`, an `IntOrString`, a `Duration`, raw JSON) are left out
+/// rather than guessed.
+pub(crate) fn go_json_zeros(object: &mut Value) {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    if !is_builtin_group(group) {
+        return;
+    }
+    let kind = object["kind"].as_str().unwrap_or_default();
+    if let Some(index) = message_for(api_version, kind) {
+        fill_go_zeros(index, object, 0);
+    }
+}
+
+fn fill_go_zeros(index: usize, value: &mut Value, depth: usize) {
+    // Kubernetes' types nest a few levels (a CRD's schema is raw JSON here); the bound only
+    // keeps a malformed table from recursing without end.
+    if depth > 32 {
+        return;
+    }
+    if let Some(map) = value.as_object_mut() {
+        fill_fields(message(index), map, depth);
+    }
+}
+
+fn fill_fields(msg: &'static table::Message, map: &mut Map<String, Value>, depth: usize) {
+    for f in msg.fields {
+        let nested = match f.ty {
+            Ty::Message(i) if f.inline => {
+                fill_fields(message(i), map, depth);
+                continue;
+            }
+            Ty::Message(i) if special(i) == Special::None => Some(i),
+            _ => None,
+        };
+        if !map.contains_key(f.json) {
+            let Some(zero) = go_json_zero(f) else {
+                continue;
+            };
+            map.insert(f.json.to_owned(), zero);
+        }
+        let (Some(i), Some(v)) = (nested, map.get_mut(f.json)) else {
+            continue;
+        };
+        match (f.label, v) {
+            (Label::Optional, v) => fill_go_zeros(i, v, depth + 1),
+            (Label::Repeated, Value::Array(items)) => {
+                for item in items {
+                    fill_go_zeros(i, item, depth + 1);
+                }
+            }
+            (Label::Map, Value::Object(values)) => {
+                for item in values.values_mut() {
+                    fill_go_zeros(i, item, depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What Go's `encoding/json` writes for field `f` of a zero struct, if anything.
+fn go_json_zero(f: &table::Field) -> Option<Value> {
+    match f.held {
+        Held::Unknown => None,
+        Held::Pointer => (!f.omitempty).then_some(Value::Null),
+        Held::Value => match f.ty {
+            // `omitempty` never leaves a struct out.
+            Ty::Message(i) => match special(i) {
+                Special::None => Some(Value::Object(Map::new())),
+                Special::Time | Special::MicroTime => Some(Value::Null),
+                _ => None,
+            },
+            _ if f.omitempty => None,
+            Ty::String => Some(Value::String(String::new())),
+            Ty::Bool => Some(Value::Bool(false)),
+            Ty::Int32 | Ty::Int64 => Some(Value::from(0)),
+            Ty::Double => Some(Value::from(0.0)),
+            Ty::Bytes => Some(Value::Null),
+        },
+    }
+}
+
 /// The field of `msg` named `json` in JSON, looked for in its inline structs too.
 fn go_field(msg: &'static table::Message, json: &str) -> Option<&'static table::Field> {
     msg.fields.iter().find_map(|f| match f.ty {

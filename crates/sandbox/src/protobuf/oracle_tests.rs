@@ -579,6 +579,52 @@ fn kube_apiserver_answers_are_written_byte_for_byte() {
     }
 }
 
+/// kube-apiserver's JSON answers (`kube/`) already carry every zero field Go writes: adding them
+/// changes nothing (the sandbox never writes a zero kube leaves out). And with the zeros a
+/// Deployment's answer has taken out — its template's `creationTimestamp: null`, a container's
+/// `resources: {}` — they come back exactly as kube wrote them.
+#[test]
+fn go_json_zeros_are_those_kube_apiserver_writes() {
+    for json in [
+        &include_bytes!("kube/configmaps-app.json")[..],
+        include_bytes!("kube/deployments-web.json"),
+        include_bytes!("kube/services-api.json"),
+        include_bytes!("kube/secrets-creds.json"),
+        include_bytes!("kube/rolebindings-read.json"),
+        include_bytes!("kube/serviceaccounts-robot.json"),
+    ] {
+        let kube: Value = serde_json::from_slice(json).expect("kube's JSON");
+        let mut zeros = kube.clone();
+        super::go_json_zeros(&mut zeros);
+        assert!(
+            zeros == kube,
+            "{}: {:?}",
+            kube["kind"],
+            differences(&zeros, &kube, "")
+        );
+    }
+    let kube: Value =
+        serde_json::from_slice(include_bytes!("kube/deployments-web.json")).expect("JSON");
+    let mut stripped = kube.clone();
+    let template = &mut stripped["spec"]["template"];
+    template["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("creationTimestamp");
+    template["spec"]["containers"][0]
+        .as_object_mut()
+        .expect("container")
+        .remove("resources");
+    assert_ne!(stripped, kube);
+    super::go_json_zeros(&mut stripped);
+    assert!(stripped == kube, "{:?}", differences(&stripped, &kube, ""));
+    // A custom resource is not a Go struct on the server: left as it is.
+    let mut custom = json!({"apiVersion": "example.com/v1", "kind": "Deployment", "spec": {}});
+    let before = custom.clone();
+    super::go_json_zeros(&mut custom);
+    assert_eq!(custom, before);
+}
+
 /// The paths where `a` and `b` differ, with both values.
 fn differences(a: &Value, b: &Value, at: &str) -> Vec<String> {
     match (a, b) {

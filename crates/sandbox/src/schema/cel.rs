@@ -255,7 +255,7 @@ pub fn parse_go_duration(s: &str) -> Option<chrono::Duration> {
 }
 
 /// The error text cel-go would print for an evaluation error, which kube-apiserver embeds.
-fn eval_error_text(err: &ExecutionError) -> String {
+pub(crate) fn eval_error_text(err: &ExecutionError) -> String {
     match err {
         ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
         ExecutionError::DivisionByZero(_) => "division by zero".into(),

@@ -336,6 +336,11 @@ pub fn stateful_set(object: &mut Value) {
     default(spec, "revisionHistoryLimit", json!(10));
     template_in(spec);
     each(spec, "volumeClaimTemplates", |pvc| {
+        // Not a default: apps/v1's conversion from the internal type writes every claim
+        // template's type (`Convert_apps_StatefulSetSpec_To_v1_StatefulSetSpec`), whatever the
+        // request said, so every answer carries it.
+        pvc["apiVersion"] = json!("v1");
+        pvc["kind"] = json!("PersistentVolumeClaim");
         default(&mut pvc["spec"], "volumeMode", json!("Filesystem"));
         default(pvc, "status", json!({"phase": "Pending"}));
     });
@@ -613,6 +618,25 @@ mod tests {
         assert_eq!(policy("nginx:1.27"), "IfNotPresent");
         assert_eq!(policy("registry:5000/nginx:1.27"), "IfNotPresent");
         assert_eq!(policy("nginx@sha256:abc"), "IfNotPresent");
+    }
+
+    /// kube-apiserver v1.32 answers every claim template of an apps/v1 StatefulSet with
+    /// `apiVersion: v1` and `kind: PersistentVolumeClaim` (the differential's
+    /// `kinds/statefulset`), whatever the request said.
+    #[test]
+    fn a_stateful_sets_claim_templates_are_typed() {
+        let mut set = json!({"spec": {"volumeClaimTemplates": [
+            {"metadata": {"name": "data"}},
+            {"apiVersion": "v9", "kind": "Other", "metadata": {"name": "logs"}}
+        ]}});
+        stateful_set(&mut set);
+        for pvc in set["spec"]["volumeClaimTemplates"]
+            .as_array()
+            .expect("templates")
+        {
+            assert_eq!(pvc["apiVersion"], "v1");
+            assert_eq!(pvc["kind"], "PersistentVolumeClaim");
+        }
     }
 
     #[test]
