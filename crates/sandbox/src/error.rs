@@ -43,7 +43,10 @@ fn details(group: &str, kind_or_resource: &str, name: &str) -> Value {
     if !group.is_empty() {
         d.insert("group".into(), json!(group));
     }
-    d.insert("kind".into(), json!(kind_or_resource));
+    // `kind,omitempty` in Go's StatusDetails.
+    if !kind_or_resource.is_empty() {
+        d.insert("kind".into(), json!(kind_or_resource));
+    }
     Value::Object(d)
 }
 
@@ -284,6 +287,17 @@ impl Cause {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `StatusDetails.kind` is `omitempty`: a patch refused before its object's kind is known
+    /// (`kubectl patch configmap cm -p '{"data":{"x":1}}'`) has no `kind` in its details.
+    #[test]
+    fn an_empty_kind_is_left_out_of_the_details() {
+        let e = ApiError::invalid("", "", "", vec![]);
+        let details = &e.to_status()["details"];
+        assert!(details.get("kind").is_none(), "{details}");
+        let e = ApiError::invalid("", "ConfigMap", "cm", vec![]);
+        assert_eq!(e.to_status()["details"]["kind"], "ConfigMap");
+    }
 
     #[test]
     fn not_found_reads_like_kube_apiserver() {

@@ -908,11 +908,11 @@ impl ApiServer {
             if unchanged {
                 (**current).clone()
             } else if finished {
-                // Removing the last finalizer of an object being deleted deletes it.
-                store
-                    .remove(&rt.key(), &t.object_key())
-                    .map(|o| (*o).clone())
-                    .unwrap_or(new)
+                // Removing the last finalizer of an object being deleted deletes it; the answer
+                // is the object as this update left it (kube-apiserver v1.32: without the
+                // finalizer just removed).
+                store.remove(&rt.key(), &t.object_key());
+                new
             } else {
                 (*store.replace(&rt.key(), Self::to_storage(&rt, new))).clone()
             }
@@ -1230,7 +1230,13 @@ fn plan_deletion(
     }
     if !crate::object::is_deleting(current) {
         obj["metadata"]["deletionTimestamp"] = json!(crate::object::now());
-        obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        // The generic registry's `markAsDeleting` sets a zero grace period too; the Namespace
+        // and CustomResourceDefinition registries delete with their own code, which sets only
+        // the timestamp.
+        let crd = rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions";
+        if !is_namespace && !crd {
+            obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        }
     }
     if is_namespace {
         obj["status"]["phase"] = json!("Terminating");

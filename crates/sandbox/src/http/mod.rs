@@ -877,7 +877,14 @@ fn delete_response(
             };
             (code, o)
         }
-        DeleteOutcome::Deleted(o) if crate::strategy::of(rt).returns_deleted_object() => {
+        DeleteOutcome::Deleted(mut o) if crate::strategy::of(rt).returns_deleted_object() => {
+            // A Pod is deleted gracefully: kube-apiserver's `BeforeDelete` marks it first
+            // (deletion timestamp, and grace period 0 for a Pod no kubelet runs) and answers
+            // it so marked, though it is gone at once.
+            if rt.group.is_empty() && rt.plural == "pods" && !crate::object::is_deleting(&o) {
+                o["metadata"]["deletionTimestamp"] = json!(crate::object::now());
+                o["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            }
             (StatusCode::OK, o)
         }
         DeleteOutcome::Deleted(o) => (StatusCode::OK, success_status(&rt.group, &rt.plural, &o)),

@@ -159,6 +159,14 @@ pub fn pod_admitted(object: &mut Value, volume_suffix: &str) {
     let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
         return;
     };
+    // A negative grace period is stored as 1 on create (kube-apiserver v1.32 answers a Pod
+    // created with -5 with 1; a Pod stored negative before may be updated to 1, `pod_update`).
+    if spec["terminationGracePeriodSeconds"]
+        .as_i64()
+        .is_some_and(|g| g < 0)
+    {
+        spec["terminationGracePeriodSeconds"] = json!(1);
+    }
     // ServiceAccount admission plugin.
     default(spec, "serviceAccountName", json!("default"));
     let sa = spec["serviceAccountName"].clone();
@@ -637,6 +645,17 @@ mod tests {
             assert_eq!(pvc["apiVersion"], "v1");
             assert_eq!(pvc["kind"], "PersistentVolumeClaim");
         }
+    }
+
+    /// kube-apiserver v1.32 stores a Pod created with `terminationGracePeriodSeconds: -5` as 1.
+    #[test]
+    fn a_negative_grace_period_is_admitted_as_one() {
+        let mut pod = json!({"spec": {"terminationGracePeriodSeconds": -5, "containers": []}});
+        pod_admitted(&mut pod, "abcde");
+        assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 1);
+        let mut pod = json!({"spec": {"terminationGracePeriodSeconds": 0, "containers": []}});
+        pod_admitted(&mut pod, "abcde");
+        assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 0);
     }
 
     #[test]

@@ -583,3 +583,76 @@ async fn a_create_owns_what_was_sent_and_defaulted_not_what_the_server_added() {
     }
     sandbox.shutdown().await;
 }
+
+/// What a deletion answers, as kube-apiserver v1.32 answers it (each measured by the
+/// differential corpus): a Pod deleted at once comes back marked as its graceful deletion marked
+/// it (`deletionTimestamp`, `deletionGracePeriodSeconds: 0`); a ConfigMap held by a finalizer is
+/// marked with a zero grace period, and the update that removes its last finalizer answers the
+/// object as that update left it — without the finalizer — though it is gone; a Namespace being
+/// deleted has only its deletion timestamp (its registry's own code).
+#[tokio::test]
+async fn deletion_answers_carry_what_kube_apiserver_marks() {
+    let sandbox = common::sandbox().await;
+    let client = common::client(&sandbox).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "gone"},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    let deleted = pods
+        .delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete pod")
+        .left()
+        .expect("a Pod's DELETE answers the Pod");
+    assert!(deleted.metadata.deletion_timestamp.is_some());
+    assert_eq!(deleted.metadata.deletion_grace_period_seconds, Some(0));
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut held = configmap("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &held)
+        .await
+        .expect("create");
+    let marked = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .expect("delete")
+        .left()
+        .expect("held: the object comes back");
+    assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(0));
+    let last = cms
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers"}]))
+                    .expect("patch"),
+            ),
+        )
+        .await
+        .expect("the finalizer removed");
+    assert_eq!(last.metadata.finalizers, None, "{last:?}");
+    assert!(cms.get_opt("held").await.expect("get").is_none());
+
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "leaving"}})).expect("ns"),
+        )
+        .await
+        .expect("create namespace");
+    let leaving = namespaces
+        .delete("leaving", &DeleteParams::default())
+        .await
+        .expect("delete namespace")
+        .left()
+        .expect("a Namespace being deleted");
+    assert!(leaving.metadata.deletion_timestamp.is_some());
+    assert_eq!(leaving.metadata.deletion_grace_period_seconds, None);
+}
