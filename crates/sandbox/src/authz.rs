@@ -598,7 +598,6 @@ struct ReviewNonResource {
 /// `SelfSubjectAccessReview` (`requester`: the user who asks) asks about, validated as
 /// kube-apiserver validates the review.
 pub fn review_attributes(
-    kind: &str,
     review: &Value,
     requester: Option<&UserInfo>,
 ) -> Result<Attributes, ApiError> {
@@ -632,7 +631,10 @@ pub fn review_attributes(
         }
     };
     if !causes.is_empty() {
-        return Err(ApiError::invalid("authorization.k8s.io", kind, "", causes));
+        // kube-apiserver names the kind from the decoded internal object, whose TypeMeta is
+        // empty (`NewInvalid(authorizationapi.Kind(review.Kind), "", errs)`): the message reads
+        // `.authorization.k8s.io "" is invalid: …` and the details have no kind.
+        return Err(ApiError::invalid("authorization.k8s.io", "", "", causes));
     }
     Ok(
         match (spec.resource_attributes, spec.non_resource_attributes) {

@@ -230,7 +230,7 @@ impl ApiServer {
             return Ok(review);
         }
         let requester = (kind == "SelfSubjectAccessReview").then_some(requester);
-        let attrs = crate::authz::review_attributes(kind, &review, requester)?;
+        let attrs = crate::authz::review_attributes(&review, requester)?;
         review["status"] = crate::authz::review_status(&self.authorize(&attrs));
         Ok(review)
     }

@@ -496,7 +496,7 @@ fn impersonation_checks_each_field() {
 fn reviews_name_a_user_or_are_about_the_requester() {
     let sar = json!({"spec": {"user": "alice", "groups": ["dev"], "extra": {"k": ["v"]}, "uid": "u1",
         "resourceAttributes": {"verb": "update", "resource": "configmaps", "namespace": "b", "name": "x"}}});
-    let a = review_attributes("SubjectAccessReview", &sar, None).expect("valid");
+    let a = review_attributes(&sar, None).expect("valid");
     assert_eq!(a.user.username, "alice");
     assert_eq!(a.user.extra.get("k"), Some(&vec!["v".to_string()]));
     assert_eq!(
@@ -510,7 +510,7 @@ fn reviews_name_a_user_or_are_about_the_requester() {
     );
     let me = alice();
     let ssar = json!({"spec": {"nonResourceAttributes": {"path": "/api", "verb": "get"}}});
-    let a = review_attributes("SelfSubjectAccessReview", &ssar, Some(&me)).expect("valid");
+    let a = review_attributes(&ssar, Some(&me)).expect("valid");
     assert_eq!(
         (
             a.user.username.as_str(),
@@ -519,21 +519,23 @@ fn reviews_name_a_user_or_are_about_the_requester() {
         ),
         ("alice", false, "/api")
     );
-    let e = review_attributes(
-        "SubjectAccessReview",
-        &json!({"spec": {"resourceAttributes": {}}}),
-        None,
-    )
-    .expect_err("no user");
+    let e =
+        review_attributes(&json!({"spec": {"resourceAttributes": {}}}), None).expect_err("no user");
     assert_eq!(e.code, 422);
+    // Named as kube-apiserver names it, from an object without TypeMeta.
+    assert!(
+        e.message
+            .starts_with(".authorization.k8s.io \"\" is invalid: "),
+        "{}",
+        e.message
+    );
     assert!(
         e.message
             .contains("at least one of user or group must be specified"),
         "{}",
         e.message
     );
-    let e = review_attributes("SubjectAccessReview", &json!({"spec": {"user": "a"}}), None)
-        .expect_err("no attributes");
+    let e = review_attributes(&json!({"spec": {"user": "a"}}), None).expect_err("no attributes");
     assert!(
         e.message
             .contains("exactly one of nonResourceAttributes or resourceAttributes"),

@@ -156,6 +156,10 @@ pub fn group_or_resources(
             }));
         }
     }
+    // kube-apiserver's installer registers a group version's paths sorted (`sort.Strings` in
+    // `APIInstaller.Install`), and lists them in that order: `namespaces/finalize` before
+    // `namespaces/status`, `deployments/scale` before `deployments/status`.
+    list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let group_version = if group.is_empty() {
         version.to_string()
     } else {

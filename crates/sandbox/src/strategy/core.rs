@@ -235,6 +235,9 @@ fn protect(object: &mut Value, finalizer: &str) {
 }
 
 impl Strategy for PersistentVolumeClaims {
+    fn defaults(&self, object: &mut Value) {
+        defaults::persistent_volume_claim(object);
+    }
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         object["status"] = json!({"phase": "Pending"});
         protect(object, crate::controllers::protection::PVC_FINALIZER);
@@ -261,6 +264,9 @@ impl Strategy for PersistentVolumeClaims {
 pub(super) struct PersistentVolumes;
 
 impl Strategy for PersistentVolumes {
+    fn defaults(&self, object: &mut Value) {
+        defaults::persistent_volume(object);
+    }
     fn prepare_for_create(&self, _rt: &ResourceType, object: &mut Value) {
         object["status"] = json!({"phase": "Pending"});
         protect(object, crate::controllers::protection::PV_FINALIZER);

@@ -330,6 +330,26 @@ pub fn replication_controller(object: &mut Value) {
     }
 }
 
+/// `SetDefaults_PersistentVolumeClaimSpec`: a claim is for a file system unless it says block.
+pub fn persistent_volume_claim(object: &mut Value) {
+    if let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) {
+        default(spec, "volumeMode", json!("Filesystem"));
+    }
+}
+
+/// `SetDefaults_PersistentVolume` and `SetDefaults_HostPathVolumeSource`: reclaimed by hand
+/// (`Retain`), a file system, and a hostPath of unset type (`""`: no check of what is there).
+pub fn persistent_volume(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+    default(spec, "volumeMode", json!("Filesystem"));
+    if let Some(host_path) = spec.get_mut("hostPath").filter(|h| h.is_object()) {
+        default(host_path, "type", json!(""));
+    }
+}
+
 /// `SetDefaults_StatefulSet`.
 pub fn stateful_set(object: &mut Value) {
     let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else {
@@ -645,6 +665,20 @@ mod tests {
             assert_eq!(pvc["apiVersion"], "v1");
             assert_eq!(pvc["kind"], "PersistentVolumeClaim");
         }
+    }
+
+    /// kube-apiserver v1.32's defaults of a PersistentVolume and a claim (the differential's
+    /// `kinds/persistentvolume`, `errors/pvc-shrink`); what is set stays.
+    #[test]
+    fn volumes_and_claims_default_as_kube_apiserver_does() {
+        let mut pv = json!({"spec": {"hostPath": {"path": "/d"}, "volumeMode": "Block"}});
+        persistent_volume(&mut pv);
+        assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Retain");
+        assert_eq!(pv["spec"]["volumeMode"], "Block");
+        assert_eq!(pv["spec"]["hostPath"]["type"], "");
+        let mut pvc = json!({"spec": {"accessModes": ["ReadWriteOnce"]}});
+        persistent_volume_claim(&mut pvc);
+        assert_eq!(pvc["spec"]["volumeMode"], "Filesystem");
     }
 
     /// kube-apiserver v1.32 stores a Pod created with `terminationGracePeriodSeconds: -5` as 1.

@@ -89,6 +89,20 @@ async fn discovery_lists_builtins_subresources_short_names_and_categories() {
     assert_eq!(entry(&core, "bindings")["verbs"], json!(["create"]));
 
     let (_, _, apps) = get(&client, "/apis/apps/v1").await;
+    // Listed in the order kube-apiserver's installer registers them: sorted by name
+    // (`deployments`, `deployments/scale`, `deployments/status`; `namespaces/finalize` before
+    // `namespaces/status`).
+    for list in [&core, &apps] {
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted);
+    }
     let scale = entry(&apps, "deployments/scale");
     assert_eq!(
         (&scale["group"], &scale["kind"]),
