@@ -293,3 +293,32 @@ fn the_lease_the_ca_and_the_objects_are_reported() {
             .any(|c| c["level"] == "fail")
     );
 }
+
+/// The mutating configuration: both hooks as `lien run` writes them are well; one without the
+/// guard (an older Lien's, or edited) is a warning naming what is not guarded.
+#[test]
+fn the_mutating_configuration_names_a_missing_guard() {
+    let url = "https://127.0.0.1:8443";
+    let opts = lien_webhook::ConfigurationOptions::new(lien_webhook::ClientConfig::Url(format!(
+        "{url}/validate"
+    )));
+    let mutating = lien_webhook::mutating_webhook_configuration(&opts, "Y2E=");
+    let mut f = facts(Lookup::Found(configuration(url)), ready(url));
+    f.mutating = Lookup::Found(mutating.clone());
+    let check = line(&assess(&f), "mutating configuration");
+    assert_eq!(check.level, Level::Ok, "{check:?}");
+
+    let mut without_guard = mutating;
+    without_guard["webhooks"]
+        .as_array_mut()
+        .expect("webhooks")
+        .retain(|h| h["name"] != lien_webhook::configuration::names::GUARD);
+    f.mutating = Lookup::Found(without_guard);
+    let check = line(&assess(&f), "mutating configuration");
+    assert_eq!(check.level, Level::Warn, "{check:?}");
+    assert!(
+        check.detail.contains("guard.lien.dev is missing")
+            && check.detail.contains("a new Usage is unguarded"),
+        "{check:?}"
+    );
+}
