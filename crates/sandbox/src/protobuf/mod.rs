@@ -157,7 +157,7 @@ pub(crate) fn go_always_present(group: &str, kind: &str, path: &[String]) -> Opt
 /// for one); a custom resource is unstructured there and left alone. Struct-valued special
 /// types other than times (a `Quantity`, an `IntOrString`, a `Duration`, raw JSON) are left out
 /// rather than guessed.
-pub(crate) fn go_json_zeros(object: &mut Value) {
+pub fn go_json_zeros(object: &mut Value) {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     if !is_builtin_group(group) {
