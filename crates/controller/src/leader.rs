@@ -38,11 +38,14 @@ pub struct LeaderConfig {
     pub retry_period: Duration,
 }
 
+/// The Lease Lien's replicas elect their leader with, in Lien's namespace.
+pub const DEFAULT_LEASE: &str = "lien-controller";
+
 impl Default for LeaderConfig {
     fn default() -> Self {
         Self {
             namespace: "lien-system".into(),
-            name: "lien-controller".into(),
+            name: DEFAULT_LEASE.into(),
             identity: "lien-controller".into(),
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),

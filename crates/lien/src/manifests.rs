@@ -595,6 +595,173 @@ fn disruption_budget(o: &Options) -> Value {
     })
 }
 
+/// Name of the Helm chart's pre-delete hook: its Job, ServiceAccount, roles and bindings.
+pub const UNINSTALL_HOOK: &str = "lien-uninstall";
+/// The arguments of the hook's `lien uninstall` that `uninstallHook.force` adds.
+pub const UNINSTALL_HOOK_FORCE: &str = "--force";
+
+/// Helm's hook annotations: a pre-delete hook, created in `weight` order, deleted once it
+/// succeeded (a failed Job is kept for its log) and before it is made again.
+fn hook_metadata(name: &str, namespace: Option<&str>, weight: i32) -> Value {
+    let mut meta = json!({
+        "name": name,
+        "labels": {
+            "app.kubernetes.io/name": UNINSTALL_HOOK,
+            "app.kubernetes.io/part-of": NAME,
+            "app.kubernetes.io/version": env!("CARGO_PKG_VERSION"),
+        },
+        "annotations": {
+            "helm.sh/hook": "pre-delete",
+            "helm.sh/hook-weight": weight.to_string(),
+            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+        },
+    });
+    if let Some(ns) = namespace {
+        meta["namespace"] = json!(ns);
+    }
+    meta
+}
+
+/// The Helm chart's pre-delete hook (`templates/uninstall-hook.yaml`, not in `lien manifests`:
+/// without Helm, `lien uninstall` is run by hand). `helm uninstall` deletes the Deployment
+/// and the webhook's Service together; with Lien's webhook configuration left behind, failing
+/// closed, every DELETE of an object in use would then fail until someone removed it. So
+/// Helm first runs `lien uninstall --keep-installed-objects` as this Job: it refuses (the Job
+/// fails, and with it `helm uninstall`, nothing removed) while something is still protected,
+/// unless `uninstallHook.force`; else it stops Lien, deletes the webhook configurations and
+/// removes Lien's labels, records and finalizers; Helm deletes the rest.
+pub fn uninstall_hook(o: &Options, force: bool) -> Vec<Manifest> {
+    let ns = Some(o.namespace.as_str());
+    let subject =
+        json!([{"kind": "ServiceAccount", "name": UNINSTALL_HOOK, "namespace": o.namespace}]);
+    let role_ref = |kind: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": UNINSTALL_HOOK});
+    let cluster_role = Manifest::role(
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": hook_metadata(UNINSTALL_HOOK, None, -1),
+        }),
+        vec![
+            (
+                "Find what Lien wrote on objects of every kind — the in-use label, replay \
+                 records, its finalizers — and remove exactly that (a merge patch guarded by \
+                 the resourceVersion read); also whether a Usage or rule still protects \
+                 something. The same kinds Lien itself watches; the Job runs for seconds.",
+                rule(&["*"], &["*"], &["list", "patch"]),
+            ),
+            (
+                "Delete Lien's webhook configurations, by name only: after this nothing is \
+                 refused or sealed.",
+                json!({"apiGroups": ["admissionregistration.k8s.io"],
+                       "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+                       "resourceNames": [NAME], "verbs": ["get", "delete"]}),
+            ),
+        ],
+    );
+    let role = Manifest::role(
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": hook_metadata(UNINSTALL_HOOK, ns, -1),
+        }),
+        vec![
+            (
+                "Stop Lien first (a running leader restores its webhook configuration): \
+                 delete its Deployment, by name.",
+                json!({"apiGroups": ["apps"], "resources": ["deployments"],
+                       "resourceNames": [NAME], "verbs": ["get", "delete"]}),
+            ),
+            (
+                "…wait for its pods to be gone…",
+                rule(&[""], &["pods"], &["list"]),
+            ),
+            (
+                "…and for its leader Lease to be free, by name.",
+                json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                       "resourceNames": [lien_controller::leader::DEFAULT_LEASE], "verbs": ["get"]}),
+            ),
+        ],
+    );
+    let mut args = vec![
+        "uninstall".to_owned(),
+        "--keep-installed-objects".to_owned(),
+        // Two items, so that the chart templates the namespace as a whole scalar.
+        "--namespace".to_owned(),
+        o.namespace.clone(),
+        "--timeout-seconds=120".to_owned(),
+    ];
+    if force {
+        args.push(UNINSTALL_HOOK_FORCE.to_owned());
+    }
+    let job = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": hook_metadata(UNINSTALL_HOOK, ns, 0),
+        "spec": {
+            // A refusal is an answer, not a failure to retry: the Job fails at once, and
+            // `helm uninstall` with it.
+            "backoffLimit": 0,
+            // Within Helm's default --timeout of 5 minutes, above the waits' 120 s.
+            "activeDeadlineSeconds": 240,
+            "template": {
+                // Not Lien's pod labels: the uninstall waits for those pods to be gone.
+                "metadata": {"labels": hook_metadata(UNINSTALL_HOOK, None, 0)["labels"].clone()},
+                "spec": {
+                    "serviceAccountName": UNINSTALL_HOOK,
+                    "restartPolicy": "Never",
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": 65532,
+                        "runAsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [{
+                        "name": "uninstall",
+                        "image": o.image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": args,
+                        "resources": {
+                            "requests": {"cpu": "50m", "memory": "64Mi"},
+                            "limits": {"memory": "256Mi"},
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "runAsNonRoot": true,
+                            "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                    }],
+                },
+            },
+        },
+    });
+    vec![
+        Manifest::plain(json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": hook_metadata(UNINSTALL_HOOK, ns, -1),
+        })),
+        cluster_role,
+        Manifest::plain(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": hook_metadata(UNINSTALL_HOOK, None, -1),
+            "roleRef": role_ref("ClusterRole"),
+            "subjects": subject,
+        })),
+        role,
+        Manifest::plain(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": hook_metadata(UNINSTALL_HOOK, ns, -1),
+            "roleRef": role_ref("Role"),
+            "subjects": subject,
+        })),
+        Manifest::plain(job),
+    ]
+}
+
 /// Every file of the default install, in apply order.
 pub fn files() -> Vec<ManifestFile> {
     files_with(&Options::default())
@@ -768,7 +935,16 @@ pub fn helm_chart(defaults: &Options) -> Result<Vec<(String, String)>, serde_yam
                  # true installs a Prometheus Operator ServiceMonitor scraping /metrics over \
                  HTTPS (the CRD must\n# exist); docs/operations.md \"Scraping\" says how to \
                  verify the webhook's certificate.\n\
-                 serviceMonitor:\n  enabled: false\n",
+                 serviceMonitor:\n  enabled: false\n\
+                 # `helm uninstall` first runs `lien uninstall --keep-installed-objects` as a \
+                 pre-delete hook Job\n# (docs/operations.md \"Uninstall\"): it stops Lien, \
+                 deletes its webhook configurations and removes\n# its labels, records and \
+                 finalizers, so that no DELETE fails once the Deployment is gone. While a\n\
+                 # Usage or rule still protects something it refuses, and `helm uninstall` \
+                 fails with nothing\n# removed (the Job's log lists them), unless force is \
+                 true. enabled: false skips it (then run\n# `lien uninstall` yourself before \
+                 `helm uninstall`). The CRDs stay, as Helm keeps a chart's crds/.\n\
+                 uninstallHook:\n  enabled: true\n  force: false\n",
                 image = serde_yaml_ng::to_string(&defaults.image)?.trim_end(),
                 namespace = serde_yaml_ng::to_string(&defaults.namespace)?.trim_end(),
                 replicas = defaults.replicas,
@@ -784,6 +960,27 @@ pub fn helm_chart(defaults: &Options) -> Result<Vec<(String, String)>, serde_yam
             ),
         ),
     ];
+    let mut hook = String::from(
+        "# Helm's pre-delete hook: `lien uninstall --keep-installed-objects` before Helm deletes \
+         anything\n# (values `uninstallHook`).\n{{- if .Values.uninstallHook.enabled }}\n",
+    );
+    let docs = uninstall_hook(&placeholders, true)
+        .iter()
+        .map(|m| render(m).map(templated))
+        .collect::<Result<Vec<_>, _>>()?;
+    for line in docs.join("---\n").lines() {
+        if line.trim() == format!("- {UNINSTALL_HOOK_FORCE}") {
+            // As the flag: only with `uninstallHook.force`.
+            hook.push_str(&format!(
+                "{{{{- if .Values.uninstallHook.force }}}}\n{line}\n{{{{- end }}}}\n"
+            ));
+        } else {
+            hook.push_str(line);
+            hook.push('\n');
+        }
+    }
+    hook.push_str("{{- end }}\n");
+    out.push(("templates/uninstall-hook.yaml".to_owned(), hook));
     for file in files_with(&placeholders) {
         if file.path.starts_with("crds/") {
             // Helm installs crds/ as is, before the templates (and never upgrades or deletes
@@ -846,6 +1043,11 @@ fn values_schema() -> String {
                 "type": "object",
                 "additionalProperties": false,
                 "properties": {"enabled": {"type": "boolean"}},
+            },
+            "uninstallHook": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {"enabled": {"type": "boolean"}, "force": {"type": "boolean"}},
             },
         },
     });
@@ -938,8 +1140,13 @@ mod tests {
 
     #[test]
     fn every_object_is_well_formed_for_its_kind() {
-        for object in objects() {
+        let hook = uninstall_hook(&Options::default(), true);
+        for object in objects()
+            .into_iter()
+            .chain(hook.into_iter().map(|m| m.object))
+        {
             match object["kind"].as_str().unwrap_or_default() {
+                "Job" => round_trips::<k8s_openapi::api::batch::v1::Job>(&object),
                 "Deployment" => round_trips::<Deployment>(&object),
                 "Service" => round_trips::<Service>(&object),
                 "PodDisruptionBudget" => round_trips::<PodDisruptionBudget>(&object),
@@ -973,6 +1180,35 @@ mod tests {
             deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
             0
         );
+    }
+
+    #[test]
+    fn the_uninstall_hook_runs_restricted_and_never_waits_for_itself() {
+        let hook = uninstall_hook(&Options::default(), false);
+        let job = &hook.last().expect("the Job").object;
+        assert_eq!(job["kind"], "Job");
+        let pod = &job["spec"]["template"];
+        // `lien uninstall` waits for the pods labelled as Lien's to be gone.
+        assert_ne!(
+            pod["metadata"]["labels"]["app.kubernetes.io/name"],
+            selector()["app.kubernetes.io/name"]
+        );
+        assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+        let sc = &pod["spec"]["containers"][0]["securityContext"];
+        assert_eq!(sc["allowPrivilegeEscalation"], false);
+        assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+        assert_eq!(job["spec"]["backoffLimit"], 0);
+        // Everything the Job needs exists before it: Helm creates hooks by weight.
+        for m in &hook[..hook.len() - 1] {
+            assert_eq!(
+                m.object["metadata"]["annotations"]["helm.sh/hook-weight"],
+                "-1"
+            );
+            if let Some(rules) = m.object["rules"].as_array() {
+                assert_eq!(rules.len(), m.rule_reasons.len());
+            }
+        }
+        assert_eq!(job["metadata"]["annotations"]["helm.sh/hook-weight"], "0");
     }
 
     #[test]
@@ -1079,13 +1315,19 @@ mod tests {
                 {
                     if line.contains(expr) {
                         seen[i] += 1;
-                        assert!(line.ends_with(&format!(": {expr}")), "{path}: {line}");
+                        assert!(
+                            line.ends_with(&format!(": {expr}"))
+                                || line.trim() == format!("- {expr}"),
+                            "{path}: {line}"
+                        );
                     }
                 }
             }
         }
-        // One image, one replicas, and the namespace of: the Namespace, 8 namespaced RBAC
-        // objects + 3 subjects, Deployment, Service, PodDisruptionBudget, ServiceMonitor.
-        assert_eq!(seen, [1, 16, 1], "templated values");
+        // The image of the Deployment and of the uninstall hook's Job, one replicas, and the
+        // namespace of: the Namespace, 8 namespaced RBAC objects + 3 subjects, Deployment,
+        // Service, PodDisruptionBudget, ServiceMonitor; and the hook's ServiceAccount, Role,
+        // RoleBinding, 2 subjects, Job and its `--namespace` argument.
+        assert_eq!(seen, [2, 23, 1], "templated values");
     }
 }

@@ -89,6 +89,22 @@ fn lien_manifests(args: &[&str]) -> std::process::Output {
         .expect("runs lien")
 }
 
+/// The chart's Helm hooks apart from the objects it installs: `lien manifests` has no hook
+/// (without Helm, `lien uninstall` is run by hand).
+fn without_hooks(objects: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    objects
+        .into_iter()
+        .partition(|o| o["metadata"]["annotations"]["helm.sh/hook"].is_null())
+}
+
+/// The pre-delete hook `lien::manifests` generates for these options.
+fn hook(options: &lien::manifests::Options, force: bool) -> Vec<Value> {
+    lien::manifests::uninstall_hook(options, force)
+        .into_iter()
+        .map(|m| m.object)
+        .collect()
+}
+
 fn assert_same_objects(got: Vec<Value>, want: Vec<Value>, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: number of objects");
     for (got, want) in sorted(got).iter().zip(&sorted(want)) {
@@ -108,7 +124,56 @@ fn helm_chart_renders_what_lien_manifests_prints_by_default() {
     let printed = lien_manifests(&[]);
     assert!(printed.status.success());
     let printed = parse_stream(&String::from_utf8(printed.stdout).expect("UTF-8"));
+    let (rendered, hooks) = without_hooks(rendered);
     assert_same_objects(rendered, printed, "helm template vs lien manifests");
+    // The pre-delete hook, without --force by default.
+    assert_same_objects(
+        hooks.clone(),
+        hook(&lien::manifests::Options::default(), false),
+        "the chart's pre-delete hook",
+    );
+    let job = hooks.iter().find(|o| o["kind"] == "Job").expect("a Job");
+    assert_eq!(
+        job["spec"]["template"]["spec"]["containers"][0]["args"],
+        serde_json::json!([
+            "uninstall",
+            "--keep-installed-objects",
+            "--namespace",
+            "lien-system",
+            "--timeout-seconds=120"
+        ])
+    );
+}
+
+#[test]
+fn helm_chart_uninstall_hook_values_turn_it_off_or_force_it() {
+    let render = |sets: &[&str]| {
+        let out = helm::template(sets);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8")))
+    };
+    let (objects, hooks) = render(&["uninstallHook.enabled=false"]);
+    assert!(hooks.is_empty(), "{hooks:?}");
+    assert_eq!(objects.len(), lien::manifests::objects().len());
+    let (_, hooks) = render(&["uninstallHook.force=true", "namespace=shop-lien"]);
+    let options = lien::manifests::Options {
+        namespace: "shop-lien".into(),
+        ..Default::default()
+    };
+    assert_same_objects(hooks.clone(), hook(&options, true), "uninstallHook.force");
+    let job = hooks.iter().find(|o| o["kind"] == "Job").expect("a Job");
+    let args = &job["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(args[3], "shop-lien");
+    assert_eq!(args[5], "--force");
+    // A value the hook does not know is refused, naming it.
+    let out = helm::template(&["uninstallHook.forse=true"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("forse"), "{stderr}");
 }
 
 #[test]
@@ -150,6 +215,13 @@ fn helm_chart_with_values_renders_what_the_same_flags_print() {
             String::from_utf8_lossy(&printed.stderr)
         );
         let printed = parse_stream(&String::from_utf8(printed.stdout).expect("UTF-8"));
+        let (rendered, hooks) = without_hooks(rendered);
+        let options = lien::manifests::Options {
+            image: image.into(),
+            namespace: namespace.into(),
+            replicas: replicas.parse().expect("a number"),
+        };
+        assert_same_objects(hooks, hook(&options, false), "the hook with --set");
         let budgets = printed
             .iter()
             .filter(|o| o["kind"] == "PodDisruptionBudget")
@@ -160,7 +232,7 @@ fn helm_chart_with_values_renders_what_the_same_flags_print() {
     // createNamespace=false: the same objects but the Namespace.
     let out = helm::template(&["createNamespace=false"]);
     assert!(out.status.success());
-    let rendered = parse_stream(&String::from_utf8(out.stdout).expect("UTF-8"));
+    let (rendered, _) = without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8")));
     let want: Vec<Value> = lien::manifests::objects()
         .into_iter()
         .filter(|o| o["kind"] != "Namespace")

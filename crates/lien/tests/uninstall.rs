@@ -1,9 +1,14 @@
 //! `lien uninstall` end to end (issue 12): install → protect → uninstall refused → uninstall
 //! `--force` → everything that was protected can be deleted, no Lien object, CRD or finalizer
-//! left, and what others wrote on the objects kept.
+//! left, and what others wrote on the objects kept. And the Helm chart's pre-delete hook
+//! (issue 31): rendered by Helm's engine, applied as `helm uninstall` applies it, its Job's
+//! command run as its ServiceAccount — refused while something is protected, and with
+//! `uninstallHook.force` every DELETE works afterwards.
 
 #[path = "ha/cluster.rs"]
 mod cluster;
+#[path = "support/helm.rs"]
+mod helm;
 
 use std::time::{Duration, Instant};
 
@@ -62,38 +67,9 @@ fn uninstall(c: &Cluster, args: &[&str]) -> (bool, String) {
 async fn install_protect_uninstall_then_everything_protected_can_be_deleted() {
     let mut c = Cluster::start(1).await;
     let client = c.client.clone();
-    // Install: every object of `lien manifests` the sandbox serves (it has no
-    // PodDisruptionBudgets), as `kubectl apply --server-side -k deploy/` would.
-    let mut installed = 0;
-    for object in lien::manifests::objects() {
-        let Some(api) = api_of(&client, &object).await else {
-            continue;
-        };
-        let name = object["metadata"]["name"].as_str().expect("name");
-        api.patch(
-            name,
-            &PatchParams::apply("kubectl").force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying {name}: {e}"));
-        installed += 1;
-    }
-    assert!(installed > 10, "{installed} objects installed");
+    install(&client).await;
     // The sandbox runs no pods: Lien runs as a process against it.
-    c.spawn(
-        0,
-        "a",
-        &[
-            "--lease-duration=2s",
-            "--lease-renew-deadline=1500ms",
-            "--lease-retry-period=200ms",
-        ],
-    );
-    wait_for("Lien to lead", || async {
-        c.lease_holder().await.as_deref() == Some("a")
-    })
-    .await;
+    start_lien(&mut c).await;
 
     // Protect: `used` (with a label and an annotation of someone else's) is used by `user`.
     Api::<Namespace>::all(client.clone())
@@ -259,6 +235,327 @@ async fn install_protect_uninstall_then_everything_protected_can_be_deleted() {
     wait_for("used and user to be gone", || async {
         cms.get_opt("used").await.ok().flatten().is_none()
             && cms.get_opt("user").await.ok().flatten().is_none()
+    })
+    .await;
+}
+
+/// Applies every object of `lien manifests` the cluster serves, as `kubectl apply
+/// --server-side -k deploy/` would (the sandbox has no PodDisruptionBudgets).
+async fn install(client: &kube::Client) {
+    let mut installed = 0;
+    for object in lien::manifests::objects() {
+        let Some(api) = api_of(client, &object).await else {
+            continue;
+        };
+        let name = object["metadata"]["name"].as_str().expect("name");
+        api.patch(
+            name,
+            &PatchParams::apply("kubectl").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {name}: {e}"));
+        installed += 1;
+    }
+    assert!(installed > 10, "{installed} objects installed");
+}
+
+/// Starts replica `a` as the only one, and waits for it to lead.
+async fn start_lien(c: &mut Cluster) {
+    c.spawn(
+        0,
+        "a",
+        &[
+            "--lease-duration=2s",
+            "--lease-renew-deadline=1500ms",
+            "--lease-retry-period=200ms",
+        ],
+    );
+    wait_for("Lien to lead", || async {
+        c.lease_holder().await.as_deref() == Some("a")
+    })
+    .await;
+}
+
+/// `app/used` used by `app/user` (a Usage with replay), refused, and the Usage `InUse`.
+async fn protect(client: &kube::Client) -> (Api<ConfigMap>, Api<DynamicObject>) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "app"}})).expect("ns"),
+        )
+        .await
+        .expect("namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "app");
+    for name in ["used", "user"] {
+        cms.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).expect("cm"),
+        )
+        .await
+        .expect("configmap");
+    }
+    let usage = json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+        "metadata": {"name": "user-uses-used", "namespace": "app"},
+        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "used"}},
+                 "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "user"}},
+                 "replayDeletion": true}});
+    let usages = api_of(client, &usage).await.expect("Usages served");
+    usages
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(usage).expect("usage"),
+        )
+        .await
+        .expect("usage");
+    wait_for("used's DELETE to be refused", || async {
+        matches!(
+            cms.delete("used", &DeleteParams::default().dry_run()).await,
+            Err(kube::Error::Api(s)) if s.code == 409
+        )
+    })
+    .await;
+    wait_for("the Usage to say InUse", || async {
+        usages.get("user-uses-used").await.is_ok_and(|u| {
+            u.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "InUse" && c["status"] == "True")
+        })
+    })
+    .await;
+    (cms, usages)
+}
+
+/// The chart's pre-delete hook as Helm's engine renders it with these values, in the order
+/// `helm uninstall` creates it (by `helm.sh/hook-weight`).
+fn rendered_hook(sets: &[&str]) -> Vec<serde_json::Value> {
+    let out = helm::template(sets);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let mut hook: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
+        .filter(|o: &serde_json::Value| {
+            o["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+        })
+        .collect();
+    hook.sort_by_key(|o| {
+        o["metadata"]["annotations"]["helm.sh/hook-weight"]
+            .as_str()
+            .and_then(|w| w.parse::<i32>().ok())
+            .unwrap_or(0)
+    });
+    assert_eq!(hook.last().map(|o| &o["kind"]), Some(&json!("Job")));
+    hook
+}
+
+/// Creates the hook's objects as Helm does (`before-hook-creation`: one left from an earlier
+/// run is deleted first), and returns the Job's container arguments.
+async fn create_hook(client: &kube::Client, hook: &[serde_json::Value]) -> Vec<String> {
+    for object in hook {
+        let api = api_of(client, object).await.expect("served");
+        let name = object["metadata"]["name"].as_str().expect("name");
+        if api.get_opt(name).await.expect("get").is_some() {
+            api.delete(name, &DeleteParams::background())
+                .await
+                .expect("delete");
+            wait_for("the old hook object to go", || async {
+                api.get_opt(name).await.ok().flatten().is_none()
+            })
+            .await;
+        }
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(object.clone()).expect("object"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("creating {} {name}: {e}", object["kind"]));
+    }
+    let job = hook.last().expect("the Job");
+    serde_json::from_value(job["spec"]["template"]["spec"]["containers"][0]["args"].clone())
+        .expect("args")
+}
+
+/// A kubeconfig with a token of the ServiceAccount `lien-system/NAME` (what the kubelet
+/// mounts into the hook's pod): the Job runs with exactly the rights the chart binds it.
+async fn service_account_kubeconfig(c: &Cluster, name: &str) -> std::path::PathBuf {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let sas: Api<ServiceAccount> = Api::namespaced(c.client.clone(), cluster::NAMESPACE);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let token = sas
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .expect("a token")
+        .status
+        .expect("a TokenRequest's status")
+        .token;
+    let admin: serde_json::Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(c.kubeconfig()).expect("the admin's kubeconfig"),
+    )
+    .expect("kubeconfig");
+    let kubeconfig = json!({"apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"].clone()}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": "c", "user": name}}],
+        "current-context": name});
+    let path = c.kubeconfig().with_file_name(format!("{name}.kubeconfig"));
+    std::fs::write(&path, kubeconfig.to_string()).expect("kubeconfig");
+    path
+}
+
+/// The hook Job's container as a kubelet runs it: `lien ARGS…` as the ServiceAccount.
+fn hook_process(
+    c: &Cluster,
+    kubeconfig: &std::path::Path,
+    args: &[String],
+    log: &str,
+) -> std::process::Child {
+    c.lien(log)
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lien runs")
+}
+
+fn output(child: std::process::Child) -> (bool, String) {
+    let out = child.wait_with_output().expect("lien exits");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn helm_pre_delete_hook_refuses_while_protected_and_then_frees_every_delete() {
+    let mut c = Cluster::start(1).await;
+    let client = c.client.clone();
+    install(&client).await;
+    start_lien(&mut c).await;
+    let (cms, usages) = protect(&client).await;
+    let webhooks = api_of(
+        &client,
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration"}),
+    )
+    .await
+    .expect("served");
+
+    // `helm uninstall` with the chart's defaults: the hook refuses, naming what is protected;
+    // its Job fails (backoffLimit 0), and with it the uninstall — nothing is removed.
+    let args = create_hook(&client, &rendered_hook(&[])).await;
+    assert!(!args.iter().any(|a| a == "--force"), "{args:?}");
+    let kubeconfig = service_account_kubeconfig(&c, lien::manifests::UNINSTALL_HOOK).await;
+    let (ok, out) = output(hook_process(&c, &kubeconfig, &args, "hook-refused.log"));
+    assert!(!ok, "the hook refused: {out}");
+    assert!(out.contains("Usage app/user-uses-used"), "{out}");
+    assert!(
+        matches!(
+            cms.delete("used", &DeleteParams::default().dry_run()).await,
+            Err(kube::Error::Api(s)) if s.code == 409
+        ),
+        "still protected after the refused hook"
+    );
+    assert!(webhooks.get_opt("lien").await.expect("get").is_some());
+    assert_eq!(c.lease_holder().await.as_deref(), Some("a"));
+
+    // `helm upgrade --set uninstallHook.force=true`, then `helm uninstall`: the hook made anew
+    // (before-hook-creation), run as its ServiceAccount with exactly the chart's RBAC.
+    let args = create_hook(&client, &rendered_hook(&["uninstallHook.force=true"])).await;
+    assert!(args.iter().any(|a| a == "--force"), "{args:?}");
+    let kubeconfig = service_account_kubeconfig(&c, lien::manifests::UNINSTALL_HOOK).await;
+    let mut hook = hook_process(&c, &kubeconfig, &args, "hook.log");
+    // The kubelet's part: Lien's pod stops (SIGTERM) once its Deployment is deleted.
+    let deployments = api_of(
+        &client,
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"namespace": cluster::NAMESPACE}}),
+    )
+    .await
+    .expect("served");
+    let end = Instant::now() + Duration::from_secs(120);
+    let mut stopped = false;
+    loop {
+        if let Some(status) = hook.try_wait().expect("try_wait") {
+            assert!(status.success(), "the hook failed: {}", output(hook).1);
+            break;
+        }
+        if !stopped
+            && deployments
+                .get_opt(lien::manifests::NAME)
+                .await
+                .expect("get")
+                .is_none()
+        {
+            c.sigterm(0);
+            stopped = true;
+        }
+        assert!(Instant::now() < end, "the hook is still running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(stopped, "the hook finished before Lien's Deployment went");
+
+    // Nothing is refused any more: no webhook configuration, no label, no finalizer.
+    assert!(webhooks.get_opt("lien").await.expect("get").is_none());
+    let mutating = api_of(
+        &client,
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration"}),
+    )
+    .await
+    .expect("served");
+    assert!(mutating.get_opt("lien").await.expect("get").is_none());
+    let used = cms.get("used").await.expect("used");
+    assert!(
+        !used
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(lien_api::IN_USE_LABEL)
+    );
+    // What Helm deletes next is still there for it (the hook keeps installed objects), and
+    // the CRDs stay as Helm keeps a chart's crds/: the Usage is kept, without Lien's finalizer.
+    let usage = usages
+        .get("user-uses-used")
+        .await
+        .expect("the Usage is kept");
+    assert!(
+        !usage
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == lien_api::USAGE_FINALIZER)
+    );
+    assert!(
+        Api::<Namespace>::all(client.clone())
+            .get_opt(cluster::NAMESPACE)
+            .await
+            .expect("get")
+            .is_some()
+    );
+    cms.delete("used", &DeleteParams::default())
+        .await
+        .expect("used can be deleted");
+    wait_for("used to be gone", || async {
+        cms.get_opt("used").await.ok().flatten().is_none()
     })
     .await;
 }

@@ -22,7 +22,9 @@
 //! 6. **The CRDs**, last: deleting them deletes every Usage and rule, which no finalizer holds
 //!    any more.
 //!
-//! `--dry-run` prints what each step would do and changes nothing.
+//! `--dry-run` prints what each step would do and changes nothing. `--keep-installed-objects`
+//! stops after step 4: the Helm chart's pre-delete hook runs it so, and Helm deletes the
+//! release's objects next (and keeps the CRDs, as Helm does with a chart's `crds/`).
 
 use std::time::Duration;
 
@@ -55,6 +57,12 @@ pub struct UninstallArgs {
     /// Print what would be done; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Stop Lien and remove what it wrote (webhook configurations, labels, replay records,
+    /// finalizers), but leave the objects of the install — Service, RBAC, namespace, CRDs — to
+    /// the tool that installed them: the Helm chart's pre-delete hook runs this, and Helm
+    /// deletes the release's objects right after.
+    #[arg(long)]
+    pub keep_installed_objects: bool,
     /// Lien's namespace.
     #[arg(long, default_value = lien::manifests::NAMESPACE)]
     pub namespace: String,
@@ -62,7 +70,7 @@ pub struct UninstallArgs {
     #[arg(long, default_value = "lien")]
     pub webhook_configuration: String,
     /// The leader-election Lease, watched to know that Lien has stopped.
-    #[arg(long, default_value = "lien-controller")]
+    #[arg(long, default_value = lien_controller::leader::DEFAULT_LEASE)]
     pub lease: String,
     /// How long to wait for Lien's pods to go and its Lease to be free, in seconds.
     #[arg(long, default_value_t = 60)]
@@ -438,6 +446,15 @@ pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
             "no longer carry"
         }
     );
+
+    if args.keep_installed_objects {
+        if !args.dry_run {
+            lien::outln!(
+                "Lien is stopped and nothing it wrote is left; its installed objects are kept (--keep-installed-objects)"
+            );
+        }
+        return Ok(());
+    }
 
     // 5. Lien's own objects, the namespace last; 6. the CRDs.
     let (crds, rest): (Vec<&Value>, Vec<&Value>) = objects

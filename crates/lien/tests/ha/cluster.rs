@@ -81,6 +81,9 @@ impl Cluster {
                         addrs.clone(),
                     )]),
                     gc_backoff_max: Duration::from_millis(200),
+                    // As a real cluster: what a ServiceAccount may do is what it is bound to
+                    // (the uninstall hook runs with its own).
+                    authorization: lien_sandbox::authz::Authorization::Rbac,
                     ..Config::default()
                 };
                 let sandbox = Sandbox::start(SandboxConfig { port: 0, api })
