@@ -15,6 +15,23 @@ import sys
 import helm_python as helm
 
 
+def merge(into, new):
+    """Several --set flags into one map, as Helm parses each into the values so far
+    (`a.b=1` then `a.c=2` keeps both; `l[0].x=1` then `l[0].y=2` one item with both)."""
+    if isinstance(into, dict) and isinstance(new, dict):
+        for key, value in new.items():
+            into[key] = merge(into[key], value) if key in into else value
+        return into
+    if isinstance(into, list) and isinstance(new, list):
+        for i, value in enumerate(new):
+            if i < len(into):
+                into[i] = value if value is None else merge(into[i], value)
+            else:
+                into.append(value)
+        return into
+    return new
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chart")
@@ -38,7 +55,7 @@ def main() -> int:
     values: dict = {}
     try:
         for expression in args.set:
-            values.update(helm.parse_set_string(expression))
+            merge(values, helm.parse_set_string(expression))
         chart = helm.Chart.load(args.chart)
         rendered = chart.render(values, name=args.release_name, is_install=True)
     except helm.HelmError as e:

@@ -91,10 +91,37 @@ fn lien_manifests(args: &[&str]) -> std::process::Output {
 
 /// The chart's Helm hooks apart from the objects it installs: `lien manifests` has no hook
 /// (without Helm, `lien uninstall` is run by hand).
+/// Helm's standard labels are checked on every templated object and then taken off, leaving
+/// what `lien manifests` prints.
 fn without_hooks(objects: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
     objects
         .into_iter()
+        .map(without_chart_labels)
         .partition(|o| o["metadata"]["annotations"]["helm.sh/hook"].is_null())
+}
+
+fn without_chart_labels(mut object: Value) -> Value {
+    if object["kind"] == "CustomResourceDefinition" {
+        // crds/ is installed as is, not templated.
+        return object;
+    }
+    let labels = object["metadata"]["labels"]
+        .as_object_mut()
+        .expect("every object is labelled");
+    for (key, want) in [
+        ("helm.sh/chart", concat!("lien-", env!("CARGO_PKG_VERSION"))),
+        ("app.kubernetes.io/managed-by", "Helm"),
+        ("app.kubernetes.io/instance", "lien"),
+    ] {
+        assert_eq!(
+            labels.remove(key),
+            Some(Value::from(want)),
+            "{key} on {} {}",
+            object["kind"],
+            object["metadata"]["name"]
+        );
+    }
+    object
 }
 
 /// The pre-delete hook `lien::manifests` generates for these options.
@@ -348,4 +375,96 @@ fn manifests_flags_reach_every_object_that_names_them() {
         }
     }
     assert!(objects.iter().any(|o| o["kind"] == "PodDisruptionBudget"));
+}
+
+#[test]
+fn helm_chart_values_reach_the_pod_and_bad_ones_are_refused_by_name() {
+    let out = helm::template(&[
+        "nodeSelector.pool=system",
+        "tolerations[0].key=dedicated",
+        "tolerations[0].operator=Exists",
+        "priorityClassName=system-cluster-critical",
+        "extraArgs[0]=--break-glass-group=platform-admins",
+        "resources.limits.memory=1Gi",
+        "podAnnotations.team=platform",
+        "affinity=null",
+        "networkPolicy.enabled=true",
+        "networkPolicy.from[0].ipBlock.cidr=10.0.0.0/8",
+        "extraVolumes[0].name=client-ca",
+        "extraVolumes[0].configMap.name=api-server-client-ca",
+        "extraVolumeMounts[0].name=client-ca",
+        "extraVolumeMounts[0].mountPath=/etc/lien/client-ca",
+        "extraVolumeMounts[0].readOnly=true",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (objects, _) = without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8")));
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("the Deployment");
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(pod["metadata"]["annotations"]["team"], "platform");
+    let spec = &pod["spec"];
+    assert_eq!(spec["nodeSelector"], serde_json::json!({"pool": "system"}));
+    assert_eq!(
+        spec["tolerations"],
+        serde_json::json!([{"key": "dedicated", "operator": "Exists"}])
+    );
+    assert_eq!(spec["priorityClassName"], "system-cluster-critical");
+    assert!(spec.get("affinity").is_none(), "{spec}");
+    let container = &spec["containers"][0];
+    assert_eq!(
+        container["args"].as_array().expect("args").last(),
+        Some(&Value::from("--break-glass-group=platform-admins"))
+    );
+    assert_eq!(container["resources"]["limits"]["memory"], "1Gi");
+    assert_eq!(
+        spec["volumes"],
+        serde_json::json!([{"name": "client-ca", "configMap": {"name": "api-server-client-ca"}}])
+    );
+    assert_eq!(
+        container["volumeMounts"],
+        serde_json::json!([{"name": "client-ca", "mountPath": "/etc/lien/client-ca", "readOnly": true}])
+    );
+    // The rest as `lien manifests` prints it.
+    assert_eq!(container["resources"]["requests"]["memory"], "128Mi");
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .expect("the NetworkPolicy");
+    assert_eq!(policy["metadata"]["namespace"], "lien-system");
+    assert_eq!(
+        policy["spec"]["ingress"],
+        serde_json::json!([{"ports": [{"port": 8443, "protocol": "TCP"}],
+                            "from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}])
+    );
+    // Each object parses as its kind (a misplaced block would not).
+    let _: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(deployment.clone()).expect("a Deployment");
+    let _: k8s_openapi::api::networking::v1::NetworkPolicy =
+        serde_json::from_value(policy.clone()).expect("a NetworkPolicy");
+
+    for (set, named) in [
+        ("extraArgs[0]=break-glass", "extraArgs"),
+        ("nodeSelector.pool=3", ""),
+        ("resources.limit.memory=1Gi", "limit"),
+        ("networkPolicy.form[0].ipBlock.cidr=10.0.0.0/8", "form"),
+    ] {
+        let out = helm::template(&[set]);
+        if named.is_empty() {
+            // --set makes `3` a number; Helm's schema check names where.
+            assert!(!out.status.success(), "helm accepted {set}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("nodeSelector"), "{stderr}");
+            continue;
+        }
+        assert!(!out.status.success(), "helm accepted {set}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(named), "{set}: {stderr}");
+    }
 }
