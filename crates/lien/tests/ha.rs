@@ -68,19 +68,24 @@ async fn namespace(client: &kube::Client, name: &str) {
 /// Waits until both replicas answer over TLS with certificates the published caBundle
 /// trusts, and `identity` of replica 0 holds the Lease.
 async fn both_ready(c: &Cluster) {
-    for i in 0..2 {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            match c.get(i, "/readyz").await {
-                Ok(_) => break,
-                Err(e) => assert!(
-                    Instant::now() < end,
-                    "replica {i} does not serve a certificate the caBundle trusts: {e}\n--- log ---\n{}",
-                    c.log(["a", "b"][i])
-                ),
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+    ready(c, 0, "a").await;
+    ready(c, 1, "b").await;
+}
+
+/// Waits until replica `i` (`identity`) answers `/readyz` over TLS with a certificate the
+/// published caBundle trusts: ready, as its pod's readiness probe would say.
+async fn ready(c: &Cluster, i: usize, identity: &str) {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        match c.get(i, "/readyz").await {
+            Ok(_) => break,
+            Err(e) => assert!(
+                Instant::now() < end,
+                "replica {i} does not serve a certificate the caBundle trusts: {e}\n--- log ---\n{}",
+                c.log(identity)
+            ),
         }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -97,7 +102,12 @@ async fn wait_refused(cms: &Api<ConfigMap>, name: &str) {
 
 /// Starts replica `a` first (so it leads), then `b`; protects ConfigMap `used` in `ns`.
 async fn two_replicas(lease: &[&str], ns: &str, replay: bool) -> Cluster {
-    let mut c = Cluster::start(2).await;
+    two_replicas_of(2, lease, ns, replay).await
+}
+
+/// As [`two_replicas`], with `slots` addresses behind the Service (the first two running).
+async fn two_replicas_of(slots: usize, lease: &[&str], ns: &str, replay: bool) -> Cluster {
+    let mut c = Cluster::start(slots).await;
     c.spawn(0, "a", lease);
     wait_for("a to lead", DEADLINE, || async {
         (c.lease_holder().await.as_deref() == Some("a")).then_some(())
@@ -229,6 +239,97 @@ async fn both_replicas_answer_and_sigterm_hands_over_at_once() {
         "HA sigterm: {} concurrent reviews across the SIGTERM, all 409; lease released after {:?}, b leads after {takeover:?}, a exited after {exit_after:?}",
         answers.len(),
         released.unwrap_or(takeover),
+    );
+}
+
+/// What `helm upgrade` (or `kubectl rollout restart`) does to the chart's Deployment — a
+/// rolling update with `maxSurge: 1, maxUnavailable: 0` — replayed with processes: a new
+/// replica starts and is ready before an old one gets SIGTERM, twice. Every DELETE of an object
+/// in use is refused with 409 throughout (none let through, none a 500 or a connection error),
+/// a new replica leads afterwards, and a protection made after the rollout holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_update_refuses_every_delete_of_an_object_in_use_throughout() {
+    let lease = [
+        "--lease-duration=10s",
+        "--lease-renew-deadline=5s",
+        "--lease-retry-period=200ms",
+    ];
+    let mut c = two_replicas_of(4, &lease, "ha-rollout", false).await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), "ha-rollout");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut probes = Vec::new();
+    for _ in 0..4 {
+        let cms = cms.clone();
+        let stop = stop.clone();
+        probes.push(tokio::spawn(async move {
+            let mut answers = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                answers.push(
+                    match cms.delete("used", &DeleteParams::default().dry_run()).await {
+                        Err(kube::Error::Api(s)) => format!("{} {}", s.code, s.message),
+                        Err(e) => format!("error {e}"),
+                        Ok(_) => "allowed".to_owned(),
+                    },
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            answers
+        }));
+    }
+    // The surge: `c` ready, then `a` (the leader) stopped; `d` ready, then `b` stopped.
+    for (new, old) in [(2, 0), (3, 1)] {
+        let (new_id, old_id) = (["a", "b", "c", "d"][new], ["a", "b", "c", "d"][old]);
+        c.spawn(new, new_id, &lease);
+        ready(&c, new, new_id).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c.sigterm(old);
+        let status = wait_for(&format!("{old_id} to exit"), DEADLINE, || {
+            let status = c.exited(old);
+            async move { status }
+        })
+        .await;
+        assert!(status.success(), "{old_id} exits cleanly: {status}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let leader = wait_for("a new replica to lead", DEADLINE, || async {
+        c.lease_holder().await.filter(|h| h == "c" || h == "d")
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for probe in probes {
+        answers.extend(probe.await.expect("probe task"));
+    }
+    let bad: Vec<&String> = answers.iter().filter(|a| !a.starts_with("409 ")).collect();
+    assert!(
+        bad.is_empty(),
+        "{} of {} DELETEs during the rollout were not refused with 409: {:?}",
+        bad.len(),
+        answers.len(),
+        &bad[..bad.len().min(5)],
+    );
+    assert!(answers.len() > 50, "{} DELETEs probed", answers.len());
+    // The new replicas protect what is protected after the rollout, too.
+    create(
+        &c.client,
+        "ha-rollout",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "later", "namespace": "ha-rollout"}}),
+    )
+    .await;
+    create(
+        &c.client,
+        "ha-rollout",
+        json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
+        "metadata": {"name": "protect-later", "namespace": "ha-rollout"},
+        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "later"}},
+                 "reason": "created after the rollout"}}),
+    )
+    .await;
+    wait_refused(&cms, "later").await;
+    eprintln!(
+        "rolling update: {} DELETEs across two surges, all 409; {leader} leads",
+        answers.len()
     );
 }
 
