@@ -284,6 +284,11 @@ pub struct UsageSpec {
     /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay_deletion: bool,
+    /// `Deny` (default): a DELETE of an `of` object is refused while the relation holds.
+    /// `Warn`: it goes through, answered with a warning naming this Usage — to roll a new
+    /// protection out and see what it would refuse before it does.
+    #[serde(default)]
+    pub enforcement: Enforcement,
 }
 
 /// A cluster-scoped usage relation: like a Usage, but either side may name any namespace, so it
@@ -343,6 +348,31 @@ pub struct ClusterUsageSpec {
     /// Re-issue a refused DELETE of an `of` object as soon as its last user is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay_deletion: bool,
+    /// `Deny` (default): a DELETE of an `of` object is refused while the relation holds.
+    /// `Warn`: it goes through, answered with a warning naming this Usage — to roll a new
+    /// protection out and see what it would refuse before it does.
+    #[serde(default)]
+    pub enforcement: Enforcement,
+}
+
+/// What a relation does to a DELETE of the object it holds.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum Enforcement {
+    /// Refused (409) while the relation holds.
+    #[default]
+    Deny,
+    /// Allowed, with an admission warning saying it would have been refused (kubectl prints
+    /// it), counted in `lien_webhook_delete_decisions_total{result="warned"}`.
+    Warn,
+}
+
+impl Enforcement {
+    /// Whether relations from this source only warn.
+    pub fn warns(self) -> bool {
+        self == Self::Warn
+    }
 }
 
 /// `matchLabels`: a map of label values, bounded. Label keys cannot be constrained in a

@@ -148,6 +148,11 @@ pub struct DependencyRuleSpec {
     /// Re-issue a refused DELETE of an `of` object as soon as its last dependent is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay_deletion: bool,
+    /// `Deny` (default): a DELETE of an `of` object is refused while it has dependents.
+    /// `Warn`: it goes through, answered with a warning naming the dependents — to roll a new
+    /// rule out and see what it would refuse before it does.
+    #[serde(default)]
+    pub enforcement: crate::Enforcement,
 }
 
 /// An object a rule's CEL failed on, as reported in status.

@@ -45,6 +45,7 @@ fn config() -> RuleConfig {
         keyed: true,
         reason: "the volume's data lives in this pool".to_owned(),
         replay: true,
+        warn: false,
     }
 }
 

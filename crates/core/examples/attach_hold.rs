@@ -49,6 +49,7 @@ fn config(reason: &str) -> RuleConfig {
         keyed: true,
         reason: reason.to_owned(),
         replay: true,
+        warn: false,
     }
 }
 

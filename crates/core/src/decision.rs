@@ -69,6 +69,14 @@ pub fn finalizer_removal_command(source: &Source, at: usize) -> String {
 pub enum Decision {
     /// Nothing blocks the deletion.
     Allowed,
+    /// Nothing refuses the deletion, but relations whose source only warns
+    /// (`spec.enforcement: Warn`) would: it goes ahead, answered with a warning naming them.
+    Warned {
+        /// The object whose deletion was asked for.
+        object: ObjectKey,
+        /// Every relation that would have refused it, sorted as [`Decision::Denied`]'s.
+        blockers: Vec<Blocker>,
+    },
     /// At least one relation blocks it.
     Denied {
         /// The object whose deletion was asked for.
@@ -79,16 +87,25 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// Whether the DELETE may go ahead.
+    /// Whether the DELETE may go ahead (allowed, or only warned about).
     pub fn is_allowed(&self) -> bool {
-        matches!(self, Self::Allowed)
+        !matches!(self, Self::Denied { .. })
     }
 
-    /// The blockers (empty when allowed).
+    /// The blockers (empty when allowed or only warned about).
     pub fn blockers(&self) -> &[Blocker] {
         match self {
-            Self::Allowed => &[],
+            Self::Allowed | Self::Warned { .. } => &[],
             Self::Denied { blockers, .. } => blockers,
+        }
+    }
+
+    /// The relations in warn mode that would have refused the DELETE (empty unless
+    /// [`Decision::Warned`]).
+    pub fn warnings(&self) -> &[Blocker] {
+        match self {
+            Self::Warned { blockers, .. } => blockers,
+            _ => &[],
         }
     }
 
@@ -107,14 +124,20 @@ type Shared = ((u32, u32), Arc<Source>, Option<Arc<str>>);
 pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str>) -> Decision {
     // Parsed once, not once per relation (a pool may have hundreds of dependents).
     let probe = uid.map(|uid| index.uid_probe(uid));
-    let mut refs: Vec<_> = index
+    let refs: Vec<_> = index
         .blockers(object)
         .filter(|r| !probe.is_some_and(|probe| r.of_uid_differs_probe(probe)))
         // A cycle inside a namespace being deleted does not hold (`set_broken_cycles`).
         .filter(|r| !index.is_broken(object, r))
         .collect();
-    if refs.is_empty() {
-        return Decision::Allowed;
+    // Relations in warn mode refuse nothing; they only say so when nothing else refuses.
+    let (mut refs, warned): (Vec<_>, Vec<_>) = refs.into_iter().partition(|r| !r.warn());
+    let denied = !refs.is_empty();
+    if !denied {
+        if warned.is_empty() {
+            return Decision::Allowed;
+        }
+        refs = warned;
     }
     // The index's list order depends on update history; a person (and a test) wants the same
     // message for the same state. Sorted as borrowed views, in `Blocker`'s order (user, then
@@ -151,10 +174,36 @@ pub fn decide_delete(index: &RelationIndex, object: &ObjectKey, uid: Option<&str
             kept: r.source_kept(),
         });
     }
-    Decision::Denied {
-        object: object.clone(),
-        blockers,
+    if denied {
+        Decision::Denied {
+            object: object.clone(),
+            blockers,
+        }
+    } else {
+        Decision::Warned {
+            object: object.clone(),
+            blockers,
+        }
     }
+}
+
+/// The admission warning for a [`Decision::Warned`] DELETE (kubectl prints it as `Warning:
+/// …`); empty for any other decision. One line: the denial it would have been, and that the
+/// sources only warn.
+pub fn render_warning(decision: &Decision, max_listed: usize) -> String {
+    let Decision::Warned { object, blockers } = decision else {
+        return String::new();
+    };
+    let line = denial(
+        object,
+        blockers,
+        max_listed,
+        &group_lines(blockers, max_listed),
+    );
+    let line = line.strip_prefix("cannot delete ").unwrap_or(&line);
+    format!(
+        "Lien would refuse this DELETE, but only warns (spec.enforcement: Warn): {line}; set enforcement: Deny to enforce"
+    )
 }
 
 /// Reasons are written by users; keep one from swamping the message.
@@ -549,6 +598,35 @@ mod tests {
             )
         );
         assert_eq!(render_refusal(&Decision::Allowed, 10, true), "");
+    }
+
+    #[test]
+    fn a_relation_in_warn_mode_refuses_nothing_and_says_what_it_would_refuse() {
+        let db = ObjectKey::new("", "ConfigMap", Some("team-a"), "db");
+        let app = ObjectKey::new("apps", "Deployment", Some("team-a"), "app");
+        let warned = Relation::uses(usage("app-uses-db"), db.clone(), app.clone())
+            .with_reason("orders")
+            .with_replay(true)
+            .with_warn(true);
+        let d = decide_delete(&index_with(vec![warned.clone()]), &db, None);
+        assert!(d.is_allowed(), "{d:?}");
+        assert!(!d.wants_replay(), "nothing refused, nothing to replay");
+        assert!(d.blockers().is_empty());
+        assert_eq!(d.warnings().len(), 1);
+        assert_eq!(
+            render_warning(&d, 10),
+            "Lien would refuse this DELETE, but only warns (spec.enforcement: Warn): ConfigMap \
+             team-a/db: it is in use by apps/Deployment team-a/app (Usage team-a/app-uses-db: \
+             orders); set enforcement: Deny to enforce"
+        );
+        assert_eq!(render_refusal(&d, 10, false), "");
+        // With an enforced relation too, the DELETE is refused, naming only what enforces.
+        let enforced = Relation::protects(usage("keep-db"), db.clone(), "backups");
+        let d = decide_delete(&index_with(vec![warned, enforced]), &db, None);
+        assert!(!d.is_allowed());
+        assert_eq!(d.blockers().len(), 1);
+        assert_eq!(d.blockers()[0].source.as_ref(), &usage("keep-db"));
+        assert_eq!(render_warning(&d, 10), "");
     }
 
     #[test]

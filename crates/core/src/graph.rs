@@ -392,7 +392,7 @@ mod tests {
         ]);
         let blocked_by = |idx: &RelationIndex, name: &str| -> Vec<String> {
             let mut users: Vec<String> = match crate::decide_delete(idx, &at(a, name), None) {
-                crate::Decision::Allowed => vec![],
+                crate::Decision::Allowed | crate::Decision::Warned { .. } => vec![],
                 crate::Decision::Denied { blockers, .. } => blockers
                     .iter()
                     .map(|b| b.by.as_ref().map_or("-".into(), |k| k.name.clone()))

@@ -125,8 +125,8 @@ struct Rel {
     /// `NIL` for a protection.
     by: u32,
     source: u32,
-    /// The reason (a `Sym`, or [`NO_REASON`]) in the low 31 bits, `replay` in the top bit:
-    /// packing the flag keeps the record at 48 bytes instead of 52.
+    /// The reason (a `Sym`, or [`NO_REASON`]) in the low 30 bits, `replay` in the top bit and
+    /// `warn` in the next: packing the flags keeps the record at 48 bytes instead of 52.
     reason_replay: u32,
     of_prev: u32,
     of_next: u32,
@@ -140,13 +140,15 @@ struct Rel {
 
 /// `replay` in [`Rel::reason_replay`].
 const REPLAY: u32 = 1 << 31;
+/// `warn` in [`Rel::reason_replay`].
+const WARN: u32 = 1 << 30;
 /// No reason, in [`Rel::reason_replay`]; reasons are symbols below it.
-const NO_REASON: u32 = REPLAY - 1;
+const NO_REASON: u32 = WARN - 1;
 
 impl Rel {
     /// The reason's symbol, or `NIL`.
     fn reason(&self) -> u32 {
-        match self.reason_replay & !REPLAY {
+        match self.reason_replay & !(REPLAY | WARN) {
             NO_REASON => NIL,
             sym => sym,
         }
@@ -154,6 +156,10 @@ impl Rel {
 
     fn replay(&self) -> bool {
         self.reason_replay & REPLAY != 0
+    }
+
+    fn warn(&self) -> bool {
+        self.reason_replay & WARN != 0
     }
 
     /// The previous and next relation on list `link`.
@@ -1096,6 +1102,7 @@ impl RelationIndex {
                 of_uid,
                 by_uid,
                 replay: r.replay,
+                warn: r.warn,
             })
         })();
         let linked = match interned {
@@ -1152,12 +1159,14 @@ impl RelationIndex {
             of_uid,
             by_uid,
             replay,
+            warn,
         } = ids;
         let slot = match self.rel_free {
             NIL => to_u32(self.rels.len()),
             free => Ok(free),
         };
-        // A reason symbol must leave the top bit for `replay` (2^31 distinct strings first).
+        // A reason symbol must leave the top bits for `replay` and `warn` (2^30 distinct
+        // strings first).
         let slot = slot.and_then(|id| {
             if reason == NIL || reason < NO_REASON {
                 Ok(id)
@@ -1185,7 +1194,8 @@ impl RelationIndex {
             by,
             source: src,
             reason_replay: if reason == NIL { NO_REASON } else { reason }
-                | if replay { REPLAY } else { 0 },
+                | if replay { REPLAY } else { 0 }
+                | if warn { WARN } else { 0 },
             of_prev: NIL,
             of_next: key_of.of_head,
             by_prev: NIL,
@@ -1265,6 +1275,10 @@ impl RelationIndex {
 
     /// The namespace (symbol) whose deletion relation `rel` holds, if any; see [`Holding`].
     fn holds_namespace(&self, rel: &Rel) -> Option<u32> {
+        if rel.warn() {
+            // Warn only: it holds nothing, a namespace's deletion included.
+            return None;
+        }
         let of = &self.keys[rel.of as usize];
         if self.strs.get(Sym(of.group)) == LIEN_GROUP {
             return None;
@@ -1395,6 +1409,7 @@ impl RelationIndex {
                 && rel.of == of
                 && rel.by == by
                 && rel.replay() == r.replay
+                && rel.warn() == r.warn
                 && c.reason() == r.reason.as_deref()
                 && self.uid_is(rel.of_uid, r.of_uid.as_deref())
                 && self.uid_is(rel.by_uid, r.by_uid.as_deref())
@@ -1904,6 +1919,7 @@ pub(crate) struct RelIds {
     pub(crate) of_uid: UidId,
     pub(crate) by_uid: UidId,
     pub(crate) replay: bool,
+    pub(crate) warn: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1995,6 +2011,12 @@ impl<'a> RelationRef<'a> {
         self.rel().replay()
     }
 
+    /// Whether the relation only warns (its source's `spec.enforcement: Warn`): it refuses
+    /// nothing.
+    pub fn warn(&self) -> bool {
+        self.rel().warn()
+    }
+
     fn uid(&self, uid: UidId) -> Option<Cow<'a, str>> {
         self.index.uids.get(&self.index.strs, uid)
     }
@@ -2041,6 +2063,7 @@ impl<'a> RelationRef<'a> {
             source: self.source().to_source(),
             reason: self.reason().map(str::to_owned),
             replay: self.replay(),
+            warn: self.warn(),
             of_uid: self.of_uid().map(Cow::into_owned),
             by_uid: self.by_uid().map(Cow::into_owned),
         }

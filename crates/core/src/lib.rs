@@ -34,7 +34,7 @@ mod uid;
 
 pub use decision::{
     Blocker, Decision, USAGE_FINALIZER, decide_delete, finalizer_removal_command, render_denial,
-    render_refusal, render_refusal_and_denial, render_when_free,
+    render_refusal, render_refusal_and_denial, render_warning, render_when_free,
 };
 pub use graph::{
     Cycle, cycles_in_namespace, deletion_order, find_cycles, sources_within,

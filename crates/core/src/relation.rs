@@ -158,6 +158,9 @@ pub struct Relation {
     pub reason: Option<String>,
     /// Re-issue a DELETE of `of` that this relation blocked once the last blocker is gone.
     pub replay: bool,
+    /// Warn only (the source's `spec.enforcement: Warn`): a DELETE of `of` is not refused for
+    /// this relation, and answered with a warning that says it would be.
+    pub warn: bool,
     /// The UID of `of` when the relation was derived, if known.
     pub of_uid: Option<String>,
     /// The UID of `by` when the relation was derived, if known.
@@ -173,6 +176,7 @@ impl Relation {
             source,
             reason: None,
             replay: false,
+            warn: false,
             of_uid: None,
             by_uid: None,
         }
@@ -186,6 +190,7 @@ impl Relation {
             source,
             reason: Some(reason.into()),
             replay: false,
+            warn: false,
             of_uid: None,
             by_uid: None,
         }
@@ -200,6 +205,12 @@ impl Relation {
     /// With replay on or off.
     pub fn with_replay(mut self, replay: bool) -> Self {
         self.replay = replay;
+        self
+    }
+
+    /// Warn only, or enforced.
+    pub fn with_warn(mut self, warn: bool) -> Self {
+        self.warn = warn;
         self
     }
 

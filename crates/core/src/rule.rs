@@ -87,6 +87,8 @@ pub struct RuleConfig {
     pub reason: String,
     /// `spec.replayDeletion`, carried by every relation.
     pub replay: bool,
+    /// `spec.enforcement: Warn`, carried by every relation.
+    pub warn: bool,
 }
 
 /// What one update changed among the relations the rule derives (in the index too when the
@@ -898,7 +900,8 @@ impl RuleJoin {
             ix.key_by_id(by.key).to_key(),
         )
         .with_reason(self.config.reason.clone())
-        .with_replay(self.config.replay);
+        .with_replay(self.config.replay)
+        .with_warn(self.config.warn);
         r.of_uid = ix.uids.get(&ix.strs, of.uid).map(|u| u.into_owned());
         r.by_uid = ix.uids.get(&ix.strs, by.uid).map(|u| u.into_owned());
         r
@@ -918,6 +921,7 @@ impl RuleJoin {
                 of_uid: of.uid,
                 by_uid: by.uid,
                 replay: self.config.replay,
+                warn: self.config.warn,
             },
         )
     }

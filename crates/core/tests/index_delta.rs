@@ -124,6 +124,7 @@ proptest! {
             keyed: true,
             reason: "stores data in it".to_owned(),
             replay: true,
+            warn: false,
         };
         let mut idx = RelationIndex::new();
         let id = idx.add_join(config).expect("room");

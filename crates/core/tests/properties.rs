@@ -46,8 +46,9 @@ fn relation_for(source: Source) -> impl Strategy<Value = Relation> {
         any::<bool>(),
         uid(),
         uid(),
+        any::<bool>(),
     )
-        .prop_map(move |(of, by, reason, replay, of_uid, by_uid)| {
+        .prop_map(move |(of, by, reason, replay, of_uid, by_uid, warn)| {
             let reason = match (&by, reason) {
                 // A protection must have a reason.
                 (None, None) => Some("protected".to_owned()),
@@ -59,6 +60,7 @@ fn relation_for(source: Source) -> impl Strategy<Value = Relation> {
                 source: source.clone(),
                 reason,
                 replay,
+                warn,
                 of_uid,
                 by_uid,
             }
@@ -206,32 +208,51 @@ fn check_against_model(index: &RelationIndex, model: &Model) -> Result<(), TestC
             )
         );
         for uid in [None, Some(UUIDS[0]), Some("custom-uid")] {
-            // Model decision: a relation blocks unless both UIDs are known and differ.
-            let mut expected: Vec<(Option<ObjectKey>, Source, Option<String>, bool)> = of
+            // Model decision: a relation blocks unless both UIDs are known and differ; those
+            // in warn mode only when nothing else does, and then only warn.
+            type Seen = (Option<ObjectKey>, Source, Option<String>, bool);
+            let applicable: Vec<&Relation> = of
                 .iter()
                 .filter(|r| !matches!((uid, &r.of_uid), (Some(u), Some(o)) if u != o))
+                .collect();
+            let enforced: Vec<&Relation> = applicable.iter().copied().filter(|r| !r.warn).collect();
+            let (warned, listed) = if enforced.is_empty() {
+                (!applicable.is_empty(), applicable)
+            } else {
+                (false, enforced)
+            };
+            let mut expected: Vec<Seen> = listed
+                .iter()
                 .map(|r| (r.by.clone(), r.source.clone(), r.reason.clone(), r.replay))
                 .collect();
             expected.sort();
-            let got: Vec<(Option<ObjectKey>, Source, Option<String>, bool)> =
-                match decide_delete(index, &k, uid) {
-                    Decision::Allowed => vec![],
-                    Decision::Denied { object, blockers } => {
-                        prop_assert_eq!(&object, &k);
-                        prop_assert!(!blockers.is_empty());
-                        blockers
-                            .into_iter()
-                            .map(|b| {
-                                (
-                                    b.by,
-                                    Source::clone(&b.source),
-                                    b.reason.as_deref().map(str::to_owned),
-                                    b.replay,
-                                )
-                            })
-                            .collect()
-                    }
-                };
+            let expected = (warned, expected);
+            let seen = |blockers: Vec<lien_core::Blocker>| -> Vec<Seen> {
+                blockers
+                    .into_iter()
+                    .map(|b| {
+                        (
+                            b.by,
+                            Source::clone(&b.source),
+                            b.reason.as_deref().map(str::to_owned),
+                            b.replay,
+                        )
+                    })
+                    .collect()
+            };
+            let got: (bool, Vec<Seen>) = match decide_delete(index, &k, uid) {
+                Decision::Allowed => (false, vec![]),
+                Decision::Warned { object, blockers } => {
+                    prop_assert_eq!(&object, &k);
+                    prop_assert!(!blockers.is_empty());
+                    (true, seen(blockers))
+                }
+                Decision::Denied { object, blockers } => {
+                    prop_assert_eq!(&object, &k);
+                    prop_assert!(!blockers.is_empty());
+                    (false, seen(blockers))
+                }
+            };
             prop_assert_eq!(got, expected, "decision for {} uid {:?}", k, uid);
         }
     }

@@ -160,6 +160,7 @@ fn config(scope: RuleScope, keyed: bool, same_kind: bool) -> RuleConfig {
         keyed,
         reason: REASON.to_owned(),
         replay: true,
+        warn: false,
     }
 }
 

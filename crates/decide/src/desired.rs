@@ -46,6 +46,11 @@ use crate::selection::{Selection, SideSelection};
 /// The condition reason of every Usage while Lien's webhook configuration is missing or differs
 /// (watched by `lien_controller::webhook_config`, which re-exports it).
 pub const NOT_CONFIGURED_REASON: &str = "WebhookNotConfigured";
+/// The `Ready` reason of a Usage or rule whose relations only warn (`spec.enforcement: Warn`):
+/// `kubectl get` shows it in the REASON column, so nobody takes it for a protection.
+pub const WARN_ONLY_REASON: &str = "WarnOnly";
+/// What a Usage or rule in warn mode says in `Ready`.
+pub const WARN_ONLY_MESSAGE: &str = "spec.enforcement: Warn: a DELETE it holds is not refused, it goes through with a warning naming it (set Deny to enforce)";
 
 /// How many matched objects status lists per side (the count is always exact).
 pub const STATUS_LIST_LIMIT: usize = 20;
@@ -669,6 +674,12 @@ pub fn status(
         let problem = sel.sides().find_map(SideSelection::problem_now);
         let ready = match cycle.or(problem.as_ref()) {
             Some(p) => cond("Ready", false, p.reason.as_str(), p.message.clone()),
+            None if view.warn => cond(
+                "Ready",
+                true,
+                WARN_ONLY_REASON,
+                format!("every reference resolves; {WARN_ONLY_MESSAGE}"),
+            ),
             None => cond(
                 "Ready",
                 true,

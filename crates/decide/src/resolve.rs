@@ -72,6 +72,8 @@ pub struct UsageView {
     pub reason: Option<String>,
     /// `spec.replayDeletion`.
     pub replay: bool,
+    /// `spec.enforcement: Warn`: its relations refuse nothing, they warn.
+    pub warn: bool,
     /// The current status.
     pub status: Option<UsageStatus>,
 }
@@ -114,6 +116,7 @@ impl UsageView {
             by: u.spec.by.clone(),
             reason: u.spec.reason.clone(),
             replay: u.spec.replay_deletion,
+            warn: u.spec.enforcement.warns(),
             recorded_controller_uid: u.status.as_ref().and_then(|s| s.controller_uid.clone()),
             status: u.status.clone(),
             ..Self::from_parts(source, &u.metadata)
@@ -129,6 +132,7 @@ impl UsageView {
             by: u.spec.by.clone(),
             reason: u.spec.reason.clone(),
             replay: u.spec.replay_deletion,
+            warn: u.spec.enforcement.warns(),
             recorded_controller_uid: u.status.as_ref().and_then(|s| s.controller_uid.clone()),
             status: u.status.clone(),
             ..Self::from_parts(source, &u.metadata)
@@ -171,6 +175,7 @@ impl UsageView {
             && self.by == other.by
             && self.reason == other.reason
             && self.replay == other.replay
+            && self.warn == other.warn
             && self.selecting_controller_uid() == other.selecting_controller_uid()
     }
 

@@ -156,6 +156,7 @@ impl RuleView {
             keyed,
             reason: self.spec.reason.clone(),
             replay: self.spec.replay_deletion,
+            warn: self.spec.enforcement.warns(),
         }
     }
 }
@@ -476,6 +477,15 @@ pub fn rule_status(
             .or_else(|| evaluation_errors_problem(errors, rule.errors.values().next()));
         let ready = match problem {
             Some((reason, message)) => cond("Ready", false, reason, message),
+            None if rule.view.spec.enforcement.warns() => cond(
+                "Ready",
+                true,
+                crate::desired::WARN_ONLY_REASON,
+                format!(
+                    "its expressions compile and its kinds are listed; {}",
+                    crate::desired::WARN_ONLY_MESSAGE
+                ),
+            ),
             None => cond(
                 "Ready",
                 true,

@@ -372,6 +372,8 @@ pub struct Shape {
     pub reason: Option<String>,
     /// `spec.replayDeletion`.
     pub replay: bool,
+    /// `spec.enforcement: Warn`.
+    pub warn: bool,
     /// Whether the usage has `by`: its relations are uses, else protections.
     pub uses: bool,
 }
@@ -392,6 +394,7 @@ impl Shape {
             source,
             reason,
             replay: view.replay,
+            warn: view.warn,
             uses,
         }
     }
@@ -405,10 +408,12 @@ impl Shape {
                 self.reason.clone().unwrap_or_default(),
             )
             .with_replay(self.replay)
+            .with_warn(self.warn)
             .with_uids(Some(&of.uid), None),
             Some(by) => {
                 let mut r = Relation::uses(self.source.clone(), of.key.clone(), by.key.clone())
                     .with_replay(self.replay)
+                    .with_warn(self.warn)
                     .with_uids(Some(&of.uid), Some(&by.uid));
                 if let Some(reason) = &self.reason {
                     r = r.with_reason(reason.clone());

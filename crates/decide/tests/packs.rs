@@ -96,6 +96,7 @@ impl Pack {
                     keyed: program.keyed(),
                     reason: spec.reason.clone(),
                     replay: spec.replay_deletion,
+                    warn: spec.enforcement == lien_api::Enforcement::Warn,
                 };
                 let join = index.add_join(config).expect("add_join");
                 // Attached from the start: every update below changes the index itself.

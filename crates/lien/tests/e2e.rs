@@ -55,5 +55,7 @@ mod tampering;
 mod terminating_cycles;
 #[path = "e2e/validation.rs"]
 mod validation;
+#[path = "e2e/warn_mode.rs"]
+mod warn_mode;
 #[path = "e2e/when_free.rs"]
 mod when_free;

@@ -590,12 +590,21 @@ fn the_helm_chart_installs_the_service_monitor_when_enabled() {
         monitors(&render(&[])).is_empty(),
         "a ServiceMonitor by default"
     );
+    // With Helm's standard labels added, as on every object the chart templates.
+    let mut want = lien::manifests::service_monitor("monitored");
+    let labels = want["metadata"]["labels"].as_object_mut().expect("labels");
+    labels.insert(
+        "helm.sh/chart".into(),
+        concat!("lien-", env!("CARGO_PKG_VERSION")).into(),
+    );
+    labels.insert("app.kubernetes.io/managed-by".into(), "Helm".into());
+    labels.insert("app.kubernetes.io/instance".into(), "lien".into());
     assert_eq!(
         monitors(&render(&[
             "serviceMonitor.enabled=true",
             "namespace=monitored"
         ])),
-        vec![lien::manifests::service_monitor("monitored")]
+        vec![want]
     );
 }
 

@@ -191,6 +191,7 @@ fn rule_config(generation: usize) -> RuleConfig {
         // A new spec: a new generation.
         reason: format!("the volume's data lives in this pool (generation {generation})"),
         replay: true,
+        warn: false,
     }
 }
 

@@ -284,7 +284,7 @@ impl Metrics {
         let decisions = Family::<DecisionLabels, Counter>::default();
         registry.register(
             "delete_decisions",
-            "DELETE decisions from the index, by result and, when denied, by the kind of each distinct blocking source (Usage, ClusterUsage, DependencyRule)",
+            "DELETE decisions from the index, by result (allowed; denied; warned: allowed, with a warning, because every relation that would refuse it is in warn mode) and, when denied or warned, by the kind of each distinct blocking source (Usage, ClusterUsage, DependencyRule)",
             decisions.clone(),
         );
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
@@ -377,10 +377,9 @@ impl Metrics {
             source: "none",
         });
         for source in ["Usage", "ClusterUsage", "DependencyRule"] {
-            let _ = decisions.get_or_create(&DecisionLabels {
-                result: "denied",
-                source,
-            });
+            for result in ["denied", "warned"] {
+                let _ = decisions.get_or_create(&DecisionLabels { result, source });
+            }
         }
         for result in ["in_use", "not_in_use", "failed"] {
             let _ = live_checks.get_or_create(&ResultLabels { result });
@@ -427,8 +426,11 @@ impl Metrics {
     /// One count per distinct kind of blocking source: the blockers are few (sorted, per
     /// request), and the labels are a fixed set.
     fn count_decision(&self, decision: &lien_core::Decision) {
-        let mut kinds: Vec<&'static str> = decision
-            .blockers()
+        let (result, blockers) = match decision {
+            lien_core::Decision::Warned { blockers, .. } => ("warned", blockers.as_slice()),
+            _ => ("denied", decision.blockers()),
+        };
+        let mut kinds: Vec<&'static str> = blockers
             .iter()
             .map(|b| match *b.source {
                 lien_core::Source::Usage { .. } => "Usage",
@@ -448,10 +450,7 @@ impl Metrics {
         }
         for source in kinds {
             self.decisions
-                .get_or_create(&DecisionLabels {
-                    result: "denied",
-                    source,
-                })
+                .get_or_create(&DecisionLabels { result, source })
                 .inc();
         }
     }

@@ -886,3 +886,39 @@ async fn removing_the_last_finalizer_of_an_object_in_use_being_deleted_is_refuse
     }
     assert_eq!(post(&h.router, &rv).await["allowed"], true);
 }
+
+/// A relation in warn mode (`spec.enforcement: Warn`), of a Usage or a rule alike: the DELETE is
+/// allowed, with the warning kubectl prints, and nothing is recorded; the metric counts it.
+#[tokio::test]
+async fn a_delete_held_only_in_warn_mode_is_allowed_with_a_warning() {
+    for source in [
+        Source::usage(NS, "web-uses-settings"),
+        Source::rule("settings-readers"),
+    ] {
+        let mut idx = RelationIndex::new();
+        idx.apply(
+            &source,
+            [Relation::uses(source.clone(), settings(), web())
+                .with_reason("web reads its settings")
+                .with_replay(true)
+                .with_warn(true)],
+        )
+        .expect("apply");
+        let mut h = harness_with(
+            Arc::new(RwLock::new(idx)),
+            policy(),
+            Arc::new(lien_webhook::NoLiveCheck),
+        );
+        let r = post(&h.router, &review("delete-configmap.json")).await;
+        assert_eq!(r["allowed"], true, "{r}");
+        let warning = r["warnings"][0].as_str().unwrap_or_default();
+        assert!(
+            warning.starts_with(
+                "Lien would refuse this DELETE, but only warns (spec.enforcement: Warn): ConfigMap fixtures/settings: it is in use by apps/Deployment fixtures/web ("
+            ),
+            "{r}"
+        );
+        assert!(warning.contains(&source.to_string()), "{warning}");
+        assert!(h.records.try_recv().is_err(), "nothing recorded");
+    }
+}

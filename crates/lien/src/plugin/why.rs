@@ -126,6 +126,9 @@ pub struct Held {
     pub reason: Option<String>,
     /// Whether a refused DELETE is re-issued once the relation goes.
     pub replay: bool,
+    /// Warn only (its source's `spec.enforcement: Warn`): it refuses nothing; a DELETE goes
+    /// through with a warning naming it.
+    pub warn_only: bool,
     /// What lifts it, each way an alternative: its commands in order.
     pub to_do: Vec<Step>,
 }
@@ -205,6 +208,7 @@ pub fn why_report(graph: &Graph, key: &ObjectKey, replay_ttl: Duration) -> WhyRe
                 source: r.source,
                 reason: r.reason.map(|r| r.to_string()),
                 replay: r.replay,
+                warn_only: r.warn,
                 to_do,
             }
         })
@@ -278,6 +282,10 @@ pub fn why_yaml(report: &WhyReport) -> String {
     serde_yaml_ng::to_string(report).unwrap_or_default()
 }
 
+/// Said under each relation in warn mode.
+const WARN_ONLY_LINE: &str =
+    "enforcement: Warn — refuses nothing; set spec.enforcement: Deny to enforce it";
+
 /// The report for people.
 pub fn why_text(report: &WhyReport) -> String {
     let mut out = String::new();
@@ -295,12 +303,28 @@ pub fn why_text(report: &WhyReport) -> String {
         );
     } else {
         let n = report.relations.len();
-        let _ = writeln!(
-            out,
-            "{} is in use ({n} relation{}); a DELETE is refused while any of them holds:",
-            object_label(key),
-            if n == 1 { "" } else { "s" }
-        );
+        let warn_only = report.relations.iter().filter(|r| r.warn_only).count();
+        let s = if n == 1 { "" } else { "s" };
+        let _ = if warn_only == n {
+            // Never claim a protection that is not enforced.
+            writeln!(
+                out,
+                "{} is in use ({n} relation{s}), in warn mode only (spec.enforcement: Warn): a DELETE is NOT refused; it goes through with a warning naming them:",
+                object_label(key),
+            )
+        } else if warn_only > 0 {
+            writeln!(
+                out,
+                "{} is in use ({n} relation{s}); a DELETE is refused while any enforced one holds ({warn_only} only warn):",
+                object_label(key),
+            )
+        } else {
+            writeln!(
+                out,
+                "{} is in use ({n} relation{s}); a DELETE is refused while any of them holds:",
+                object_label(key),
+            )
+        };
         for (i, r) in report.relations.iter().enumerate() {
             let _ = writeln!(out);
             match &r.user {
@@ -309,6 +333,9 @@ pub fn why_text(report: &WhyReport) -> String {
                     let _ = writeln!(out, "     source: {}", r.source);
                     if let Some(reason) = &r.reason {
                         let _ = writeln!(out, "     reason: {reason}");
+                    }
+                    if r.warn_only {
+                        let _ = writeln!(out, "     {WARN_ONLY_LINE}");
                     }
                     let _ = writeln!(
                         out,
@@ -341,6 +368,9 @@ pub fn why_text(report: &WhyReport) -> String {
                     let _ = writeln!(out, "     source: {}", r.source);
                     if let Some(reason) = &r.reason {
                         let _ = writeln!(out, "     reason: {reason}");
+                    }
+                    if r.warn_only {
+                        let _ = writeln!(out, "     {WARN_ONLY_LINE}");
                     }
                     if let Some(fix) = r.to_do.first() {
                         let _ = writeln!(

@@ -999,6 +999,16 @@ impl ApiServer {
         t: &Target,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome, ApiError> {
+        Ok(self.delete_object(t, opts, true).await?.0)
+    }
+
+    /// DELETE one object, with the warnings its admission webhooks answered: kube-apiserver
+    /// returns them as `Warning` headers for a DELETE as for any write (kubectl prints them).
+    pub async fn delete_with_warnings(
+        &self,
+        t: &Target,
+        opts: &DeleteOptions,
+    ) -> Result<(DeleteOutcome, Vec<String>), ApiError> {
         self.delete_object(t, opts, true).await
     }
 
@@ -1009,7 +1019,7 @@ impl ApiServer {
         t: &Target,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome, ApiError> {
-        self.delete_object(t, opts, false).await
+        Ok(self.delete_object(t, opts, false).await?.0)
     }
 
     async fn delete_object(
@@ -1017,7 +1027,9 @@ impl ApiServer {
         t: &Target,
         opts: &DeleteOptions,
         admit: bool,
-    ) -> Result<DeleteOutcome, ApiError> {
+    ) -> Result<(DeleteOutcome, Vec<String>), ApiError> {
+        // The webhooks' warnings of the last attempt (a retry reviews the object again).
+        let mut warnings = Vec::new();
         let rt = t.resource.clone();
         if !rt.verbs.contains(&"delete") {
             return Err(ApiError::method_not_allowed(
@@ -1069,31 +1081,40 @@ impl ApiServer {
                 };
                 // Mutating webhooks are called on DELETE too, with the old object only; a patch
                 // in their answer fails the request.
-                self.mutate(
-                    Operation::Delete,
-                    reviewed,
-                    None,
-                    Some(&current),
-                    opts.options_object(),
-                    &opts.write,
-                )
-                .await?;
-                self.admit(
-                    Operation::Delete,
-                    reviewed,
-                    None,
-                    Some(&current),
-                    opts.options_object(),
-                    &opts.write,
-                )
-                .await?;
+                let mutation = self
+                    .mutate(
+                        Operation::Delete,
+                        reviewed,
+                        None,
+                        Some(&current),
+                        opts.options_object(),
+                        &opts.write,
+                    )
+                    .await?;
+                warnings = mutation.warnings;
+                for w in self
+                    .admit(
+                        Operation::Delete,
+                        reviewed,
+                        None,
+                        Some(&current),
+                        opts.options_object(),
+                        &opts.write,
+                    )
+                    .await?
+                {
+                    if !warnings.contains(&w) {
+                        warnings.push(w);
+                    }
+                }
             }
             let planned = plan_deletion(&rt, &current, opts.propagation);
             if opts.write.dry_run {
-                return Ok(match planned {
+                let outcome = match planned {
                     Some(obj) => DeleteOutcome::Pending(Self::output(&rt, &t.version, &obj)),
                     None => DeleteOutcome::Deleted(Self::output(&rt, &t.version, &current)),
-                });
+                };
+                return Ok((outcome, warnings));
             }
             let outcome = {
                 let mut store = self.store();
@@ -1123,14 +1144,15 @@ impl ApiServer {
             };
             let (DeleteOutcome::Pending(obj) | DeleteOutcome::Deleted(obj)) = &outcome;
             self.after_write(&rt, obj);
-            return Ok(match outcome {
+            let outcome = match outcome {
                 DeleteOutcome::Pending(o) => {
                     DeleteOutcome::Pending(Self::output(&rt, &t.version, &o))
                 }
                 DeleteOutcome::Deleted(o) => {
                     DeleteOutcome::Deleted(Self::output(&rt, &t.version, &o))
                 }
-            });
+            };
+            return Ok((outcome, warnings));
         }
         Err(ApiError::conflict_modified(&rt.group, &rt.plural, &t.name))
     }

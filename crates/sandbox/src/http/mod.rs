@@ -778,9 +778,9 @@ async fn handle(state: HttpState, req: Request, format: Format) -> Result<Respon
         }
         (Method::DELETE, false) => {
             let opts = delete_options(&query, &body, write)?;
-            let outcome = server.delete(&target, &opts).await?;
+            let (outcome, warnings) = server.delete_with_warnings(&target, &opts).await?;
             let (code, body) = delete_response(&rt, &opts, outcome);
-            Ok(json_response(code, &body))
+            Ok(with_warnings(json_response(code, &body), &warnings))
         }
         (Method::DELETE, true) => {
             let list_opts = list_options(&query)?;

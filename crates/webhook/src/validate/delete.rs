@@ -7,7 +7,7 @@ use lien_api::IN_USE_LABEL;
 use lien_core::seams::Requester;
 use lien_core::{
     Decision, ObjectKey, RelationIndex, decide_delete, render_denial, render_refusal_and_denial,
-    render_when_free,
+    render_warning, render_when_free,
 };
 
 use super::{
@@ -48,6 +48,10 @@ impl Confirm {
                     "{} carries {IN_USE_LABEL}=true but is no longer in use (confirmed by a live read); the label is stale",
                     self.object
                 )],
+                record: None,
+            },
+            Ok(decision @ Decision::Warned { .. }) => Outcome::Allow {
+                warnings: vec![render_warning(&decision, policy.max_listed)],
                 record: None,
             },
             Ok(decision) => {
@@ -218,6 +222,11 @@ pub fn finish_delete(
             propagation_policy: req.propagation_policy().map(str::to_owned),
         }),
         Decision::Allowed => Outcome::allow(),
+        // Every relation that would refuse it only warns: it goes through, and says so.
+        warned @ Decision::Warned { .. } => Outcome::Allow {
+            warnings: vec![render_warning(&warned, policy.max_listed)],
+            record: None,
+        },
         denied_decision => {
             if !policy.break_glass_groups.is_empty() {
                 if let Some(reason) = break_glass(old) {

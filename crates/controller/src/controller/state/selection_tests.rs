@@ -485,6 +485,7 @@ impl UsageSpecModel {
             let mut u = ClusterUsage::new(
                 &name,
                 ClusterUsageSpec {
+                    enforcement: lien_api::Enforcement::Deny,
                     of: self.of.spec(),
                     by: self.by.as_ref().map(SideSpec::spec),
                     reason,
@@ -503,6 +504,7 @@ impl UsageSpecModel {
             let mut u = Usage::new(
                 &name,
                 UsageSpec {
+                    enforcement: lien_api::Enforcement::Deny,
                     of: self.of.spec(),
                     by: self.by.as_ref().map(SideSpec::spec),
                     reason,
