@@ -482,6 +482,28 @@ fn rbac(o: &Options) -> Vec<Manifest> {
     ]
 }
 
+/// Pod Security "restricted" for Lien's pods: a non-root UID, seccomp `RuntimeDefault`.
+fn pod_security_context() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+/// Pod Security "restricted" for Lien's containers: no privilege escalation, a read-only root
+/// filesystem, every capability dropped.
+fn container_security_context() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
 fn deployment(o: &Options) -> Value {
     let probe = |path: &str, period: u32, failures: u32| {
         json!({
@@ -510,12 +532,7 @@ fn deployment(o: &Options) -> Value {
                     // Longer than the webhook's drain, so SIGTERM's in-flight answers and the
                     // lease release finish.
                     "terminationGracePeriodSeconds": 30,
-                    "securityContext": {
-                        "runAsNonRoot": true,
-                        "runAsUser": 65532,
-                        "runAsGroup": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "securityContext": pod_security_context(),
                     // Two replicas on two nodes where there are two: a node lost never takes
                     // the webhook with it. `ScheduleAnyway` keeps a one-node cluster working.
                     "topologySpreadConstraints": [{
@@ -559,13 +576,7 @@ fn deployment(o: &Options) -> Value {
                             "requests": {"cpu": "100m", "memory": "128Mi"},
                             "limits": {"memory": "512Mi"},
                         },
-                        "securityContext": {
-                            "allowPrivilegeEscalation": false,
-                            "readOnlyRootFilesystem": true,
-                            "runAsNonRoot": true,
-                            "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
+                        "securityContext": container_security_context(),
                     }],
                 },
             },
@@ -712,12 +723,7 @@ pub fn uninstall_hook(o: &Options, force: bool) -> Vec<Manifest> {
                 "spec": {
                     "serviceAccountName": UNINSTALL_HOOK,
                     "restartPolicy": "Never",
-                    "securityContext": {
-                        "runAsNonRoot": true,
-                        "runAsUser": 65532,
-                        "runAsGroup": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "securityContext": pod_security_context(),
                     "containers": [{
                         "name": "uninstall",
                         "image": o.image,
@@ -727,13 +733,7 @@ pub fn uninstall_hook(o: &Options, force: bool) -> Vec<Manifest> {
                             "requests": {"cpu": "50m", "memory": "64Mi"},
                             "limits": {"memory": "256Mi"},
                         },
-                        "securityContext": {
-                            "allowPrivilegeEscalation": false,
-                            "readOnlyRootFilesystem": true,
-                            "runAsNonRoot": true,
-                            "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
+                        "securityContext": container_security_context(),
                     }],
                 },
             },

@@ -142,6 +142,38 @@ async fn two_replicas_of(slots: usize, lease: &[&str], ns: &str, replay: bool) -
 
 const DENIED: &[&str] = &["operation=\"DELETE\"", "outcome=\"denied\""];
 
+/// `tasks` tasks sending dry-run DELETEs of ConfigMap `used` until `stop`, `pause` apart; each
+/// returns its answers (`409 <message>`, `error …` or `allowed`).
+fn probe_deletes(
+    cms: &Api<ConfigMap>,
+    stop: &Arc<AtomicBool>,
+    tasks: usize,
+    pause: Duration,
+) -> Vec<tokio::task::JoinHandle<Vec<String>>> {
+    (0..tasks)
+        .map(|_| {
+            let cms = cms.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    answers.push(
+                        match cms.delete("used", &DeleteParams::default().dry_run()).await {
+                            Err(kube::Error::Api(s)) => format!("{} {}", s.code, s.message),
+                            Err(e) => format!("error {e}"),
+                            Ok(_) => "allowed".to_owned(),
+                        },
+                    );
+                    if !pause.is_zero() {
+                        tokio::time::sleep(pause).await;
+                    }
+                }
+                answers
+            })
+        })
+        .collect()
+}
+
 /// Both replicas answer the webhook with certificates from the one CA the caBundle holds;
 /// SIGTERM of the leader: every review in flight is answered (409, never a 500 or a connection
 /// error), the Lease is released at once and the other replica leads within 2 s (the lease
@@ -161,24 +193,7 @@ async fn both_replicas_answer_and_sigterm_hands_over_at_once() {
 
     // A burst of concurrent dry-run DELETEs across the SIGTERM.
     let stop = Arc::new(AtomicBool::new(false));
-    let mut burst = Vec::new();
-    for _ in 0..8 {
-        let cms = cms.clone();
-        let stop = stop.clone();
-        burst.push(tokio::spawn(async move {
-            let mut answers = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                answers.push(
-                    match cms.delete("used", &DeleteParams::default().dry_run()).await {
-                        Err(kube::Error::Api(s)) => format!("{} {}", s.code, s.message),
-                        Err(e) => format!("error {e}"),
-                        Ok(_) => "allowed".to_owned(),
-                    },
-                );
-            }
-            answers
-        }));
-    }
+    let burst = probe_deletes(&cms, &stop, 8, Duration::ZERO);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let term = Instant::now();
     c.sigterm(0);
@@ -257,25 +272,7 @@ async fn a_rolling_update_refuses_every_delete_of_an_object_in_use_throughout() 
     let mut c = two_replicas_of(4, &lease, "ha-rollout", false).await;
     let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), "ha-rollout");
     let stop = Arc::new(AtomicBool::new(false));
-    let mut probes = Vec::new();
-    for _ in 0..4 {
-        let cms = cms.clone();
-        let stop = stop.clone();
-        probes.push(tokio::spawn(async move {
-            let mut answers = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                answers.push(
-                    match cms.delete("used", &DeleteParams::default().dry_run()).await {
-                        Err(kube::Error::Api(s)) => format!("{} {}", s.code, s.message),
-                        Err(e) => format!("error {e}"),
-                        Ok(_) => "allowed".to_owned(),
-                    },
-                );
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            answers
-        }));
-    }
+    let probes = probe_deletes(&cms, &stop, 4, Duration::from_millis(2));
     // The surge: `c` ready, then `a` (the leader) stopped; `d` ready, then `b` stopped.
     for (new, old) in [(2, 0), (3, 1)] {
         let (new_id, old_id) = (["a", "b", "c", "d"][new], ["a", "b", "c", "d"][old]);

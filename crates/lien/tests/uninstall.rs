@@ -45,21 +45,14 @@ async fn api_of(client: &kube::Client, object: &serde_json::Value) -> Option<Api
 }
 
 fn uninstall(c: &Cluster, args: &[&str]) -> (bool, String) {
-    let out = c
-        .lien("uninstall.log")
-        .arg("uninstall")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .expect("lien uninstall runs");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+    output(
+        c.lien("uninstall.log")
+            .arg("uninstall")
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("lien uninstall runs"),
     )
 }
 
