@@ -12,7 +12,8 @@
 //!   CRDs appear.
 //! - **Consent (DependencyRule).** A rule can make *every* object of its `spec.of` kind
 //!   undeletable and have Lien label them, so whoever creates it, or changes what it relates
-//!   (`of`, `by`, `scope`, `keys`, `when`), must hold the right a Usage over each of those
+//!   (`of`, `by`, `scope`, `keys`, `when`) or switches it from `enforcement: Warn` to `Deny`,
+//!   must hold the right a Usage over each of those
 //!   objects needs: `update` on the `of` kind's resource, cluster-wide (a `SubjectAccessReview`
 //!   with no namespace and no name). Editing only `reason` or `replayDeletion` needs nothing
 //!   beyond RBAC on the rule itself.
@@ -207,10 +208,12 @@ fn validate_dependency(
     let changed = match (req.operation, old_spec) {
         (Operation::Update, Some(old)) => {
             match serde_json::from_value::<DependencyRuleSpec>(old) {
-                // What the rule relates; `reason` and `replayDeletion` change no one's rights.
+                // What the rule relates, or its switch from warning to refusing; `reason` and
+                // `replayDeletion` change no one's rights.
                 Ok(old) => {
                     (&old.of, &old.by, old.scope, &old.keys, &old.when)
                         != (&spec.of, &spec.by, spec.scope, &spec.keys, &spec.when)
+                        || (old.enforcement.warns() && !spec.enforcement.warns())
                 }
                 Err(_) => true,
             }

@@ -300,6 +300,32 @@ async fn changing_only_the_reason_needs_no_consent() {
 }
 
 #[tokio::test]
+async fn switching_a_rule_from_warn_to_deny_needs_consent_and_back_does_not() {
+    let access = FakeAccess::new(false);
+    let h = harness(RelationIndex::new(), Some(access.clone()));
+    let mut warn = pool_rule("[self.spec.csi.volumeAttributes.pool]");
+    warn["enforcement"] = json!("Warn");
+    let mut deny = warn.clone();
+    deny["enforcement"] = json!("Deny");
+    let answer = h
+        .webhook
+        .answer(&rule_review(
+            "UPDATE",
+            "DependencyRule",
+            warn.clone(),
+            Some(deny.clone()),
+        ))
+        .await;
+    assert!(answer.allowed, "Deny to Warn lifts: {answer:?}");
+    assert!(access.asked.lock().is_empty());
+    let answer = h
+        .webhook
+        .answer(&rule_review("UPDATE", "DependencyRule", deny, Some(warn)))
+        .await;
+    assert_eq!(message(&answer).0, 403, "Warn to Deny starts refusing");
+}
+
+#[tokio::test]
 async fn a_rule_over_lien_kinds_or_without_a_reason_is_refused() {
     let h = harness(RelationIndex::new(), None);
     let mut spec = pool_rule("[self.spec.pool]");

@@ -310,6 +310,30 @@ async fn an_update_is_checked_only_when_spec_of_changes() {
     assert_eq!(access.asked()[0].name.as_deref(), Some("other"));
 }
 
+/// Warn mode lifted to Deny starts refusing: the right is asked again, as for a new Usage; the
+/// other way round (or warn to warn) lifts nothing and asks nothing.
+#[tokio::test]
+async fn an_update_from_warn_to_deny_is_checked() {
+    let access = FakeAccess::new(Answer::Deny);
+    let hook = webhook(access.clone());
+    let spec = |enforcement: &str| json!({"of": cm_ref("settings", None), "reason": "r", "enforcement": enforcement});
+    let update = |new: &str, old: &str| {
+        review(
+            "UPDATE",
+            "Usage",
+            Some("team-a"),
+            spec(new),
+            Some(spec(old)),
+        )
+    };
+    assert!(hook.answer(&update("Warn", "Deny")).await.allowed);
+    assert!(hook.answer(&update("Warn", "Warn")).await.allowed);
+    assert!(access.asked().is_empty(), "lifting asks nothing");
+    let answer = hook.answer(&update("Deny", "Warn")).await;
+    assert!(!answer.allowed);
+    assert_eq!(access.asked()[0].name.as_deref(), Some("settings"));
+}
+
 #[tokio::test]
 async fn an_invalid_usage_is_refused_before_any_check() {
     let access = FakeAccess::new(Answer::Allow);

@@ -42,6 +42,8 @@ struct UsageSpecSides {
     by: Option<ResourceSpec>,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    enforcement: lien_api::Enforcement,
 }
 
 /// The stored Usage of an UPDATE: only `spec.of`, leniently (a Usage stored before a schema
@@ -56,6 +58,9 @@ struct OldUsageObject {
 struct OldUsageSpec {
     #[serde(default)]
     of: Option<serde_json::Value>,
+    /// Leniently: a value this version does not know counts as enforced.
+    #[serde(default)]
+    enforcement: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -233,7 +238,7 @@ pub fn validate_usage(
     check_access: bool,
 ) -> Outcome {
     let cluster_usage = req.kind.kind == "ClusterUsage";
-    let (spec, old_of, user) = match serde_json::from_slice::<UsageBody>(body) {
+    let (spec, old, user) = match serde_json::from_slice::<UsageBody>(body) {
         Ok(UsageBody {
             request:
                 UsageRequest {
@@ -241,11 +246,7 @@ pub fn validate_usage(
                     old_object,
                     user_info,
                 },
-        }) => (
-            spec,
-            old_object.and_then(|o| o.spec).and_then(|s| s.of),
-            user_info,
-        ),
+        }) => (spec, old_object.and_then(|o| o.spec), user_info),
         Ok(_) => return Outcome::invalid(format!("{} has no spec", req.kind.kind)),
         Err(e) => return Outcome::invalid(format!("cannot read {}: {e}", req.kind.kind)),
     };
@@ -263,14 +264,20 @@ pub fn validate_usage(
     if !check_access {
         return Outcome::allow();
     }
-    let of_changed = match req.operation {
-        Operation::Update => {
-            old_of.and_then(|v| serde_json::from_value::<ResourceSpec>(v).ok())
-                != Some(spec.of.clone())
+    // What needs the right again: what it protects changed, or it starts refusing (a Usage in
+    // warn mode switched to Deny refuses what it only warned about).
+    let changed = match (req.operation, old) {
+        (Operation::Update, Some(old)) => {
+            let of_changed = old
+                .of
+                .and_then(|v| serde_json::from_value::<ResourceSpec>(v).ok())
+                != Some(spec.of.clone());
+            let was_warning = old.enforcement.as_ref().and_then(|v| v.as_str()) == Some("Warn");
+            of_changed || (was_warning && !spec.enforcement.warns())
         }
         _ => true,
     };
-    if !of_changed {
+    if !changed {
         return Outcome::allow();
     }
     match access_request(kinds, req, &spec.of, user.unwrap_or_default().into()) {
