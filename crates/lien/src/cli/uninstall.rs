@@ -99,11 +99,14 @@ async fn api_for(
     })
 }
 
-fn in_use(object: &Value) -> bool {
-    object["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "InUse" && c["status"] == "True")
-    })
+/// Whether a Usage or rule protects something: it holds relations (`InUse=True`) and they
+/// refuse (not `spec.enforcement: Warn`, which refuses nothing: uninstalling lifts no protection).
+fn protects(object: &Value) -> bool {
+    object["spec"]["enforcement"] != "Warn"
+        && object["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "InUse" && c["status"] == "True")
+        })
 }
 
 fn describe(meta: &kube::api::ObjectMeta, kind: &str) -> String {
@@ -131,7 +134,7 @@ async fn protecting(client: &kube::Client) -> anyhow::Result<Vec<String>> {
             Err(kube::Error::Api(e)) if e.code == 404 => continue,
             Err(e) => return Err(e).with_context(|| format!("listing {plural}")),
         };
-        for o in list.items.iter().filter(|o| in_use(&o.data)) {
+        for o in list.items.iter().filter(|o| protects(&o.data)) {
             out.push(format!("{} (InUse=True)", describe(&o.metadata, kind)));
         }
     }
@@ -507,6 +510,22 @@ pub async fn run(args: UninstallArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_in_warn_mode_protects_nothing() {
+        let in_use = json!({"type": "InUse", "status": "True"});
+        let source = |enforcement: &str| json!({"spec": {"enforcement": enforcement}, "status": {"conditions": [in_use]}});
+        assert!(protects(&source("Deny")));
+        assert!(!protects(&source("Warn")));
+        assert!(
+            protects(&json!({"status": {"conditions": [in_use]}})),
+            "Deny by default"
+        );
+        assert!(
+            !protects(&json!({"spec": {"enforcement": "Deny"}})),
+            "not in use"
+        );
+    }
 
     #[test]
     fn only_what_lien_wrote_is_removed() {
