@@ -64,50 +64,19 @@ async fn install_protect_uninstall_then_everything_protected_can_be_deleted() {
     // The sandbox runs no pods: Lien runs as a process against it.
     start_lien(&mut c).await;
 
-    // Protect: `used` (with a label and an annotation of someone else's) is used by `user`.
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "app"}})).expect("ns"),
+    // Protect: `used` (with a label and an annotation of someone else's) is used by `user`;
+    // `other` carries someone else's finalizer.
+    let (cms, _) = protect(&client).await;
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "other", "labels": {"team": "a"},
+            "annotations": {"note": "keep"}, "finalizers": ["example.com/keep"]}}),
         )
-        .await
-        .expect("namespace");
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "app");
-    for (name, finalizers) in [
-        ("used", json!([])),
-        ("user", json!([])),
-        ("other", json!(["example.com/keep"])),
-    ] {
-        cms.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name, "labels": {"team": "a"},
-                "annotations": {"note": "keep"}, "finalizers": finalizers}}))
-            .expect("cm"),
-        )
-        .await
-        .expect("configmap");
-    }
-    let usage = json!({"apiVersion": "lien.dev/v1alpha1", "kind": "Usage",
-        "metadata": {"name": "user-uses-used", "namespace": "app"},
-        "spec": {"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "used"}},
-                 "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "user"}},
-                 "replayDeletion": true}});
-    api_of(&client, &usage)
-        .await
-        .expect("Usages served")
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(usage).expect("usage"),
-        )
-        .await
-        .expect("usage");
-    wait_for("used's DELETE to be refused", || async {
-        matches!(
-            cms.delete("used", &DeleteParams::default().dry_run()).await,
-            Err(kube::Error::Api(s)) if s.code == 409
-        )
-    })
-    .await;
+        .expect("cm"),
+    )
+    .await
+    .expect("configmap");
     let refused = cms.delete("used", &DeleteParams::default()).await;
     assert!(
         matches!(&refused, Err(kube::Error::Api(s)) if s.code == 409),
@@ -270,7 +239,8 @@ async fn start_lien(c: &mut Cluster) {
     .await;
 }
 
-/// `app/used` used by `app/user` (a Usage with replay), refused, and the Usage `InUse`.
+/// `app/used` used by `app/user` (a Usage with replay; both labelled `team: a` and annotated
+/// `note: keep` by someone else), refused, and the Usage `InUse`.
 async fn protect(client: &kube::Client) -> (Api<ConfigMap>, Api<DynamicObject>) {
     Api::<Namespace>::all(client.clone())
         .create(
@@ -283,7 +253,9 @@ async fn protect(client: &kube::Client) -> (Api<ConfigMap>, Api<DynamicObject>) 
     for name in ["used", "user"] {
         cms.create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name}})).expect("cm"),
+            &serde_json::from_value(json!({"metadata": {"name": name, "labels": {"team": "a"},
+                "annotations": {"note": "keep"}}}))
+            .expect("cm"),
         )
         .await
         .expect("configmap");
