@@ -308,6 +308,12 @@ fn metadata(name: &str, namespace: Option<&str>) -> Value {
 }
 
 fn binding(kind: &str, name: &str, namespace: Option<&str>, o: &Options) -> Value {
+    binding_of(kind, metadata(name, namespace), name, NAME, &o.namespace)
+}
+
+/// A (Cluster)RoleBinding with `meta`, of the (Cluster)Role `role` (the same name as the
+/// binding) to the ServiceAccount `account` in `namespace`.
+fn binding_of(kind: &str, meta: Value, role: &str, account: &str, namespace: &str) -> Value {
     let role_kind = if kind == "ClusterRoleBinding" {
         "ClusterRole"
     } else {
@@ -316,9 +322,9 @@ fn binding(kind: &str, name: &str, namespace: Option<&str>, o: &Options) -> Valu
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": kind,
-        "metadata": metadata(name, namespace),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": o.namespace}],
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
     })
 }
 
@@ -646,9 +652,15 @@ fn hook_metadata(name: &str, namespace: Option<&str>, weight: i32) -> Value {
 /// removes Lien's labels, records and finalizers; Helm deletes the rest.
 pub fn uninstall_hook(o: &Options, force: bool) -> Vec<Manifest> {
     let ns = Some(o.namespace.as_str());
-    let subject =
-        json!([{"kind": "ServiceAccount", "name": UNINSTALL_HOOK, "namespace": o.namespace}]);
-    let role_ref = |kind: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": UNINSTALL_HOOK});
+    let hook_binding = |kind: &str, namespace: Option<&str>| {
+        Manifest::plain(binding_of(
+            kind,
+            hook_metadata(UNINSTALL_HOOK, namespace, -1),
+            UNINSTALL_HOOK,
+            UNINSTALL_HOOK,
+            &o.namespace,
+        ))
+    };
     let cluster_role = Manifest::role(
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -746,21 +758,9 @@ pub fn uninstall_hook(o: &Options, force: bool) -> Vec<Manifest> {
             "metadata": hook_metadata(UNINSTALL_HOOK, ns, -1),
         })),
         cluster_role,
-        Manifest::plain(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": hook_metadata(UNINSTALL_HOOK, None, -1),
-            "roleRef": role_ref("ClusterRole"),
-            "subjects": subject,
-        })),
+        hook_binding("ClusterRoleBinding", None),
         role,
-        Manifest::plain(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": hook_metadata(UNINSTALL_HOOK, ns, -1),
-            "roleRef": role_ref("Role"),
-            "subjects": subject,
-        })),
+        hook_binding("RoleBinding", ns),
         Manifest::plain(job),
     ]
 }

@@ -142,6 +142,24 @@ async fn two_replicas_of(slots: usize, lease: &[&str], ns: &str, replay: bool) -
 
 const DENIED: &[&str] = &["operation=\"DELETE\"", "outcome=\"denied\""];
 
+/// Stops the [`probe_deletes`] tasks and gathers their answers.
+async fn stop_probes(
+    stop: &AtomicBool,
+    probes: Vec<tokio::task::JoinHandle<Vec<String>>>,
+) -> Vec<String> {
+    stop.store(true, Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for probe in probes {
+        answers.extend(probe.await.expect("probe task"));
+    }
+    answers
+}
+
+/// The answers that are not a 409 refusal.
+fn not_refused(answers: &[String]) -> Vec<&String> {
+    answers.iter().filter(|a| !a.starts_with("409 ")).collect()
+}
+
 /// `tasks` tasks sending dry-run DELETEs of ConfigMap `used` until `stop`, `pause` apart; each
 /// returns its answers (`409 <message>`, `error …` or `allowed`).
 fn probe_deletes(
@@ -218,12 +236,8 @@ async fn both_replicas_answer_and_sigterm_hands_over_at_once() {
     let exit_after = term.elapsed();
     // Keep the burst going on the survivor for a while.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut answers = Vec::new();
-    for task in burst {
-        answers.extend(task.await.expect("burst task"));
-    }
-    let bad: Vec<&String> = answers.iter().filter(|a| !a.starts_with("409 ")).collect();
+    let answers = stop_probes(&stop, burst).await;
+    let bad = not_refused(&answers);
     assert!(
         bad.is_empty(),
         "{} of {} reviews were not refused with 409: {:?}\n--- a ---\n{}",
@@ -292,12 +306,8 @@ async fn a_rolling_update_refuses_every_delete_of_an_object_in_use_throughout() 
         c.lease_holder().await.filter(|h| h == "c" || h == "d")
     })
     .await;
-    stop.store(true, Ordering::Relaxed);
-    let mut answers = Vec::new();
-    for probe in probes {
-        answers.extend(probe.await.expect("probe task"));
-    }
-    let bad: Vec<&String> = answers.iter().filter(|a| !a.starts_with("409 ")).collect();
+    let answers = stop_probes(&stop, probes).await;
+    let bad = not_refused(&answers);
     assert!(
         bad.is_empty(),
         "{} of {} DELETEs during the rollout were not refused with 409: {:?}",

@@ -7,7 +7,7 @@ use lien_api::IN_USE_LABEL;
 use lien_core::seams::Requester;
 use lien_core::{
     Decision, ObjectKey, RelationIndex, decide_delete, render_denial, render_refusal_and_denial,
-    render_warning, render_when_free,
+    render_when_free,
 };
 
 use super::{
@@ -50,10 +50,7 @@ impl Confirm {
                 )],
                 record: None,
             },
-            Ok(decision @ Decision::Warned { .. }) => Outcome::Allow {
-                warnings: vec![render_warning(&decision, policy.max_listed)],
-                record: None,
-            },
+            Ok(decision @ Decision::Warned { .. }) => Outcome::warned(&decision, policy),
             Ok(decision) => {
                 let refusal = Refusal::of(&decision, policy);
                 denied(
@@ -223,10 +220,7 @@ pub fn finish_delete(
         }),
         Decision::Allowed => Outcome::allow(),
         // Every relation that would refuse it only warns: it goes through, and says so.
-        warned @ Decision::Warned { .. } => Outcome::Allow {
-            warnings: vec![render_warning(&warned, policy.max_listed)],
-            record: None,
-        },
+        warned @ Decision::Warned { .. } => Outcome::warned(&warned, policy),
         denied_decision => {
             if !policy.break_glass_groups.is_empty() {
                 if let Some(reason) = break_glass(old) {

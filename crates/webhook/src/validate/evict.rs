@@ -11,9 +11,7 @@
 //! UID is not in the review, so every relation of the name blocks (when unsure, protect).
 //! Nothing is recorded: an eviction is not a DELETE to replay.
 
-use lien_core::{
-    Decision, ObjectKey, RelationIndex, decide_delete, render_refusal, render_warning,
-};
+use lien_core::{Decision, ObjectKey, RelationIndex, decide_delete, render_refusal};
 
 use super::{Outcome, Policy};
 use crate::review::Request;
@@ -42,10 +40,7 @@ pub fn finish_eviction(decision: Result<Decision, String>, policy: &Policy) -> O
     match decision {
         Err(e) => Outcome::invalid(e),
         Ok(Decision::Allowed) => Outcome::allow(),
-        Ok(warned @ Decision::Warned { .. }) => Outcome::Allow {
-            warnings: vec![render_warning(&warned, policy.max_listed)],
-            record: None,
-        },
+        Ok(warned @ Decision::Warned { .. }) => Outcome::warned(&warned, policy),
         Ok(denied) => {
             // An eviction is never recorded, so nothing is replayed: say how to ask for it.
             let refusal = render_refusal(&denied, policy.max_listed, false);

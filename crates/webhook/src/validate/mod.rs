@@ -124,6 +124,15 @@ impl Outcome {
         }
     }
 
+    /// A DELETE (or eviction) that only relations in warn mode would refuse: allowed, with the
+    /// warning kubectl prints ([`lien_core::render_warning`]).
+    pub(crate) fn warned(decision: &lien_core::Decision, policy: &Policy) -> Self {
+        Self::Allow {
+            warnings: vec![lien_core::render_warning(decision, policy.max_listed)],
+            record: None,
+        }
+    }
+
     pub(crate) fn deny(code: u16, reason: &'static str, message: String) -> Self {
         Self::Deny {
             status: Status {
