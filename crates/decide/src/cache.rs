@@ -146,6 +146,9 @@ pub struct Caches {
     kinds: HashMap<GroupKind, KindCache>,
     /// Kinds discovery does not know: a Usage naming one is `Ready=False, UnknownKind`.
     unknown: HashSet<GroupKind>,
+    /// Kinds Lien's ServiceAccount may not list and watch (the API server answered 403), with
+    /// the resource to grant: a Usage naming one is `Ready=False, NotPermitted`.
+    forbidden: HashMap<GroupKind, String>,
 }
 
 impl Caches {
@@ -163,9 +166,10 @@ impl Caches {
         entry.plural = plural.to_owned();
     }
 
-    /// Stops caching `gk` (and forgets that it was unknown).
+    /// Stops caching `gk` (and forgets that it was unknown or refused).
     pub fn remove_kind(&mut self, gk: &GroupKind) -> bool {
         self.unknown.remove(gk);
+        self.forbidden.remove(gk);
         self.kinds.remove(gk).is_some()
     }
 
@@ -180,10 +184,31 @@ impl Caches {
         self.unknown.contains(gk)
     }
 
-    /// Whether `gk` is settled: listed once, or known not to exist. Decisions that act on the
+    /// Records that the API server refuses Lien a list or watch of `gk` (403), naming the
+    /// `resource` to grant (`plural` or `plural.group`, as `lien manifests --resource` takes
+    /// it). Returns whether that is news. The kind is *not* settled: its objects exist, Lien
+    /// cannot see them, and nothing may be concluded from their absence.
+    pub fn mark_forbidden(&mut self, gk: GroupKind, resource: &str) -> bool {
+        self.forbidden.insert(gk, resource.to_owned()).as_deref() != Some(resource)
+    }
+
+    /// Forgets that `gk` was refused (its list started); returns whether it was.
+    pub fn clear_forbidden(&mut self, gk: &GroupKind) -> bool {
+        self.forbidden.remove(gk).is_some()
+    }
+
+    /// The resource to grant, while the API server refuses Lien a list or watch of `gk`.
+    pub fn forbidden(&self, gk: &GroupKind) -> Option<&str> {
+        self.forbidden.get(gk).map(String::as_str)
+    }
+
+    /// Whether `gk` is settled: listed once (and not refused since), or known not to exist. Decisions that act on the
     /// *absence* of an object wait until every kind involved is settled.
     pub fn is_settled(&self, gk: &GroupKind) -> bool {
-        self.is_unknown(gk) || self.kinds.get(gk).is_some_and(|k| k.synced)
+        // A kind listed once and then refused (RBAC withdrawn) is not: what it held may be
+        // gone or not, and Lien cannot tell until a list goes through again.
+        !self.forbidden.contains_key(gk)
+            && (self.is_unknown(gk) || self.kinds.get(gk).is_some_and(|k| k.synced))
     }
 
     /// Whether Namespace `name` is being deleted: `Some(true)` while it is `Terminating` (or

@@ -232,6 +232,9 @@ pub enum ProblemReason {
     InvalidScope,
     /// A kind's first list has not completed yet.
     Pending,
+    /// The API server refuses Lien's ServiceAccount a list or watch of a kind: its RBAC does
+    /// not grant the resource ([`not_permitted_message`]).
+    NotPermitted,
 }
 
 impl ProblemReason {
@@ -243,8 +246,29 @@ impl ProblemReason {
             Self::Cycle => "Cycle",
             Self::InvalidScope => "InvalidScope",
             Self::Pending => "Pending",
+            Self::NotPermitted => "NotPermitted",
         }
     }
+}
+
+/// What a Usage or rule naming a kind Lien may not watch says (`field`: `spec.of`, `spec.by`):
+/// which resource to grant, and the two ways to grant it. Lien's RBAC lists the resources it
+/// may watch (docs/operations.md, "Least privilege"); until this one is granted nothing of the
+/// kind is protected by this source — relations it held before stay.
+pub fn not_permitted_message(field: &str, kind: &str, api_version: &str, resource: &str) -> String {
+    format!(
+        "{field}: Lien's ServiceAccount may not list and watch {resource} (kind {kind} in \
+         {api_version}), so nothing of this kind is protected yet; grant it: `lien manifests \
+         --resource {resource}` (or the Helm value rbac.protectedResources), applied, and Lien \
+         retries within 10 s"
+    )
+}
+
+/// The resource a [`not_permitted_message`] names (for `kubectl lien status`, which reads the
+/// condition).
+pub fn not_permitted_resource(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once("may not list and watch ")?;
+    rest.split_once(" (kind ").map(|(resource, _)| resource)
 }
 
 /// A problem with a message a person can act on.

@@ -419,6 +419,10 @@ pub fn rule_problem(
                 ),
             ));
         }
+        if let Some(resource) = caches.forbidden(gk) {
+            let m = crate::resolve::not_permitted_message(field, &k.kind, &k.api_version, resource);
+            return Some(("NotPermitted", m));
+        }
         let cluster_scoped = caches.kind(gk).is_some_and(|c| !c.namespaced);
         if cluster_scoped && spec.scope == DependencyScope::SameNamespace {
             return Some((

@@ -163,6 +163,17 @@ impl SideSelection {
             );
             return Self::problem(gk, is_by, true, ProblemReason::UnknownKind, m);
         }
+        if let Some(resource) = caches.forbidden(&gk) {
+            // Not complete: the objects exist and cannot be seen, so relations this usage
+            // held before stay (`Held::Earlier`), and no `by` object is taken for gone.
+            let m = crate::resolve::not_permitted_message(
+                side,
+                &spec.kind,
+                &spec.api_version,
+                resource,
+            );
+            return Self::problem(gk, is_by, false, ProblemReason::NotPermitted, m);
+        }
         let Some(kind) = caches.kind(&gk).filter(|k| k.synced) else {
             let m = format!("{side}: waiting for the first list of {gk}");
             return Self::problem(gk, is_by, false, ProblemReason::Pending, m);

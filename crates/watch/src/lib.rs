@@ -70,6 +70,14 @@ pub enum DiscoveryError {
     /// Discovery of every group failed.
     #[error("discovery failed: {0}")]
     All(#[source] kube::Error),
+    /// The kind is served, but the API server refuses the caller a list or watch of it (403).
+    #[error(
+        "Lien's ServiceAccount may not list and watch {resource}: grant it (`lien manifests --resource {resource}`, or the Helm value rbac.protectedResources) and Lien retries within 10 s"
+    )]
+    Forbidden {
+        /// The resource to grant: `plural`, or `plural.group`.
+        resource: String,
+    },
 }
 
 impl DiscoveryError {
@@ -77,6 +85,14 @@ impl DiscoveryError {
     pub fn into_kube(self) -> kube::Error {
         match self {
             Self::NotServed { source, .. } | Self::All(source) => source,
+            Self::Forbidden { resource } => kube::Error::Api(
+                kube::core::Status::failure(
+                    &format!("the API server refuses a list or watch of {resource}"),
+                    "Forbidden",
+                )
+                .with_code(403)
+                .boxed(),
+            ),
         }
     }
 }
@@ -265,7 +281,7 @@ pub async fn forward<K, M>(
 ) where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    forward_until(api, tx, map, failed, |_| false).await;
+    forward_until(api, tx, map, failed, |_| None).await;
 }
 
 /// Why [`forward_while_served`] returned.
@@ -278,11 +294,16 @@ pub enum Ended {
     /// CRD made again is watched from a fresh list, not after a backoff that grew while the
     /// kind was away.
     NotServed,
+    /// The API server answered 403 to the list or the watch: the caller's RBAC does not grant
+    /// the resource. The caller says so (a status the person who can grant it reads) and
+    /// tries again on its own schedule, rather than after kube's backoff of up to minutes.
+    Forbidden,
 }
 
 /// [`forward`], for a kind that may stop being served (a custom resource): returns
 /// [`Ended::NotServed`] when the API server says the resource does not exist, rather than
-/// retrying a list that cannot succeed until the CRD is back.
+/// retrying a list that cannot succeed until the CRD is back, and [`Ended::Forbidden`] when it
+/// refuses the caller the list or watch.
 pub async fn forward_while_served<K, M>(
     api: Api<K>,
     tx: &mpsc::UnboundedSender<M>,
@@ -292,7 +313,27 @@ pub async fn forward_while_served<K, M>(
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    forward_until(api, tx, map, failed, is_not_served).await
+    forward_until(api, tx, map, failed, |e| {
+        if is_not_served(e) {
+            Some(Ended::NotServed)
+        } else if is_forbidden(e) {
+            Some(Ended::Forbidden)
+        } else {
+            None
+        }
+    })
+    .await
+}
+
+/// Whether a watcher's failure is the API server refusing the list or the start of the watch
+/// (403: RBAC does not grant it).
+pub fn is_forbidden(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            if s.code == 403
+    )
 }
 
 /// Whether a watcher's failure says its resource is not served: a 404 to the list or to the
@@ -311,7 +352,7 @@ async fn forward_until<K, M>(
     tx: &mpsc::UnboundedSender<M>,
     mut map: impl FnMut(watcher::Event<K>) -> Option<M>,
     failed: impl Fn(&watcher::Error),
-    stop: impl Fn(&watcher::Error) -> bool,
+    stop: impl Fn(&watcher::Error) -> Option<Ended>,
 ) -> Ended
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -327,8 +368,10 @@ where
                     return Ended::Closed;
                 }
             }
-            Err(e) if stop(&e) => return Ended::NotServed,
-            Err(e) => failed(&e),
+            Err(e) => match stop(&e) {
+                Some(ended) => return ended,
+                None => failed(&e),
+            },
         }
     }
     // The watcher's stream does not end on its own; treat an end as the listener's.

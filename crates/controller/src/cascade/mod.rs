@@ -157,6 +157,9 @@ fn spawn_kind_watch(
     wrap: fn(GroupKind, watcher::Event<DynamicObject>) -> Msg,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
+        // Whether the last list was refused (403): then the kind is said found again only
+        // once a list goes through, so that its rules' status does not flap every retry.
+        let mut refused = false;
         loop {
             let discovered = crate::watch::discover_until_served(&client, &gk, &api_version, |e| {
                 tx.send(found(gk.clone(), Err(e))).is_ok()
@@ -166,20 +169,43 @@ fn spawn_kind_watch(
                 return;
             };
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &discovered.ar);
-            if tx.send(found(gk.clone(), Ok(discovered))).is_err() {
+            let resource = crate::controller::grantable_resource(&discovered.ar);
+            let mut announce = Some(discovered);
+            if !refused
+                && let Some(d) = announce.take()
+                && tx.send(found(gk.clone(), Ok(d))).is_err()
+            {
                 return;
             }
             let ended = crate::watch::forward_while_served(
                 api,
                 &tx,
-                |ev| Some(wrap(gk.clone(), ev)),
+                |ev| {
+                    if matches!(ev, watcher::Event::InitDone)
+                        && let Some(d) = announce.take()
+                    {
+                        let _ = tx.send(found(gk.clone(), Ok(d)));
+                    }
+                    Some(wrap(gk.clone(), ev))
+                },
                 |e| tracing::warn!(error = %e, kind = %gk, "cascade watch failed; retrying"),
             )
             .await;
-            if ended == crate::watch::Ended::Closed {
-                return;
+            match ended {
+                crate::watch::Ended::Closed => return,
+                // Its CRD was deleted: discovered again, from a fresh list once it is back.
+                crate::watch::Ended::NotServed => refused = false,
+                // RBAC does not grant the resource: the rule's status says which, and the
+                // list is tried again (Lien cannot watch its own ClusterRole change).
+                crate::watch::Ended::Forbidden => {
+                    refused = true;
+                    let e = DiscoveryError::Forbidden { resource };
+                    if tx.send(found(gk.clone(), Err(e))).is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(crate::controller::FORBIDDEN_RETRY).await;
+                }
             }
-            // Its CRD was deleted: discovered again, from a fresh list once it is back.
         }
     })
 }

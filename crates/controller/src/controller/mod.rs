@@ -77,6 +77,7 @@ use tokio::task::JoinHandle;
 use self::state::Observed;
 pub use self::state::State;
 pub use self::terminating::{CYCLE_BROKEN_REASON, NAMESPACE_HELD_CONDITION, NAMESPACE_HELD_REASON};
+pub(crate) use self::watches::{FORBIDDEN_RETRY, grantable_resource};
 use self::watches::{KindTask, spawn_watch, sync_kind_watches};
 use self::write::{Plan, plan, write_loop};
 use crate::audit::BreakGlass;
@@ -175,6 +176,9 @@ enum Msg {
     /// A CustomResourceDefinition changed: kinds not served may be now.
     KindFound(GroupKind, ApiResource, bool),
     KindUnknown(GroupKind),
+    /// The API server refuses Lien a list or watch of the kind (403), and the resource to
+    /// grant (`plural` or `plural.group`).
+    KindForbidden(GroupKind, String),
     CrdChanged,
     Denial(Denial),
     BreakGlass(BreakGlass),

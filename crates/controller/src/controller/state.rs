@@ -1018,6 +1018,14 @@ pub(super) fn handle(
                 st.sources_referring_to(&gk)
             }
         }
+        Msg::KindForbidden(gk, resource) => {
+            if st.caches.mark_forbidden(gk.clone(), &resource) {
+                tracing::warn!(kind = %gk, %resource, "the API server refuses Lien's ServiceAccount a list or watch of the kind: Usages and rules naming it say NotPermitted until it is granted");
+                st.sources_referring_to(&gk)
+            } else {
+                vec![]
+            }
+        }
         Msg::CrdChanged | Msg::Denial(_) | Msg::BreakGlass(_) | Msg::Plan(_) => vec![],
     };
     for source in touched {
@@ -1120,12 +1128,21 @@ fn object_event(
         }
         watcher::Event::InitDone => {
             let buffered = st.object_buffers.remove(gk).unwrap_or_default();
+            // A list went through: whatever refused it before (403) grants it now.
+            let was_forbidden = st.caches.clear_forbidden(gk);
+            if was_forbidden {
+                tracing::info!(kind = %gk, "the API server lists the kind for Lien now");
+            }
             st.rules_listed_kind(gk, reader, buffered.unlisted, shared);
             match st.caches.replace_objects(gk, buffered.objects) {
                 // A relist: what it changed, object by object.
                 Some(old) => {
                     st.observe_relist(gk, &old, shared);
-                    vec![]
+                    if was_forbidden {
+                        st.sources_referring_to(gk)
+                    } else {
+                        vec![]
+                    }
                 }
                 // A first list: the usages reading the kind are resolved now.
                 None => st.sources_referring_to(gk),

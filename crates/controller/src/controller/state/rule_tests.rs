@@ -545,6 +545,34 @@ fn a_rule_over_a_kind_not_served_is_not_ready_until_it_is() {
 }
 
 #[test]
+fn a_rule_over_a_kind_lien_may_not_list_says_which_resource_to_grant() {
+    let mut h = Harness::new();
+    h.list_sources(vec![rule("r", 1, "[self.spec.settings]")]);
+    h.list(&configmaps(), vec![cm("a")]);
+    h.send(Msg::KindForbidden(webapps(), "webapps.example.org".into()));
+    assert!(
+        !h.st.settled(),
+        "a kind Lien may not list is not settled: its objects exist"
+    );
+    let status = h.status("r").expect("changed");
+    let ready = &status.conditions[0];
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NotPermitted")
+    );
+    assert!(
+        ready.message.contains("spec.by")
+            && ready.message.contains("--resource webapps.example.org"),
+        "{}",
+        ready.message
+    );
+    // Granted: the list goes through.
+    h.list(&webapps(), vec![webapp("w1", Some("a"))]);
+    assert_eq!(h.users("a"), vec!["w1"]);
+    assert_eq!(h.status("r").expect("changed").conditions[0].status, "True");
+}
+
+#[test]
 fn a_rule_whose_cel_does_not_compile_holds_nothing_and_says_why() {
     let mut h = held();
     h.send(Msg::Rule(watcher::Event::Apply(rule(

@@ -712,3 +712,75 @@ proptest! {
         check(&h)?;
     }
 }
+
+/// RBAC withdrawn from a kind a Usage's `by` names: a relist refused (403) must not read as
+/// "every user is gone". The relations stay, nothing counts as settled (no label is removed),
+/// and the grant back resolves the Usage again from what the list then says.
+#[test]
+fn a_kind_lien_may_no_longer_list_keeps_its_relations_until_a_list_goes_through() {
+    let mut h = Harness::new();
+    let u = usage(
+        "u",
+        named("ConfigMap", "cm-a", None),
+        Some(named("Secret", "s", None)),
+    );
+    h.list_sources(vec![u], vec![]);
+    h.list_kind(
+        &configmaps(),
+        ApiResource::erase::<ConfigMap>(&()),
+        vec![cm("ns", "cm-a", &[], 1)],
+    );
+    h.list_kind(
+        &secrets(),
+        ApiResource::erase::<Secret>(&()),
+        vec![cm("ns", "s", &[], 2)],
+    );
+    assert!(h.in_use("ns", "cm-a"));
+    assert!(h.st.settled());
+    // The watch broke and its relist was refused.
+    h.send(Msg::Object(secrets(), watcher::Event::Init));
+    h.send(Msg::KindForbidden(secrets(), "secrets".into()));
+    assert!(
+        h.in_use("ns", "cm-a"),
+        "a refused list takes nobody for gone"
+    );
+    assert!(!h.st.settled(), "no label may be removed meanwhile");
+    assert_eq!(h.st.caches.forbidden(&secrets()), Some("secrets"));
+    // Granted again: the list goes through and says the user is gone.
+    h.relist(&secrets(), vec![]);
+    assert_eq!(h.st.caches.forbidden(&secrets()), None);
+    assert!(h.st.settled());
+    assert!(!h.in_use("ns", "cm-a"));
+}
+
+/// A Usage of a kind Lien was never allowed to list: nothing protected, nothing settled, and
+/// the Usage's `of` side says which resource to grant.
+#[test]
+fn a_usage_of_a_kind_lien_may_not_list_says_not_permitted_and_protects_nothing() {
+    let mut h = Harness::new();
+    h.list_sources(vec![usage("u", named("Secret", "s", None), None)], vec![]);
+    h.send(Msg::KindFound(
+        secrets(),
+        ApiResource::erase::<Secret>(&()),
+        true,
+    ));
+    h.send(Msg::Object(secrets(), watcher::Event::Init));
+    h.send(Msg::KindForbidden(secrets(), "secrets".into()));
+    assert!(!h.st.settled());
+    let source = Source::Usage {
+        namespace: "ns".into(),
+        name: "u".into(),
+    };
+    assert_eq!(h.source_len(&source), 0);
+    let problem =
+        h.st.selections
+            .get(&source)
+            .and_then(|s| s.sides().find_map(|side| side.problem_now()))
+            .expect("a problem");
+    assert_eq!(problem.reason.as_str(), "NotPermitted");
+    assert!(
+        problem.message.contains("--resource secrets"),
+        "{}",
+        problem.message
+    );
+}
