@@ -34,7 +34,121 @@ pub fn image() -> String {
     format!("lien:{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// What `lien manifests --image/--namespace/--replicas` may change in the install.
+/// The resources Lien may watch, label and delete by default (`lien manifests --resource` adds
+/// to them; the Helm value `rbac.protectedResources` replaces them): the built-in kinds people
+/// protect and the shipped rule packs read — never Secrets, which a list or watch would let
+/// Lien read in full (RBAC cannot grant metadata alone). Namespaces are always granted (see
+/// [`rbac`]).
+pub const DEFAULT_RESOURCES: &[&str] = &[
+    "configmaps",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "pods",
+    "serviceaccounts",
+    "services",
+    "daemonsets.apps",
+    "deployments.apps",
+    "replicasets.apps",
+    "statefulsets.apps",
+    "cronjobs.batch",
+    "jobs.batch",
+    "ingresses.networking.k8s.io",
+    "storageclasses.storage.k8s.io",
+];
+
+/// The verbs Lien needs on a resource it protects or reads: watch it (`get`, `list`, `watch`),
+/// put and remove the in-use label, the replay record and its finalizers (`patch`), and
+/// re-issue a refused DELETE or delete a CascadeRule's children (`delete`).
+pub const PROTECTED_VERBS: &[&str] = &["get", "list", "watch", "patch", "delete"];
+
+/// A resource as RBAC names it, written `plural` (the core group) or `plural.group`, as
+/// `kubectl` and `lien manifests --resource` take it; `*` for every resource (of a group:
+/// `*.example.org`; of every group: `*.*`, which includes Secrets).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Resource {
+    /// The API group (empty: the core group; `*`: every group).
+    pub group: String,
+    /// The plural (`*`: every resource of the group).
+    pub resource: String,
+}
+
+impl Resource {
+    /// Parses `plural`, `plural.group`, `*.group` or `*.*`, as an error naming what is wrong.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (resource, group) = text.split_once('.').unwrap_or((text, ""));
+        let word = |w: &str| {
+            !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !w.starts_with('-')
+                && !w.ends_with('-')
+        };
+        if resource != "*" && !word(resource) {
+            return Err(format!(
+                "{resource:?} is not a resource: a lowercase plural as `kubectl api-resources` lists it (e.g. persistentvolumeclaims), or *"
+            ));
+        }
+        if text.ends_with('.') || (group != "*" && !group.is_empty() && !group.split('.').all(word))
+        {
+            return Err(format!(
+                "{group:?} is not an API group: a DNS subdomain as `kubectl api-resources` lists it (e.g. apps, ceph.rook.io), or *"
+            ));
+        }
+        if group == "*" && resource != "*" {
+            return Err(format!(
+                "{text:?}: a resource of every group is not a grant RBAC can make precisely; name the group ({resource}.GROUP), or use *.*"
+            ));
+        }
+        Ok(Self {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// [`DEFAULT_RESOURCES`], parsed.
+pub fn default_resources() -> Vec<Resource> {
+    DEFAULT_RESOURCES
+        .iter()
+        .map(|r| Resource::parse(r).expect("the default resources parse"))
+        .collect()
+}
+
+/// `resources` as RBAC rules' `(apiGroups, resources)`: one per group, in group order, a
+/// group's `*` standing for all of it, and `*.*` for everything.
+pub fn resource_rules(resources: &[Resource]) -> Vec<(String, Vec<String>)> {
+    use std::collections::{BTreeMap, BTreeSet};
+    if resources.iter().any(|r| r.group == "*") {
+        return vec![("*".to_owned(), vec!["*".to_owned()])];
+    }
+    let mut groups: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for r in resources {
+        groups.entry(&r.group).or_default().insert(&r.resource);
+    }
+    groups
+        .into_iter()
+        .map(|(group, plurals)| {
+            let plurals: Vec<String> = if plurals.contains("*") {
+                vec!["*".to_owned()]
+            } else {
+                plurals.into_iter().map(str::to_owned).collect()
+            };
+            (group.to_owned(), plurals)
+        })
+        .collect()
+}
+
+/// What `lien manifests --image/--namespace/--replicas/--resource` may change in the install.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The Deployment's image.
@@ -44,6 +158,10 @@ pub struct Options {
     /// The Deployment's replicas; with one, no PodDisruptionBudget is installed (a budget of
     /// one available pod out of one would block every node drain forever).
     pub replicas: u32,
+    /// The resources Lien may watch, label and delete ([`DEFAULT_RESOURCES`] by default). A
+    /// Usage or rule naming a kind of another resource is `Ready=False, NotPermitted`, naming
+    /// the resource to add.
+    pub resources: Vec<Resource>,
 }
 
 impl Default for Options {
@@ -52,6 +170,7 @@ impl Default for Options {
             image: image(),
             namespace: NAMESPACE.to_owned(),
             replicas: REPLICAS,
+            resources: default_resources(),
         }
     }
 }
@@ -265,7 +384,7 @@ pub struct Manifest {
     /// The object.
     pub object: Value,
     /// For a Role or ClusterRole: why each of its `rules` is needed, in order.
-    pub rule_reasons: Vec<&'static str>,
+    pub rule_reasons: Vec<String>,
 }
 
 impl Manifest {
@@ -277,8 +396,9 @@ impl Manifest {
     }
 
     /// A Role or ClusterRole from `(why, rule)` pairs.
-    fn role(mut object: Value, rules: Vec<(&'static str, Value)>) -> Self {
-        let (rule_reasons, rules): (Vec<_>, Vec<_>) = rules.into_iter().unzip();
+    fn role(mut object: Value, rules: Vec<(impl Into<String>, Value)>) -> Self {
+        let (rule_reasons, rules): (Vec<String>, Vec<_>) =
+            rules.into_iter().map(|(why, r)| (why.into(), r)).unzip();
         object["rules"] = Value::Array(rules);
         Self {
             object,
@@ -332,27 +452,49 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
     json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
 }
 
+/// The rules granting `verbs` on `o.resources` and on Namespaces, each with why: the first
+/// says what they are for (`purpose`), the others which group they grant.
+fn resource_grants(o: &Options, verbs: &[&str], purpose: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for (i, (group, plurals)) in resource_rules(&o.resources).into_iter().enumerate() {
+        let why = match (i, group.as_str()) {
+            (_, "*") => format!(
+                "{purpose} Every resource of every group (--resource '*.*'): this grants \
+                 reading every Secret in the cluster."
+            ),
+            (0, _) => format!(
+                "{purpose} Only these resources (`lien manifests --resource`, the Helm value \
+                 rbac.protectedResources): a Usage or rule naming another kind says \
+                 NotPermitted and which resource to add. No Secrets unless listed: a list or \
+                 watch reads them in full."
+            ),
+            (_, "") => "…in the core group.".to_owned(),
+            (_, g) => format!("…in {g}."),
+        };
+        let plurals: Vec<&str> = plurals.iter().map(String::as_str).collect();
+        out.push((why, rule(&[group.as_str()], &plurals, verbs)));
+    }
+    out.push((
+        "Namespaces, always: Lien reads which are being deleted (a Usage inside one keeps \
+         protecting), and a Namespace DELETE it refuses is recorded on the Namespace and \
+         replayed."
+            .to_owned(),
+        rule(&[""], &["namespaces"], verbs),
+    ));
+    out
+}
+
 fn rbac(o: &Options) -> Vec<Manifest> {
     let ns = Some(o.namespace.as_str());
-    let cluster_role = Manifest::role(
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": metadata(NAME, None),
-        }),
-        vec![
-            (
-                "Objects of every kind a Usage or rule may name, known only at run time: watch \
-                 them (metadata, or the fields a rule's CEL reads), put and remove the in-use \
-                 label and the replay record (patch), and re-issue a refused DELETE (delete; \
-                 CascadeRule children too). This is why Lien needs a wildcard: narrow it to the \
-                 kinds you protect if you know them.",
-                rule(
-                    &["*"],
-                    &["*"],
-                    &["get", "list", "watch", "patch", "update", "delete"],
-                ),
-            ),
+    let mut rules = resource_grants(
+        o,
+        PROTECTED_VERBS,
+        "Objects of the kinds Usages and rules name: watch them (metadata, or the fields a \
+         rule's CEL reads), put and remove the in-use label and the replay record (patch), and \
+         re-issue a refused DELETE (delete; CascadeRule children too).",
+    );
+    rules.extend(
+        [
             (
                 "Lien's own API: read every Usage and rule, write their finalizers, owner \
                  references and status.",
@@ -411,7 +553,16 @@ fn rbac(o: &Options) -> Vec<Manifest> {
                     &["create"],
                 ),
             ),
-        ],
+        ]
+        .map(|(why, r)| (why.to_owned(), r)),
+    );
+    let cluster_role = Manifest::role(
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": metadata(NAME, None),
+        }),
+        rules,
     );
     let leases = Manifest::role(
         json!({
@@ -667,22 +818,35 @@ pub fn uninstall_hook(o: &Options, force: bool) -> Vec<Manifest> {
             "kind": "ClusterRole",
             "metadata": hook_metadata(UNINSTALL_HOOK, None, -1),
         }),
-        vec![
+        resource_grants(
+            o,
+            &["list", "patch"],
+            "Find what Lien wrote on objects — the in-use label, replay records, its \
+             finalizers — and remove exactly that (a merge patch guarded by the \
+             resourceVersion read): the resources Lien itself may watch and patch, for the \
+             seconds the Job runs.",
+        )
+        .into_iter()
+        .chain([
             (
-                "Find what Lien wrote on objects of every kind — the in-use label, replay \
-                 records, its finalizers — and remove exactly that (a merge patch guarded by \
-                 the resourceVersion read); also whether a Usage or rule still protects \
-                 something. The same kinds Lien itself watches; the Job runs for seconds.",
-                rule(&["*"], &["*"], &["list", "patch"]),
+                "Whether a Usage or rule still protects something, and Lien's finalizers on \
+                 them."
+                    .to_owned(),
+                rule(
+                    &[lien_api::GROUP],
+                    &["usages", "clusterusages", "dependencyrules", "cascaderules"],
+                    &["list", "patch"],
+                ),
             ),
             (
                 "Delete Lien's webhook configurations, by name only: after this nothing is \
-                 refused or sealed.",
+                 refused or sealed.".to_owned(),
                 json!({"apiGroups": ["admissionregistration.k8s.io"],
                        "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
                        "resourceNames": [NAME], "verbs": ["get", "delete"]}),
             ),
-        ],
+        ])
+        .collect(),
     );
     let role = Manifest::role(
         json!({

@@ -247,6 +247,7 @@ fn helm_chart_with_values_renders_what_the_same_flags_print() {
             image: image.into(),
             namespace: namespace.into(),
             replicas: replicas.parse().expect("a number"),
+            ..Default::default()
         };
         assert_same_objects(hooks, hook(&options, false), "the hook with --set");
         let budgets = printed
@@ -265,6 +266,73 @@ fn helm_chart_with_values_renders_what_the_same_flags_print() {
         .filter(|o| o["kind"] != "Namespace")
         .collect();
     assert_same_objects(rendered, want, "createNamespace=false");
+}
+
+#[test]
+fn helm_protected_resources_render_what_the_resource_flags_print() {
+    // A team that protects only Rook's objects and PersistentVolumeClaims, in both install paths.
+    // One --set: the render script merges separate flags map by map, and lists whole.
+    let out = helm::template(&["rbac.protectedResources[0].apiGroups[0]=,\
+         rbac.protectedResources[0].resources[0]=persistentvolumeclaims,\
+         rbac.protectedResources[1].apiGroups[0]=ceph.rook.io,\
+         rbac.protectedResources[1].resources[0]=*"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (rendered, hooks) =
+        without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8")));
+    let flags = [
+        "--no-default-resources",
+        "--resource",
+        "persistentvolumeclaims",
+        "--resource",
+        "*.ceph.rook.io",
+    ];
+    let printed = lien_manifests(&flags);
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let printed = parse_stream(&String::from_utf8(printed.stdout).expect("UTF-8"));
+    let role = |objects: &[Value]| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "lien")
+            .expect("Lien's ClusterRole")["rules"]
+            .clone()
+    };
+    assert_eq!(role(&rendered), role(&printed));
+    assert_same_objects(rendered, printed, "rbac.protectedResources vs --resource");
+    let options = lien::manifests::Options {
+        resources: ["*.ceph.rook.io", "persistentvolumeclaims"]
+            .iter()
+            .map(|r| lien::manifests::Resource::parse(r).expect("a resource"))
+            .collect(),
+        ..Default::default()
+    };
+    assert_same_objects(hooks, hook(&options, false), "the hook's grants follow");
+    // No Secret is granted unless asked, and the defaults are what the docs list.
+    let default = role(&lien::manifests::objects());
+    let grants = |group: &str, resource: &str| {
+        default.as_array().expect("rules").iter().any(|r| {
+            let has = |k: &str, v: &str| {
+                r[k].as_array()
+                    .is_some_and(|a| a.iter().any(|x| x == v || x == "*"))
+            };
+            has("apiGroups", group) && has("resources", resource)
+        })
+    };
+    assert!(!grants("", "secrets"), "{default:#}");
+    assert!(grants("", "persistentvolumeclaims") && grants("apps", "deployments"));
+    assert!(grants("", "namespaces"), "Namespaces are always granted");
+    // A value of the wrong shape is refused by the schema, naming it.
+    let out = helm::template(&["rbac.protectedResources[0].resources[0]=Secrets"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("protectedResources"), "{stderr}");
 }
 
 #[test]
@@ -466,5 +534,64 @@ fn helm_chart_values_reach_the_pod_and_bad_ones_are_refused_by_name() {
         assert!(!out.status.success(), "helm accepted {set}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(named), "{set}: {stderr}");
+    }
+}
+
+/// Each shipped rule pack says at its top which `--resource` flags it needs; with those added
+/// to the defaults, Lien's ClusterRole grants the resource of every kind the pack's rules and
+/// Usages name (their plurals are the lower-cased kind plus `s`, as every one of them is) — so
+/// the hint is one a platform engineer can follow and see the pack Ready.
+#[test]
+fn every_rule_pack_names_the_resources_it_needs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/rules");
+    for entry in std::fs::read_dir(&dir).expect("examples/rules") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("a pack");
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
+        let flags: Vec<String> = header
+            .iter()
+            .flat_map(|l| l.split("--resource ").skip(1))
+            .map(|rest| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_matches('\'')
+                    .to_owned()
+            })
+            .collect();
+        let mut options = lien::manifests::Options::default();
+        for f in &flags {
+            options.resources.push(
+                lien::manifests::Resource::parse(f)
+                    .unwrap_or_else(|e| panic!("{}: {f}: {e}", path.display())),
+            );
+        }
+        let rules = lien::manifests::resource_rules(&options.resources);
+        let granted = |group: &str, plural: &str| {
+            rules.iter().any(|(g, rs)| {
+                (g == group || g == "*") && rs.iter().any(|r| r == plural || r == "*")
+            })
+        };
+        let mut checked = 0;
+        for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+            let object = <Value as serde::Deserialize>::deserialize(doc).expect("YAML");
+            for side in ["of", "by"] {
+                let spec = &object["spec"][side];
+                let (Some(api_version), Some(kind)) =
+                    (spec["apiVersion"].as_str(), spec["kind"].as_str())
+                else {
+                    continue;
+                };
+                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                let plural = format!("{}s", kind.to_lowercase());
+                assert!(
+                    granted(group, &plural),
+                    "{}: {kind} ({api_version}) is not granted by the defaults and the header's flags {flags:?}",
+                    path.display()
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 2, "{}: only {checked} sides read", path.display());
     }
 }

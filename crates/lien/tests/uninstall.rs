@@ -346,40 +346,6 @@ async fn create_hook(client: &kube::Client, hook: &[serde_json::Value]) -> Vec<S
         .expect("args")
 }
 
-/// A kubeconfig with a token of the ServiceAccount `lien-system/NAME` (what the kubelet
-/// mounts into the hook's pod): the Job runs with exactly the rights the chart binds it.
-async fn service_account_kubeconfig(c: &Cluster, name: &str) -> std::path::PathBuf {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    let sas: Api<ServiceAccount> = Api::namespaced(c.client.clone(), cluster::NAMESPACE);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let token = sas
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .expect("a token")
-        .status
-        .expect("a TokenRequest's status")
-        .token;
-    let admin: serde_json::Value = serde_yaml_ng::from_str(
-        &std::fs::read_to_string(c.kubeconfig()).expect("the admin's kubeconfig"),
-    )
-    .expect("kubeconfig");
-    let kubeconfig = json!({"apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"].clone()}],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": name, "context": {"cluster": "c", "user": name}}],
-        "current-context": name});
-    let path = c.kubeconfig().with_file_name(format!("{name}.kubeconfig"));
-    std::fs::write(&path, kubeconfig.to_string()).expect("kubeconfig");
-    path
-}
-
 /// The hook Job's container as a kubelet runs it: `lien ARGS…` as the ServiceAccount.
 fn hook_process(
     c: &Cluster,
@@ -427,7 +393,9 @@ async fn helm_pre_delete_hook_refuses_while_protected_and_then_frees_every_delet
     // its Job fails (backoffLimit 0), and with it the uninstall — nothing is removed.
     let args = create_hook(&client, &rendered_hook(&[])).await;
     assert!(!args.iter().any(|a| a == "--force"), "{args:?}");
-    let kubeconfig = service_account_kubeconfig(&c, lien::manifests::UNINSTALL_HOOK).await;
+    let kubeconfig = c
+        .service_account_kubeconfig(lien::manifests::UNINSTALL_HOOK)
+        .await;
     let (ok, out) = output(hook_process(&c, &kubeconfig, &args, "hook-refused.log"));
     assert!(!ok, "the hook refused: {out}");
     assert!(out.contains("Usage app/user-uses-used"), "{out}");
@@ -445,7 +413,9 @@ async fn helm_pre_delete_hook_refuses_while_protected_and_then_frees_every_delet
     // (before-hook-creation), run as its ServiceAccount with exactly the chart's RBAC.
     let args = create_hook(&client, &rendered_hook(&["uninstallHook.force=true"])).await;
     assert!(args.iter().any(|a| a == "--force"), "{args:?}");
-    let kubeconfig = service_account_kubeconfig(&c, lien::manifests::UNINSTALL_HOOK).await;
+    let kubeconfig = c
+        .service_account_kubeconfig(lien::manifests::UNINSTALL_HOOK)
+        .await;
     let mut hook = hook_process(&c, &kubeconfig, &args, "hook.log");
     // The kubelet's part: Lien's pod stops (SIGTERM) once its Deployment is deleted.
     let deployments = api_of(

@@ -29,6 +29,31 @@ pub struct ManifestsArgs {
     #[arg(long, value_name = "N", default_value_t = manifests::REPLICAS, value_parser = parse_replicas,
           allow_negative_numbers = true)]
     pub replicas: u32,
+    /// One more resource Lien may watch, label and delete, as `kubectl api-resources` names
+    /// it: `plural` (core group), `plural.group`, `*.group` (all of a group) or `*.*`
+    /// (everything, Secrets included). Repeatable; added to the defaults (built-in workload,
+    /// storage and config kinds, never Secrets; `lien manifests --help` lists them). A Usage
+    /// or rule naming a kind not granted says NotPermitted and names the resource to add here.
+    #[arg(long = "resource", value_name = "RESOURCE", value_parser = parse_resource,
+          long_help = resource_help())]
+    pub resources: Vec<manifests::Resource>,
+    /// Grant only the --resource flags given (and Namespaces, always), not the defaults.
+    #[arg(long)]
+    pub no_default_resources: bool,
+}
+
+fn resource_help() -> String {
+    format!(
+        "One more resource Lien may watch, label and delete, as `kubectl api-resources` names it: \
+         `plural` (core group), `plural.group`, `*.group` (all of a group) or `*.*` (everything, \
+         Secrets included). Repeatable; added to the defaults: {}. A Usage or rule naming a kind \
+         not granted says NotPermitted and names the resource to add here.",
+        manifests::DEFAULT_RESOURCES.join(", ")
+    )
+}
+
+fn parse_resource(value: &str) -> Result<manifests::Resource, String> {
+    manifests::Resource::parse(value)
 }
 
 fn parse_image(value: &str) -> Result<String, String> {
@@ -73,6 +98,14 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<()> {
         image: args.image.unwrap_or_else(manifests::image),
         namespace: args.namespace,
         replicas: args.replicas,
+        resources: if args.no_default_resources {
+            args.resources
+        } else {
+            manifests::default_resources()
+                .into_iter()
+                .chain(args.resources)
+                .collect()
+        },
     };
     // The parsers above checked each flag already; this holds the library's rules too.
     options.validate().map_err(anyhow::Error::msg)?;

@@ -192,6 +192,15 @@ fn strip_patch(meta: &kube::api::ObjectMeta) -> Option<Value> {
     Some(json!({ "metadata": patch }))
 }
 
+/// `plural` or `plural.group`, as `lien manifests --resource` takes it.
+fn resource_name(ar: &ApiResource) -> String {
+    if ar.group.is_empty() {
+        ar.plural.clone()
+    } else {
+        format!("{}.{}", ar.plural, ar.group)
+    }
+}
+
 /// Step 4 on every object of `ar`; returns how many objects were (or would be) changed.
 async fn strip_kind(
     client: &kube::Client,
@@ -201,10 +210,20 @@ async fn strip_kind(
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), ar);
     let mut changed = 0;
     for attempt in 0.. {
-        let list = api
-            .list_metadata(&ListParams::default())
-            .await
-            .with_context(|| format!("listing {}", ar.plural))?;
+        let list = match api.list_metadata(&ListParams::default()).await {
+            Ok(list) => list,
+            // Run with the Helm hook's rights (those of Lien's own install: the resources
+            // Lien may watch and patch), a resource outside them is one Lien could not have
+            // written to either. Said, not hidden: run by someone else, it is theirs to check.
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                lien::outln!(
+                    "skipped {}: not permitted to list it (Lien's install does not grant it either)",
+                    resource_name(ar)
+                );
+                return Ok(changed);
+            }
+            Err(e) => return Err(e).with_context(|| format!("listing {}", ar.plural)),
+        };
         let mut conflicts = 0;
         for o in &list.items {
             let Some(patch) = strip_patch(&o.metadata) else {

@@ -23,6 +23,9 @@ const CHART_NAMESPACE: &str = "lien-chart-namespace-placeholder";
 const CHART_REPLICAS: u32 = 918_273_645;
 /// The key put into every templated object's labels, replaced by Helm's standard labels.
 const CHART_LABELS: &str = "lien-chart-labels-placeholder";
+/// The one resource granted in the stand-in render: its rule becomes a `range` over
+/// `rbac.protectedResources` ([`put_in_resources`]).
+const CHART_RBAC_GROUP: &str = "lien-chart-rbac-placeholder";
 
 /// A value put in whole (`toYaml`), where in the Deployment it goes, and whether an empty one
 /// is left out (`with`) rather than written.
@@ -219,6 +222,49 @@ fn put_in_values(text: &str) -> String {
     out
 }
 
+/// Replaces the stand-in resource's rule (`CHART_RBAC_GROUP`) by one rule per entry of
+/// `rbac.protectedResources`, with the stand-in rule's verbs.
+fn put_in_resources(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let starts = lines[i].trim() == "- apiGroups:"
+            && lines
+                .get(i + 1)
+                .is_some_and(|l| l.trim() == format!("- {CHART_RBAC_GROUP}"));
+        if !starts {
+            out.push_str(lines[i]);
+            out.push('\n');
+            i += 1;
+            continue;
+        }
+        let indent = lines[i].len() - lines[i].trim_start().len();
+        let pad = " ".repeat(indent);
+        // The rule ends where the next item (or its comment) at the list's indent begins.
+        let mut end = i + 1;
+        while end < lines.len() && lines[end].len() - lines[end].trim_start().len() > indent {
+            end += 1;
+        }
+        let verbs_at = (i..end)
+            .find(|&k| lines[k].trim() == "verbs:")
+            .unwrap_or(end);
+        out.push_str(&format!(
+            "{pad}{{{{- range .Values.rbac.protectedResources }}}}\n\
+             {pad}- apiGroups:\n{pad}  {{{{- toYaml .apiGroups | nindent {n} }}}}\n\
+             {pad}  resources:\n{pad}  {{{{- toYaml .resources | nindent {n} }}}}\n",
+            n = indent + 2
+        ));
+        for line in &lines[verbs_at..end] {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push_str(&format!("{pad}{{{{- end }}}}\n"));
+        i = end;
+    }
+    out
+}
+
 /// The object as a template: its labels with Helm's standard ones added.
 fn with_chart_labels(manifest: &Manifest) -> Manifest {
     let mut m = manifest.clone();
@@ -288,16 +334,18 @@ fn values_yaml(defaults: &Options) -> Result<String, serde_yaml_ng::Error> {
          reached, from `from`\n# (NetworkPolicyPeers; empty: from anywhere). The API server \
          calls the webhook there, and\n# Prometheus scrapes /metrics there: list both if you \
          restrict it.\n\
-         networkPolicy:\n  enabled: false\n  from: []\n\
-         # Arguments added to `lien run` (`lien run --help`), e.g. --break-glass-group=… or\n\
-         # --client-ca-file=/etc/lien/client-ca/ca.crt with the volume below (docs/operations.md\n\
-         # \"Recording refused DELETEs\").\n",
+         networkPolicy:\n  enabled: false\n  from: []\n",
         image = serde_yaml_ng::to_string(&defaults.image)?.trim_end(),
         namespace = serde_yaml_ng::to_string(&defaults.namespace)?.trim_end(),
         replicas = defaults.replicas,
     );
     let comments = [
-        ("extraArgs", ""),
+        (
+            "extraArgs",
+            "# Arguments added to `lien run` (`lien run --help`), e.g. --break-glass-group=… or\n\
+             # --client-ca-file=/etc/lien/client-ca/ca.crt with the volume below (docs/operations.md\n\
+             # \"Recording refused DELETEs\").\n",
+        ),
         ("podAnnotations", "# Annotations on Lien's pods.\n"),
         (
             "podSecurityContext",
@@ -326,6 +374,22 @@ fn values_yaml(defaults: &Options) -> Result<String, serde_yaml_ng::Error> {
         ),
         ("extraVolumeMounts", ""),
     ];
+    let protected: Vec<Value> = super::resource_rules(&defaults.resources)
+        .into_iter()
+        .map(|(group, resources)| json!({"apiGroups": [group], "resources": resources}))
+        .collect();
+    text.push_str(
+        "# The resources Lien may watch, label and delete (RBAC rules without verbs: Lien's \
+         ClusterRole grants\n# get, list, watch, patch and delete on each, the uninstall hook \
+         list and patch). A Usage or rule\n# naming a kind of another resource says NotPermitted \
+         and names it: add it here. No Secrets unless\n# added (a list or watch reads them in \
+         full); Namespaces are always granted. apiGroups: [\"*\"] with\n# resources: [\"*\"] \
+         grants everything (`lien manifests --resource` is the same list).\n",
+    );
+    text.push_str(&format!(
+        "rbac:\n{}",
+        yaml_block(&json!({ "protectedResources": protected }), 2)?
+    ));
     let defaults_of = block_defaults(defaults);
     for (key, comment) in comments {
         let value = defaults_of
@@ -350,10 +414,14 @@ pub fn helm_chart(defaults: &Options) -> Result<Vec<(String, String)>, serde_yam
         image: CHART_IMAGE.into(),
         namespace: CHART_NAMESPACE.into(),
         replicas: CHART_REPLICAS,
+        resources: vec![super::Resource {
+            group: CHART_RBAC_GROUP.to_owned(),
+            resource: "placeholder".to_owned(),
+        }],
     };
     let templated = |text: String| {
         put_in_values(
-            &text
+            &put_in_resources(&text)
                 .replace(CHART_IMAGE, "{{ .Values.image | quote }}")
                 .replace(CHART_NAMESPACE, "{{ .Values.namespace | quote }}")
                 .replace(
@@ -496,6 +564,29 @@ fn values_schema() -> String {
                     "enabled": {"type": "boolean"},
                     "from": {"type": "array", "items": {"type": "object"},
                              "description": "NetworkPolicyPeers (podSelector, namespaceSelector, ipBlock)"},
+                },
+            },
+            "rbac": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "protectedResources": {
+                        "type": "array",
+                        "description": "the resources Lien may watch, label and delete, as RBAC rules without verbs",
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": false,
+                            "required": ["apiGroups", "resources"],
+                            "properties": {
+                                "apiGroups": {"type": "array", "minItems": 1,
+                                              "items": {"type": "string", "pattern": "^(\\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
+                                              "description": "API groups: \"\" is the core group, * every group"},
+                                "resources": {"type": "array", "minItems": 1,
+                                              "items": {"type": "string", "pattern": "^(\\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"},
+                                              "description": "lowercase plurals as `kubectl api-resources` lists them, or *"},
+                            },
+                        },
+                    },
                 },
             },
             "extraArgs": {"type": "array",

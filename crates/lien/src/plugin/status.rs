@@ -106,6 +106,8 @@ pub struct SourceCount {
     pub not_ready: Vec<(String, String)>,
     /// Why they could not be listed, if they could not.
     pub error: Option<String>,
+    /// The resources Lien's RBAC does not grant that the `NotPermitted` ones name.
+    pub not_permitted: std::collections::BTreeSet<String>,
 }
 
 /// Everything `status` reads.
@@ -707,6 +709,40 @@ fn source_checks(facts: &Facts, checks: &mut Vec<Check>) {
     }
 }
 
+/// The resources Usages and rules name that Lien's RBAC does not grant, and how to grant
+/// them: nothing of those kinds is protected until then.
+fn permission_check(facts: &Facts, checks: &mut Vec<Check>) {
+    let resources: std::collections::BTreeSet<&str> = facts
+        .sources
+        .iter()
+        .flat_map(|s| s.not_permitted.iter().map(String::as_str))
+        .collect();
+    if resources.is_empty() {
+        return;
+    }
+    let named = facts
+        .sources
+        .iter()
+        .flat_map(|s| &s.not_ready)
+        .filter(|(_, reason)| reason == "NotPermitted")
+        .count();
+    let flags: Vec<String> = resources
+        .iter()
+        .map(|r| format!("--resource {r}"))
+        .collect();
+    checks.push(check(
+        "permissions",
+        Level::Warn,
+        format!(
+            "Lien's ServiceAccount may not watch {} ({named} Usage(s) or rule(s) name it; nothing \
+             of it is protected): apply `lien manifests {}`, or add it to the Helm value \
+             rbac.protectedResources",
+            resources.iter().copied().collect::<Vec<_>>().join(", "),
+            flags.join(" ")
+        ),
+    ));
+}
+
 /// The verdict and every check.
 pub fn assess(facts: &Facts) -> Report {
     let mut checks = Vec::new();
@@ -734,6 +770,7 @@ pub fn assess(facts: &Facts) -> Report {
     deployment_checks(facts, &mut checks);
     lease_check(facts, &mut checks);
     source_checks(facts, &mut checks);
+    permission_check(facts, &mut checks);
     Report { verdict, checks }
 }
 

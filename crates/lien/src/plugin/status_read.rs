@@ -183,6 +183,7 @@ async fn count_ready(client: &Client, kind: &str, plural: &str) -> (SourceCount,
         ready: 0,
         not_ready: vec![],
         error: None,
+        not_permitted: Default::default(),
     };
     let list = match api.list(&ListParams::default()).await {
         Ok(l) => l,
@@ -206,6 +207,12 @@ async fn count_ready(client: &Client, kind: &str, plural: &str) -> (SourceCount,
             .as_str()
             .unwrap_or("no status yet")
             .to_owned();
+        if let Some(resource) = ready["message"]
+            .as_str()
+            .and_then(lien_decide::resolve::not_permitted_resource)
+        {
+            count.not_permitted.insert(resource.to_owned());
+        }
         if reason == lien_decide::desired::NOT_CONFIGURED_REASON && says.is_none() {
             says = ready["message"].as_str().map(str::to_owned);
         }

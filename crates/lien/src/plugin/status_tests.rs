@@ -264,6 +264,7 @@ fn the_lease_the_ca_and_the_objects_are_reported() {
         ready: 3,
         not_ready: vec![("shop/ghost".into(), "UnknownKind".into())],
         error: None,
+        not_permitted: Default::default(),
     }];
     let report = assess(&f);
     let text = to_text(&report);
@@ -321,4 +322,35 @@ fn the_mutating_configuration_names_a_missing_guard() {
             && check.detail.contains("a new Usage is unguarded"),
         "{check:?}"
     );
+}
+
+/// A Usage naming a kind Lien may not watch: the check names the resource and the flag, read
+/// back from the condition message the controller writes.
+#[test]
+fn a_kind_lien_may_not_watch_is_named_with_the_flag_that_grants_it() {
+    let url = "https://127.0.0.1:8443";
+    let mut f = facts(Lookup::Found(configuration(url)), ready(url));
+    let message = lien_decide::resolve::not_permitted_message("spec.of", "Secret", "v1", "secrets");
+    let resource = lien_decide::resolve::not_permitted_resource(&message).expect("named");
+    f.sources = vec![SourceCount {
+        kind: "Usage".into(),
+        ready: 1,
+        not_ready: vec![("shop/db".into(), "NotPermitted".into())],
+        error: None,
+        not_permitted: [resource.to_owned()].into(),
+    }];
+    let report = assess(&f);
+    let check = report
+        .checks
+        .iter()
+        .find(|c| c.name == "permissions")
+        .expect("a permissions check");
+    assert_eq!(check.level, Level::Warn);
+    assert!(
+        check.detail.contains("may not watch secrets")
+            && check.detail.contains("--resource secrets"),
+        "{check:?}"
+    );
+    f.sources[0].not_permitted.clear();
+    assert!(!assess(&f).checks.iter().any(|c| c.name == "permissions"));
 }

@@ -84,6 +84,33 @@ pub fn temp_dir(prefix: &str) -> PathBuf {
     dir
 }
 
+/// What the scenarios protect beyond Lien's default resources, granted as a platform team
+/// would (`lien manifests --resource`): Secrets (the core pack relates them), CRDs (the
+/// critical-service pack) and the groups of the test CRDs and of Rook's. Lien's default install
+/// grants none of them (`least_privilege.rs` runs with it).
+pub const TEST_RESOURCES: &[&str] = &[
+    "secrets",
+    "customresourcedefinitions.apiextensions.k8s.io",
+    "*.example.org",
+    "*.ceph.rook.io",
+    "*.objectbucket.io",
+    "*.my.crd.group",
+    "*.helm.example.io",
+    "*.eks.example.io",
+    "*.platform.example.io",
+];
+
+/// `lien manifests --resource …` for each of [`TEST_RESOURCES`].
+pub fn test_install() -> lien::manifests::Options {
+    let mut options = lien::manifests::Options::default();
+    options.resources.extend(
+        TEST_RESOURCES
+            .iter()
+            .map(|r| lien::manifests::Resource::parse(r).expect("a resource")),
+    );
+    options
+}
+
 /// Whether `object` is part of what the tests install before Lien runs: everything of
 /// `lien manifests` but what runs Lien in the cluster (the Deployment, its Service and
 /// disruption budget), since Lien runs outside it here.
@@ -156,7 +183,7 @@ impl RealCluster {
         let dir = temp_dir("lien-real");
         apply_all(
             &client,
-            lien::manifests::objects()
+            lien::manifests::objects_with(&test_install())
                 .into_iter()
                 .filter(installed_outside_the_cluster),
         )
