@@ -26,12 +26,21 @@ pub const WEBHOOK_PORT: u16 = 8443;
 /// The replicas of the Deployment: two, so that the webhook always has one ready.
 pub const REPLICAS: u32 = 2;
 
-/// The image the Deployment runs by default: the tag the repository's `Dockerfile` is built
-/// with (`docker build -t lien:0.1.0 .`). Nothing here publishes it to a registry: load it into
-/// the cluster's nodes, or push it under your registry's name and pass that with `--image`
-/// (docs/operations.md "Install").
+/// Where the image is published, as the build was told (`LIEN_IMAGE_REPOSITORY` at compile
+/// time: the release workflow sets it to the registry it pushes to, the one setting that
+/// names both); `lien` in a build from a checkout.
+pub const IMAGE_REPOSITORY: &str = match option_env!("LIEN_IMAGE_REPOSITORY") {
+    Some(repository) => repository,
+    None => "lien",
+};
+
+/// The image the Deployment runs by default: this release's own image,
+/// `IMAGE_REPOSITORY:<version>` — in a build from a checkout `lien:<version>`, the tag the
+/// repository's `Dockerfile` is built with (`docker build -t lien:0.1.0 .`), which is loaded into
+/// the nodes or pushed under your registry's name and passed with `--image` (docs/operations.md
+/// "Install").
 pub fn image() -> String {
-    format!("lien:{}", env!("CARGO_PKG_VERSION"))
+    format!("{IMAGE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// The resources Lien may watch, label and delete by default (`lien manifests --resource` adds
@@ -1110,6 +1119,17 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         lines.push(line);
     }
     lines
+}
+
+#[cfg(test)]
+mod image_tests {
+    /// The repository this build was told is one an image reference can start with (the
+    /// release workflow lower-cases its registry path: references are lowercase).
+    #[test]
+    fn the_default_image_is_a_reference() {
+        super::check_image(&super::image()).expect("a valid image reference");
+        assert!(super::image().starts_with(super::IMAGE_REPOSITORY));
+    }
 }
 
 #[cfg(test)]

@@ -59,10 +59,21 @@ fn the_dockerfile_builds_the_binary_the_release_archives_and_tests_use() {
         .filter_map(|l| cargo_build(l))
         .collect();
     assert_eq!(release_build.len(), 1, "{release_build:?}");
-    let amd64 = release_build[0].replace("\"$triple\"", "x86_64-unknown-linux-gnu");
+    let amd64 = release_build[0].clone();
     assert_eq!(
         docker_build[0], amd64,
         "the Dockerfile and scripts/release.sh build differently"
+    );
+    // Both for the musl target (a static binary, on an image without libc).
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("triple=\"$(uname -m)-unknown-linux-musl\"")),
+        "the Dockerfile does not build for musl"
+    );
+    assert!(
+        release.contains("libc=musl") && release.contains("-unknown-linux-$libc"),
+        "scripts/release.sh does not build for musl by default"
     );
     // What the tests build: the crate `lien` with its default features, from Cargo.lock.
     for flag in ["--locked", "-p lien", "--release"] {
@@ -84,9 +95,17 @@ fn the_dockerfile_builds_the_binary_the_release_archives_and_tests_use() {
         "scripts/release.sh keeps the debug line tables"
     );
 
-    // Multi-stage: a build stage on the project's toolchain, a runtime stage without it.
+    // Multi-stage: a build stage on the project's toolchain, two runtime stages without it (the
+    // release's, from the archives' binaries; and the checkout's, the default, last).
     let froms: Vec<&String> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
-    assert_eq!(froms.len(), 2, "{froms:?}");
+    assert_eq!(froms.len(), 3, "{froms:?}");
+    assert!(froms[1].ends_with(" AS release") && froms[2].ends_with(" AS image"));
+    for runtime in &froms[1..] {
+        assert!(
+            runtime.contains("distroless/static"),
+            "a runtime stage with more than a static binary needs: {runtime}"
+        );
+    }
     assert!(froms[0].ends_with(" AS build"), "{}", froms[0]);
     let rust = froms[0]
         .strip_prefix("FROM rust:")
@@ -104,8 +123,14 @@ fn the_dockerfile_builds_the_binary_the_release_archives_and_tests_use() {
         "rust:{rust} is older than rust-version {msrv}"
     );
     assert!(
-        !froms[1].contains("rust:"),
+        !froms[1].contains("rust:") && !froms[2].contains("rust:"),
         "the runtime image carries the toolchain"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "COPY --from=dist lien-linux-${TARGETARCH} /lien"),
+        "the release stage does not take the archives' binary per platform"
     );
     assert!(
         lines
@@ -189,4 +214,77 @@ fn the_krew_manifest_names_release_archives_by_their_sha256() {
             );
         }
     }
+}
+
+/// The release workflow (issue 31, item 6) passes actionlint (with shellcheck on its scripts
+/// where installed: CI installs it), every script it runs exists here and is run by CI too, and
+/// the image's name is one setting: the registry the image is pushed to is the one the binary
+/// (and so `lien manifests` and the chart) is built to name.
+#[test]
+fn the_release_workflow_passes_actionlint_and_runs_this_repositorys_scripts() {
+    let workflow = ".github/workflows/release.yml";
+    let tool = std::process::Command::new("bash")
+        .arg(workspace().join("scripts/actionlint.sh"))
+        .output()
+        .expect("bash runs");
+    assert!(
+        tool.status.success(),
+        "scripts/actionlint.sh (go install from the module proxy): {}",
+        String::from_utf8_lossy(&tool.stderr)
+    );
+    let actionlint = String::from_utf8(tool.stdout).expect("UTF-8");
+    let out = std::process::Command::new(actionlint.trim())
+        .arg(workflow)
+        .current_dir(workspace())
+        .output()
+        .expect("actionlint runs");
+    assert!(
+        out.status.success(),
+        "actionlint {workflow}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let text = read(workflow);
+    let parsed: Value = serde_yaml_ng::from_str(&text).expect("YAML");
+    let ci = read(".ci/run");
+    let mut scripts = Vec::new();
+    for (name, job) in parsed["jobs"].as_object().expect("jobs") {
+        for step in job["steps"].as_array().expect("steps") {
+            let Some(run) = step["run"].as_str() else {
+                assert!(
+                    step["uses"].is_string(),
+                    "{name}: a step that neither runs nor uses"
+                );
+                continue;
+            };
+            for word in run.split_whitespace() {
+                if let Some(script) = word.strip_prefix("scripts/") {
+                    scripts.push(format!("scripts/{script}"));
+                }
+            }
+        }
+    }
+    scripts.sort();
+    scripts.dedup();
+    assert_eq!(
+        scripts,
+        ["scripts/release-chart.sh", "scripts/release.sh"],
+        "the workflow's scripts"
+    );
+    for script in &scripts {
+        let path = workspace().join(script);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path)
+                .unwrap_or_else(|e| panic!("{script}: {e}"))
+                .permissions(),
+        );
+        assert!(mode & 0o111 != 0, "{script} is not executable");
+        assert!(ci.contains(script.as_str()), "CI does not run {script}");
+    }
+    // One setting: the workflow's IMAGE is what the archives are built with and what is pushed.
+    assert!(parsed["env"]["IMAGE"].is_string(), "no workflow-wide IMAGE");
+    assert!(text.contains("LIEN_IMAGE_REPOSITORY: ${{ needs.setup.outputs.image }}"));
+    assert!(text.contains("tags: ${{ env.IMAGE }}:${{ env.VERSION }}"));
+    assert!(text.contains("target: release") && text.contains("build-contexts: dist=dist/bin"));
 }
