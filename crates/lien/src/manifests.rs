@@ -502,6 +502,12 @@ fn rbac(o: &Options) -> Vec<Manifest> {
          rule's CEL reads), put and remove the in-use label and the replay record (patch), and \
          re-issue a refused DELETE (delete; CascadeRule children too).",
     );
+    rules.push((
+        "Lien's condition on a Namespace being deleted that it holds (LienContentHeld): what \
+         keeps it, where `kubectl describe namespace` shows it."
+            .to_owned(),
+        rule(&[""], &["namespaces/status"], &["patch"]),
+    ));
     rules.extend(
         [
             (
