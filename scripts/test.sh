@@ -28,7 +28,7 @@ sandbox_took=$((SECONDS - started))
 started=$SECONDS
 echo "== tests: the end-to-end tests against a real control plane (LIEN_E2E_TARGET=real)"
 LIEN_E2E_TARGET=real cargo nextest run --workspace --locked --no-fail-fast \
-  --test e2e --test ha --test uninstall --test plugin --test least_privilege "$@" || status=1
+  --test e2e --test ha --test uninstall --test plugin --test least_privilege --test cert_manager "$@" || status=1
 real_took=$((SECONDS - started))
 
 echo "== tests: sandbox tier ${sandbox_took} s, real control plane tier ${real_took} s"

@@ -6,10 +6,12 @@
 //! requests (`kubectl lien delete --when-free`) as the controller seals its own records.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use base64::Engine;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use lien_controller::{Controller, ControllerConfig, DenialSink};
@@ -22,6 +24,7 @@ use lien_webhook::{
 use parking_lot::RwLock;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 /// The field manager of every write Lien makes.
 pub const FIELD_MANAGER: &str = "lien";
@@ -82,6 +85,98 @@ pub enum WebhookCa {
         /// How often each replica re-reads it (and the leader rotates it).
         sync_every: Duration,
     },
+    /// Issued elsewhere (cert-manager: its Secret mounted as files), re-read every
+    /// `reload_every` and served as renewed (`lien_webhook::IssuedCerts`).
+    Files {
+        /// The serving certificate (leaf first), PEM (`tls.crt`).
+        cert: std::path::PathBuf,
+        /// Its key, PEM (`tls.key`).
+        key: std::path::PathBuf,
+        /// The CA bundle published as `caBundle`, PEM (`ca.crt`).
+        ca: std::path::PathBuf,
+        /// How often the files are read again.
+        reload_every: Duration,
+    },
+}
+
+/// What the webhook serves with: Lien's own CA, or a certificate issued elsewhere.
+enum Serving {
+    Own(Arc<CertManager>),
+    Issued(Arc<lien_webhook::IssuedCerts>),
+}
+
+impl Serving {
+    fn server_config(
+        &self,
+        client_ca: Option<&ClientCa>,
+    ) -> Result<Arc<rustls::ServerConfig>, lien_webhook::TlsError> {
+        match (self, client_ca) {
+            (Self::Own(c), None) => c.server_config(),
+            (Self::Own(c), Some(ca)) => c.server_config_with_client_ca(ca),
+            (Self::Issued(c), None) => c.server_config(),
+            (Self::Issued(c), Some(ca)) => c.server_config_with_client_ca(ca),
+        }
+    }
+
+    fn ca_bundle_base64(&self) -> String {
+        match self {
+            Self::Own(c) => c.ca_bundle_base64(),
+            Self::Issued(c) => c.ca_bundle_base64(),
+        }
+    }
+
+    fn watch_bundle(&self) -> watch::Receiver<String> {
+        match self {
+            Self::Own(c) => c.watch_bundle(),
+            Self::Issued(c) => c.watch_bundle(),
+        }
+    }
+}
+
+/// The three files of an issued serving certificate, read.
+fn read_issued(cert: &Path, key: &Path, ca: &Path) -> anyhow::Result<(String, String, String)> {
+    let read = |path: &Path, flag: &str| {
+        std::fs::read_to_string(path).with_context(|| format!("reading {flag} {}", path.display()))
+    };
+    Ok((
+        read(cert, "--tls-cert-file")?,
+        read(key, "--tls-key-file")?,
+        read(ca, "--tls-ca-file")?,
+    ))
+}
+
+/// Re-reads the issued certificate's files every `every` and serves them as renewed; a set
+/// that cannot be read or does not hold together is logged, and the current one kept.
+fn spawn_issued_reload(
+    certs: Arc<lien_webhook::IssuedCerts>,
+    files: (PathBuf, PathBuf, PathBuf),
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.changed() => return,
+            }
+            let loaded = read_issued(&files.0, &files.1, &files.2)
+                .and_then(|(c, k, b)| Ok(certs.load(&c, &k, &b)?));
+            match loaded {
+                Ok(r) if r != lien_webhook::Rotation::default() => tracing::info!(
+                    serving = r.serving,
+                    bundle = r.bundle,
+                    "serving the renewed certificate from --tls-cert-file"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(
+                    error = format!("{e:#}"),
+                    "the issued certificate's files: keeping the certificate served"
+                ),
+            }
+        }
+    })
 }
 
 /// A running Lien; dropping it stops it, `shutdown` stops it gracefully.
@@ -274,7 +369,7 @@ impl Lien {
                 let certs = CertManager::new(tls_settings).context("creating the webhook's CA")?;
                 // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
                 tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
-                certs
+                Serving::Own(certs)
             }
             WebhookCa::Secret {
                 namespace,
@@ -298,7 +393,27 @@ impl Lien {
                     *sync_every,
                     stopped.clone(),
                 ));
-                certs
+                Serving::Own(certs)
+            }
+            WebhookCa::Files {
+                cert,
+                key,
+                ca,
+                reload_every,
+            } => {
+                let (c, k, b) = read_issued(cert, key, ca)?;
+                let name = config.webhook_names.first().context(
+                    "the webhook's name (its Service's DNS name, or --webhook-url's host)",
+                )?;
+                let issued = lien_webhook::IssuedCerts::from_pem(name, &c, &k, &b)
+                    .context("serving the certificate of --tls-cert-file")?;
+                tasks.push(spawn_issued_reload(
+                    issued.clone(),
+                    (cert.clone(), key.clone(), ca.clone()),
+                    *reload_every,
+                    stopped.clone(),
+                ));
+                Serving::Issued(issued)
             }
         };
         let own_username = own_username(&client, config.own_username.as_deref()).await;
@@ -348,16 +463,14 @@ impl Lien {
             Some(pem) => {
                 let ca = ClientCa::from_pem(pem).context("--client-ca-file")?;
                 webhook = webhook.review_auth(ReviewAuth::ClientCertificate);
-                certs
-                    .server_config_with_client_ca(&ca)
-                    .context("webhook TLS")?
+                certs.server_config(Some(&ca)).context("webhook TLS")?
             }
             None => {
                 tracing::warn!(
                     "no --client-ca-file: the webhook cannot tell the API server from any other client, so refused DELETEs are answered but not recorded — no replay, no DeletionRefused or BreakGlass events (metric lien_webhook_client_authentication{{mode=\"answer_only\"}}); see docs/ARCHITECTURE.md, \"Threat model\""
                 );
                 webhook = webhook.review_auth(ReviewAuth::AnswerOnly);
-                certs.server_config().context("webhook TLS")?
+                certs.server_config(None).context("webhook TLS")?
             }
         };
         let webhook = webhook.build();
@@ -392,7 +505,9 @@ impl Lien {
                     changed = bundles.changed() => if changed.is_err() { return },
                     _ = bundle_stop.changed() => return,
                 }
-                let bundle = bundles.borrow_and_update().clone();
+                // The watch carries PEM; `caBundle` is its base64 (as `ca_bundle_base64`).
+                let bundle = base64::engine::general_purpose::STANDARD
+                    .encode(bundles.borrow_and_update().as_bytes());
                 desired_tx.send_replace(validating_webhook_configuration(&options, &bundle));
                 mutating_tx.send_replace(mutating_webhook_configuration(&options, &bundle));
             }

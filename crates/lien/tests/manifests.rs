@@ -595,3 +595,126 @@ fn every_rule_pack_names_the_resources_it_needs() {
         assert!(checked > 2, "{}: only {checked} sides read", path.display());
     }
 }
+
+/// `certManager.enabled`: cert-manager's chain for a webhook (a self-signed Issuer, a CA
+/// Certificate, an Issuer of it, the serving Certificate for the Service's names), and the pod
+/// serving its Secret through `lien run --tls-*-file`; with an `issuerRef`, only the serving
+/// Certificate, from that issuer. Off, nothing of it (the default render is `lien manifests`).
+#[test]
+fn helm_cert_manager_issues_the_serving_certificate_lien_run_serves() {
+    let render = |sets: &[&str]| {
+        let out = helm::template(sets);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8"))).0
+    };
+    let of_kind = |objects: &[Value], kind: &str| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == kind && o["apiVersion"] == "cert-manager.io/v1")
+            .cloned()
+            .collect()
+    };
+    let objects = render(&["certManager.enabled=true", "namespace=shop-lien"]);
+    let issuers = of_kind(&objects, "Issuer");
+    let certificates = of_kind(&objects, "Certificate");
+    assert_eq!(
+        (issuers.len(), certificates.len()),
+        (2, 2),
+        "{certificates:#?}"
+    );
+    let serving = certificates
+        .iter()
+        .find(|c| c["metadata"]["name"] == "lien-webhook")
+        .expect("the serving Certificate");
+    assert_eq!(
+        serving["spec"]["dnsNames"],
+        serde_json::json!([
+            "lien-webhook.shop-lien.svc",
+            "lien-webhook.shop-lien.svc.cluster.local"
+        ])
+    );
+    assert_eq!(serving["spec"]["issuerRef"]["name"], "lien-ca");
+    let ca = certificates
+        .iter()
+        .find(|c| c["metadata"]["name"] == "lien-webhook-ca")
+        .expect("the CA Certificate");
+    assert_eq!(ca["spec"]["isCA"], true);
+    let ca_issuer = issuers
+        .iter()
+        .find(|i| i["metadata"]["name"] == "lien-ca")
+        .expect("the CA Issuer");
+    assert_eq!(
+        ca_issuer["spec"]["ca"]["secretName"],
+        ca["spec"]["secretName"]
+    );
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for (flag, file) in [
+        ("--tls-cert-file", "tls.crt"),
+        ("--tls-key-file", "tls.key"),
+        ("--tls-ca-file", "ca.crt"),
+    ] {
+        assert!(
+            args.contains(&format!("{flag}=/etc/lien/tls/{file}").as_str()),
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        pod["volumes"][0]["secret"]["secretName"],
+        serving["spec"]["secretName"]
+    );
+    assert_eq!(container["volumeMounts"][0]["mountPath"], "/etc/lien/tls");
+    // `lien run` takes the flags the chart passes.
+    let help = Command::new(env!("CARGO_BIN_EXE_lien"))
+        .args(["run", "--help"])
+        .output()
+        .expect("lien runs");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in ["--tls-cert-file", "--tls-key-file", "--tls-ca-file"] {
+        assert!(help.contains(flag), "lien run has no {flag}");
+    }
+    // An issuer of the platform team's: only the serving Certificate, from it; extra volumes
+    // are kept beside cert-manager's.
+    let objects = render(&[
+        "certManager.enabled=true,certManager.issuerRef.name=corp-ca,certManager.issuerRef.kind=ClusterIssuer,\
+         extraVolumes[0].name=client-ca,extraVolumes[0].configMap.name=apiserver-ca",
+    ]);
+    let certificates = of_kind(&objects, "Certificate");
+    assert_eq!(certificates.len(), 1);
+    assert!(of_kind(&objects, "Issuer").is_empty());
+    assert_eq!(
+        certificates[0]["spec"]["issuerRef"],
+        serde_json::json!({"name": "corp-ca", "kind": "ClusterIssuer"})
+    );
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
+    let volumes = &deployment["spec"]["template"]["spec"]["volumes"];
+    assert_eq!(volumes.as_array().map(Vec::len), Some(2), "{volumes:#}");
+    // Off: no cert-manager object, no flag.
+    let objects = render(&[]);
+    assert!(
+        objects
+            .iter()
+            .all(|o| o["apiVersion"] != "cert-manager.io/v1")
+    );
+    // A wrong issuer kind is refused by the schema, naming it.
+    let out = helm::template(&["certManager.issuerRef.kind=Issuers"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("issuerRef"));
+}

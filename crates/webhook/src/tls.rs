@@ -68,6 +68,10 @@ pub enum TlsError {
     /// The client CA bundle (`--client-ca-file`) holds no usable certificate.
     #[error("the client CA bundle {0}")]
     ClientCa(String),
+    /// A certificate issued elsewhere (`--tls-cert-file`, `--tls-key-file`, `--tls-ca-file`)
+    /// cannot be served.
+    #[error("the issued serving certificate {0}")]
+    Issued(String),
 }
 
 /// The CAs whose client certificates authenticate the API server to the webhook
@@ -506,12 +510,7 @@ impl CertManager {
     /// A rustls server configuration (ring, HTTP/2 and HTTP/1.1) serving through the resolver,
     /// so rotations apply to every new handshake.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_cert_resolver(self.resolver.clone());
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        server_config(&self.provider, &self.resolver, None)
     }
 
     /// As [`CertManager::server_config`], also asking clients for a certificate issued by
@@ -523,19 +522,7 @@ impl CertManager {
         &self,
         client_ca: &ClientCa,
     ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            client_ca.roots.clone(),
-            self.provider.clone(),
-        )
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| TlsError::ClientCa(format!("cannot verify clients: {e}")))?;
-        let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
-            .with_safe_default_protocol_versions()?
-            .with_client_cert_verifier(verifier)
-            .with_cert_resolver(self.resolver.clone());
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        server_config(&self.provider, &self.resolver, Some(client_ca))
     }
 
     /// When the current serving certificate expires.
@@ -610,6 +597,204 @@ impl CertManager {
                 }
             }
         })
+    }
+}
+
+/// A rustls server configuration (ring, HTTP/2 and HTTP/1.1) serving through `resolver`, asking
+/// clients for a certificate of `client_ca` if given (see
+/// [`CertManager::server_config_with_client_ca`]).
+fn server_config(
+    provider: &Arc<CryptoProvider>,
+    resolver: &Arc<CertResolver>,
+    client_ca: Option<&ClientCa>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let mut config = match client_ca {
+        Some(client_ca) => {
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                client_ca.roots.clone(),
+                provider.clone(),
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| TlsError::ClientCa(format!("cannot verify clients: {e}")))?;
+            builder
+                .with_client_cert_verifier(verifier)
+                .with_cert_resolver(resolver.clone())
+        }
+        None => builder
+            .with_no_client_auth()
+            .with_cert_resolver(resolver.clone()),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A serving certificate, its key and the CA bundle issued elsewhere — cert-manager's Secret
+/// (`tls.crt`, `tls.key`, `ca.crt`) mounted as files — served as they are and replaced whole when
+/// they change ([`IssuedCerts::load`]). Lien issues nothing then: the issuer renews, Lien follows,
+/// and publishes the bundle into its webhook configurations as it does its own.
+///
+/// A set is taken only if it holds together — the key is the certificate's, and the
+/// certificate verifies against the bundle for the webhook's name — since a bundle published
+/// that does not vouch for the served certificate would make every call the API server sends
+/// fail (closed): the set already served stays until a consistent one arrives.
+pub struct IssuedCerts {
+    name: String,
+    provider: Arc<CryptoProvider>,
+    resolver: Arc<CertResolver>,
+    bundle: watch::Sender<String>,
+    loaded: Mutex<(String, String, String)>,
+}
+
+impl std::fmt::Debug for IssuedCerts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedCerts")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn issued_key(
+    provider: &CryptoProvider,
+    name: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    bundle_pem: &str,
+) -> Result<CertifiedKey, TlsError> {
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::pem::PemObject;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| TlsError::Issued(format!("(--tls-cert-file) is not valid PEM: {e}")))?;
+    let leaf = chain.first().cloned().ok_or_else(|| {
+        TlsError::Issued(
+            "(--tls-cert-file) holds no certificate (expected -----BEGIN CERTIFICATE-----)".into(),
+        )
+    })?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| {
+        TlsError::Issued(format!(
+            "key (--tls-key-file) is not a PEM private key: {e}"
+        ))
+    })?;
+    let signing_key = provider.key_provider.load_private_key(key)?;
+    let certified = CertifiedKey::new(chain.clone(), signing_key);
+    certified
+        .keys_match()
+        .map_err(|e| TlsError::Issued(format!("and its key (--tls-key-file) do not match: {e}")))?;
+    let roots = ClientCa::from_pem(bundle_pem)
+        .map_err(|e| TlsError::Issued(format!("'s CA bundle (--tls-ca-file): {e}")))?
+        .roots;
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        roots,
+        Arc::new(provider.clone()),
+    )
+    .build()
+    .map_err(|e| TlsError::Issued(format!("'s CA bundle (--tls-ca-file) cannot verify: {e}")))?;
+    let server_name = rustls::pki_types::ServerName::try_from(name.to_owned())
+        .map_err(|e| TlsError::Issued(format!("name {name:?}: {e}")))?;
+    let now = rustls::pki_types::UnixTime::now();
+    verifier
+        .verify_server_cert(&leaf, &chain[1..], &server_name, &[], now)
+        .map_err(|e| {
+            TlsError::Issued(format!(
+                "(--tls-cert-file) does not verify for {name} against the CA bundle (--tls-ca-file): {e}"
+            ))
+        })?;
+    Ok(certified)
+}
+
+impl IssuedCerts {
+    /// Serving `cert_pem` (the leaf first, then any intermediates) with `key_pem`, publishing
+    /// `bundle_pem`; `name` is the webhook's (its Service's DNS name), which the certificate
+    /// must be valid for.
+    pub fn from_pem(
+        name: &str,
+        cert_pem: &str,
+        key_pem: &str,
+        bundle_pem: &str,
+    ) -> Result<Arc<Self>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = issued_key(&provider, name, cert_pem, key_pem, bundle_pem)?;
+        let (bundle, _) = watch::channel(bundle_pem.to_owned());
+        Ok(Arc::new(Self {
+            name: name.to_owned(),
+            provider,
+            resolver: Arc::new(CertResolver {
+                current: ArcSwap::from_pointee(key),
+            }),
+            bundle,
+            loaded: Mutex::new((
+                cert_pem.to_owned(),
+                key_pem.to_owned(),
+                bundle_pem.to_owned(),
+            )),
+        }))
+    }
+
+    /// Takes a renewed set (the issuer rewrote the files): served from the next handshake on,
+    /// the bundle published if it changed. Unchanged: nothing happens. One that does not hold
+    /// together is refused, and the current set stays.
+    pub fn load(
+        &self,
+        cert_pem: &str,
+        key_pem: &str,
+        bundle_pem: &str,
+    ) -> Result<Rotation, TlsError> {
+        let mut loaded = self.loaded.lock();
+        let next = (
+            cert_pem.to_owned(),
+            key_pem.to_owned(),
+            bundle_pem.to_owned(),
+        );
+        if *loaded == next {
+            return Ok(Rotation::default());
+        }
+        let key = issued_key(&self.provider, &self.name, cert_pem, key_pem, bundle_pem)?;
+        let rotation = Rotation {
+            serving: loaded.0 != next.0 || loaded.1 != next.1,
+            bundle: loaded.2 != next.2,
+        };
+        // A renewal under the same CA (what cert-manager does until the CA itself expires:
+        // the chart's lives ten years) leaves the bundle as it is. A new CA changes both: the
+        // bundle is published first, then the certificate served; until the configuration
+        // carries the new bundle a call may fail verification (docs/operations.md,
+        // "cert-manager").
+        if rotation.bundle {
+            self.bundle.send_replace(bundle_pem.to_owned());
+        }
+        self.resolver.current.store(Arc::new(key));
+        *loaded = next;
+        Ok(rotation)
+    }
+
+    /// The CA bundle as `caBundle` wants it: base64 of the PEM.
+    pub fn ca_bundle_base64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.bundle.borrow().as_bytes())
+    }
+
+    /// Follows the CA bundle as it changes.
+    pub fn watch_bundle(&self) -> watch::Receiver<String> {
+        self.bundle.subscribe()
+    }
+
+    /// The resolver to serve with.
+    pub fn resolver(&self) -> Arc<CertResolver> {
+        self.resolver.clone()
+    }
+
+    /// As [`CertManager::server_config`].
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        server_config(&self.provider, &self.resolver, None)
+    }
+
+    /// As [`CertManager::server_config_with_client_ca`].
+    pub fn server_config_with_client_ca(
+        &self,
+        client_ca: &ClientCa,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        server_config(&self.provider, &self.resolver, Some(client_ca))
     }
 }
 
@@ -823,5 +1008,90 @@ mod tests {
         assert!(m.adopt(set, t0).is_err());
         assert_eq!(leaf(&m), before);
         assert!(trusted(&m, &m.ca_bundle_pem(), NAME, t0));
+    }
+
+    /// A CA of its own, as an issuer outside Lien has (cert-manager's CA Issuer).
+    struct OtherCa {
+        pem: String,
+        issuer: Issuer<'static, KeyPair>,
+    }
+
+    fn other_ca(name: &str) -> OtherCa {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let cert = params.self_signed(&key).expect("CA");
+        OtherCa {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A serving certificate for `name` from `ca`, and its key (what cert-manager writes to
+    /// `tls.crt` and `tls.key`).
+    fn issued_by(ca: &OtherCa, name: &str) -> (String, String) {
+        let key = KeyPair::generate().expect("key");
+        let params = CertificateParams::new(vec![name.to_owned()]).expect("params");
+        let cert = params.signed_by(&key, &ca.issuer).expect("signed");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    const WEBHOOK: &str = "lien-webhook.lien-system.svc";
+
+    #[test]
+    fn an_issued_set_is_served_renewed_and_refused_when_it_does_not_hold_together() {
+        let ca = other_ca("issuer");
+        let (cert, key) = issued_by(&ca, WEBHOOK);
+        let issued = IssuedCerts::from_pem(WEBHOOK, &cert, &key, &ca.pem).expect("served");
+        let served = |i: &IssuedCerts| i.resolver().current().cert[0].to_vec();
+        let first = served(&issued);
+        assert!(issued.ca_bundle_base64().len() > 100);
+        let mut bundles = issued.watch_bundle();
+        // The same files again: nothing changes.
+        assert_eq!(
+            issued.load(&cert, &key, &ca.pem).expect("same"),
+            Rotation::default()
+        );
+        // Renewed under the same CA: a new certificate served, the bundle unchanged.
+        let (renewed, renewed_key) = issued_by(&ca, WEBHOOK);
+        let r = issued
+            .load(&renewed, &renewed_key, &ca.pem)
+            .expect("renewed");
+        assert_eq!((r.serving, r.bundle), (true, false));
+        assert_ne!(served(&issued), first);
+        assert!(!bundles.has_changed().expect("open"));
+        // Sets that do not hold together are refused, naming why; the renewed one stays.
+        let now = served(&issued);
+        let other = other_ca("another");
+        let (foreign, foreign_key) = issued_by(&other, WEBHOOK);
+        let e = issued
+            .load(&foreign, &foreign_key, &ca.pem)
+            .expect_err("another CA's");
+        assert!(e.to_string().contains("does not verify"), "{e}");
+        let e = issued
+            .load(&renewed, &key, &ca.pem)
+            .expect_err("another key");
+        assert!(e.to_string().contains("do not match"), "{e}");
+        let (wrong_name, wrong_key) = issued_by(&ca, "elsewhere.example.com");
+        let e = issued
+            .load(&wrong_name, &wrong_key, &ca.pem)
+            .expect_err("another name");
+        assert!(e.to_string().contains(WEBHOOK), "{e}");
+        let e = issued
+            .load("not PEM", &renewed_key, &ca.pem)
+            .expect_err("no certificate");
+        assert!(e.to_string().contains("--tls-cert-file"), "{e}");
+        assert_eq!(served(&issued), now);
+        // A new CA: its bundle published, its certificate served.
+        let (moved, moved_key) = issued_by(&other, WEBHOOK);
+        let r = issued
+            .load(&moved, &moved_key, &other.pem)
+            .expect("a new CA");
+        assert_eq!((r.serving, r.bundle), (true, true));
+        assert!(bundles.has_changed().expect("open"));
+        assert_eq!(*bundles.borrow_and_update(), other.pem);
+        // At start, an inconsistent set is an error, not a server.
+        assert!(IssuedCerts::from_pem(WEBHOOK, &foreign, &foreign_key, &ca.pem).is_err());
     }
 }

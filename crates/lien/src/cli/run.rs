@@ -95,6 +95,33 @@ pub struct RunArgs {
     /// published caBundle; created if absent, rotated by the leader.
     #[arg(long, default_value = lien::webhook_ca::WEBHOOK_CA_SECRET)]
     pub webhook_ca_secret: String,
+    /// Serve this certificate (PEM, leaf first) instead of one from Lien's own CA: issued
+    /// elsewhere, e.g. cert-manager's Secret mounted as files (`tls.crt`). Needs --tls-key-file
+    /// and --tls-ca-file; the three are read again every --tls-reload and served as renewed.
+    #[arg(long, env = "LIEN_TLS_CERT_FILE", value_name = "PATH",
+          requires_all = ["tls_key_file", "tls_ca_file"])]
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// The key of --tls-cert-file (PEM; cert-manager's `tls.key`).
+    #[arg(
+        long,
+        env = "LIEN_TLS_KEY_FILE",
+        value_name = "PATH",
+        requires = "tls_cert_file"
+    )]
+    pub tls_key_file: Option<std::path::PathBuf>,
+    /// The CA bundle that verifies --tls-cert-file (PEM; cert-manager's `ca.crt`): what Lien
+    /// publishes as its webhook configurations' caBundle.
+    #[arg(
+        long,
+        env = "LIEN_TLS_CA_FILE",
+        value_name = "PATH",
+        requires = "tls_cert_file"
+    )]
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// How often --tls-cert-file, --tls-key-file and --tls-ca-file are read again (a kubelet
+    /// updates a mounted Secret within about a minute of cert-manager renewing it).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub tls_reload: Duration,
     /// Lien's own identity as the API server names it: the only user whose writes of
     /// lien.dev/deletion-attempt the mutating webhook lets through. Default: asked at start
     /// (a SelfSubjectReview), else system:serviceaccount:lien-system:lien.
@@ -349,10 +376,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             retry_max: args.cascade_retry_max,
             ..Default::default()
         },
-        webhook_ca: WebhookCa::Secret {
-            namespace: args.namespace.clone(),
-            name: args.webhook_ca_secret.clone(),
-            sync_every: args.webhook_ca_sync,
+        webhook_ca: match (&args.tls_cert_file, &args.tls_key_file, &args.tls_ca_file) {
+            (Some(cert), Some(key), Some(ca)) => WebhookCa::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+                reload_every: args.tls_reload,
+            },
+            _ => WebhookCa::Secret {
+                namespace: args.namespace.clone(),
+                name: args.webhook_ca_secret.clone(),
+                sync_every: args.webhook_ca_sync,
+            },
         },
         own_username: args.own_username.clone(),
         webhook_max_concurrency: usize::try_from(args.webhook_max_concurrency)

@@ -12,8 +12,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    Manifest, NAME, Options, WEBHOOK_PORT, files_with, metadata, render, render_file, selector,
-    service_monitor, uninstall_hook, wrap,
+    Manifest, NAME, Options, SERVICE, WEBHOOK_PORT, files_with, metadata, render, render_file,
+    selector, service_monitor, uninstall_hook, wrap,
 };
 use super::{UNINSTALL_HOOK_FORCE, deployment};
 
@@ -23,6 +23,57 @@ const CHART_NAMESPACE: &str = "lien-chart-namespace-placeholder";
 const CHART_REPLICAS: u32 = 918_273_645;
 /// The key put into every templated object's labels, replaced by Helm's standard labels.
 const CHART_LABELS: &str = "lien-chart-labels-placeholder";
+/// cert-manager (`certManager.enabled`): the Secret its Certificate writes, the pod's volume of
+/// it and where the container mounts it (`lien run --tls-cert-file` and the others read there).
+const CERT_MANAGER_SECRET: &str = "lien-webhook-tls";
+const CERT_MANAGER_VOLUME: &str = "webhook-tls";
+const CERT_MANAGER_MOUNT: &str = "/etc/lien/tls";
+
+/// `templates/cert-manager.yaml`: with `certManager.enabled`, cert-manager issues the webhook's
+/// serving certificate (`lien run --tls-cert-file` …) instead of Lien's own CA. Without an
+/// `issuerRef` the chart makes the usual chain for a webhook: a self-signed Issuer, a CA
+/// Certificate from it (ten years), an Issuer of that CA, and the serving Certificate (90 days,
+/// renewed 30 days ahead, a new key each time) — renewals keep the CA, so the published
+/// `caBundle` does not change with them.
+fn cert_manager_template() -> String {
+    let labels = "  labels:\n    app.kubernetes.io/name: lien\n    app.kubernetes.io/part-of: lien\n    \
+                  {{- include \"lien.labels\" . | nindent 4 }}\n  namespace: {{ .Values.namespace | quote }}\n";
+    let object = |kind: &str, name: &str, spec: &str| {
+        format!(
+            "apiVersion: cert-manager.io/v1\nkind: {kind}\nmetadata:\n  name: {name}\n{labels}spec:\n{spec}"
+        )
+    };
+    format!(
+        "# cert-manager issues the webhook's serving certificate (values certManager); off by \
+         default: Lien's own CA.\n\
+         {{{{- if .Values.certManager.enabled }}}}\n\
+         {{{{- if not .Values.certManager.issuerRef }}}}\n{}---\n{}---\n{}---\n{{{{- end }}}}\n{}{{{{- end }}}}\n",
+        object("Issuer", "lien-selfsigned", "  selfSigned: {}\n"),
+        object(
+            "Certificate",
+            "lien-webhook-ca",
+            "  isCA: true\n  commonName: lien-webhook-ca\n  secretName: lien-webhook-ca-issued\n  \
+             duration: 87600h\n  privateKey:\n    algorithm: ECDSA\n    size: 256\n  issuerRef:\n    \
+             name: lien-selfsigned\n    kind: Issuer\n"
+        ),
+        object(
+            "Issuer",
+            "lien-ca",
+            "  ca:\n    secretName: lien-webhook-ca-issued\n"
+        ),
+        object(
+            "Certificate",
+            "lien-webhook",
+            &format!(
+                "  secretName: {CERT_MANAGER_SECRET}\n  dnsNames:\n  - {SERVICE}.{{{{ .Values.namespace }}}}.svc\n  \
+                 - {SERVICE}.{{{{ .Values.namespace }}}}.svc.cluster.local\n  duration: 2160h\n  renewBefore: 720h\n  \
+                 privateKey:\n    algorithm: ECDSA\n    size: 256\n    rotationPolicy: Always\n  issuerRef:\n    \
+                 {{{{- toYaml (.Values.certManager.issuerRef | default (dict \"name\" \"lien-ca\" \"kind\" \"Issuer\")) | nindent 4 }}}}\n"
+            )
+        ),
+    )
+}
+
 /// The one resource granted in the stand-in render: its rule becomes a `range` over
 /// `rbac.protectedResources` ([`put_in_resources`]).
 const CHART_RBAC_GROUP: &str = "lien-chart-rbac-placeholder";
@@ -177,8 +228,45 @@ fn put_in_values(text: &str) -> String {
             continue;
         }
         if trimmed == format!("- {}", stand_in("extraArgs")) {
+            out.push_str(&format!("{pad}{{{{- if .Values.certManager.enabled }}}}\n"));
+            for (flag, file) in [
+                ("--tls-cert-file", "tls.crt"),
+                ("--tls-key-file", "tls.key"),
+                ("--tls-ca-file", "ca.crt"),
+            ] {
+                out.push_str(&format!("{pad}- {flag}={CERT_MANAGER_MOUNT}/{file}\n"));
+            }
             out.push_str(&format!(
-                "{pad}{{{{- with .Values.extraArgs }}}}\n{pad}{{{{- toYaml . | nindent {indent} }}}}\n{pad}{{{{- end }}}}\n"
+                "{pad}{{{{- end }}}}\n{pad}{{{{- with .Values.extraArgs }}}}\n{pad}{{{{- toYaml . | nindent {indent} }}}}\n{pad}{{{{- end }}}}\n"
+            ));
+            continue;
+        }
+        // The volume of cert-manager's Secret and its mount, before any extra ones.
+        if let Some((key, _)) = trimmed
+            .split_once(": ")
+            .filter(|(_, v)| *v == stand_in("extraVolumes") || *v == stand_in("extraVolumeMounts"))
+        {
+            let (value, item) = if key == "volumes" {
+                (
+                    "extraVolumes",
+                    format!(
+                        "{pad}  - name: {CERT_MANAGER_VOLUME}\n{pad}    secret:\n{pad}      secretName: {CERT_MANAGER_SECRET}\n"
+                    ),
+                )
+            } else {
+                (
+                    "extraVolumeMounts",
+                    format!(
+                        "{pad}  - name: {CERT_MANAGER_VOLUME}\n{pad}    mountPath: {CERT_MANAGER_MOUNT}\n{pad}    readOnly: true\n"
+                    ),
+                )
+            };
+            out.push_str(&format!(
+                "{pad}{{{{- if or .Values.{value} .Values.certManager.enabled }}}}\n{pad}{key}:\n\
+                 {pad}  {{{{- if .Values.certManager.enabled }}}}\n{item}{pad}  {{{{- end }}}}\n\
+                 {pad}  {{{{- with .Values.{value} }}}}\n{pad}  {{{{- toYaml . | nindent {inner} }}}}\n\
+                 {pad}  {{{{- end }}}}\n{pad}{{{{- end }}}}\n",
+                inner = indent + 2
             ));
             continue;
         }
@@ -334,7 +422,13 @@ fn values_yaml(defaults: &Options) -> Result<String, serde_yaml_ng::Error> {
          reached, from `from`\n# (NetworkPolicyPeers; empty: from anywhere). The API server \
          calls the webhook there, and\n# Prometheus scrapes /metrics there: list both if you \
          restrict it.\n\
-         networkPolicy:\n  enabled: false\n  from: []\n",
+         networkPolicy:\n  enabled: false\n  from: []\n\
+         # true: cert-manager (installed in the cluster) issues the webhook's serving \
+         certificate, mounted from\n# its Secret lien-webhook-tls and served by `lien run \
+         --tls-cert-file` (docs/operations.md \"cert-manager\"),\n# instead of Lien's own CA. \
+         issuerRef: an Issuer or ClusterIssuer of yours ({{name, kind, group}}) that fills \
+         ca.crt;\n# empty: the chart makes a self-signed CA (ten years) and issues from it.\n\
+         certManager:\n  enabled: false\n  issuerRef: {{}}\n",
         image = serde_yaml_ng::to_string(&defaults.image)?.trim_end(),
         namespace = serde_yaml_ng::to_string(&defaults.namespace)?.trim_end(),
         replicas = defaults.replicas,
@@ -462,6 +556,10 @@ pub fn helm_chart(defaults: &Options) -> Result<Vec<(String, String)>, serde_yam
             ),
         ),
     ];
+    out.push((
+        "templates/cert-manager.yaml".to_owned(),
+        cert_manager_template(),
+    ));
     let mut hook = String::from(
         "# Helm's pre-delete hook: `lien uninstall --keep-installed-objects` before Helm deletes \
          anything\n# (values `uninstallHook`).\n{{- if .Values.uninstallHook.enabled }}\n",
@@ -564,6 +662,23 @@ fn values_schema() -> String {
                     "enabled": {"type": "boolean"},
                     "from": {"type": "array", "items": {"type": "object"},
                              "description": "NetworkPolicyPeers (podSelector, namespaceSelector, ipBlock)"},
+                },
+            },
+            "certManager": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "enabled": {"type": "boolean"},
+                    "issuerRef": {
+                        "type": "object",
+                        "additionalProperties": false,
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "kind": {"type": "string", "enum": ["Issuer", "ClusterIssuer"]},
+                            "group": {"type": "string"},
+                        },
+                        "description": "an Issuer or ClusterIssuer that fills ca.crt; empty: the chart's own self-signed CA",
+                    },
                 },
             },
             "rbac": {

@@ -269,6 +269,36 @@ impl Cluster {
         real::https_get(self.addrs[i], &name, roots, path).await
     }
 
+    /// The leaf certificate replica `i` serves now (DER), from a handshake that verifies it
+    /// against the published caBundle for the name the webhook is called by.
+    pub async fn peer_certificate(&self, i: usize) -> Vec<u8> {
+        let roots = real::published_roots(&self.client, None)
+            .await
+            .expect("a caBundle published");
+        let name = match &self.backend {
+            Backend::Sandbox(_) => format!("{SERVICE}.{NAMESPACE}.svc"),
+            Backend::Real(..) => "127.0.0.1".to_owned(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(self.addrs[i])
+            .await
+            .expect("connect");
+        let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(
+                rustls::pki_types::ServerName::try_from(name).expect("a name"),
+                tcp,
+            )
+            .await
+            .expect("a handshake the published caBundle verifies");
+        tls.get_ref().1.peer_certificates().expect("a certificate")[0].to_vec()
+    }
+
     /// A sample from replica `i`'s `/metrics`: the sum of the lines named `name` whose labels
     /// contain every one of `labels`.
     pub async fn metric(&self, i: usize, name: &str, labels: &[&str]) -> f64 {
