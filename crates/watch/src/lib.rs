@@ -325,6 +325,16 @@ where
     .await
 }
 
+/// A resource as RBAC and `lien manifests --resource` name it: `plural` in the core group, else
+/// `plural.group`.
+pub fn grantable_resource(ar: &ApiResource) -> String {
+    if ar.group.is_empty() {
+        ar.plural.clone()
+    } else {
+        format!("{}.{}", ar.plural, ar.group)
+    }
+}
+
 /// Whether a watcher's failure is the API server refusing the list or the start of the watch
 /// (403: RBAC does not grant it).
 pub fn is_forbidden(e: &watcher::Error) -> bool {

@@ -169,7 +169,7 @@ fn spawn_kind_watch(
                 return;
             };
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &discovered.ar);
-            let resource = crate::controller::grantable_resource(&discovered.ar);
+            let resource = crate::watch::grantable_resource(&discovered.ar);
             let mut announce = Some(discovered);
             if !refused
                 && let Some(d) = announce.take()

@@ -77,7 +77,7 @@ use tokio::task::JoinHandle;
 use self::state::Observed;
 pub use self::state::State;
 pub use self::terminating::{CYCLE_BROKEN_REASON, NAMESPACE_HELD_CONDITION, NAMESPACE_HELD_REASON};
-pub(crate) use self::watches::{FORBIDDEN_RETRY, grantable_resource};
+pub(crate) use self::watches::FORBIDDEN_RETRY;
 use self::watches::{KindTask, spawn_watch, sync_kind_watches};
 use self::write::{Plan, plan, write_loop};
 use crate::audit::BreakGlass;

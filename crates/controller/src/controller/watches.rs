@@ -251,7 +251,7 @@ fn spawn_kind_watch(
                     // (NotPermitted, naming the resource), and the list is tried again every
                     // FORBIDDEN_RETRY — Lien cannot watch its own ClusterRole being changed.
                     crate::watch::Ended::Forbidden => {
-                        let resource = grantable_resource(&ar);
+                        let resource = crate::watch::grantable_resource(&ar);
                         tracing::debug!(%resource, "the API server refuses Lien a list or watch of the kind; retrying in {FORBIDDEN_RETRY:?}");
                         if tx.send(Msg::KindForbidden(gk.clone(), resource)).is_err() {
                             return;
@@ -268,16 +268,6 @@ fn spawn_kind_watch(
 /// How long a kind the API server refused Lien (403) waits before its list is tried again: a
 /// grant is picked up within this, and a refused list every 10 s costs the API server nothing.
 pub(crate) const FORBIDDEN_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// A resource as `lien manifests --resource` takes it: `plural` in the core group, else
-/// `plural.group`.
-pub(crate) fn grantable_resource(ar: &ApiResource) -> String {
-    if ar.group.is_empty() {
-        ar.plural.clone()
-    } else {
-        format!("{}.{}", ar.plural, ar.group)
-    }
-}
 
 async fn watch_metadata(
     client: Client,

@@ -192,15 +192,6 @@ fn strip_patch(meta: &kube::api::ObjectMeta) -> Option<Value> {
     Some(json!({ "metadata": patch }))
 }
 
-/// `plural` or `plural.group`, as `lien manifests --resource` takes it.
-fn resource_name(ar: &ApiResource) -> String {
-    if ar.group.is_empty() {
-        ar.plural.clone()
-    } else {
-        format!("{}.{}", ar.plural, ar.group)
-    }
-}
-
 /// Step 4 on every object of `ar`; returns how many objects were (or would be) changed.
 async fn strip_kind(
     client: &kube::Client,
@@ -218,7 +209,7 @@ async fn strip_kind(
             Err(kube::Error::Api(e)) if e.code == 403 => {
                 lien::outln!(
                     "skipped {}: not permitted to list it (Lien's install does not grant it either)",
-                    resource_name(ar)
+                    lien_watch::grantable_resource(ar)
                 );
                 return Ok(changed);
             }
