@@ -4,6 +4,9 @@
 # --no-fail-fast`). Extra arguments go to both cargo nextest runs (e.g. `-E 'test(gc)'`).
 #
 # - cargo-nextest, if missing (it is not on every machine).
+# - The previous version's `lien` (scripts/previous-lien.sh: the commit scripts/previous-version
+#   names, built once into a cache outside the checkout), which the rolling-update test upgrades
+#   from.
 # - The real Kubernetes control plane (scripts/control-plane.sh build: built once from the Go
 #   module proxy into a cache outside the checkout; ~10 CPU-minutes the first time, nothing
 #   afterwards). Built here, before the suite, so that its time is not spent inside a test's
@@ -18,6 +21,12 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked || exit 1
 fi
 bash scripts/control-plane.sh build || exit 1
+# The previous version's `lien` (scripts/previous-version), which the HA rollout test upgrades
+# from; built once, cached like the control plane.
+previous="$(bash scripts/previous-lien.sh)" || exit 1
+if [[ -n "$previous" ]]; then
+  export LIEN_PREVIOUS_BIN="$previous"
+fi
 
 status=0
 started=$SECONDS

@@ -107,13 +107,24 @@ async fn two_replicas(lease: &[&str], ns: &str, replay: bool) -> Cluster {
 
 /// As [`two_replicas`], with `slots` addresses behind the Service (the first two running).
 async fn two_replicas_of(slots: usize, lease: &[&str], ns: &str, replay: bool) -> Cluster {
+    two_replicas_of_bin(None, slots, lease, ns, replay).await
+}
+
+/// [`two_replicas_of`], `a` and `b` running `bin` (an earlier version's) if given.
+async fn two_replicas_of_bin(
+    bin: Option<&std::path::Path>,
+    slots: usize,
+    lease: &[&str],
+    ns: &str,
+    replay: bool,
+) -> Cluster {
     let mut c = Cluster::start(slots).await;
-    c.spawn(0, "a", lease);
+    c.spawn_of(bin, 0, "a", lease);
     wait_for("a to lead", DEADLINE, || async {
         (c.lease_holder().await.as_deref() == Some("a")).then_some(())
     })
     .await;
-    c.spawn(1, "b", lease);
+    c.spawn_of(bin, 1, "b", lease);
     both_ready(&c).await;
     namespace(&c.client, ns).await;
     for name in ["used", "user"] {
@@ -275,7 +286,11 @@ async fn both_replicas_answer_and_sigterm_hands_over_at_once() {
 /// rolling update with `maxSurge: 1, maxUnavailable: 0` — replayed with processes: a new
 /// replica starts and is ready before an old one gets SIGTERM, twice. Every DELETE of an object
 /// in use is refused with 409 throughout (none let through, none a 500 or a connection error),
-/// a new replica leads afterwards, and a protection made after the rollout holds.
+/// a new replica leads afterwards, and a protection made after the rollout holds. The old
+/// replicas run the previous version (`LIEN_PREVIOUS_BIN`, built by scripts/previous-lien.sh
+/// from the commit scripts/previous-version names — scripts/test.sh sets it): an upgrade
+/// between two versions, as `helm upgrade` to a new release does; without it, this build to
+/// itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rolling_update_refuses_every_delete_of_an_object_in_use_throughout() {
     let lease = [
@@ -283,7 +298,12 @@ async fn a_rolling_update_refuses_every_delete_of_an_object_in_use_throughout() 
         "--lease-renew-deadline=5s",
         "--lease-retry-period=200ms",
     ];
-    let mut c = two_replicas_of(4, &lease, "ha-rollout", false).await;
+    let previous = std::env::var_os("LIEN_PREVIOUS_BIN").map(std::path::PathBuf::from);
+    match &previous {
+        Some(bin) => eprintln!("rolling from {} to this build", bin.display()),
+        None => eprintln!("no LIEN_PREVIOUS_BIN: rolling from this build to itself"),
+    }
+    let mut c = two_replicas_of_bin(previous.as_deref(), 4, &lease, "ha-rollout", false).await;
     let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), "ha-rollout");
     let stop = Arc::new(AtomicBool::new(false));
     let probes = probe_deletes(&cms, &stop, 4, Duration::from_millis(2));

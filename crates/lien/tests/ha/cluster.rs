@@ -192,7 +192,24 @@ impl Cluster {
     /// as the admin behind the sandbox's Service, or as Lien's ServiceAccount behind the load
     /// balancer's URL.
     pub fn spawn(&mut self, i: usize, identity: &str, lease: &[&str]) {
-        let mut cmd = self.lien(&format!("{identity}.log"));
+        self.spawn_of(None, i, identity, lease);
+    }
+
+    /// [`Cluster::spawn`] of the binary `bin` (an earlier version's, for an upgrade), or this
+    /// build's.
+    pub fn spawn_of(
+        &mut self,
+        bin: Option<&std::path::Path>,
+        i: usize,
+        identity: &str,
+        lease: &[&str],
+    ) {
+        let log = self.dir.join(format!("{identity}.log"));
+        let mut cmd = match bin {
+            Some(bin) => real::lien_command_of(bin, &log),
+            None => real::lien_command(&log),
+        };
+        cmd.env("KUBECONFIG", &self.kubeconfig);
         cmd.arg("run")
             .arg(format!("--webhook-addr={}", self.addrs[i]))
             .arg(format!("--identity={identity}"))

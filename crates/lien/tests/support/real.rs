@@ -362,8 +362,13 @@ pub fn lien_bin() -> PathBuf {
 /// test's own thread, never a `spawn_blocking` one), logging to `log`, with no inherited
 /// `lien run` environment variables.
 pub fn lien_command(log: &Path) -> Command {
+    lien_command_of(&lien_bin(), log)
+}
+
+/// [`lien_command`] of another `lien` binary (an earlier version's: `LIEN_PREVIOUS_BIN`).
+pub fn lien_command_of(bin: &Path, log: &Path) -> Command {
     let mut cmd = Command::new("setpriv");
-    cmd.args(["--pdeathsig", "KILL", "--"]).arg(lien_bin());
+    cmd.args(["--pdeathsig", "KILL", "--"]).arg(bin);
     let log = std::fs::File::create(log).expect("log file");
     for var in [
         "LIEN_WEBHOOK_ADDR",
