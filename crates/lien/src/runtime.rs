@@ -99,40 +99,6 @@ pub enum WebhookCa {
     },
 }
 
-/// What the webhook serves with: Lien's own CA, or a certificate issued elsewhere.
-enum Serving {
-    Own(Arc<CertManager>),
-    Issued(Arc<lien_webhook::IssuedCerts>),
-}
-
-impl Serving {
-    fn server_config(
-        &self,
-        client_ca: Option<&ClientCa>,
-    ) -> Result<Arc<rustls::ServerConfig>, lien_webhook::TlsError> {
-        match (self, client_ca) {
-            (Self::Own(c), None) => c.server_config(),
-            (Self::Own(c), Some(ca)) => c.server_config_with_client_ca(ca),
-            (Self::Issued(c), None) => c.server_config(),
-            (Self::Issued(c), Some(ca)) => c.server_config_with_client_ca(ca),
-        }
-    }
-
-    fn ca_bundle_base64(&self) -> String {
-        match self {
-            Self::Own(c) => c.ca_bundle_base64(),
-            Self::Issued(c) => c.ca_bundle_base64(),
-        }
-    }
-
-    fn watch_bundle(&self) -> watch::Receiver<String> {
-        match self {
-            Self::Own(c) => c.watch_bundle(),
-            Self::Issued(c) => c.watch_bundle(),
-        }
-    }
-}
-
 /// The three files of an issued serving certificate, read.
 fn read_issued(cert: &Path, key: &Path, ca: &Path) -> anyhow::Result<(String, String, String)> {
     let read = |path: &Path, flag: &str| {
@@ -369,7 +335,7 @@ impl Lien {
                 let certs = CertManager::new(tls_settings).context("creating the webhook's CA")?;
                 // Rotate the serving certificate ahead of expiry; publish every new CA bundle.
                 tasks.push(certs.spawn_rotation(Duration::from_secs(3600), stopped.clone()));
-                Serving::Own(certs)
+                certs.serving()
             }
             WebhookCa::Secret {
                 namespace,
@@ -393,7 +359,7 @@ impl Lien {
                     *sync_every,
                     stopped.clone(),
                 ));
-                Serving::Own(certs)
+                certs.serving()
             }
             WebhookCa::Files {
                 cert,
@@ -413,7 +379,7 @@ impl Lien {
                     *reload_every,
                     stopped.clone(),
                 ));
-                Serving::Issued(issued)
+                issued.serving()
             }
         };
         let own_username = own_username(&client, config.own_username.as_deref()).await;

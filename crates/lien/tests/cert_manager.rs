@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use cluster::Cluster;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
@@ -130,13 +130,7 @@ async fn a_certificate_issued_elsewhere_is_served_published_renewed_and_checked(
     wait_bundle(&c, &ca.pem).await;
 
     let ns = "issued";
-    Api::<Namespace>::all(c.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace"),
-        )
-        .await
-        .expect("namespace");
+    c.create_namespace(ns).await;
     let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), ns);
     cms.create(
         &PostParams::default(),

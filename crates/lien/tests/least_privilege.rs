@@ -11,7 +11,7 @@ mod cluster;
 use std::time::{Duration, Instant};
 
 use cluster::Cluster;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -90,13 +90,7 @@ async fn the_default_install_reads_no_secret_and_a_usage_of_one_says_how_to_gran
     let kubeconfig = c.service_account_kubeconfig(lien::manifests::NAME).await;
 
     let ns = "least-privilege";
-    Api::<Namespace>::all(c.client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace"),
-        )
-        .await
-        .expect("namespace");
+    c.create_namespace(ns).await;
     let secrets: Api<Secret> = Api::namespaced(c.client.clone(), ns);
     secrets
         .create(

@@ -124,6 +124,18 @@ fn without_chart_labels(mut object: Value) -> Value {
     object
 }
 
+/// The chart rendered by Helm's engine with `sets`, as objects and hook objects; panics with
+/// Helm's error if it does not render.
+fn render(sets: &[&str]) -> (Vec<Value>, Vec<Value>) {
+    let out = helm::template(sets);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8")))
+}
+
 /// The pre-delete hook `lien::manifests` generates for these options.
 fn hook(options: &lien::manifests::Options, force: bool) -> Vec<Value> {
     lien::manifests::uninstall_hook(options, force)
@@ -174,15 +186,6 @@ fn helm_chart_renders_what_lien_manifests_prints_by_default() {
 
 #[test]
 fn helm_chart_uninstall_hook_values_turn_it_off_or_force_it() {
-    let render = |sets: &[&str]| {
-        let out = helm::template(sets);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8")))
-    };
     let (objects, hooks) = render(&["uninstallHook.enabled=false"]);
     assert!(hooks.is_empty(), "{hooks:?}");
     assert_eq!(objects.len(), lien::manifests::objects().len());
@@ -272,17 +275,10 @@ fn helm_chart_with_values_renders_what_the_same_flags_print() {
 fn helm_protected_resources_render_what_the_resource_flags_print() {
     // A team that protects only Rook's objects and PersistentVolumeClaims, in both install paths.
     // One --set: the render script merges separate flags map by map, and lists whole.
-    let out = helm::template(&["rbac.protectedResources[0].apiGroups[0]=,\
+    let (rendered, hooks) = render(&["rbac.protectedResources[0].apiGroups[0]=,\
          rbac.protectedResources[0].resources[0]=persistentvolumeclaims,\
          rbac.protectedResources[1].apiGroups[0]=ceph.rook.io,\
          rbac.protectedResources[1].resources[0]=*"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (rendered, hooks) =
-        without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8")));
     let flags = [
         "--no-default-resources",
         "--resource",
@@ -602,15 +598,7 @@ fn every_rule_pack_names_the_resources_it_needs() {
 /// Certificate, from that issuer. Off, nothing of it (the default render is `lien manifests`).
 #[test]
 fn helm_cert_manager_issues_the_serving_certificate_lien_run_serves() {
-    let render = |sets: &[&str]| {
-        let out = helm::template(sets);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        without_hooks(parse_stream(&String::from_utf8(out.stdout).expect("UTF-8"))).0
-    };
+    let render = |sets: &[&str]| render(sets).0;
     let of_kind = |objects: &[Value], kind: &str| -> Vec<Value> {
         objects
             .iter()

@@ -46,7 +46,7 @@ pub use server::{
     WebhookBuilder,
 };
 pub use throttle::DEFAULT_UNAUTHENTICATED_CHECKS_PER_SECOND;
-pub use tls::{CertManager, ClientCa, IssuedCerts, Rotation, TlsError, TlsSettings};
+pub use tls::{CertManager, ClientCa, IssuedCerts, Rotation, ServingTls, TlsError, TlsSettings};
 pub use validate::{
     Authorize, BREAK_GLASS_ANNOTATION, BreakGlassAction, BreakGlassUse, Confirm, Consent, Denial,
     KindResolver, Outcome, Policy, Record, Scope,

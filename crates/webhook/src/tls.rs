@@ -363,6 +363,46 @@ impl CertResolver {
     }
 }
 
+/// What the webhook serves TLS with, whoever issues its certificate (Lien's own CA,
+/// [`CertManager`], or another issuer, [`IssuedCerts`]): the resolver every handshake reads, and
+/// the CA bundle to publish as the configurations' `caBundle` as it changes.
+#[derive(Debug, Clone)]
+pub struct ServingTls {
+    provider: Arc<CryptoProvider>,
+    resolver: Arc<CertResolver>,
+    bundle: watch::Receiver<String>,
+}
+
+impl ServingTls {
+    /// A rustls server configuration (ring, HTTP/2 and HTTP/1.1) serving through the resolver,
+    /// so renewals apply to every new handshake; with `client_ca`, also asking clients for a
+    /// certificate it issued. A client may still connect without one (kubelet's probes of
+    /// `/healthz` and Prometheus present none): the handshake of a client that presents a
+    /// certificate that does not verify fails, and the handlers see who presented a verified
+    /// one (`lien_serve::ClientCertificates`).
+    pub fn server_config(
+        &self,
+        client_ca: Option<&ClientCa>,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        server_config(&self.provider, &self.resolver, client_ca)
+    }
+
+    /// The CA bundle as `caBundle` wants it: base64 of the PEM.
+    pub fn ca_bundle_base64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.bundle.borrow().as_bytes())
+    }
+
+    /// Follows the CA bundle (PEM) as it changes.
+    pub fn watch_bundle(&self) -> watch::Receiver<String> {
+        self.bundle.clone()
+    }
+
+    /// The certificate served now (leaf first).
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.resolver.current()
+    }
+}
+
 struct State {
     /// The CAs as shared.
     set: CaSet,
@@ -505,6 +545,15 @@ impl CertManager {
     /// The resolver to serve with.
     pub fn resolver(&self) -> Arc<CertResolver> {
         self.resolver.clone()
+    }
+
+    /// What the webhook serves with ([`ServingTls`]).
+    pub fn serving(&self) -> ServingTls {
+        ServingTls {
+            provider: self.provider.clone(),
+            resolver: self.resolver.clone(),
+            bundle: self.bundle.subscribe(),
+        }
     }
 
     /// A rustls server configuration (ring, HTTP/2 and HTTP/1.1) serving through the resolver,
@@ -769,32 +818,13 @@ impl IssuedCerts {
         Ok(rotation)
     }
 
-    /// The CA bundle as `caBundle` wants it: base64 of the PEM.
-    pub fn ca_bundle_base64(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(self.bundle.borrow().as_bytes())
-    }
-
-    /// Follows the CA bundle as it changes.
-    pub fn watch_bundle(&self) -> watch::Receiver<String> {
-        self.bundle.subscribe()
-    }
-
-    /// The resolver to serve with.
-    pub fn resolver(&self) -> Arc<CertResolver> {
-        self.resolver.clone()
-    }
-
-    /// As [`CertManager::server_config`].
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        server_config(&self.provider, &self.resolver, None)
-    }
-
-    /// As [`CertManager::server_config_with_client_ca`].
-    pub fn server_config_with_client_ca(
-        &self,
-        client_ca: &ClientCa,
-    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        server_config(&self.provider, &self.resolver, Some(client_ca))
+    /// What the webhook serves with ([`ServingTls`]).
+    pub fn serving(&self) -> ServingTls {
+        ServingTls {
+            provider: self.provider.clone(),
+            resolver: self.resolver.clone(),
+            bundle: self.bundle.subscribe(),
+        }
     }
 }
 
@@ -1044,10 +1074,11 @@ mod tests {
         let ca = other_ca("issuer");
         let (cert, key) = issued_by(&ca, WEBHOOK);
         let issued = IssuedCerts::from_pem(WEBHOOK, &cert, &key, &ca.pem).expect("served");
-        let served = |i: &IssuedCerts| i.resolver().current().cert[0].to_vec();
+        let serving = issued.serving();
+        let served = |_: &IssuedCerts| serving.current().cert[0].to_vec();
         let first = served(&issued);
-        assert!(issued.ca_bundle_base64().len() > 100);
-        let mut bundles = issued.watch_bundle();
+        assert!(serving.ca_bundle_base64().len() > 100);
+        let mut bundles = serving.watch_bundle();
         // The same files again: nothing changes.
         assert_eq!(
             issued.load(&cert, &key, &ca.pem).expect("same"),

@@ -172,6 +172,18 @@ impl Cluster {
         self.refused.push(format!("resource \\\"{resource}\\\""));
     }
 
+    /// Creates the Namespace `name`, as the admin.
+    pub async fn create_namespace(&self, name: &str) {
+        Api::<Namespace>::all(self.client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+                    .expect("namespace"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("namespace {name}: {e}"));
+    }
+
     /// The admin's kubeconfig.
     pub fn kubeconfig(&self) -> &std::path::Path {
         &self.kubeconfig
