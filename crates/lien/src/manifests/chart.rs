@@ -761,8 +761,9 @@ mod tests {
         // The image of the Deployment and of the uninstall hook's Job, one replicas, and the
         // namespace of: the Namespace, 8 namespaced RBAC objects + 3 subjects, Deployment,
         // Service, PodDisruptionBudget, ServiceMonitor, NetworkPolicy; and the hook's
-        // ServiceAccount, Role, RoleBinding, 2 subjects, Job and its `--namespace` argument.
-        assert_eq!(seen, [2, 24, 1], "templated values");
+        // ServiceAccount, Role, RoleBinding, 2 subjects, Job and its `--namespace` argument;
+        // and cert-manager's two Issuers and two Certificates.
+        assert_eq!(seen, [2, 28, 1], "templated values");
     }
 
     #[test]
