@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use base64::Engine;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use lien_controller::{Controller, ControllerConfig, DenialSink};
@@ -471,9 +470,8 @@ impl Lien {
                     changed = bundles.changed() => if changed.is_err() { return },
                     _ = bundle_stop.changed() => return,
                 }
-                // The watch carries PEM; `caBundle` is its base64 (as `ca_bundle_base64`).
-                let bundle = base64::engine::general_purpose::STANDARD
-                    .encode(bundles.borrow_and_update().as_bytes());
+                // The watch carries PEM; `caBundle` is its base64.
+                let bundle = lien_webhook::tls::ca_bundle_base64(&bundles.borrow_and_update());
                 desired_tx.send_replace(validating_webhook_configuration(&options, &bundle));
                 mutating_tx.send_replace(mutating_webhook_configuration(&options, &bundle));
             }

@@ -363,6 +363,11 @@ impl CertResolver {
     }
 }
 
+/// A CA bundle (PEM) as a webhook configuration's `caBundle` wants it: its base64.
+pub fn ca_bundle_base64(pem: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(pem.as_bytes())
+}
+
 /// What the webhook serves TLS with, whoever issues its certificate (Lien's own CA,
 /// [`CertManager`], or another issuer, [`IssuedCerts`]): the resolver every handshake reads, and
 /// the CA bundle to publish as the configurations' `caBundle` as it changes.
@@ -389,7 +394,7 @@ impl ServingTls {
 
     /// The CA bundle as `caBundle` wants it: base64 of the PEM.
     pub fn ca_bundle_base64(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(self.bundle.borrow().as_bytes())
+        ca_bundle_base64(&self.bundle.borrow())
     }
 
     /// Follows the CA bundle (PEM) as it changes.
@@ -534,7 +539,7 @@ impl CertManager {
 
     /// The CA bundle as `caBundle` wants it: base64 of the PEM.
     pub fn ca_bundle_base64(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(self.ca_bundle_pem())
+        ca_bundle_base64(&self.ca_bundle_pem())
     }
 
     /// Follows the CA bundle as it changes.

@@ -170,11 +170,12 @@ fn spawn_kind_watch(
             };
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &discovered.ar);
             let resource = crate::watch::grantable_resource(&discovered.ar);
-            let mut announce = Some(discovered);
-            if !refused
-                && let Some(d) = announce.take()
-                && tx.send(found(gk.clone(), Ok(d))).is_err()
-            {
+            // After a refusal the kind is announced at the end of the first list that goes
+            // through; otherwise now.
+            let mut announce = None;
+            if refused {
+                announce = Some(discovered);
+            } else if tx.send(found(gk.clone(), Ok(discovered))).is_err() {
                 return;
             }
             let ended = crate::watch::forward_while_served(
